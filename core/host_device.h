@@ -1,0 +1,8 @@
+#pragma once
+// Lets the scalar conversions be shared verbatim by the CPU reference and the CUDA/HIP kernels,
+// so quantization is bit-identical across backends by construction.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define KVGATE_HD __host__ __device__ __forceinline__
+#else
+#define KVGATE_HD inline
+#endif

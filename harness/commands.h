@@ -1,0 +1,14 @@
+#pragma once
+// Each command family registers its subcommands on the root app. Callbacks report failure by
+// throwing kvgate::Error (exit 2/3) or by setting ctx.exit_code (1 = a gate failed).
+#include <CLI/CLI.hpp>
+
+namespace kvgate::harness {
+
+struct CommandContext {
+  int exit_code = 0;
+};
+
+void add_model_commands(CLI::App& app, CommandContext& ctx);
+
+}  // namespace kvgate::harness

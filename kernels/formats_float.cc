@@ -1,0 +1,83 @@
+// Unquantized baselines: f32 (the exact oracle), f16 (what engines store by default), bf16.
+#include <cstring>
+
+#include "core/float_convert.h"
+#include "kernels/format_families.h"
+
+namespace kvgate::kernels {
+namespace {
+
+class F32Codec final : public Codec {
+ public:
+  using Codec::Codec;
+  size_t group_bytes() const override { return sizeof(float) * head_dim_; }
+  void quantize_ref(const float* x, uint8_t* dst) const override { std::memcpy(dst, x, group_bytes()); }
+  void dequantize_ref(const uint8_t* src, float* y) const override { std::memcpy(y, src, group_bytes()); }
+  float dot_ref(const float* q, const uint8_t* src, int) const override {
+    const float* k = reinterpret_cast<const float*>(src);
+    float sum = 0.0f;
+    for (int i = 0; i < head_dim_; ++i) sum += q[i] * k[i];
+    return sum;
+  }
+  void axpy_ref(float w, const uint8_t* src, int, float* acc) const override {
+    const float* v = reinterpret_cast<const float*>(src);
+    for (int i = 0; i < head_dim_; ++i) acc[i] += w * v[i];
+  }
+};
+
+// f16 and bf16 differ only in the 16-bit conversion.
+template <uint16_t (*Encode)(float), float (*Decode)(uint16_t)>
+class Half16Codec final : public Codec {
+ public:
+  using Codec::Codec;
+  size_t group_bytes() const override { return sizeof(uint16_t) * head_dim_; }
+  void quantize_ref(const float* x, uint8_t* dst) const override {
+    for (int i = 0; i < head_dim_; ++i) {
+      uint16_t h = Encode(x[i]);
+      std::memcpy(dst + 2 * i, &h, 2);
+    }
+  }
+  void dequantize_ref(const uint8_t* src, float* y) const override {
+    for (int i = 0; i < head_dim_; ++i) y[i] = Decode(load(src, i));
+  }
+  float dot_ref(const float* q, const uint8_t* src, int) const override {
+    float sum = 0.0f;
+    for (int i = 0; i < head_dim_; ++i) sum += q[i] * Decode(load(src, i));
+    return sum;
+  }
+  void axpy_ref(float w, const uint8_t* src, int, float* acc) const override {
+    for (int i = 0; i < head_dim_; ++i) acc[i] += w * Decode(load(src, i));
+  }
+
+ private:
+  static uint16_t load(const uint8_t* src, int i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    return h;
+  }
+};
+
+template <class C>
+std::unique_ptr<Codec> make(const FormatInfo& info, int head_dim, const FormatOptions& options) {
+  return std::make_unique<C>(info, head_dim, options);
+}
+
+using F16Codec = Half16Codec<f32_to_f16, f16_to_f32>;
+using BF16Codec = Half16Codec<f32_to_bf16, bf16_to_f32>;
+
+const FormatInfo kF32{"f32", "float", "exact oracle (no engine stores it)", "IEEE binary32, unquantized",
+                      true, true, 1, false, kBackendCpu, &make<F32Codec>};
+const FormatInfo kF16{"f16", "float", "vLLM/SGLang/llama.cpp default (auto, -ctk f16)", "IEEE binary16, round to nearest even",
+                      true, true, 1, false, kBackendCpu | kBackendCuda | kBackendHip, &make<F16Codec>};
+const FormatInfo kBF16{"bf16", "float", "vLLM with a bf16 model (auto), llama.cpp -ctk bf16", "bfloat16, round to nearest even",
+                       true, true, 1, false, kBackendCpu | kBackendCuda | kBackendHip, &make<BF16Codec>};
+
+}  // namespace
+
+void append_float_formats(std::vector<const FormatInfo*>& out) {
+  out.push_back(&kF32);
+  out.push_back(&kF16);
+  out.push_back(&kBF16);
+}
+
+}  // namespace kvgate::kernels

@@ -1,0 +1,57 @@
+#pragma once
+// A KV config: key format + value format + per-layer overrides. Parsed from the spec strings
+// users type (`none`, `fp8`, `k8v4`, `q8_0/q4_0`, `tq4/4`, vLLM's `turboquant_k8v4`, ...),
+// printed in one canonical form, and hashed stably so results can be keyed by it.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/kv_format.h"
+
+namespace kvgate::kernels {
+
+struct FormatSpec {
+  const FormatInfo* format = nullptr;
+  FormatOptions options;
+  std::string canonical() const;  // e.g. "fp8_e4m3", "fp8_e4m3:scale=0.5", "tq4:rot=qr:nc"
+  bool operator==(const FormatSpec& o) const { return format == o.format && options == o.options; }
+};
+
+// Layers [first, last] (0-based, inclusive) use `key`/`value` instead of the config's default.
+struct LayerOverride {
+  int first = 0;
+  int last = 0;
+  bool from_end = false;  // first/last count from the last layer (0 = last layer)
+  FormatSpec key;
+  FormatSpec value;
+};
+
+struct KvShape {
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+};
+
+struct KvConfig {
+  std::string name;  // what the user typed (kept for display)
+  FormatSpec key;
+  FormatSpec value;
+  std::vector<LayerOverride> overrides;  // later entries win
+
+  std::string canonical() const;  // stable text; equal configs give equal strings
+  uint64_t hash() const;          // xxhash64 of canonical()
+  const FormatSpec& key_for_layer(int layer, int n_layers) const;
+  const FormatSpec& value_for_layer(int layer, int n_layers) const;
+  // Storage per token over all layers and KV heads, K and V, scales and norms included.
+  double bytes_per_token(const KvShape& shape) const;
+  // Average stored bits per K/V element over all layers.
+  double bits_per_element(const KvShape& shape) const;
+};
+
+// Throws a usage error listing the valid names when the spec is unknown or contradictory.
+KvConfig parse_kv_config(std::string_view spec);
+// A comma-separated list of specs, as given to --kv.
+std::vector<KvConfig> parse_kv_config_list(std::string_view specs);
+
+}  // namespace kvgate::kernels

@@ -1,0 +1,118 @@
+#pragma once
+// The KV format registry: one FormatInfo per stored format, and a Codec that instantiates a
+// format for one head dimension and its options. Tests, benchmarks, `kvgate kv list`, the
+// attention kernels and the capacity simulator all iterate this table, so adding a format is
+// one entry plus its codec.
+//
+// Unit of storage: a *group* of `token_group` consecutive tokens of one KV head (head_dim
+// elements each). Almost every format quantizes tokens independently (token_group == 1); KIVI
+// keys quantize each channel across 32 tokens, so their group is 32 tokens. A group occupies
+// exactly `group_bytes()` bytes, and consecutive groups are stored back to back.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace kvgate::kernels {
+
+enum BackendMask : uint32_t {
+  kBackendCpu = 1u << 0,
+  kBackendCuda = 1u << 1,
+  kBackendHip = 1u << 2,
+};
+
+enum class Rotation : uint8_t { none, hadamard, qr };
+
+// Per-format options a KV spec may set (see kv_config.h for the spec grammar).
+struct FormatOptions {
+  float scale = 1.0f;               // per-tensor scale (FP8): stored = x / scale
+  Rotation rotation = Rotation::none;  // llama.cpp's optional rotation; TurboQuant picks its own default
+  bool norm_correction = false;     // TurboQuant "_nc": rescale so the dequantized norm is exact
+  uint64_t seed = 0x6b76676174650001ull;  // rotation signs, QR matrix, QJL projection
+  int outlier_channels = 0;         // TurboQuant fractional widths: channels given one more bit
+  int token_group = 0;              // KIVI: tokens per key group (0 = format default)
+  int residual_tokens = 0;          // KIVI: newest tokens kept in f16 until a full group leaves the window
+  bool operator==(const FormatOptions&) const = default;
+};
+
+class Codec;
+
+struct FormatInfo {
+  std::string_view name;         // canonical, e.g. "q4_0"
+  std::string_view family;       // "float", "fp8", "per-token-head", "llama.cpp", "kivi", "turboquant", "uniform", "nvfp4"
+  std::string_view mirrors;      // which engine stores exactly this
+  std::string_view description;
+  bool for_keys;                 // may be used as a key format
+  bool for_values;               // may be used as a value format
+  int head_dim_multiple;         // head_dim must be a multiple of this (e.g. 32 for llama.cpp blocks)
+  bool head_dim_power_of_two;    // rotation formats need a Walsh–Hadamard size
+  uint32_t backends;             // BackendMask bits of the backends that implement it
+  // Instantiates the format; throws a usage error naming the problem if head_dim or the
+  // options do not fit the format.
+  std::unique_ptr<Codec> (*make)(const FormatInfo& info, int head_dim, const FormatOptions& options);
+};
+
+// A format bound to one head_dim and option set. Immutable after construction and safe to use
+// from many threads. The *_ref functions are the plain scalar definition; the unsuffixed ones
+// may use SIMD (chosen at run time) and must give bit-identical bytes for quantize/dequantize
+// and agree with dot_ref/axpy_ref to float rounding.
+class Codec {
+ public:
+  Codec(const FormatInfo& info, int head_dim, const FormatOptions& options)
+      : info_(&info), head_dim_(head_dim), options_(options) {}
+  virtual ~Codec() = default;
+
+  const FormatInfo& info() const { return *info_; }
+  int head_dim() const { return head_dim_; }
+  const FormatOptions& options() const { return options_; }
+  virtual int token_group() const { return 1; }
+  virtual size_t group_bytes() const = 0;
+  double bits_per_element() const {
+    return 8.0 * static_cast<double>(group_bytes()) / (static_cast<double>(token_group()) * head_dim_);
+  }
+  double bytes_per_token() const { return static_cast<double>(group_bytes()) / token_group(); }
+
+  // x: [token_group][head_dim] floats -> dst: group_bytes() bytes.
+  virtual void quantize_ref(const float* x, uint8_t* dst) const = 0;
+  // src: one group -> y: [token_group][head_dim] floats, in the original (unrotated) basis.
+  virtual void dequantize_ref(const uint8_t* src, float* y) const = 0;
+
+  // Rotation formats store keys in a rotated basis; attention rotates the query once
+  // (q' = R q) and dots it with the stored codes, instead of un-rotating every key.
+  virtual bool rotates() const { return false; }
+  virtual void prepare_query(const float* q, float* q_prepared) const;  // identity by default
+  // Undoes the value rotation on an attention output accumulated in the stored basis.
+  virtual void finish_output(float* acc) const {}
+
+  // q_prepared · dequantized key of token `t` (0 <= t < token_group) in group `src`.
+  virtual float dot_ref(const float* q_prepared, const uint8_t* src, int t) const;
+  // acc[0..head_dim) += w * value of token t, in the stored (possibly rotated) basis.
+  virtual void axpy_ref(float w, const uint8_t* src, int t, float* acc) const;
+  // Same as dequantize_ref but in the stored basis (what axpy accumulates); default = dequantize_ref.
+  virtual void dequantize_stored_ref(const uint8_t* src, float* y) const { dequantize_ref(src, y); }
+
+  // Batched paths used by the fused attention kernels. `groups` holds n_tokens / token_group
+  // consecutive groups (n_tokens is a multiple of token_group). scores is [n_q][n_tokens];
+  // q_prepared is [n_q][head_dim]; weights is [n_q][n_tokens]; acc is [n_q][head_dim].
+  virtual void quantize(const float* x, uint8_t* dst) const { quantize_ref(x, dst); }
+  virtual void dequantize(const uint8_t* src, float* y) const { dequantize_ref(src, y); }
+  virtual void dot_rows(const float* q_prepared, int n_q, const uint8_t* groups, int n_tokens, float* scores) const;
+  virtual void axpy_rows(const float* weights, int n_q, const uint8_t* groups, int n_tokens, float* acc) const;
+
+ protected:
+  const FormatInfo* info_;
+  int head_dim_;
+  FormatOptions options_;
+};
+
+// The registry, in a fixed order (family, then width).
+std::span<const FormatInfo* const> all_formats();
+const FormatInfo* find_format(std::string_view name);  // nullptr if unknown
+// Validates head_dim against the format's constraints, then calls info.make.
+std::unique_ptr<Codec> make_codec(const FormatInfo& info, int head_dim, const FormatOptions& options = {});
+std::unique_ptr<Codec> make_codec(std::string_view name, int head_dim, const FormatOptions& options = {});
+std::string format_names_joined(std::string_view sep = ", ");
+
+}  // namespace kvgate::kernels

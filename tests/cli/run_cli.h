@@ -1,0 +1,44 @@
+#pragma once
+// Runs the real kvgate binary (built in this tree) and captures what a user would see.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace kvgate::testing {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+inline std::string kvgate_binary() { return std::string(KVGATE_BINARY_DIR) + "/bin/kvgate"; }
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// args is appended to the command line as-is (the caller quotes what needs quoting).
+inline CliResult run_kvgate(const std::string& args, const std::string& env = "") {
+  static int counter = 0;
+  const std::string base = ::testing::TempDir() + "kvgate_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  const std::string cmd = env + " " + kvgate_binary() + " " + args + " >" + base + ".out 2>" + base + ".err </dev/null";
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+}  // namespace kvgate::testing
