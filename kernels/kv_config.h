@@ -19,12 +19,17 @@ struct FormatSpec {
 };
 
 // Layers [first, last] (0-based, inclusive) use `key`/`value` instead of the config's default.
+// With from_end, first/last count back from the last layer (0 = last layer), and first >= last,
+// so the spec text `-2--1` (the last two layers) is stored as first = 1, last = 0. A range that
+// reaches past the model's layers covers only the layers that exist.
 struct LayerOverride {
   int first = 0;
   int last = 0;
   bool from_end = false;  // first/last count from the last layer (0 = last layer)
   FormatSpec key;
   FormatSpec value;
+  bool covers(int layer, int n_layers) const;
+  bool operator==(const LayerOverride&) const = default;
 };
 
 struct KvShape {
@@ -47,10 +52,19 @@ struct KvConfig {
   double bytes_per_token(const KvShape& shape) const;
   // Average stored bits per K/V element over all layers.
   double bits_per_element(const KvShape& shape) const;
+  // Compares the parsed meaning; `name` (what the user typed) is ignored.
+  bool operator==(const KvConfig& o) const {
+    return key == o.key && value == o.value && overrides == o.overrides;
+  }
 };
 
+// Grammar (docs/kv-specs.md):  CONFIG := BASE ( '@' OVERRIDE )*
+//   BASE     := PAIR_ALIAS | SIDE [ '/' SIDE ]       SIDE := NAME ( ':' OPTION )*
+//   OVERRIDE := 'keep=' N | RANGE '=' BASE           RANGE := I | I '-' J  (negative = from end)
 // Throws a usage error listing the valid names when the spec is unknown or contradictory.
 KvConfig parse_kv_config(std::string_view spec);
+// One format with options (`q4_0:rot`, `fp8`, `4` = u4 when `value_side`), as a side of a config.
+FormatSpec parse_format_spec(std::string_view text, bool value_side);
 // A comma-separated list of specs, as given to --kv.
 std::vector<KvConfig> parse_kv_config_list(std::string_view specs);
 

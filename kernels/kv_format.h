@@ -33,7 +33,7 @@ struct FormatOptions {
   uint64_t seed = 0x6b76676174650001ull;  // rotation signs, QR matrix, QJL projection
   int outlier_channels = 0;         // TurboQuant fractional widths: channels given one more bit
   int token_group = 0;              // KIVI: tokens per key group (0 = format default)
-  int residual_tokens = 0;          // KIVI: newest tokens kept in f16 until a full group leaves the window
+  int residual_tokens = 128;        // KIVI: newest tokens kept in f16 (see Codec::residual_tokens)
   bool operator==(const FormatOptions&) const = default;
 };
 
@@ -68,6 +68,13 @@ class Codec {
   int head_dim() const { return head_dim_; }
   const FormatOptions& options() const { return options_; }
   virtual int token_group() const { return 1; }
+  // Formats with a full-precision residual window (KIVI) return its size R; 0 for the rest.
+  // Semantics the attention helper implements: the cache holds the newest tokens in f16 and
+  // quantizes only whole token groups that have left the window, so after n appended tokens
+  // the quantized part is floor(max(0, n - R) / token_group()) * token_group() tokens and the
+  // remaining (newest) tokens are f16. group_bytes()/bytes_per_token() describe the quantized
+  // part only; the window's f16 bytes are a constant per sequence, not per token.
+  virtual int residual_tokens() const { return 0; }
   virtual size_t group_bytes() const = 0;
   double bits_per_element() const {
     return 8.0 * static_cast<double>(group_bytes()) / (static_cast<double>(token_group()) * head_dim_);

@@ -1,0 +1,154 @@
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "kernels/kv_config.h"
+
+namespace kvgate::kernels {
+namespace {
+
+// Runs `fn`, expects a usage error (exit 2) whose message contains every string in `needles`.
+template <class Fn>
+void expect_usage_error(Fn fn, std::vector<std::string> needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected a usage error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2) << e.what();
+    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+}
+
+void expect_spec_error(const std::string& spec, std::vector<std::string> needles = {}) {
+  SCOPED_TRACE(spec);
+  expect_usage_error([&] { parse_kv_config(spec); }, std::move(needles));
+}
+
+TEST(KvConfig, NoneIsF16OnBothSides) {
+  const KvConfig c = parse_kv_config("none");
+  EXPECT_EQ(c.name, "none");
+  EXPECT_EQ(c.key.format, find_format("f16"));
+  EXPECT_EQ(c.value.format, find_format("f16"));
+  EXPECT_TRUE(c.overrides.empty());
+  EXPECT_EQ(c.canonical(), "f16/f16");
+  EXPECT_EQ(parse_kv_config("f16"), c);
+  EXPECT_EQ(parse_kv_config("auto"), c);
+  EXPECT_EQ(parse_kv_config(" F16/float16 "), c);
+}
+
+TEST(KvConfig, CanonicalStringAndHashAreStable) {
+  // Hard-coded so that a change to the canonical form (which keys stored results) is noticed.
+  const KvConfig c = parse_kv_config("bf16/f16@keep=2@5=f32");
+  EXPECT_EQ(c.canonical(), "bf16/f16@0-1=f16/f16@-2--1=f16/f16@5=f32/f32");
+  EXPECT_EQ(c.hash(), xxhash64(c.canonical()));
+  EXPECT_EQ(hex_u64(c.hash()), hex_u64(xxhash64(std::string("bf16/f16@0-1=f16/f16@-2--1=f16/f16@5=f32/f32"))));
+  EXPECT_EQ(hex_u64(parse_kv_config("none").hash()), "7b493f66068cd35f");
+}
+
+TEST(KvConfig, KeepExpandsToFirstAndLastLayers) {
+  const KvConfig a = parse_kv_config("bf16@keep=2");
+  const KvConfig b = parse_kv_config("bf16/bf16@0-1=f16@-2--1=f16");
+  EXPECT_EQ(a, b);
+  const int n = 10;
+  for (int layer = 0; layer < n; ++layer) {
+    const bool kept = layer < 2 || layer >= n - 2;
+    EXPECT_EQ(a.key_for_layer(layer, n).format->name, kept ? "f16" : "bf16") << layer;
+    EXPECT_EQ(a.value_for_layer(layer, n).format->name, kept ? "f16" : "bf16") << layer;
+  }
+  EXPECT_EQ(parse_kv_config("bf16@keep=0"), parse_kv_config("bf16"));
+}
+
+TEST(KvConfig, LaterOverridesWin) {
+  const KvConfig c = parse_kv_config("bf16@0-3=f16@2=f32/f16");
+  EXPECT_EQ(c.key_for_layer(1, 8).format->name, "f16");
+  EXPECT_EQ(c.key_for_layer(2, 8).format->name, "f32");
+  EXPECT_EQ(c.value_for_layer(2, 8).format->name, "f16");
+  EXPECT_EQ(c.key_for_layer(4, 8).format->name, "bf16");
+  // A range past the model's end covers only the layers that exist.
+  const KvConfig far = parse_kv_config("bf16@-100--1=f32");
+  for (int layer = 0; layer < 4; ++layer) EXPECT_EQ(far.key_for_layer(layer, 4).format->name, "f32");
+}
+
+TEST(KvConfig, BytesPerTokenHonoursOverrides) {
+  const KvShape shape{10, 4, 64};
+  // f16: 2 bytes per element, K and V, 10 layers, 4 heads.
+  EXPECT_DOUBLE_EQ(parse_kv_config("f16").bytes_per_token(shape), 2.0 * 2 * 10 * 4 * 64);
+  EXPECT_DOUBLE_EQ(parse_kv_config("f16").bits_per_element(shape), 16.0);
+  // f32 keys everywhere except layers 0-1 and 8-9 (f16).
+  const KvConfig c = parse_kv_config("f32/f16@keep=2");
+  const double expected = 4 * 64 * (6 * (4.0 + 2.0) + 4 * (2.0 + 2.0));
+  EXPECT_DOUBLE_EQ(c.bytes_per_token(shape), expected);
+  EXPECT_DOUBLE_EQ(c.bits_per_element(shape), 8.0 * expected / (2.0 * 10 * 4 * 64));
+  expect_usage_error([&] { c.bytes_per_token(KvShape{0, 4, 64}); }, {"n_layers"});
+}
+
+TEST(KvConfig, CanonicalRoundTripsForEveryRegisteredFormat) {
+  for (const FormatInfo* f : all_formats()) {
+    SCOPED_TRACE(std::string(f->name));
+    std::string spec;
+    if (f->for_keys && f->for_values) spec = std::string(f->name);
+    else if (f->for_keys) spec = std::string(f->name) + "/f16";
+    else spec = "f16/" + std::string(f->name);
+    const KvConfig c = parse_kv_config(spec + "@-3=f32@1-2=bf16");
+    EXPECT_EQ(parse_kv_config(c.canonical()), c);
+    EXPECT_EQ(parse_kv_config(c.canonical()).canonical(), c.canonical());
+  }
+}
+
+TEST(KvConfig, ListSplitsOnCommas) {
+  const std::vector<KvConfig> list = parse_kv_config_list("none, bf16 ,f32/f16@keep=1");
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0].canonical(), "f16/f16");
+  EXPECT_EQ(list[1].canonical(), "bf16/bf16");
+  EXPECT_EQ(list[2].canonical(), "f32/f16@0=f16/f16@-1=f16/f16");
+  expect_usage_error([] { parse_kv_config_list("none,,bf16"); }, {"empty entry"});
+  expect_usage_error([] { parse_kv_config_list("none,f16"); }, {"twice"});
+}
+
+TEST(KvConfig, ErrorsAreUsageErrorsNamingTheProblem) {
+  const std::string valid = format_names_joined();
+  expect_spec_error("", {"empty"});
+  expect_spec_error("nosuch", {"unknown format 'nosuch'", valid});
+  expect_spec_error("f16/nosuch", {"unknown format 'nosuch'", valid});
+  expect_spec_error("f16/f16/f16", {"more than one '/'"});
+  expect_spec_error("f16:bogus", {"unknown option"});
+  expect_spec_error("f16:scale=0.5", {"does not apply"});
+  expect_spec_error("f16:nc", {"does not apply"});
+  expect_spec_error("f16:", {"empty option"});
+  expect_spec_error("/f16", {"empty format name"});
+  expect_spec_error("f16@", {"override"});
+  expect_spec_error("f16@3-1=f32", {"empty"});
+  expect_spec_error("f16@-1--2=f32", {"empty"});
+  expect_spec_error("f16@2--1=f32", {"mixes"});
+  expect_spec_error("f16@x=f32", {"bad layer index"});
+  expect_spec_error("f16@-0=f32", {"bad layer index"});
+  expect_spec_error("f16@99999=f32", {"bad layer index"});
+  expect_spec_error("f16@keep=-1", {"keep=N"});
+  expect_spec_error("f16@1=nosuch", {"unknown format 'nosuch'"});
+  expect_spec_error("f16@1=k8v4@2=f16", {});
+  expect_spec_error("f16,bf16", {"commas separate"});
+  expect_spec_error("f16 /bf16", {"space"});
+  expect_spec_error("kivi2/f16", {"whole key/value config"});
+}
+
+TEST(KvConfig, AliasesOfUnregisteredFormatsFailCleanly) {
+  // Every alias either parses or names the missing format; none may crash or pass silently.
+  for (const char* alias : {"fp8", "int4", "int8", "k8v4", "turboquant_k8v4", "turboquant_4bit_nc",
+                            "turboquant_k3v4_nc", "turboquant_3bit_nc", "kivi2", "kivi4", "tq4/4", "tq3/4",
+                            "q8_0/q4_0", "fp8_e5m2", "int8_per_token_head", "fp8_per_token_head"}) {
+    SCOPED_TRACE(alias);
+    try {
+      const KvConfig c = parse_kv_config(alias);
+      EXPECT_EQ(parse_kv_config(c.canonical()), c);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_NE(std::string(e.what()).find(format_names_joined()), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::kernels
