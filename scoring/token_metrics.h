@@ -1,0 +1,38 @@
+#pragma once
+// Per-position comparison of two next-token distributions (reference config vs quantized
+// config) for the same context. Everything is computed in double from the raw logits so the
+// comparison does not inherit the float rounding of the model under test.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace kvgate::scoring {
+
+// What one scored position contributes to every aggregate (see kld_report.h).
+struct PositionComparison {
+  double kld = 0.0;       // KL(ref || q) in nats
+  double p_ref = 0.0;     // probability of the correct token under the reference
+  double p_q = 0.0;       // ... and under the quantized config
+  double delta_p = 0.0;   // p_q - p_ref
+  double nll_ref = 0.0;   // -ln p_ref, kept in log space so tiny probabilities stay exact
+  double nll_q = 0.0;     // -ln p_q
+  uint32_t top1_ref = 0;  // argmax of the reference (lowest index wins a tie)
+  uint32_t top1_q = 0;
+  bool same_top1 = false;
+};
+
+// ln softmax(logits)[i] for every i, in double, stable (max subtracted before exp).
+// Log-probabilities are valid logits too (log-softmax is shift invariant), so callers that
+// already hold normalized log-probs pass them here unchanged.
+// Throws kvgate::Error (input) on an empty vector, a NaN or a +inf entry; -inf entries are
+// allowed (masked tokens) as long as one entry is finite.
+void log_softmax(std::span<const float> logits, std::span<double> out);
+
+// Compares the two distributions at one position. Both spans must have the same length
+// (the vocabulary) and correct_token must index into them; otherwise kvgate::Error (input).
+// KL is not clamped at zero: for identical inputs it is exactly 0, and a tiny negative value
+// can only come from rounding, which hiding would make harder to see.
+PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
+                                    uint32_t correct_token);
+
+}  // namespace kvgate::scoring
