@@ -1,0 +1,43 @@
+#pragma once
+// Model weights kept in their stored GGUF type. Weight quantization and KV quantization are
+// separate axes (design.md): we never re-quantize or expand a whole matrix. Decode multiplies
+// quantized rows by a float vector block by block; prefill expands one tile of rows at a time
+// into a small float buffer and hands it to BLAS.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "runtime/gguf.h"
+
+namespace kvgate::runtime {
+
+// A 2-D weight [rows][cols] in ggml order: each of the `rows` rows holds `cols` contiguous
+// elements (ggml dims[0] == cols).
+struct WeightMatrix {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;
+  const uint8_t* data = nullptr;
+
+  const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+};
+
+// Types the forward pass can multiply with.
+bool weight_type_supported(GgmlType type);
+// Wraps a GGUF tensor; an input error naming the tensor when its type or shape is unusable.
+WeightMatrix weight_from_tensor(const GgufFile& file, const GgufTensor& tensor);
+
+// out[0..cols) = row r of w, in float.
+void dequantize_weight_row(const WeightMatrix& w, int64_t r, float* out);
+// x · row r of w, decoding one block at a time (no expanded copy of the row).
+float dot_weight_row(const WeightMatrix& w, int64_t r, const float* x);
+
+// y[n][w.rows] = x[n][w.cols] · wᵀ. n == 1 uses the quantized dot; n > 1 expands tiles of rows
+// and uses single-threaded sgemm per tile, tiles spread over the pool. The partition depends
+// only on the sizes, so results are bit-identical for a given thread count.
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int n, float* y);
+
+}  // namespace kvgate::runtime
