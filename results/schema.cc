@@ -1,0 +1,153 @@
+#include "results/schema.h"
+
+namespace kvgate::results {
+
+namespace {
+
+// Times are ISO 8601 UTC text ("2026-12-02T09:55:00.123Z") so they sort and read well in
+// the sqlite3 shell. REAL columns hold IEEE doubles; NULL stands for "not measured" (and for
+// NaN, which SQLite cannot store).
+constexpr std::string_view kMigration1 = R"sql(
+CREATE TABLE runs (
+  id             INTEGER PRIMARY KEY AUTOINCREMENT,
+  status         TEXT NOT NULL CHECK (status IN ('running', 'complete', 'failed', 'interrupted')),
+  started_at     TEXT NOT NULL,
+  finished_at    TEXT,
+  command        TEXT NOT NULL,
+  git_sha        TEXT NOT NULL,
+  build_flags    TEXT NOT NULL,
+  host           TEXT NOT NULL,
+  cpu            TEXT NOT NULL,
+  gpu            TEXT NOT NULL,
+  backend        TEXT NOT NULL,
+  model_path     TEXT NOT NULL,
+  model_sha256   TEXT NOT NULL,
+  suite_name     TEXT NOT NULL,
+  suite_hash     TEXT NOT NULL,
+  seed           INTEGER NOT NULL,
+  threads        INTEGER NOT NULL,
+  kvgate_version TEXT NOT NULL
+);
+
+CREATE TABLE configs (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  spec             TEXT NOT NULL UNIQUE,
+  hash             TEXT NOT NULL,
+  bits_per_element REAL NOT NULL
+);
+
+CREATE TABLE run_configs (
+  run_id             INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  config_id          INTEGER NOT NULL REFERENCES configs(id),
+  role               TEXT NOT NULL CHECK (role IN ('reference', 'candidate')),
+  kv_bytes_per_token REAL,
+  PRIMARY KEY (run_id, config_id)
+);
+
+CREATE TABLE items (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  item_key      TEXT NOT NULL,
+  domain        TEXT NOT NULL,
+  evalset_hash  TEXT NOT NULL,
+  item_hash     TEXT NOT NULL,
+  UNIQUE (run_id, item_key)
+);
+
+CREATE TABLE item_metrics (
+  item_id          INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+  config_id        INTEGER NOT NULL REFERENCES configs(id),
+  scored_tokens    INTEGER NOT NULL,
+  kld_mean         REAL,
+  kld_max          REAL,
+  kld_p99          REAL,
+  delta_p_mean     REAL,
+  delta_p_rms      REAL,
+  top1_agreement   REAL,
+  nll_mean         REAL,
+  nll_ref_mean     REAL,
+  generated_tokens INTEGER,
+  first_divergence INTEGER,
+  exact_match_ref  INTEGER CHECK (exact_match_ref IN (0, 1)),
+  exact_match_gold INTEGER CHECK (exact_match_gold IN (0, 1)),
+  PRIMARY KEY (item_id, config_id)
+);
+
+CREATE TABLE turn_metrics (
+  item_id        INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+  config_id      INTEGER NOT NULL REFERENCES configs(id),
+  turn_index     INTEGER NOT NULL,
+  context_tokens INTEGER NOT NULL,
+  scored_tokens  INTEGER NOT NULL,
+  kld_mean       REAL,
+  top1_agreement REAL,
+  ttft_ms        REAL,
+  tpot_ms        REAL,
+  PRIMARY KEY (item_id, config_id, turn_index)
+);
+
+CREATE TABLE token_class_metrics (
+  item_id       INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+  config_id     INTEGER NOT NULL REFERENCES configs(id),
+  token_class   TEXT NOT NULL CHECK (token_class IN ('digits', 'hangul', 'code_punct', 'other')),
+  scored_tokens INTEGER NOT NULL,
+  kld_sum       REAL NOT NULL,
+  delta_p_sum   REAL NOT NULL,
+  same_top1     INTEGER NOT NULL,
+  PRIMARY KEY (item_id, config_id, token_class)
+);
+
+CREATE TABLE latency_samples (
+  item_id     INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+  config_id   INTEGER NOT NULL REFERENCES configs(id),
+  turn_index  INTEGER NOT NULL,
+  token_index INTEGER NOT NULL,
+  t_ms        REAL NOT NULL,
+  PRIMARY KEY (item_id, config_id, turn_index, token_index)
+);
+
+CREATE TABLE kernel_benchmarks (
+  id                     INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id                 INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  kernel                 TEXT NOT NULL,
+  format                 TEXT NOT NULL,
+  backend                TEXT NOT NULL,
+  head_dim               INTEGER NOT NULL,
+  tokens                 INTEGER NOT NULL,
+  iterations             INTEGER NOT NULL,
+  ns_per_iteration       REAL NOT NULL,
+  bytes_per_second       REAL,
+  bound_bytes_per_second REAL
+);
+
+CREATE TABLE gate_decisions (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  baseline_run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  candidate_run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  config_id        INTEGER REFERENCES configs(id),
+  check_name       TEXT NOT NULL,
+  metric           TEXT NOT NULL,
+  passed           INTEGER NOT NULL CHECK (passed IN (0, 1)),
+  baseline_value   REAL,
+  candidate_value  REAL,
+  delta            REAL,
+  ci_low           REAL,
+  ci_high          REAL,
+  threshold        REAL,
+  detail           TEXT NOT NULL,
+  decided_at       TEXT NOT NULL
+);
+
+CREATE INDEX items_by_run ON items(run_id);
+CREATE INDEX item_metrics_by_config ON item_metrics(config_id);
+CREATE INDEX kernel_benchmarks_by_run ON kernel_benchmarks(run_id);
+CREATE INDEX gate_decisions_by_candidate ON gate_decisions(candidate_run_id);
+)sql";
+
+constexpr std::string_view kMigrations[] = {kMigration1};
+
+}  // namespace
+
+std::span<const std::string_view> schema_migrations() { return kMigrations; }
+
+}  // namespace kvgate::results

@@ -1,0 +1,162 @@
+#include "results/sqlite.h"
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace kvgate::results {
+
+namespace {
+
+// Long enough for another process to finish a per-item transaction, short enough that a
+// wedged writer is reported instead of hanging a CI job.
+constexpr int kBusyTimeoutMs = 10000;
+
+}  // namespace
+
+Connection::Connection(const std::string& path, bool create) : path_(path) {
+  const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    if (rc == SQLITE_CANTOPEN && !create)
+      throw_input_error(path + ": cannot open results database (" + message + ")");
+    throw_environment_error(path + ": cannot open results database (" + message + ")");
+  }
+  sqlite3_extended_result_codes(db_, 1);
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+}
+
+Connection::~Connection() { sqlite3_close_v2(db_); }
+
+void Connection::fail(int rc, const std::string& what) const {
+  const std::string detail = what + ": " + sqlite3_errmsg(db_);
+  switch (rc & 0xff) {
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+      throw_input_error(path_ + ": not a usable kvgate results database (" + detail + ")");
+    case SQLITE_CONSTRAINT:
+    case SQLITE_MISUSE:
+    case SQLITE_RANGE:
+    case SQLITE_ERROR:
+      throw_internal_error(path_ + ": " + detail);
+    default:
+      throw_environment_error(path_ + ": " + detail);
+  }
+}
+
+void Connection::execute_script(std::string_view sql) {
+  const char* cursor = sql.data();
+  const char* end = sql.data() + sql.size();
+  while (cursor < end) {
+    sqlite3_stmt* stmt = nullptr;
+    const char* tail = nullptr;
+    int rc = sqlite3_prepare_v2(db_, cursor, static_cast<int>(end - cursor), &stmt, &tail);
+    if (rc != SQLITE_OK) fail(rc, "preparing schema statement");
+    cursor = tail;
+    if (!stmt) continue;  // whitespace or a comment after the last statement
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) fail(rc, "running schema statement");
+  }
+}
+
+Statement::Statement(Connection& connection, std::string_view sql) : connection_(connection) {
+  const int rc =
+      sqlite3_prepare_v2(connection.handle(), sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr);
+  if (rc != SQLITE_OK) connection_.fail(rc, "preparing \"" + std::string(sql.substr(0, 60)) + "\"");
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement& Statement::bind(int index, int64_t value) {
+  const int rc = sqlite3_bind_int64(stmt_, index, value);
+  if (rc != SQLITE_OK) connection_.fail(rc, "binding parameter " + std::to_string(index));
+  return *this;
+}
+
+Statement& Statement::bind(int index, double value) {
+  if (std::isnan(value)) return bind_null(index);
+  const int rc = sqlite3_bind_double(stmt_, index, value);
+  if (rc != SQLITE_OK) connection_.fail(rc, "binding parameter " + std::to_string(index));
+  return *this;
+}
+
+Statement& Statement::bind(int index, std::string_view value) {
+  const int rc = sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK) connection_.fail(rc, "binding parameter " + std::to_string(index));
+  return *this;
+}
+
+Statement& Statement::bind_null(int index) {
+  const int rc = sqlite3_bind_null(stmt_, index);
+  if (rc != SQLITE_OK) connection_.fail(rc, "binding parameter " + std::to_string(index));
+  return *this;
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  const std::string sql = sqlite3_sql(stmt_);
+  sqlite3_reset(stmt_);
+  connection_.fail(rc, "running \"" + sql.substr(0, 60) + "\"");
+}
+
+void Statement::run() {
+  if (step()) throw_internal_error(connection_.path() + ": statement unexpectedly returned rows: " + sqlite3_sql(stmt_));
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+
+int64_t Statement::column_int(int column) const { return sqlite3_column_int64(stmt_, column); }
+
+double Statement::column_double(int column) const {
+  if (is_null(column)) return std::numeric_limits<double>::quiet_NaN();
+  return sqlite3_column_double(stmt_, column);
+}
+
+std::string Statement::column_text(int column) const {
+  const auto* text = sqlite3_column_text(stmt_, column);
+  if (!text) return {};
+  return std::string(reinterpret_cast<const char*>(text), static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
+}
+
+std::optional<int64_t> Statement::column_optional_int(int column) const {
+  if (is_null(column)) return std::nullopt;
+  return column_int(column);
+}
+
+Transaction::Transaction(Connection& connection) : connection_(&connection) {
+  Statement(connection, "BEGIN IMMEDIATE").run();
+}
+
+Transaction::Transaction(Transaction&& other) noexcept : connection_(other.connection_) { other.connection_ = nullptr; }
+
+Transaction::~Transaction() {
+  if (!connection_) return;
+  // A destructor must not throw; if the rollback itself fails, SQLite rolls back the open
+  // transaction when the connection closes, so nothing partial is ever committed.
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(connection_->handle(), "ROLLBACK", -1, &stmt, nullptr) == SQLITE_OK) sqlite3_step(stmt);
+  sqlite3_finalize(stmt);
+}
+
+void Transaction::commit() {
+  if (!connection_) throw_internal_error("commit of a transaction that is already finished");
+  Statement(*connection_, "COMMIT").run();
+  connection_ = nullptr;
+}
+
+}  // namespace kvgate::results

@@ -1,0 +1,87 @@
+#pragma once
+// Thin RAII over the SQLite C API: one connection, prepared statements, and an IMMEDIATE
+// transaction. Every SQLite failure becomes a kvgate::Error whose kind follows the CLI
+// contract: a file that is not a database is bad input (exit 2); busy, disk and I/O failures
+// are environment errors (exit 3); a violated constraint is our own bug (internal, exit 3).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace kvgate::results {
+
+class Connection {
+ public:
+  // create = false opens only an existing file (a missing one is an input error).
+  Connection(const std::string& path, bool create);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  sqlite3* handle() const { return db_; }
+  const std::string& path() const { return path_; }
+  // Runs constant SQL without parameters (schema DDL, pragmas), one statement at a time.
+  void execute_script(std::string_view sql);
+  [[noreturn]] void fail(int rc, const std::string& what) const;
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+class Statement {
+ public:
+  Statement(Connection& connection, std::string_view sql);
+  ~Statement();
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  // Parameters are numbered from 1, as in SQLite. NaN is stored as NULL (SQLite has no NaN).
+  Statement& bind(int index, int64_t value);
+  Statement& bind(int index, double value);
+  Statement& bind(int index, std::string_view value);
+  Statement& bind_null(int index);
+  template <typename T>
+  Statement& bind(int index, const std::optional<T>& value) {
+    return value ? bind(index, *value) : bind_null(index);
+  }
+  Statement& bind(int index, const char* value) { return bind(index, std::string_view(value)); }
+  Statement& bind(int index, const std::string& value) { return bind(index, std::string_view(value)); }
+  Statement& bind(int index, int value) { return bind(index, static_cast<int64_t>(value)); }
+  Statement& bind(int index, bool value) { return bind(index, static_cast<int64_t>(value)); }
+
+  bool step();  // true while a row is available
+  void run();   // steps a statement that returns no rows
+  void reset();
+
+  bool is_null(int column) const;
+  int64_t column_int(int column) const;
+  double column_double(int column) const;  // NULL reads as NaN
+  std::string column_text(int column) const;  // NULL reads as ""
+  std::optional<int64_t> column_optional_int(int column) const;
+
+ private:
+  Connection& connection_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// BEGIN IMMEDIATE takes the write lock up front, so two writers queue on the busy timeout
+// instead of one failing with SQLITE_BUSY when it upgrades a read lock mid-transaction.
+// Destroying an uncommitted transaction rolls it back.
+class Transaction {
+ public:
+  explicit Transaction(Connection& connection);
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  Transaction(Transaction&& other) noexcept;
+  void commit();
+
+ private:
+  Connection* connection_;
+};
+
+}  // namespace kvgate::results

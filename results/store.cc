@@ -1,0 +1,375 @@
+#include "results/store.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <limits>
+
+#include "core/error.h"
+#include "results/schema.h"
+
+namespace kvgate::results {
+
+namespace {
+
+std::string now_utc() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(millis));
+  return buf;
+}
+
+int read_user_version(Connection& c) {
+  Statement s(c, "PRAGMA user_version");
+  s.step();
+  return static_cast<int>(s.column_int(0));
+}
+
+const char* role_name(ConfigRole r) { return r == ConfigRole::reference ? "reference" : "candidate"; }
+
+constexpr const char* kRunColumns =
+    "r.id, r.status, r.started_at, r.finished_at, r.command, r.git_sha, r.build_flags, r.host, r.cpu, r.gpu, "
+    "r.backend, r.model_path, r.model_sha256, r.suite_name, r.suite_hash, r.seed, r.threads, r.kvgate_version, "
+    "(SELECT COUNT(DISTINCT i.id) FROM items i JOIN item_metrics m ON m.item_id = i.id WHERE i.run_id = r.id)";
+
+RunRecord read_run(const Statement& s) {
+  RunRecord r;
+  r.id = s.column_int(0);
+  r.status = s.column_text(1);
+  r.started_at = s.column_text(2);
+  r.finished_at = s.column_text(3);
+  r.info.command = s.column_text(4);
+  r.info.git_sha = s.column_text(5);
+  r.info.build_flags = s.column_text(6);
+  r.info.host = s.column_text(7);
+  r.info.cpu = s.column_text(8);
+  r.info.gpu = s.column_text(9);
+  r.info.backend = s.column_text(10);
+  r.info.model_path = s.column_text(11);
+  r.info.model_sha256 = s.column_text(12);
+  r.info.suite_name = s.column_text(13);
+  r.info.suite_hash = s.column_text(14);
+  r.info.seed = s.column_int(15);
+  r.info.threads = s.column_int(16);
+  r.info.kvgate_version = s.column_text(17);
+  r.items = s.column_int(18);
+  return r;
+}
+
+}  // namespace
+
+std::string resolve_db_path(const std::string& db_flag) {
+  if (!db_flag.empty()) return db_flag;
+  const char* env = std::getenv("KVGATE_DB");
+  if (env && *env) return env;
+  return "./kvgate.db";
+}
+
+const char* run_status_name(RunStatus s) {
+  switch (s) {
+    case RunStatus::running: return "running";
+    case RunStatus::complete: return "complete";
+    case RunStatus::failed: return "failed";
+    case RunStatus::interrupted: return "interrupted";
+  }
+  return "failed";
+}
+
+Store Store::open(const std::string& path, Mode mode) {
+  if (mode == Mode::existing) {
+    // SQLite would happily open a directory or treat an empty path as a temporary database;
+    // a read-only command should name the real problem instead.
+    struct stat st {};
+    if (path.empty() || ::stat(path.c_str(), &st) != 0)
+      throw_input_error(path + ": no such results database");
+    if (!S_ISREG(st.st_mode)) throw_input_error(path + ": not a regular file");
+  }
+  Store store(std::make_unique<Connection>(path, mode == Mode::create));
+  store.migrate(mode == Mode::create);
+  return store;
+}
+
+void Store::migrate(bool create) {
+  Connection& c = *connection_;
+  // The first statement that reads the file: a non-database fails here, as an input error.
+  const int found = read_user_version(c);
+  const int latest = latest_schema_version();
+  if (found > latest)
+    throw_input_error(c.path() + ": results schema version " + std::to_string(found) +
+                      " is newer than this kvgate understands (" + std::to_string(latest) +
+                      "); use a newer kvgate");
+  if (!create && found == 0)
+    throw_input_error(c.path() + ": not a kvgate results database (schema version 0)");
+  c.execute_script("PRAGMA foreign_keys = ON");
+  // WAL lets readers (runs list, reports) proceed while a run writes; NORMAL sync is safe in
+  // WAL: a crash can lose the last transactions, never corrupt or half-apply one.
+  c.execute_script("PRAGMA journal_mode = WAL");
+  c.execute_script("PRAGMA synchronous = NORMAL");
+  if (found == latest) return;
+
+  Transaction tx(c);
+  // Another process may have migrated between our first read and taking the write lock.
+  const int current = read_user_version(c);
+  if (current > latest)
+    throw_input_error(c.path() + ": results schema version " + std::to_string(current) +
+                      " is newer than this kvgate understands (" + std::to_string(latest) + ")");
+  const auto migrations = schema_migrations();
+  for (int v = current; v < latest; ++v) c.execute_script(migrations[v]);
+  // PRAGMA takes no bound parameters; the value is our own integer constant.
+  c.execute_script("PRAGMA user_version = " + std::to_string(latest));
+  tx.commit();
+}
+
+int Store::schema_version() { return read_user_version(*connection_); }
+
+int64_t Store::begin_run(const RunInfo& i) {
+  Statement s(*connection_,
+              "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, "
+              "model_path, model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) "
+              "VALUES ('running', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) RETURNING id");
+  s.bind(1, now_utc()).bind(2, i.command).bind(3, i.git_sha).bind(4, i.build_flags).bind(5, i.host);
+  s.bind(6, i.cpu).bind(7, i.gpu).bind(8, i.backend).bind(9, i.model_path).bind(10, i.model_sha256);
+  s.bind(11, i.suite_name).bind(12, i.suite_hash).bind(13, i.seed).bind(14, i.threads).bind(15, i.kvgate_version);
+  s.step();
+  return s.column_int(0);
+}
+
+void Store::finish_run(int64_t run_id, RunStatus status) {
+  if (status == RunStatus::running) throw_internal_error("finish_run with status 'running'");
+  Statement s(*connection_, "UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3 RETURNING id");
+  s.bind(1, run_status_name(status)).bind(2, now_utc()).bind(3, run_id);
+  if (!s.step()) throw_internal_error(path() + ": finish_run: no run " + std::to_string(run_id));
+}
+
+void Store::resume_run(int64_t run_id) {
+  Statement s(*connection_,
+              "UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?1 RETURNING status");
+  s.bind(1, run_id);
+  if (!s.step()) throw_input_error(path() + ": no run " + std::to_string(run_id) + " to resume");
+}
+
+int64_t Store::add_config(const ConfigInfo& config) {
+  // Insert-or-select in one transaction so two processes registering the same spec agree.
+  Transaction tx(*connection_);
+  {
+    Statement find(*connection_, "SELECT id, hash FROM configs WHERE spec = ?1");
+    find.bind(1, config.spec);
+    if (find.step()) {
+      if (find.column_text(1) != config.hash)
+        throw_internal_error(path() + ": config '" + config.spec + "' is stored with hash " + find.column_text(1) +
+                             " but now hashes to " + config.hash);
+      const int64_t id = find.column_int(0);
+      return id;  // the read-only transaction rolls back harmlessly
+    }
+  }
+  Statement insert(*connection_, "INSERT INTO configs (spec, hash, bits_per_element) VALUES (?1, ?2, ?3) RETURNING id");
+  insert.bind(1, config.spec).bind(2, config.hash).bind(3, config.bits_per_element);
+  insert.step();
+  const int64_t id = insert.column_int(0);
+  insert.reset();
+  tx.commit();
+  return id;
+}
+
+void Store::attach_config(int64_t run_id, int64_t config_id, ConfigRole role, double kv_bytes_per_token) {
+  Statement s(*connection_,
+              "INSERT INTO run_configs (run_id, config_id, role, kv_bytes_per_token) VALUES (?1, ?2, ?3, ?4) "
+              "ON CONFLICT (run_id, config_id) DO UPDATE SET role = excluded.role, "
+              "kv_bytes_per_token = excluded.kv_bytes_per_token");
+  s.bind(1, run_id).bind(2, config_id).bind(3, role_name(role)).bind(4, kv_bytes_per_token);
+  s.run();
+}
+
+ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
+  Transaction tx(*connection_);
+  // A resumed run revisits items it already has: the row is shared by all its configs.
+  Statement upsert(*connection_,
+                   "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash) VALUES (?1, ?2, ?3, ?4, ?5) "
+                   "ON CONFLICT (run_id, item_key) DO NOTHING");
+  upsert.bind(1, run_id).bind(2, item.item_key).bind(3, item.domain).bind(4, item.evalset_hash).bind(5, item.item_hash);
+  upsert.run();
+  Statement find(*connection_, "SELECT id, item_hash FROM items WHERE run_id = ?1 AND item_key = ?2");
+  find.bind(1, run_id).bind(2, item.item_key);
+  if (!find.step()) throw_internal_error(path() + ": item row vanished inside its own transaction");
+  if (find.column_text(1) != item.item_hash)
+    throw_input_error(path() + ": run " + std::to_string(run_id) + " already holds item '" + item.item_key +
+                      "' with different content (hash " + find.column_text(1) + ", now " + item.item_hash + ")");
+  const int64_t id = find.column_int(0);
+  return ItemWriter(*connection_, std::move(tx), id);
+}
+
+void ItemWriter::add_metrics(const ItemMetrics& m) {
+  Statement s(connection_,
+              "INSERT INTO item_metrics (item_id, config_id, scored_tokens, kld_mean, kld_max, kld_p99, delta_p_mean, "
+              "delta_p_rms, top1_agreement, nll_mean, nll_ref_mean, generated_tokens, first_divergence, "
+              "exact_match_ref, exact_match_gold) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+  s.bind(1, item_row_id_).bind(2, m.config_id).bind(3, m.scored_tokens).bind(4, m.kld_mean).bind(5, m.kld_max);
+  s.bind(6, m.kld_p99).bind(7, m.delta_p_mean).bind(8, m.delta_p_rms).bind(9, m.top1_agreement);
+  s.bind(10, m.nll_mean).bind(11, m.nll_ref_mean).bind(12, m.generated_tokens).bind(13, m.first_divergence);
+  s.bind(14, m.exact_match_ref).bind(15, m.exact_match_gold);
+  s.run();
+}
+
+void ItemWriter::add_turn(const TurnMetrics& t) {
+  Statement s(connection_,
+              "INSERT INTO turn_metrics (item_id, config_id, turn_index, context_tokens, scored_tokens, kld_mean, "
+              "top1_agreement, ttft_ms, tpot_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+  s.bind(1, item_row_id_).bind(2, t.config_id).bind(3, t.turn_index).bind(4, t.context_tokens);
+  s.bind(5, t.scored_tokens).bind(6, t.kld_mean).bind(7, t.top1_agreement).bind(8, t.ttft_ms).bind(9, t.tpot_ms);
+  s.run();
+}
+
+void ItemWriter::add_token_class(const TokenClassMetrics& c) {
+  Statement s(connection_,
+              "INSERT INTO token_class_metrics (item_id, config_id, token_class, scored_tokens, kld_sum, "
+              "delta_p_sum, same_top1) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  s.bind(1, item_row_id_).bind(2, c.config_id).bind(3, c.token_class).bind(4, c.scored_tokens);
+  s.bind(5, c.kld_sum).bind(6, c.delta_p_sum).bind(7, c.same_top1);
+  s.run();
+}
+
+void ItemWriter::add_latency(const LatencySamples& l) {
+  Statement s(connection_,
+              "INSERT INTO latency_samples (item_id, config_id, turn_index, token_index, t_ms) "
+              "VALUES (?1, ?2, ?3, ?4, ?5)");
+  for (size_t i = 0; i < l.token_times_ms.size(); ++i) {
+    s.reset();
+    s.bind(1, item_row_id_).bind(2, l.config_id).bind(3, l.turn_index).bind(4, static_cast<int64_t>(i));
+    s.bind(5, l.token_times_ms[i]);
+    s.run();
+  }
+}
+
+void ItemWriter::commit() { transaction_.commit(); }
+
+void Store::add_kernel_benchmark(int64_t run_id, const KernelBenchmark& b) {
+  Statement s(*connection_,
+              "INSERT INTO kernel_benchmarks (run_id, kernel, format, backend, head_dim, tokens, iterations, "
+              "ns_per_iteration, bytes_per_second, bound_bytes_per_second) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+  s.bind(1, run_id).bind(2, b.kernel).bind(3, b.format).bind(4, b.backend).bind(5, b.head_dim).bind(6, b.tokens);
+  s.bind(7, b.iterations).bind(8, b.ns_per_iteration).bind(9, b.bytes_per_second).bind(10, b.bound_bytes_per_second);
+  s.run();
+}
+
+int64_t Store::add_gate_decision(const GateDecision& d) {
+  Statement s(*connection_,
+              "INSERT INTO gate_decisions (baseline_run_id, candidate_run_id, config_id, check_name, metric, passed, "
+              "baseline_value, candidate_value, delta, ci_low, ci_high, threshold, detail, decided_at) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id");
+  s.bind(1, d.baseline_run_id).bind(2, d.candidate_run_id).bind(3, d.config_id).bind(4, d.check_name);
+  s.bind(5, d.metric).bind(6, d.passed).bind(7, d.baseline_value).bind(8, d.candidate_value).bind(9, d.delta);
+  s.bind(10, d.ci_low).bind(11, d.ci_high).bind(12, d.threshold).bind(13, d.detail).bind(14, now_utc());
+  s.step();
+  return s.column_int(0);
+}
+
+std::vector<RunRecord> Store::list_runs() {
+  Statement s(*connection_, std::string("SELECT ") + kRunColumns + " FROM runs r ORDER BY r.id");
+  std::vector<RunRecord> runs;
+  while (s.step()) runs.push_back(read_run(s));
+  return runs;
+}
+
+std::optional<RunRecord> Store::find_run(int64_t run_id) {
+  Statement s(*connection_, std::string("SELECT ") + kRunColumns + " FROM runs r WHERE r.id = ?1");
+  s.bind(1, run_id);
+  if (!s.step()) return std::nullopt;
+  return read_run(s);
+}
+
+RunRecord Store::resolve_run(const std::string& ref) {
+  if (ref == "latest") {
+    Statement s(*connection_, "SELECT MAX(id) FROM runs");
+    s.step();
+    if (s.is_null(0)) throw_input_error(path() + ": no runs recorded yet, so there is no 'latest' run");
+    return *find_run(s.column_int(0));
+  }
+  int64_t id = 0;
+  bool digits = !ref.empty() && ref.size() <= 18;
+  for (char ch : ref) {
+    digits = digits && ch >= '0' && ch <= '9';
+    if (digits) id = id * 10 + (ch - '0');
+  }
+  if (!digits) throw_usage_error("run '" + ref + "' is neither a run id nor 'latest'");
+  auto run = find_run(id);
+  if (!run) throw_input_error(path() + ": no run " + ref);
+  return *run;
+}
+
+std::vector<RunConfigRecord> Store::run_configs(int64_t run_id) {
+  Statement s(*connection_,
+              "SELECT c.id, c.spec, c.hash, rc.role, c.bits_per_element, rc.kv_bytes_per_token "
+              "FROM run_configs rc JOIN configs c ON c.id = rc.config_id WHERE rc.run_id = ?1 "
+              "ORDER BY rc.role DESC, c.spec");
+  s.bind(1, run_id);
+  std::vector<RunConfigRecord> out;
+  while (s.step())
+    out.push_back({s.column_int(0), s.column_text(1), s.column_text(2), s.column_text(3), s.column_double(4),
+                   s.column_double(5)});
+  return out;
+}
+
+std::set<std::pair<std::string, int64_t>> Store::finished_pairs(int64_t run_id) {
+  Statement s(*connection_,
+              "SELECT i.item_key, m.config_id FROM items i JOIN item_metrics m ON m.item_id = i.id "
+              "WHERE i.run_id = ?1");
+  s.bind(1, run_id);
+  std::set<std::pair<std::string, int64_t>> out;
+  while (s.step()) out.emplace(s.column_text(0), s.column_int(1));
+  return out;
+}
+
+std::vector<ConfigSummary> Store::summarize_run(int64_t run_id) {
+  Statement s(*connection_,
+              "SELECT c.id, c.spec, COALESCE(rc.role, ''), COUNT(m.item_id), COALESCE(SUM(m.scored_tokens), 0), "
+              "SUM(m.kld_mean * m.scored_tokens) / NULLIF(SUM(m.scored_tokens), 0), "
+              "SUM(m.top1_agreement * m.scored_tokens) / NULLIF(SUM(m.scored_tokens), 0) "
+              "FROM item_metrics m JOIN items i ON i.id = m.item_id JOIN configs c ON c.id = m.config_id "
+              "LEFT JOIN run_configs rc ON rc.run_id = i.run_id AND rc.config_id = c.id "
+              "WHERE i.run_id = ?1 GROUP BY c.id ORDER BY c.spec");
+  s.bind(1, run_id);
+  std::vector<ConfigSummary> out;
+  while (s.step())
+    out.push_back({s.column_int(0), s.column_text(1), s.column_text(2), s.column_int(3), s.column_int(4),
+                   s.column_double(5), s.column_double(6)});
+  return out;
+}
+
+std::optional<ItemMetrics> Store::item_metrics(int64_t run_id, const std::string& item_key, int64_t config_id) {
+  Statement s(*connection_,
+              "SELECT m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, m.delta_p_mean, m.delta_p_rms, "
+              "m.top1_agreement, m.nll_mean, m.nll_ref_mean, m.generated_tokens, m.first_divergence, "
+              "m.exact_match_ref, m.exact_match_gold FROM item_metrics m JOIN items i ON i.id = m.item_id "
+              "WHERE i.run_id = ?1 AND i.item_key = ?2 AND m.config_id = ?3");
+  s.bind(1, run_id).bind(2, item_key).bind(3, config_id);
+  if (!s.step()) return std::nullopt;
+  ItemMetrics m;
+  m.config_id = s.column_int(0);
+  m.scored_tokens = s.column_int(1);
+  m.kld_mean = s.column_double(2);
+  m.kld_max = s.column_double(3);
+  m.kld_p99 = s.column_double(4);
+  m.delta_p_mean = s.column_double(5);
+  m.delta_p_rms = s.column_double(6);
+  m.top1_agreement = s.column_double(7);
+  m.nll_mean = s.column_double(8);
+  m.nll_ref_mean = s.column_double(9);
+  m.generated_tokens = s.column_optional_int(10);
+  m.first_divergence = s.column_optional_int(11);
+  if (auto v = s.column_optional_int(12)) m.exact_match_ref = *v != 0;
+  if (auto v = s.column_optional_int(13)) m.exact_match_gold = *v != 0;
+  return m;
+}
+
+}  // namespace kvgate::results

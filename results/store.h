@@ -1,0 +1,194 @@
+#pragma once
+// The results store: one SQLite file (WAL) holding runs, configs, items and every metric,
+// each row traceable to the run, config and item that produced it. One Store is one
+// connection: use one per thread or process; several may write the same file at once.
+//
+// Crash safety: everything an item produces is written in one transaction (ItemWriter), so a
+// run killed at any point leaves whole items only, and its run row still says 'running'.
+// finished_pairs() tells a resumed run which (item, config) pairs it can skip.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "results/sqlite.h"
+
+namespace kvgate::results {
+
+// The database path for a command: --db if given, else $KVGATE_DB if set and non-empty,
+// else ./kvgate.db.
+std::string resolve_db_path(const std::string& db_flag);
+
+enum class RunStatus { running, complete, failed, interrupted };
+const char* run_status_name(RunStatus s);
+
+enum class ConfigRole { reference, candidate };
+
+struct RunInfo {
+  std::string command;        // the command line that started the run
+  std::string git_sha;
+  std::string build_flags;
+  std::string host, cpu, gpu, backend;
+  std::string model_path, model_sha256;
+  std::string suite_name, suite_hash;
+  int64_t seed = 0;
+  int64_t threads = 0;
+  std::string kvgate_version;
+};
+
+struct RunRecord {
+  int64_t id = 0;
+  std::string status;  // running | complete | failed | interrupted
+  std::string started_at;
+  std::string finished_at;  // empty while running
+  RunInfo info;
+  int64_t items = 0;  // items with at least one committed metrics row
+};
+
+struct ConfigInfo {
+  std::string spec;  // canonical KV config string
+  std::string hash;  // its stable hash (hex)
+  double bits_per_element = 0.0;
+};
+
+struct RunConfigRecord {
+  int64_t config_id = 0;
+  std::string spec, hash, role;
+  double bits_per_element = 0.0;
+  double kv_bytes_per_token = 0.0;  // NaN when not known
+};
+
+struct ItemInfo {
+  std::string item_key;  // the eval item's id, or the session id of a replayed trace
+  std::string domain;
+  std::string evalset_hash;
+  std::string item_hash;
+};
+
+// One item under one config. Metrics that were not measured are NaN / nullopt (NULL).
+struct ItemMetrics {
+  int64_t config_id = 0;
+  int64_t scored_tokens = 0;
+  double kld_mean = 0, kld_max = 0, kld_p99 = 0;
+  double delta_p_mean = 0, delta_p_rms = 0;
+  double top1_agreement = 0;  // fraction in [0, 1]
+  double nll_mean = 0, nll_ref_mean = 0;
+  std::optional<int64_t> generated_tokens;
+  std::optional<int64_t> first_divergence;  // nullopt: no divergence (or not generated)
+  std::optional<bool> exact_match_ref, exact_match_gold;
+};
+
+struct TurnMetrics {
+  int64_t config_id = 0;
+  int64_t turn_index = 0;
+  int64_t context_tokens = 0;
+  int64_t scored_tokens = 0;
+  double kld_mean = 0, top1_agreement = 0;
+  double ttft_ms = 0, tpot_ms = 0;
+};
+
+// Sums rather than means, so classes aggregate exactly over items and runs.
+struct TokenClassMetrics {
+  int64_t config_id = 0;
+  std::string token_class;  // digits | hangul | code_punct | other
+  int64_t scored_tokens = 0;
+  double kld_sum = 0, delta_p_sum = 0;
+  int64_t same_top1 = 0;
+};
+
+struct LatencySamples {
+  int64_t config_id = 0;
+  int64_t turn_index = 0;
+  std::vector<double> token_times_ms;  // emission time of each token, from request arrival
+};
+
+struct KernelBenchmark {
+  std::string kernel, format, backend;
+  int64_t head_dim = 0, tokens = 0, iterations = 0;
+  double ns_per_iteration = 0;
+  double bytes_per_second = 0, bound_bytes_per_second = 0;
+};
+
+struct GateDecision {
+  int64_t baseline_run_id = 0, candidate_run_id = 0;
+  std::optional<int64_t> config_id;
+  std::string check_name, metric;
+  bool passed = false;
+  double baseline_value = 0, candidate_value = 0, delta = 0, ci_low = 0, ci_high = 0, threshold = 0;
+  std::string detail;
+};
+
+struct ConfigSummary {
+  int64_t config_id = 0;
+  std::string spec, role;
+  int64_t items = 0, scored_tokens = 0;
+  double kld_mean = 0;        // token-weighted over items; NaN without scored tokens
+  double top1_agreement = 0;  // token-weighted
+};
+
+class Store;
+
+// Writes everything one item produces in one transaction. Nothing is visible to other
+// connections until commit(); destroying an uncommitted writer rolls all of it back.
+class ItemWriter {
+ public:
+  int64_t item_row_id() const { return item_row_id_; }
+  void add_metrics(const ItemMetrics& m);
+  void add_turn(const TurnMetrics& t);
+  void add_token_class(const TokenClassMetrics& c);
+  void add_latency(const LatencySamples& s);
+  void commit();
+
+ private:
+  friend class Store;
+  ItemWriter(Connection& connection, Transaction transaction, int64_t item_row_id)
+      : connection_(connection), transaction_(std::move(transaction)), item_row_id_(item_row_id) {}
+  Connection& connection_;
+  Transaction transaction_;
+  int64_t item_row_id_;
+};
+
+class Store {
+ public:
+  enum class Mode { create, existing };
+  // create: makes the file if needed and migrates it to the latest schema.
+  // existing: the file must exist and already be a kvgate database (for read-only commands).
+  // Errors (kvgate::Error): input for a missing file in existing mode, a file that is not a
+  // database, or one whose schema is newer than this build knows.
+  static Store open(const std::string& path, Mode mode = Mode::create);
+
+  const std::string& path() const { return connection_->path(); }
+  int schema_version();
+
+  int64_t begin_run(const RunInfo& info);
+  void finish_run(int64_t run_id, RunStatus status);
+  // Puts an unfinished run back to 'running' so it can be continued (see finished_pairs).
+  void resume_run(int64_t run_id);
+
+  int64_t add_config(const ConfigInfo& config);  // returns the existing id for a known spec
+  void attach_config(int64_t run_id, int64_t config_id, ConfigRole role, double kv_bytes_per_token);
+
+  ItemWriter begin_item(int64_t run_id, const ItemInfo& item);
+
+  void add_kernel_benchmark(int64_t run_id, const KernelBenchmark& b);
+  int64_t add_gate_decision(const GateDecision& d);
+
+  std::vector<RunRecord> list_runs();
+  std::optional<RunRecord> find_run(int64_t run_id);
+  // "latest" (the highest id) or a decimal id; input error naming the database otherwise.
+  RunRecord resolve_run(const std::string& ref);
+  std::vector<RunConfigRecord> run_configs(int64_t run_id);
+  std::set<std::pair<std::string, int64_t>> finished_pairs(int64_t run_id);  // (item_key, config_id)
+  std::vector<ConfigSummary> summarize_run(int64_t run_id);
+  std::optional<ItemMetrics> item_metrics(int64_t run_id, const std::string& item_key, int64_t config_id);
+
+ private:
+  explicit Store(std::unique_ptr<Connection> connection) : connection_(std::move(connection)) {}
+  void migrate(bool create);
+  std::unique_ptr<Connection> connection_;
+};
+
+}  // namespace kvgate::results

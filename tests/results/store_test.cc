@@ -1,0 +1,443 @@
+#include "results/store.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "results/schema.h"
+#include "results/sqlite.h"
+
+namespace kvgate::results {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = ::testing::TempDir() + "kvgate_results_" + std::to_string(::getpid()) + "_" + info->name() + ".db";
+    remove_db();
+  }
+  void TearDown() override { remove_db(); }
+  void remove_db() {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path_ + suffix).c_str());
+  }
+  int64_t count(const std::string& sql) {
+    Connection c(path_, false);
+    Statement s(c, sql);
+    s.step();
+    return s.column_int(0);
+  }
+  std::string path_;
+};
+
+RunInfo sample_run(const std::string& suite = "nightly") {
+  RunInfo r;
+  r.command = "kvgate eval --suite " + suite;
+  r.git_sha = "0123456789ab";
+  r.build_flags = "Release";
+  r.host = "ci-01";
+  r.cpu = "x86_64 16 cores";
+  r.gpu = "none";
+  r.backend = "cpu";
+  r.model_path = "/models/smollm2.gguf";
+  r.model_sha256 = std::string(64, 'a');
+  r.suite_name = suite;
+  r.suite_hash = "00000000deadbeef";
+  r.seed = 7;
+  r.threads = 4;
+  r.kvgate_version = "0.1.0";
+  return r;
+}
+
+ItemInfo sample_item(const std::string& key) { return {key, "tables", "evalset-hash", "hash-of-" + key}; }
+
+ItemMetrics sample_metrics(int64_t config_id, double kld) {
+  ItemMetrics m;
+  m.config_id = config_id;
+  m.scored_tokens = 100;
+  m.kld_mean = kld;
+  m.kld_max = 10 * kld;
+  m.kld_p99 = 5 * kld;
+  m.delta_p_mean = -0.01;
+  m.delta_p_rms = 0.02;
+  m.top1_agreement = 0.97;
+  m.nll_mean = 1.5;
+  m.nll_ref_mean = 1.45;
+  return m;
+}
+
+TEST_F(StoreTest, MigrationFromEmptyCreatesEveryTable) {
+  Store store = Store::open(path_);
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+  for (const char* table : {"runs", "configs", "run_configs", "items", "item_metrics", "turn_metrics",
+                            "token_class_metrics", "latency_samples", "kernel_benchmarks", "gate_decisions"})
+    EXPECT_EQ(count(std::string("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '") + table + "'"), 1)
+        << table;
+  Connection c(path_, false);
+  Statement mode(c, "PRAGMA journal_mode");
+  mode.step();
+  EXPECT_EQ(mode.column_text(0), "wal");
+}
+
+TEST_F(StoreTest, ReopenKeepsDataAndVersion) {
+  int64_t run_id;
+  {
+    Store store = Store::open(path_);
+    run_id = store.begin_run(sample_run());
+    store.finish_run(run_id, RunStatus::complete);
+  }
+  Store again = Store::open(path_, Store::Mode::existing);
+  EXPECT_EQ(again.schema_version(), latest_schema_version());
+  const auto runs = again.list_runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].id, run_id);
+  EXPECT_EQ(runs[0].status, "complete");
+  EXPECT_FALSE(runs[0].finished_at.empty());
+  EXPECT_EQ(runs[0].info.suite_name, "nightly");
+  EXPECT_EQ(runs[0].info.model_sha256, std::string(64, 'a'));
+  EXPECT_EQ(runs[0].info.seed, 7);
+  EXPECT_EQ(runs[0].info.threads, 4);
+}
+
+TEST_F(StoreTest, NewerSchemaIsAClearInputError) {
+  Store::open(path_);
+  {
+    Connection c(path_, false);
+    c.execute_script("PRAGMA user_version = 99");
+  }
+  try {
+    Store::open(path_);
+    FAIL() << "opened a database from the future";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path_), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(StoreTest, CorruptOrMissingFileIsAnInputError) {
+  EXPECT_THROW(
+      {
+        try {
+          Store::open(path_, Store::Mode::existing);
+        } catch (const Error& e) {
+          EXPECT_EQ(e.exit_code(), 2);
+          throw;
+        }
+      },
+      Error);
+  {
+    std::ofstream out(path_, std::ios::binary);
+    out << std::string(4096, 'x');
+  }
+  for (Store::Mode mode : {Store::Mode::existing, Store::Mode::create}) {
+    try {
+      Store::open(path_, mode);
+      FAIL() << "opened a garbage file";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path_), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(StoreTest, ResolveRunByIdAndLatest) {
+  Store store = Store::open(path_);
+  EXPECT_THROW(store.resolve_run("latest"), Error);
+  const int64_t first = store.begin_run(sample_run("a"));
+  const int64_t second = store.begin_run(sample_run("b"));
+  EXPECT_EQ(store.resolve_run("latest").id, second);
+  EXPECT_EQ(store.resolve_run(std::to_string(first)).info.suite_name, "a");
+  EXPECT_THROW(store.resolve_run("999"), Error);
+  EXPECT_THROW(store.resolve_run("abc"), Error);
+  EXPECT_THROW(store.resolve_run("-1"), Error);
+}
+
+TEST_F(StoreTest, ItemsMetricsAndResumePairs) {
+  Store store = Store::open(path_);
+  const int64_t run = store.begin_run(sample_run());
+  const int64_t ref = store.add_config({"f16/f16", "1111", 16.0});
+  const int64_t q4 = store.add_config({"q4_0/q4_0", "2222", 4.5});
+  EXPECT_EQ(store.add_config({"q4_0/q4_0", "2222", 4.5}), q4);  // known spec: same id
+  EXPECT_THROW(store.add_config({"q4_0/q4_0", "3333", 4.5}), Error);
+  store.attach_config(run, ref, ConfigRole::reference, 18432);
+  store.attach_config(run, q4, ConfigRole::candidate, 5184);
+
+  {
+    ItemWriter w = store.begin_item(run, sample_item("t-1"));
+    w.add_metrics(sample_metrics(q4, 0.02));
+    w.add_turn({q4, 0, 512, 64, 0.02, 0.95, 120.0, 15.0});
+    w.add_token_class({q4, "digits", 40, 1.6, -0.4, 37});
+    w.add_latency({q4, 0, {120.0, 135.0, 150.5}});
+    w.commit();
+  }
+  {
+    ItemWriter w = store.begin_item(run, sample_item("t-2"));
+    w.add_metrics(sample_metrics(q4, 0.04));
+    w.commit();
+  }
+  const auto pairs = store.finished_pairs(run);
+  EXPECT_EQ(pairs.size(), 2u);
+  EXPECT_TRUE(pairs.count({"t-1", q4}));
+  EXPECT_TRUE(pairs.count({"t-2", q4}));
+  EXPECT_FALSE(pairs.count({"t-1", ref}));
+
+  const auto configs = store.run_configs(run);
+  ASSERT_EQ(configs.size(), 2u);
+  EXPECT_EQ(configs[0].role, "reference");
+  EXPECT_EQ(configs[0].kv_bytes_per_token, 18432.0);
+
+  const auto summary = store.summarize_run(run);
+  ASSERT_EQ(summary.size(), 1u);
+  EXPECT_EQ(summary[0].items, 2);
+  EXPECT_EQ(summary[0].scored_tokens, 200);
+  EXPECT_NEAR(summary[0].kld_mean, 0.03, 1e-15);
+  EXPECT_EQ(summary[0].role, "candidate");
+
+  EXPECT_EQ(count("SELECT COUNT(*) FROM turn_metrics"), 1);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM token_class_metrics WHERE token_class = 'digits'"), 1);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM latency_samples"), 3);
+  EXPECT_EQ(store.find_run(run)->items, 2);
+
+  // The same item key with different content in one run is refused, not silently merged.
+  EXPECT_THROW(store.begin_item(run, {"t-1", "tables", "evalset-hash", "other-hash"}), Error);
+}
+
+TEST_F(StoreTest, UncommittedItemLeavesNoRows) {
+  Store store = Store::open(path_);
+  const int64_t run = store.begin_run(sample_run());
+  const int64_t q = store.add_config({"fp8/fp8", "abcd", 8.0});
+  try {
+    ItemWriter w = store.begin_item(run, sample_item("doomed"));
+    w.add_metrics(sample_metrics(q, 0.1));
+    w.add_latency({q, 0, {1.0, 2.0}});
+    throw std::runtime_error("model crashed mid-item");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(count("SELECT COUNT(*) FROM items"), 0);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM item_metrics"), 0);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM latency_samples"), 0);
+  EXPECT_TRUE(store.finished_pairs(run).empty());
+  // The connection is usable afterwards.
+  ItemWriter w = store.begin_item(run, sample_item("next"));
+  w.add_metrics(sample_metrics(q, 0.1));
+  w.commit();
+  EXPECT_EQ(store.finished_pairs(run).size(), 1u);
+}
+
+TEST_F(StoreTest, KilledRunStaysRunningWithWholeItemsOnly) {
+  Store::open(path_);  // migrate in the parent, so the child only writes
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Store store = Store::open(path_);
+    const int64_t run = store.begin_run(sample_run());
+    const int64_t q = store.add_config({"q8_0/q8_0", "8888", 8.5});
+    for (int i = 0; i < 3; ++i) {
+      ItemWriter w = store.begin_item(run, sample_item("item-" + std::to_string(i)));
+      w.add_metrics(sample_metrics(q, 0.01 * i));
+      w.add_latency({q, 0, {10.0, 20.0, 30.0}});
+      if (i == 2) raise(SIGKILL);  // dies holding an open transaction
+      w.commit();
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  Store store = Store::open(path_);
+  Connection c(path_, false);
+  Statement check(c, "PRAGMA integrity_check");
+  check.step();
+  EXPECT_EQ(check.column_text(0), "ok");
+  const RunRecord run = store.resolve_run("latest");
+  EXPECT_EQ(run.status, "running");
+  EXPECT_TRUE(run.finished_at.empty());
+  EXPECT_EQ(run.items, 2);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM items"), 2);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM latency_samples"), 6);
+  const auto done = store.finished_pairs(run.id);
+  EXPECT_EQ(done.size(), 2u);
+
+  // Resume: only the missing pair is written, then the run completes.
+  store.resume_run(run.id);
+  const int64_t q = store.add_config({"q8_0/q8_0", "8888", 8.5});
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = "item-" + std::to_string(i);
+    if (done.count({key, q})) continue;
+    ItemWriter w = store.begin_item(run.id, sample_item(key));
+    w.add_metrics(sample_metrics(q, 0.01 * i));
+    w.commit();
+  }
+  store.finish_run(run.id, RunStatus::complete);
+  EXPECT_EQ(store.find_run(run.id)->status, "complete");
+  EXPECT_EQ(store.find_run(run.id)->items, 3);
+}
+
+TEST_F(StoreTest, TwoProcessesWriteAtOnce) {
+  Store::open(path_);
+  constexpr int kItems = 60;
+  pid_t children[2];
+  for (int p = 0; p < 2; ++p) {
+    children[p] = fork();
+    ASSERT_GE(children[p], 0);
+    if (children[p] == 0) {
+      try {
+        Store store = Store::open(path_);
+        const int64_t run = store.begin_run(sample_run("writer-" + std::to_string(p)));
+        // Both writers register the same config: they must agree on its id.
+        const int64_t q = store.add_config({"tq4/u4", "4444", 4.25});
+        for (int i = 0; i < kItems; ++i) {
+          ItemWriter w = store.begin_item(run, sample_item("item-" + std::to_string(i)));
+          w.add_metrics(sample_metrics(q, i));
+          w.add_latency({q, 0, {1.0, 2.0, 3.0, 4.0}});
+          w.commit();
+        }
+        store.finish_run(run, RunStatus::complete);
+        _exit(0);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "writer %d: %s\n", p, e.what());
+        _exit(1);
+      }
+    }
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  Store store = Store::open(path_);
+  const auto runs = store.list_runs();
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.status, "complete");
+    EXPECT_EQ(r.items, kItems);
+  }
+  EXPECT_EQ(count("SELECT COUNT(*) FROM configs"), 1);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM latency_samples"), 2 * kItems * 4);
+}
+
+TEST_F(StoreTest, StoredDoublesReadBackBitIdentical) {
+  std::vector<double> values = {0.1,
+                                1.0 / 3.0,
+                                M_PI,
+                                1e-300,
+                                std::numeric_limits<double>::denorm_min(),
+                                std::numeric_limits<double>::min(),
+                                std::numeric_limits<double>::max(),
+                                -std::numeric_limits<double>::max(),
+                                std::numeric_limits<double>::infinity(),
+                                -std::numeric_limits<double>::infinity(),
+                                0.0,
+                                -5.0,
+                                9007199254740993.0,  // 2^53 + 1 rounds to 2^53: integral, stored as integer
+                                std::nextafter(1.0, 2.0)};
+  Rng rng(123);
+  while (values.size() < 2000) {
+    const double v = std::bit_cast<double>(rng.next_u64());
+    if (!std::isnan(v)) values.push_back(v);
+  }
+  int64_t run;
+  {
+    Store store = Store::open(path_);
+    run = store.begin_run(sample_run());
+    const int64_t q = store.add_config({"nvfp4/nvfp4", "aaaa", 4.5});
+    ItemWriter w = store.begin_item(run, sample_item("doubles"));
+    w.add_latency({q, 0, values});
+    w.commit();
+  }
+  Connection c(path_, false);
+  Statement s(c, "SELECT t_ms FROM latency_samples ORDER BY token_index");
+  size_t i = 0;
+  while (s.step()) {
+    ASSERT_LT(i, values.size());
+    const double got = s.column_double(0);
+    EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(values[i])) << "index " << i << ": " << values[i];
+    ++i;
+  }
+  EXPECT_EQ(i, values.size());
+}
+
+TEST_F(StoreTest, NanIsStoredAsNullAndNegativeZeroAsZero) {
+  Store store = Store::open(path_);
+  const int64_t run = store.begin_run(sample_run());
+  const int64_t q = store.add_config({"int4/int4", "bbbb", 4.5});
+  ItemMetrics m = sample_metrics(q, 0.0);
+  m.kld_p99 = std::numeric_limits<double>::quiet_NaN();
+  m.delta_p_mean = -0.0;  // SQLite stores integral REALs as integers, which drops the sign
+  m.first_divergence = 17;
+  m.exact_match_ref = false;
+  {
+    ItemWriter w = store.begin_item(run, sample_item("x"));
+    w.add_metrics(m);
+    w.commit();
+  }
+  const auto back = store.item_metrics(run, "x", q);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(std::isnan(back->kld_p99));
+  EXPECT_EQ(std::bit_cast<uint64_t>(back->delta_p_mean), 0u);
+  EXPECT_EQ(back->first_divergence, 17);
+  EXPECT_EQ(back->exact_match_ref, false);
+  EXPECT_FALSE(back->exact_match_gold.has_value());
+  EXPECT_FALSE(back->generated_tokens.has_value());
+  EXPECT_EQ(count("SELECT COUNT(*) FROM item_metrics WHERE kld_p99 IS NULL"), 1);
+}
+
+TEST_F(StoreTest, ForeignKeysAreEnforced) {
+  Store store = Store::open(path_);
+  KernelBenchmark b{"dequantize", "q4_0", "cpu", 128, 4096, 100, 1500.0, 2.0e10, 4.0e10};
+  EXPECT_THROW(store.add_kernel_benchmark(999, b), Error);
+  const int64_t run = store.begin_run(sample_run());
+  store.add_kernel_benchmark(run, b);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM kernel_benchmarks"), 1);
+}
+
+TEST_F(StoreTest, GateDecisionsReferenceBothRuns) {
+  Store store = Store::open(path_);
+  const int64_t base = store.begin_run(sample_run("base"));
+  const int64_t cand = store.begin_run(sample_run("cand"));
+  GateDecision d;
+  d.baseline_run_id = base;
+  d.candidate_run_id = cand;
+  d.check_name = "kld_mean_tables";
+  d.metric = "kld_mean";
+  d.passed = false;
+  d.baseline_value = 0.010;
+  d.candidate_value = 0.030;
+  d.delta = 0.020;
+  d.ci_low = 0.015;
+  d.ci_high = 0.025;
+  d.threshold = 0.005;
+  d.detail = "CI above floor";
+  EXPECT_GT(store.add_gate_decision(d), 0);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM gate_decisions WHERE passed = 0 AND candidate_run_id = " + std::to_string(cand)), 1);
+  d.candidate_run_id = 12345;
+  EXPECT_THROW(store.add_gate_decision(d), Error);
+}
+
+TEST(ResolveDbPath, FlagThenEnvironmentThenDefault) {
+  ::unsetenv("KVGATE_DB");
+  EXPECT_EQ(resolve_db_path(""), "./kvgate.db");
+  ::setenv("KVGATE_DB", "/tmp/from_env.db", 1);
+  EXPECT_EQ(resolve_db_path(""), "/tmp/from_env.db");
+  EXPECT_EQ(resolve_db_path("mine.db"), "mine.db");
+  ::setenv("KVGATE_DB", "", 1);
+  EXPECT_EQ(resolve_db_path(""), "./kvgate.db");
+  ::unsetenv("KVGATE_DB");
+}
+
+}  // namespace
+}  // namespace kvgate::results
