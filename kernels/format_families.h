@@ -8,5 +8,7 @@
 namespace kvgate::kernels {
 
 void append_float_formats(std::vector<const FormatInfo*>& out);  // f32, f16, bf16
+void append_kivi_formats(std::vector<const FormatInfo*>& out);            // kivi2_k, kivi2_v, kivi4_k, kivi4_v
+void append_turboquant_formats(std::vector<const FormatInfo*>& out);      // tq1..tq4, tq2.5, tq3.5, tqprod2..4
 
 }  // namespace kvgate::kernels

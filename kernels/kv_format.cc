@@ -53,6 +53,8 @@ namespace {
 std::vector<const FormatInfo*> build_registry() {
   std::vector<const FormatInfo*> all;
   append_float_formats(all);
+  append_kivi_formats(all);
+  append_turboquant_formats(all);
   return all;
 }
 }  // namespace

@@ -128,7 +128,7 @@ TEST(KvConfig, ErrorsAreUsageErrorsNamingTheProblem) {
   expect_spec_error("f16@99999=f32", {"bad layer index"});
   expect_spec_error("f16@keep=-1", {"keep=N"});
   expect_spec_error("f16@1=nosuch", {"unknown format 'nosuch'"});
-  expect_spec_error("f16@1=k8v4@2=f16", {});
+  expect_spec_error("f16@1=turboquant_k8v4", {"its own layer overrides"});
   expect_spec_error("f16,bf16", {"commas separate"});
   expect_spec_error("f16 /bf16", {"space"});
   expect_spec_error("kivi2/f16", {"whole key/value config"});

@@ -1,0 +1,437 @@
+// TurboQuant key formats (Zandieh et al., "TurboQuant: Online Vector Quantization with
+// Near-optimal Distortion Rate"), as vLLM's TurboQuant backend stores them:
+//
+//   tq{b}      keys: x = ||x|| u; the rotated unit vector y = R u has coordinates ~ N(0, 1/d), each
+//              quantized with the b-bit Lloyd–Max codebook for that density; fp16 ||x|| per
+//              token-head. `nc` stores ||x|| / ||c|| instead (c = the centroid vector), so the
+//              dequantized key has exactly the original norm, as vLLM's *_nc presets do.
+//   tq2.5/3.5  fractional widths: `outliers` rotated coordinates (default head_dim/4) get b+1
+//              bits. After a random rotation every coordinate has the same distribution, so the
+//              fixed rule "the first `outliers` rotated coordinates" is as good as any choice
+//              that depends on the data, and needs no stored channel indices.
+//   tqprod{b}  the paper's inner-product variant: (b-1)-bit codes as above plus a 1-bit QJL
+//              sketch sign(S r) of the residual r = y - c (S: d x d iid N(0,1), seeded) with fp16
+//              ||r||; <q, k~> is an unbiased estimate of <q, k>.
+//
+// R is the randomized Walsh–Hadamard rotation by default, or a seeded Haar orthogonal matrix
+// with `rot=qr`. Keys stay in the rotated basis; attention rotates the query once.
+//
+// Layout of one token (token_group == 1), little-endian:
+//   tq{b}:     fp16 norm | codes: LSB-first bit stream, coordinate 0 first (b or b+1 bits each)
+//   tqprod{b}: fp16 norm | fp16 residual norm | (b-1)-bit codes | d sign bits (1 = +)
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/error.h"
+#include "core/float_convert.h"
+#include "core/rng.h"
+#include "kernels/format_families.h"
+#include "kernels/hadamard.h"
+#include "kernels/lloyd_max.h"
+#include "kernels/orthogonal.h"
+
+namespace kvgate::kernels {
+namespace {
+
+constexpr int kMaxDim = 1024;  // make_codec rejects larger head dims
+constexpr uint64_t kQjlSeedSalt = 0x514a4c2d736b6574ull;  // keeps S independent of the rotation signs
+
+inline void put_bits(uint8_t* dst, size_t bit, uint32_t value, int nbits) {
+  for (int i = 0; i < nbits; ++i, ++bit)
+    if ((value >> i) & 1u) dst[bit >> 3] |= static_cast<uint8_t>(1u << (bit & 7));
+}
+
+inline uint32_t get_bits(const uint8_t* src, size_t bit, int nbits) {
+  uint32_t v = 0;
+  for (int i = 0; i < nbits; ++i, ++bit) v |= static_cast<uint32_t>((src[bit >> 3] >> (bit & 7)) & 1u) << i;
+  return v;
+}
+
+inline uint16_t f16_bits_clamped(double v) {
+  return f32_to_f16(static_cast<float>(std::min(v, 65504.0)));
+}
+
+inline float load_f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+inline void store_f16(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
+
+// The rotation a TurboQuant codec applies: Walsh–Hadamard (default) or QR.
+class KeyRotation {
+ public:
+  KeyRotation(const FormatInfo& info, int d, const FormatOptions& o) : qr_(o.rotation == Rotation::qr) {
+    if (qr_) {
+      orthogonal_ = OrthogonalRotation(d, o.seed);
+    } else {
+      if ((d & (d - 1)) != 0)
+        throw_usage_error("KV format " + std::string(info.name) +
+                          " with the Walsh-Hadamard rotation needs a power-of-two head_dim, got " + std::to_string(d) +
+                          " (rot=qr works for any head_dim)");
+      hadamard_ = HadamardRotation(d, o.seed);
+    }
+  }
+  void forward(const float* x, float* out) const {
+    if (qr_) orthogonal_.forward(x, out);
+    else hadamard_.forward(x, out);
+  }
+  void inverse(const float* x, float* out) const {
+    if (!qr_) return hadamard_.inverse(x, out);
+    float tmp[kMaxDim];
+    std::memcpy(tmp, x, sizeof(float) * orthogonal_.size());
+    orthogonal_.inverse(tmp, out);
+  }
+
+ private:
+  bool qr_;
+  HadamardRotation hadamard_;
+  OrthogonalRotation orthogonal_;
+};
+
+// A Lloyd–Max codebook scaled for N(0, 1/d), in float for the hot paths.
+struct ScaledCodebook {
+  int bits = 0;
+  std::vector<float> centroids;
+  std::vector<float> thresholds;
+  ScaledCodebook() = default;
+  ScaledCodebook(int b, int d) : bits(b) {
+    const LloydMaxCodebook& cb = gaussian_lloyd_max(b);
+    const double sigma = 1.0 / std::sqrt(static_cast<double>(d));
+    for (double c : cb.centroids) centroids.push_back(static_cast<float>(c * sigma));
+    for (double t : cb.thresholds) thresholds.push_back(static_cast<float>(t * sigma));
+  }
+  uint32_t encode(float y) const {
+    return static_cast<uint32_t>(std::upper_bound(thresholds.begin(), thresholds.end(), y) - thresholds.begin());
+  }
+};
+
+void check_common_options(const FormatInfo& info, const FormatOptions& o) {
+  if (o.scale != 1.0f) throw_usage_error("KV format " + std::string(info.name) + " takes no scale option");
+  if (o.token_group != 0 || o.residual_tokens != FormatOptions{}.residual_tokens)
+    throw_usage_error("KV format " + std::string(info.name) + " takes no group/residual options (KIVI only)");
+}
+
+// Description of the per-coordinate widths: the first `outliers` coordinates use b+1 bits.
+struct TqWidths {
+  int base_bits;
+  int outliers;
+};
+
+class TurboQuantMseCodec final : public Codec {
+ public:
+  TurboQuantMseCodec(const FormatInfo& info, int d, const FormatOptions& o, TqWidths w)
+      : Codec(info, d, o), rotation_(info, d, o), widths_(w) {
+    check_common_options(info, o);
+    if (widths_.outliers < 0 || widths_.outliers > d)
+      throw_usage_error("KV format " + std::string(info.name) + ": outliers=" + std::to_string(widths_.outliers) +
+                        " exceeds head_dim " + std::to_string(d));
+    low_ = ScaledCodebook(widths_.base_bits, d);
+    if (widths_.outliers > 0) high_ = ScaledCodebook(widths_.base_bits + 1, d);
+    code_bits_ = static_cast<size_t>(widths_.outliers) * (widths_.base_bits + 1) +
+                 static_cast<size_t>(d - widths_.outliers) * widths_.base_bits;
+  }
+
+  size_t group_bytes() const override { return 2 + (code_bits_ + 7) / 8; }
+  bool rotates() const override { return true; }
+  void prepare_query(const float* q, float* q_prepared) const override { rotation_.forward(q, q_prepared); }
+
+  void quantize_ref(const float* x, uint8_t* dst) const override {
+    std::memset(dst, 0, group_bytes());
+    double norm2 = 0.0;
+    for (int i = 0; i < head_dim_; ++i) norm2 += static_cast<double>(x[i]) * x[i];
+    const double norm = std::sqrt(norm2);
+    if (!(norm > 0.0) || !std::isfinite(norm)) {
+      // A zero (or non-finite) key is stored as the zero vector: norm 0, codes of centroid 0.
+      store_f16(dst, 0);
+      return;
+    }
+    float unit[kMaxDim], y[kMaxDim];
+    const float inv = static_cast<float>(1.0 / norm);
+    for (int i = 0; i < head_dim_; ++i) unit[i] = x[i] * inv;
+    rotation_.forward(unit, y);
+    double centroid_norm2 = 0.0;
+    size_t bit = 0;
+    for (int i = 0; i < head_dim_; ++i) {
+      const ScaledCodebook& cb = codebook_for(i);
+      const uint32_t code = cb.encode(y[i]);
+      put_bits(dst + 2, bit, code, cb.bits);
+      bit += cb.bits;
+      centroid_norm2 += static_cast<double>(cb.centroids[code]) * cb.centroids[code];
+    }
+    const double stored = options_.norm_correction ? norm / std::sqrt(centroid_norm2) : norm;
+    store_f16(dst, f16_bits_clamped(stored));
+  }
+
+  void dequantize_stored_ref(const uint8_t* src, float* y) const override {
+    const float norm = load_f16(src);
+    size_t bit = 0;
+    for (int i = 0; i < head_dim_; ++i) {
+      const ScaledCodebook& cb = codebook_for(i);
+      y[i] = norm * cb.centroids[get_bits(src + 2, bit, cb.bits)];
+      bit += cb.bits;
+    }
+  }
+  void dequantize_ref(const uint8_t* src, float* y) const override {
+    float stored[kMaxDim];
+    dequantize_stored_ref(src, stored);
+    rotation_.inverse(stored, y);
+  }
+
+  float dot_ref(const float* q, const uint8_t* src, int) const override {
+    float sum = 0.0f;
+    size_t bit = 0;
+    for (int i = 0; i < head_dim_; ++i) {
+      const ScaledCodebook& cb = codebook_for(i);
+      sum += q[i] * cb.centroids[get_bits(src + 2, bit, cb.bits)];
+      bit += cb.bits;
+    }
+    return load_f16(src) * sum;
+  }
+
+  void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
+    const size_t stride = group_bytes();
+    const bool simd_shape = widths_.outliers == 0 && head_dim_ % 8 == 0 &&
+                            (widths_.base_bits == 4 || widths_.base_bits == 3);
+#if defined(__x86_64__)
+    if (simd_shape && have_avx2_fma()) {
+      for (int qi = 0; qi < n_q; ++qi)
+        for (int t = 0; t < n_tokens; ++t) {
+          const uint8_t* g = groups + t * stride;
+          scores[static_cast<size_t>(qi) * n_tokens + t] =
+              load_f16(g) * (widths_.base_bits == 4 ? dot_codes4_avx2(q + static_cast<size_t>(qi) * head_dim_, g + 2)
+                                                    : dot_codes3_avx2(q + static_cast<size_t>(qi) * head_dim_, g + 2));
+        }
+      return;
+    }
+#endif
+    (void)simd_shape;
+    for (int qi = 0; qi < n_q; ++qi)
+      for (int t = 0; t < n_tokens; ++t)
+        scores[static_cast<size_t>(qi) * n_tokens + t] =
+            dot_ref(q + static_cast<size_t>(qi) * head_dim_, groups + t * stride, 0);
+  }
+
+ private:
+  const ScaledCodebook& codebook_for(int i) const { return i < widths_.outliers ? high_ : low_; }
+
+#if defined(__x86_64__)
+  static bool have_avx2_fma() {
+    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return ok;
+  }
+  __attribute__((target("avx2,fma"))) static float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+  // 8 coordinates per step: 4 bytes of nibbles -> 8 indices -> two 8-entry permutes.
+  __attribute__((target("avx2,fma"))) float dot_codes4_avx2(const float* q, const uint8_t* codes) const {
+    const __m256 lo_tab = _mm256_loadu_ps(low_.centroids.data());
+    const __m256 hi_tab = _mm256_loadu_ps(low_.centroids.data() + 8);
+    const __m256i seven = _mm256_set1_epi32(7);
+    const __m128i nibble = _mm_set1_epi8(0x0f);
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < head_dim_; i += 8) {
+      uint32_t packed;
+      std::memcpy(&packed, codes + i / 2, 4);
+      const __m128i bytes = _mm_cvtsi32_si128(static_cast<int>(packed));
+      const __m128i lo = _mm_and_si128(bytes, nibble);
+      const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
+      const __m256i idx = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
+      const __m256 from_lo = _mm256_permutevar8x32_ps(lo_tab, idx);
+      const __m256 from_hi = _mm256_permutevar8x32_ps(hi_tab, idx);
+      const __m256 use_hi = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven));
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_blendv_ps(from_lo, from_hi, use_hi), acc);
+    }
+    return hsum(acc);
+  }
+  // 8 coordinates per step: 3 bytes hold eight 3-bit codes.
+  __attribute__((target("avx2,fma"))) float dot_codes3_avx2(const float* q, const uint8_t* codes) const {
+    const __m256 tab = _mm256_loadu_ps(low_.centroids.data());
+    const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+    const __m256i mask = _mm256_set1_epi32(7);
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < head_dim_; i += 8) {
+      const uint8_t* p = codes + (i / 8) * 3;
+      const int packed = p[0] | (p[1] << 8) | (p[2] << 16);
+      const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(packed), shifts), mask);
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_permutevar8x32_ps(tab, idx), acc);
+    }
+    return hsum(acc);
+  }
+#endif
+
+  KeyRotation rotation_;
+  TqWidths widths_;
+  ScaledCodebook low_, high_;
+  size_t code_bits_ = 0;
+};
+
+class TurboQuantProdCodec final : public Codec {
+ public:
+  TurboQuantProdCodec(const FormatInfo& info, int d, const FormatOptions& o, int bits)
+      : Codec(info, d, o), rotation_(info, d, o), mse_(bits - 1, d), sketch_(static_cast<size_t>(d) * d) {
+    check_common_options(info, o);
+    if (o.norm_correction || o.outlier_channels != 0)
+      throw_usage_error("KV format " + std::string(info.name) +
+                        " takes no nc/outliers options (they would bias its inner products)");
+    Rng rng(o.seed ^ kQjlSeedSalt);
+    for (float& s : sketch_) s = static_cast<float>(rng.normal());
+    qjl_scale_ = static_cast<float>(std::sqrt(M_PI / 2.0) / d);
+  }
+
+  size_t group_bytes() const override {
+    return 4 + (static_cast<size_t>(head_dim_) * mse_.bits + 7) / 8 + (static_cast<size_t>(head_dim_) + 7) / 8;
+  }
+  bool rotates() const override { return true; }
+  void prepare_query(const float* q, float* q_prepared) const override { rotation_.forward(q, q_prepared); }
+
+  void quantize_ref(const float* x, uint8_t* dst) const override {
+    std::memset(dst, 0, group_bytes());
+    double norm2 = 0.0;
+    for (int i = 0; i < head_dim_; ++i) norm2 += static_cast<double>(x[i]) * x[i];
+    const double norm = std::sqrt(norm2);
+    if (!(norm > 0.0) || !std::isfinite(norm)) return;  // zero norms: the zero vector
+    float unit[kMaxDim], y[kMaxDim], residual[kMaxDim];
+    const float inv = static_cast<float>(1.0 / norm);
+    for (int i = 0; i < head_dim_; ++i) unit[i] = x[i] * inv;
+    rotation_.forward(unit, y);
+    uint8_t* codes = dst + 4;
+    double r2 = 0.0;
+    for (int i = 0; i < head_dim_; ++i) {
+      const uint32_t code = mse_.encode(y[i]);
+      put_bits(codes, static_cast<size_t>(i) * mse_.bits, code, mse_.bits);
+      residual[i] = y[i] - mse_.centroids[code];
+      r2 += static_cast<double>(residual[i]) * residual[i];
+    }
+    uint8_t* signs = codes + (static_cast<size_t>(head_dim_) * mse_.bits + 7) / 8;
+    for (int j = 0; j < head_dim_; ++j) {
+      const float* row = sketch_.data() + static_cast<size_t>(j) * head_dim_;
+      double s = 0.0;
+      for (int i = 0; i < head_dim_; ++i) s += static_cast<double>(row[i]) * residual[i];
+      if (s >= 0.0) signs[j >> 3] |= static_cast<uint8_t>(1u << (j & 7));
+    }
+    store_f16(dst, f16_bits_clamped(norm));
+    store_f16(dst + 2, f16_bits_clamped(std::sqrt(r2)));
+  }
+
+  void dequantize_stored_ref(const uint8_t* src, float* y) const override {
+    const float norm = load_f16(src);
+    const float gamma = load_f16(src + 2);
+    const uint8_t* codes = src + 4;
+    const uint8_t* signs = codes + (static_cast<size_t>(head_dim_) * mse_.bits + 7) / 8;
+    std::vector<double> back(head_dim_, 0.0);  // S^T z
+    for (int j = 0; j < head_dim_; ++j) {
+      const double z = (signs[j >> 3] >> (j & 7)) & 1u ? 1.0 : -1.0;
+      const float* row = sketch_.data() + static_cast<size_t>(j) * head_dim_;
+      for (int i = 0; i < head_dim_; ++i) back[i] += z * row[i];
+    }
+    for (int i = 0; i < head_dim_; ++i) {
+      const float c = mse_.centroids[get_bits(codes, static_cast<size_t>(i) * mse_.bits, mse_.bits)];
+      y[i] = norm * (c + qjl_scale_ * gamma * static_cast<float>(back[i]));
+    }
+  }
+  void dequantize_ref(const uint8_t* src, float* y) const override {
+    float stored[kMaxDim];
+    dequantize_stored_ref(src, stored);
+    rotation_.inverse(stored, y);
+  }
+
+  float dot_ref(const float* q, const uint8_t* src, int) const override {
+    float sq[kMaxDim];
+    sketch_query(q, sq);
+    return dot_with_sketch(q, sq, src);
+  }
+
+  void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
+    // S q is shared by every key, so it is computed once per query instead of once per key.
+    float sq[kMaxDim];
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* qrow = q + static_cast<size_t>(qi) * head_dim_;
+      sketch_query(qrow, sq);
+      for (int t = 0; t < n_tokens; ++t)
+        scores[static_cast<size_t>(qi) * n_tokens + t] = dot_with_sketch(qrow, sq, groups + t * group_bytes());
+    }
+  }
+
+ private:
+  void sketch_query(const float* q, float* sq) const {
+    for (int j = 0; j < head_dim_; ++j) {
+      const float* row = sketch_.data() + static_cast<size_t>(j) * head_dim_;
+      float s = 0.0f;
+      for (int i = 0; i < head_dim_; ++i) s += row[i] * q[i];
+      sq[j] = s;
+    }
+  }
+  // <q, k~> = ||k|| (<q, c> + sqrt(pi/2)/d * gamma * <S q, z>).
+  float dot_with_sketch(const float* q, const float* sq, const uint8_t* src) const {
+    const uint8_t* codes = src + 4;
+    const uint8_t* signs = codes + (static_cast<size_t>(head_dim_) * mse_.bits + 7) / 8;
+    float mse_part = 0.0f, qjl_part = 0.0f;
+    for (int i = 0; i < head_dim_; ++i) {
+      mse_part += q[i] * mse_.centroids[get_bits(codes, static_cast<size_t>(i) * mse_.bits, mse_.bits)];
+      qjl_part += (signs[i >> 3] >> (i & 7)) & 1u ? sq[i] : -sq[i];
+    }
+    return load_f16(src) * (mse_part + qjl_scale_ * load_f16(src + 2) * qjl_part);
+  }
+
+  KeyRotation rotation_;
+  ScaledCodebook mse_;
+  std::vector<float> sketch_;  // S, row-major d x d
+  float qjl_scale_ = 0.0f;
+};
+
+template <int BaseBits, int OutlierDivisor>
+std::unique_ptr<Codec> make_mse(const FormatInfo& info, int d, const FormatOptions& o) {
+  // Fractional formats default to head_dim / OutlierDivisor outlier channels; integer ones to none.
+  const int outliers = o.outlier_channels != 0 ? o.outlier_channels : (OutlierDivisor ? d / OutlierDivisor : 0);
+  return std::make_unique<TurboQuantMseCodec>(info, d, o, TqWidths{BaseBits, outliers});
+}
+
+template <int Bits>
+std::unique_ptr<Codec> make_prod(const FormatInfo& info, int d, const FormatOptions& o) {
+  return std::make_unique<TurboQuantProdCodec>(info, d, o, Bits);
+}
+
+constexpr std::string_view kMirrors = "vLLM TurboQuant keys (turboquant_* presets); TurboQuant paper";
+
+const FormatInfo kTq1{"tq1", "turboquant", kMirrors, "rotation + 1-bit Lloyd-Max codes, fp16 norm",
+                      true, false, 1, false, kBackendCpu, &make_mse<1, 0>};
+const FormatInfo kTq2{"tq2", "turboquant", kMirrors, "rotation + 2-bit Lloyd-Max codes, fp16 norm",
+                      true, false, 1, false, kBackendCpu, &make_mse<2, 0>};
+const FormatInfo kTq25{"tq2.5", "turboquant", kMirrors, "tq2 with head_dim/4 rotated channels at 3 bits",
+                       true, false, 4, false, kBackendCpu, &make_mse<2, 4>};
+const FormatInfo kTq3{"tq3", "turboquant", kMirrors, "rotation + 3-bit Lloyd-Max codes, fp16 norm",
+                      true, false, 1, false, kBackendCpu, &make_mse<3, 0>};
+const FormatInfo kTq35{"tq3.5", "turboquant", kMirrors, "tq3 with head_dim/4 rotated channels at 4 bits",
+                       true, false, 4, false, kBackendCpu, &make_mse<3, 4>};
+const FormatInfo kTq4{"tq4", "turboquant", kMirrors, "rotation + 4-bit Lloyd-Max codes, fp16 norm",
+                      true, false, 1, false, kBackendCpu, &make_mse<4, 0>};
+const FormatInfo kTqProd2{"tqprod2", "turboquant", "TurboQuant paper (TurboQuant_prod)",
+                          "1-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
+                          true, false, 1, false, kBackendCpu, &make_prod<2>};
+const FormatInfo kTqProd3{"tqprod3", "turboquant", "TurboQuant paper (TurboQuant_prod)",
+                          "2-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
+                          true, false, 1, false, kBackendCpu, &make_prod<3>};
+const FormatInfo kTqProd4{"tqprod4", "turboquant", "TurboQuant paper (TurboQuant_prod)",
+                          "3-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
+                          true, false, 1, false, kBackendCpu, &make_prod<4>};
+
+}  // namespace
+
+void append_turboquant_formats(std::vector<const FormatInfo*>& out) {
+  for (const FormatInfo* f : {&kTq1, &kTq2, &kTq25, &kTq3, &kTq35, &kTq4, &kTqProd2, &kTqProd3, &kTqProd4})
+    out.push_back(f);
+}
+
+}  // namespace kvgate::kernels
