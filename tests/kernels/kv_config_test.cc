@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -96,6 +97,73 @@ TEST(KvConfig, CanonicalRoundTripsForEveryRegisteredFormat) {
     EXPECT_EQ(parse_kv_config(c.canonical()), c);
     EXPECT_EQ(parse_kv_config(c.canonical()).canonical(), c.canonical());
   }
+}
+
+TEST(KvConfig, EngineAliasesMapToTheirFormats) {
+  const std::string boundary = "@0-1=f16/f16@-2--1=f16/f16";
+  const std::pair<const char*, std::string> cases[] = {
+      {"fp8", "fp8_e4m3/fp8_e4m3"},
+      {"FP8_E5M2", "fp8_e5m2/fp8_e5m2"},
+      {"int4", "int4_pth/int4_pth"},
+      {"int8_per_token_head", "int8_pth/int8_pth"},
+      {"fp8_per_token_head", "fp8_pth/fp8_pth"},
+      {"q8_0/q4_0", "q8_0/q4_0"},
+      {"q4_0:rot", "q4_0:rot/q4_0:rot"},
+      {"q4_0:rot=none/q8_0", "q4_0/q8_0"},
+      {"fp8_e4m3:scale=0.5", "fp8_e4m3:scale=0.5/fp8_e4m3:scale=0.5"},
+      {"fp8:scale=0.125/f16", "fp8_e4m3:scale=0.125/f16"},
+      {"tq4/4", "tq4/u4"},
+      {"tq3/4", "tq3/u4"},
+      {"tq4:rot=qr/u4", "tq4:rot=qr/u4"},
+      {"tq4:nc/4@keep=2", "tq4:nc/u4" + boundary},
+      {"k8v4", "fp8_e4m3/u4"},
+      {"turboquant_k8v4", "fp8_e4m3/u4" + boundary},
+      {"turboquant_4bit_nc", "tq4:nc/u4" + boundary},
+      {"turboquant_k3v4_nc", "tq3:nc/u4" + boundary},
+      {"turboquant_3bit_nc", "tq3:nc/u3" + boundary},
+      {"turboquant_3bit_nc@5=q8_0", "tq3:nc/u3" + boundary + "@5=q8_0/q8_0"},
+      {"kivi4", "kivi4_k/kivi4_v"},
+  };
+  for (const auto& [spec, canonical] : cases) {
+    SCOPED_TRACE(spec);
+    const KvConfig c = parse_kv_config(spec);
+    EXPECT_EQ(c.canonical(), canonical);
+    EXPECT_EQ(parse_kv_config(c.canonical()), c);
+    EXPECT_EQ(c.hash(), xxhash64(canonical));
+  }
+  EXPECT_EQ(parse_kv_config("fp8:scale=0.5").key.options.scale, 0.5f);
+  EXPECT_EQ(parse_kv_config("q4_0:rot").key.options.rotation, Rotation::hadamard);
+  EXPECT_TRUE(parse_kv_config("turboquant_4bit_nc").key.options.norm_correction);
+}
+
+TEST(KvConfig, PresetSizesUseEachLayersCodec) {
+  // turboquant_4bit_nc on 6 layers: layers 0, 1, 4, 5 stay f16; 2 and 3 use tq4 keys, u4 values.
+  const KvShape shape{6, 2, 128};
+  const double tq_layer = make_codec("tq4", 128)->bytes_per_token() + make_codec("u4", 128)->bytes_per_token();
+  const double f16_layer = 2.0 * 2 * 128;
+  const KvConfig c = parse_kv_config("turboquant_4bit_nc");
+  EXPECT_DOUBLE_EQ(c.bytes_per_token(shape), 2 * (2 * tq_layer + 4 * f16_layer));
+  EXPECT_EQ(make_codec("tq4", 128)->group_bytes(), 66u);
+  // KIVI keys count per token of their 32-token group.
+  EXPECT_DOUBLE_EQ(parse_kv_config("kivi2").bytes_per_token(KvShape{1, 1, 128}), 48.0 + 48.0);
+}
+
+TEST(KvConfig, ContradictoryFormatSpecsAreRejected) {
+  for (const FormatInfo* f : all_formats()) {
+    if (!f->for_keys) expect_spec_error(std::string(f->name), {"value-only", "keys"});
+    if (!f->for_values) expect_spec_error("f16/" + std::string(f->name), {"key-only"});
+  }
+  expect_spec_error("kivi2_v/kivi2_v", {"value-only"});
+  expect_spec_error("tq4", {"key-only"});
+  expect_spec_error("4/4", {"unknown format '4'"});
+  expect_spec_error("q4_0:rot=qr", {"valid rotations"});
+  expect_spec_error("fp8:scale=0", {"positive"});
+  expect_spec_error("fp8:scale=abc", {"positive"});
+  expect_spec_error("fp8:scale=1:scale=2", {"twice"});
+  expect_spec_error("q8_0:scale=2", {"does not apply"});
+  expect_spec_error("turboquant_4bit_nc/4", {"whole key/value config"});
+  expect_spec_error("k8v4:nc", {"whole key/value config"});
+  expect_spec_error("tq4/4:nc", {"does not apply"});
 }
 
 TEST(KvConfig, ListSplitsOnCommas) {
