@@ -3,6 +3,7 @@
 
 #include "core/float_convert.h"
 #include "kernels/format_families.h"
+#include "kernels/simd_avx2.h"
 
 namespace kvgate::kernels {
 namespace {
@@ -25,12 +26,27 @@ class F32Codec final : public Codec {
   }
 };
 
-// f16 and bf16 differ only in the 16-bit conversion.
-template <uint16_t (*Encode)(float), float (*Decode)(uint16_t)>
+// f16 and bf16 differ only in the 16-bit conversion. The fused dot/axpy use the AVX2 paths in
+// simd_avx2.cc (F16C conversion) when the CPU has them; f16 quantize/dequantize too (the
+// hardware conversion rounds to nearest even, bit-identical to f32_to_f16/f16_to_f32).
+template <uint16_t (*Encode)(float), float (*Decode)(uint16_t), simd::RowKind kKind>
 class Half16Codec final : public Codec {
  public:
-  using Codec::Codec;
+  Half16Codec(const FormatInfo& info, int head_dim, const FormatOptions& options)
+      : Codec(info, head_dim, options), row_{kKind, head_dim, sizeof(uint16_t) * static_cast<size_t>(head_dim)} {}
   size_t group_bytes() const override { return sizeof(uint16_t) * head_dim_; }
+  void quantize(const float* x, uint8_t* dst) const override {
+    if (kKind != simd::RowKind::f16 || !simd::quantize_row(row_, x, dst)) quantize_ref(x, dst);
+  }
+  void dequantize(const uint8_t* src, float* y) const override {
+    if (!simd::dequantize_row(row_, src, y)) dequantize_ref(src, y);
+  }
+  void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
+    if (!simd::dot_rows(row_, q, n_q, groups, n_tokens, scores)) Codec::dot_rows(q, n_q, groups, n_tokens, scores);
+  }
+  void axpy_rows(const float* w, int n_q, const uint8_t* groups, int n_tokens, float* acc) const override {
+    if (!simd::axpy_rows(row_, w, n_q, groups, n_tokens, acc)) Codec::axpy_rows(w, n_q, groups, n_tokens, acc);
+  }
   void quantize_ref(const float* x, uint8_t* dst) const override {
     for (int i = 0; i < head_dim_; ++i) {
       uint16_t h = Encode(x[i]);
@@ -55,6 +71,7 @@ class Half16Codec final : public Codec {
     std::memcpy(&h, src + 2 * i, 2);
     return h;
   }
+  simd::RowFormat row_;
 };
 
 template <class C>
@@ -62,8 +79,8 @@ std::unique_ptr<Codec> make(const FormatInfo& info, int head_dim, const FormatOp
   return std::make_unique<C>(info, head_dim, options);
 }
 
-using F16Codec = Half16Codec<f32_to_f16, f16_to_f32>;
-using BF16Codec = Half16Codec<f32_to_bf16, bf16_to_f32>;
+using F16Codec = Half16Codec<f32_to_f16, f16_to_f32, simd::RowKind::f16>;
+using BF16Codec = Half16Codec<f32_to_bf16, bf16_to_f32, simd::RowKind::bf16>;
 
 const FormatInfo kF32{"f32", "float", "exact oracle (no engine stores it)", "IEEE binary32, unquantized",
                       true, true, 1, false, kBackendCpu, &make<F32Codec>};

@@ -53,8 +53,13 @@ namespace {
 std::vector<const FormatInfo*> build_registry() {
   std::vector<const FormatInfo*> all;
   append_float_formats(all);
+  append_fp8_formats(all);
+  append_per_token_head_formats(all);
+  append_llama_cpp_formats(all);
+  append_nvfp4_formats(all);
   append_kivi_formats(all);
   append_turboquant_formats(all);
+  append_uniform_formats(all);
   return all;
 }
 }  // namespace

@@ -1,0 +1,92 @@
+// NVFP4 (NVIDIA Blackwell's 4-bit float): E2M1 elements {0, 0.5, 1, 1.5, 2, 3, 4, 6} in
+// 16-element blocks, each with an FP8 E4M3 block scale, plus NVIDIA's per-tensor f32 global
+// scale. Our global scale is FormatOptions::scale (g, default 1.0, i.e. no global scaling):
+//   block code  s_b = e4m3(amax_b / 6 / g)        (saturating at 448)
+//   element     c_i = e2m1(x_i / (e4m3(s_b) * g))  (round to nearest even, saturating at 6)
+//   value       x_i ~ e2m1(c_i) * e4m3(s_b) * g
+// With a calibrated g = amax_tensor / (6 * 448) this is NVIDIA's recipe (TensorRT-LLM / ModelOpt
+// NVFP4 KV cache); the default g = 1 covers block maxima from ~0.012 to 2688 without calibration.
+// Layout per token: head_dim/16 blocks of 9 bytes = [e4m3 scale][8 bytes: element 2i in the low
+// nibble, 2i+1 in the high nibble, as __nv_fp4x2 packs]; 4.5 bits per element.
+// NaN inputs encode as +-6 (the comparisons below all fail); an all-zero block stores scale 0.
+#include <cmath>
+#include <string>
+
+#include "core/float_convert.h"
+#include "kernels/format_families.h"
+#include "kernels/quantized_codec.h"
+
+namespace kvgate::kernels {
+namespace {
+
+constexpr int kNvfp4Block = 16;
+constexpr int kNvfp4BlockBytes = 1 + kNvfp4Block / 2;
+constexpr float kE2m1Values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+// Round to nearest, ties to the even code (0.25->0, 0.75->1.0, 1.25->1.0, 1.75->2, 2.5->2,
+// 3.5->4, 5->4), values >= 6 saturate to 6.
+uint8_t e2m1_code(float v) {
+  const float a = std::fabs(v);
+  uint8_t code;
+  if (a <= 0.25f) code = 0;
+  else if (a < 0.75f) code = 1;
+  else if (a <= 1.25f) code = 2;
+  else if (a < 1.75f) code = 3;
+  else if (a <= 2.5f) code = 4;
+  else if (a < 3.5f) code = 5;
+  else if (a <= 5.0f) code = 6;
+  else code = 7;
+  return static_cast<uint8_t>(code | (std::signbit(v) ? 0x8 : 0x0));
+}
+float e2m1_value(uint8_t code) {
+  const float v = kE2m1Values[code & 0x7];
+  return (code & 0x8) ? -v : v;
+}
+
+class Nvfp4Codec final : public QuantizedCodec {
+ public:
+  Nvfp4Codec(const FormatInfo& info, int head_dim, const FormatOptions& options)
+      : QuantizedCodec(info, head_dim, options, /*allow_rotation=*/false) {
+    if (!(options.scale > 0.0f) || !std::isfinite(options.scale))
+      throw_usage_error("KV format nvfp4: global scale must be a positive finite number, got " +
+                        std::to_string(options.scale));
+  }
+  size_t group_bytes() const override { return static_cast<size_t>(head_dim_ / kNvfp4Block) * kNvfp4BlockBytes; }
+
+ protected:
+  void encode_row_ref(const float* x, uint8_t* dst) const override {
+    const float g = options_.scale;
+    for (int b = 0; b < head_dim_ / kNvfp4Block; ++b, x += kNvfp4Block, dst += kNvfp4BlockBytes) {
+      float amax = 0.0f;
+      for (int j = 0; j < kNvfp4Block; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+      const uint8_t scale_code = f32_to_fp8(amax / 6.0f / g, Fp8Kind::e4m3fn);
+      const float block_scale = fp8_to_f32(scale_code, Fp8Kind::e4m3fn) * g;
+      dst[0] = scale_code;
+      for (int j = 0; j < kNvfp4Block; j += 2) {
+        const uint8_t lo = block_scale == 0.0f ? 0 : e2m1_code(x[j] / block_scale);
+        const uint8_t hi = block_scale == 0.0f ? 0 : e2m1_code(x[j + 1] / block_scale);
+        dst[1 + j / 2] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+    }
+  }
+  void decode_row_ref(const uint8_t* src, float* y) const override {
+    const float g = options_.scale;
+    for (int b = 0; b < head_dim_ / kNvfp4Block; ++b, y += kNvfp4Block, src += kNvfp4BlockBytes) {
+      const float s = fp8_to_f32(src[0], Fp8Kind::e4m3fn);
+      for (int j = 0; j < kNvfp4Block; j += 2) {
+        y[j] = e2m1_value(src[1 + j / 2] & 0x0f) * s * g;
+        y[j + 1] = e2m1_value(src[1 + j / 2] >> 4) * s * g;
+      }
+    }
+  }
+};
+
+const FormatInfo kNvfp4{"nvfp4", "nvfp4", "TensorRT-LLM/ModelOpt NVFP4 KV cache (Blackwell)",
+                        "E2M1 x16 + E4M3 block scale, per-tensor f32 global scale (scale=, default 1), 4.5 bits",
+                        true, true, kNvfp4Block, false, kBackendCpu, &make_quantized_codec<Nvfp4Codec>};
+
+}  // namespace
+
+void append_nvfp4_formats(std::vector<const FormatInfo*>& out) { out.push_back(&kNvfp4); }
+
+}  // namespace kvgate::kernels

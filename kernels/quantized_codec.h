@@ -1,0 +1,94 @@
+#pragma once
+// Common base for the per-token formats (one token per group): it owns the optional Hadamard
+// rotation and gives allocation-free reference dot/axpy by decoding one row into a stack buffer.
+// A format supplies encode_row_ref/decode_row_ref in the stored (possibly rotated) basis and
+// may override encode_row/decode_row with bit-identical fast versions.
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/hadamard.h"
+#include "kernels/kv_format.h"
+
+namespace kvgate::kernels {
+
+// make_codec rejects larger head dims, so a row always fits this stack buffer.
+inline constexpr int kMaxHeadDim = 1024;
+
+class QuantizedCodec : public Codec {
+ public:
+  // allow_rotation: whether the format accepts Rotation::hadamard (llama.cpp's rotated caches).
+  QuantizedCodec(const FormatInfo& info, int head_dim, const FormatOptions& options, bool allow_rotation)
+      : Codec(info, head_dim, options) {
+    if (options.rotation == Rotation::qr)
+      throw_usage_error("KV format " + std::string(info.name) + " supports only rot=hadamard, not rot=qr");
+    if (options.rotation == Rotation::hadamard) {
+      if (!allow_rotation)
+        throw_usage_error("KV format " + std::string(info.name) + " does not take a rotation option");
+      if ((head_dim & (head_dim - 1)) != 0)
+        throw_usage_error("KV format " + std::string(info.name) + " with rot=hadamard needs a power-of-two head_dim, got " +
+                          std::to_string(head_dim));
+      rotation_ = HadamardRotation(head_dim, options.seed);
+    }
+  }
+
+  bool rotates() const override { return rotation_.size() != 0; }
+  void prepare_query(const float* q, float* q_prepared) const override {
+    if (rotates()) rotation_.forward(q, q_prepared);
+    else std::memcpy(q_prepared, q, sizeof(float) * head_dim_);
+  }
+  void finish_output(float* acc) const override {
+    if (rotates()) rotation_.inverse(acc, acc);
+  }
+
+  void quantize_ref(const float* x, uint8_t* dst) const override {
+    if (!rotates()) return encode_row_ref(x, dst);
+    float rotated[kMaxHeadDim];
+    rotation_.forward(x, rotated);
+    encode_row_ref(rotated, dst);
+  }
+  void quantize(const float* x, uint8_t* dst) const override {
+    if (!rotates()) return encode_row(x, dst);
+    float rotated[kMaxHeadDim];
+    rotation_.forward(x, rotated);
+    encode_row(rotated, dst);
+  }
+  void dequantize_ref(const uint8_t* src, float* y) const override {
+    decode_row_ref(src, y);
+    if (rotates()) rotation_.inverse(y, y);
+  }
+  void dequantize(const uint8_t* src, float* y) const override {
+    decode_row(src, y);
+    if (rotates()) rotation_.inverse(y, y);
+  }
+  void dequantize_stored_ref(const uint8_t* src, float* y) const override { decode_row_ref(src, y); }
+
+  float dot_ref(const float* q_prepared, const uint8_t* src, int) const override {
+    float row[kMaxHeadDim];
+    decode_row_ref(src, row);
+    double sum = 0.0;
+    for (int i = 0; i < head_dim_; ++i) sum += static_cast<double>(q_prepared[i]) * row[i];
+    return static_cast<float>(sum);
+  }
+  void axpy_ref(float w, const uint8_t* src, int, float* acc) const override {
+    float row[kMaxHeadDim];
+    decode_row_ref(src, row);
+    for (int i = 0; i < head_dim_; ++i) acc[i] += w * row[i];
+  }
+
+ protected:
+  virtual void encode_row_ref(const float* x, uint8_t* dst) const = 0;
+  virtual void decode_row_ref(const uint8_t* src, float* y) const = 0;
+  virtual void encode_row(const float* x, uint8_t* dst) const { encode_row_ref(x, dst); }
+  virtual void decode_row(const uint8_t* src, float* y) const { decode_row_ref(src, y); }
+
+ private:
+  HadamardRotation rotation_;
+};
+
+template <class C>
+std::unique_ptr<Codec> make_quantized_codec(const FormatInfo& info, int head_dim, const FormatOptions& options) {
+  return std::make_unique<C>(info, head_dim, options);
+}
+
+}  // namespace kvgate::kernels

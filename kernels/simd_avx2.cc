@@ -1,0 +1,584 @@
+// AVX2 kernels. Each function carries a target attribute instead of a global -mavx2, so the
+// library still runs on CPUs without AVX2: the public entry points check cpu_features() first.
+//
+// Decoders turn one block of stored bytes into 8-float vectors in "row units" (the value before
+// the per-row or per-tensor scale); the generic drivers below tile 4 rows at a time so each
+// query chunk is loaded once per 4 keys and 4 independent FMA chains hide the latency.
+#include "kernels/simd_avx2.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "core/float_convert.h"
+#include "kernels/cpu_features.h"
+
+#define KVGATE_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define KVGATE_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace kvgate::kernels::simd {
+namespace {
+
+inline float load_f32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, sizeof f);
+  return f;
+}
+inline float load_f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return f16_to_f32(h);
+}
+inline void store_f32(uint8_t* p, float f) { std::memcpy(p, &f, sizeof f); }
+inline void store_f16(uint8_t* p, float f) {
+  const uint16_t h = f32_to_f16(f);
+  std::memcpy(p, &h, sizeof h);
+}
+
+KVGATE_AVX2_INLINE float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+KVGATE_AVX2_INLINE float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+KVGATE_AVX2_INLINE float hmin(__m256 v) {
+  __m128 s = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_min_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_min_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+KVGATE_AVX2_INLINE __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+// max |x| over n (multiple of 8) floats; a NaN element is skipped, as std::max(acc, |x|) does.
+KVGATE_AVX2_INLINE float abs_max(const float* x, int n) {
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(abs_ps(_mm256_loadu_ps(x + i)), m);
+  return hmax(m);
+}
+KVGATE_AVX2_INLINE __m256 cvt_i8x8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+KVGATE_AVX2_INLINE __m256 cvt_u8x8(__m128i bytes) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)); }
+// 8 int32 lanes holding values that fit a byte -> 8 bytes at dst.
+KVGATE_AVX2_INLINE void store_i32x8_as_i8(__m256i v, uint8_t* dst) {
+  const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packs_epi16(w, w));
+}
+KVGATE_AVX2_INLINE void store_u32x8_as_u8(__m256i v, uint8_t* dst) {
+  const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packus_epi16(w, w));
+}
+// Four vectors of 8 int32 (elements 0..31 in order) -> 32 signed bytes in order.
+KVGATE_AVX2_INLINE __m256i pack_i32x32_to_i8(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
+  const __m256i p01 = _mm256_packs_epi32(c0, c1);  // lanes: 0-3 8-11 | 4-7 12-15
+  const __m256i p23 = _mm256_packs_epi32(c2, c3);
+  const __m256i b = _mm256_packs_epi16(p01, p23);  // dwords: 0-3 8-11 16-19 24-27 | 4-7 12-15 20-23 28-31
+  return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+constexpr float pow2(int e) {
+  float r = 1.0f;
+  for (int i = 0; i < e; ++i) r *= 2.0f;
+  return r;
+}
+
+// ---- decoders ----
+struct F16Dec {
+  static constexpr int kElems = 8, kBytes = 16, kHeader = 0;
+  static float row_scale(const uint8_t*, float) { return 1.0f; }
+  static constexpr bool kScaled = false;
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    v[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+  }
+};
+
+struct BF16Dec {
+  static constexpr int kElems = 8, kBytes = 16, kHeader = 0;
+  static float row_scale(const uint8_t*, float) { return 1.0f; }
+  static constexpr bool kScaled = false;
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+};
+
+// FP8 by moving the code's exponent and mantissa into a float's fields and multiplying by
+// 2^(127 - bias): exact for every finite code, subnormals included. NaN/inf codes are never
+// produced by quantize (it saturates), so the dot/axpy paths do not special-case them.
+template <int kManBits, int kBias, bool kRowScaleInHeader>
+struct Fp8Dec {
+  static constexpr int kElems = 8, kBytes = 8, kHeader = kRowScaleInHeader ? 4 : 0;
+  static constexpr bool kScaled = true;
+  static float row_scale(const uint8_t* row, float tensor_scale) {
+    return kRowScaleInHeader ? load_f32(row) : tensor_scale;
+  }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
+    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x7f)), 23 - kManBits);
+    v[0] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(sign, mag)), _mm256_set1_ps(pow2(127 - kBias)));
+  }
+};
+
+struct Int8Dec {
+  static constexpr int kElems = 8, kBytes = 8, kHeader = 4;
+  static constexpr bool kScaled = true;
+  static float row_scale(const uint8_t* row, float) { return load_f32(row); }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) { v[0] = cvt_i8x8(b); }
+};
+
+struct Int4PairDec {
+  static constexpr int kElems = 16, kBytes = 8, kHeader = 4;
+  static constexpr bool kScaled = true;
+  static float row_scale(const uint8_t* row, float) { return load_f32(row); }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(bytes, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+    const __m128i ordered = _mm_unpacklo_epi8(lo, hi);  // element 2i then 2i+1
+    const __m256i eight = _mm256_set1_epi32(8);
+    v[0] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(ordered), eight));
+    v[1] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(ordered, 8)), eight));
+  }
+};
+
+struct Q8_0Dec {
+  static constexpr int kElems = 32, kBytes = 34, kHeader = 0;
+  static constexpr bool kScaled = false;
+  static float row_scale(const uint8_t*, float) { return 1.0f; }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    const __m256 d = _mm256_set1_ps(load_f16(b));
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_mul_ps(cvt_i8x8(b + 2 + 8 * k), d);
+  }
+};
+
+// Low nibbles hold elements 0..15 and high nibbles 16..31 (ggml's q4 layout).
+KVGATE_AVX2_INLINE void nibbles_to_u8x32(const uint8_t* qs, __m128i* lo, __m128i* hi) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  *lo = _mm_and_si128(bytes, mask);
+  *hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+}
+
+struct Q4_0Dec {
+  static constexpr int kElems = 32, kBytes = 18, kHeader = 0;
+  static constexpr bool kScaled = false;
+  static float row_scale(const uint8_t*, float) { return 1.0f; }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    const __m256 d = _mm256_set1_ps(load_f16(b));
+    __m128i lo, hi;
+    nibbles_to_u8x32(b + 2, &lo, &hi);
+    const __m256i eight = _mm256_set1_epi32(8);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[k]), eight)), d);
+  }
+};
+
+struct Q4_1Dec {
+  static constexpr int kElems = 32, kBytes = 20, kHeader = 0;
+  static constexpr bool kScaled = false;
+  static float row_scale(const uint8_t*, float) { return 1.0f; }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    const __m256 d = _mm256_set1_ps(load_f16(b));
+    const __m256 m = _mm256_set1_ps(load_f16(b + 2));
+    __m128i lo, hi;
+    nibbles_to_u8x32(b + 4, &lo, &hi);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    // Multiply then add (not FMA) so dequantize matches ggml's x*d + m bit for bit.
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_add_ps(_mm256_mul_ps(cvt_u8x8(parts[k]), d), m);
+  }
+};
+
+// ---- generic drivers ----
+template <class D>
+KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens,
+                               float* scores) {
+  constexpr int V = D::kElems / 8;
+  const int nb = f.head_dim / D::kElems;
+  const size_t rb = f.row_bytes;
+  int t = 0;
+  for (; t + 4 <= n_tokens; t += 4) {
+    const uint8_t* r0 = rows + static_cast<size_t>(t) * rb;
+    const uint8_t* r1 = r0 + rb;
+    const uint8_t* r2 = r1 + rb;
+    const uint8_t* r3 = r2 + rb;
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* qp = q + static_cast<size_t>(qi) * f.head_dim;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int b = 0; b < nb; ++b) {
+        const size_t off = D::kHeader + static_cast<size_t>(b) * D::kBytes;
+        __m256 qv[V], v[V];
+        for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
+        D::decode(r0 + off, v);
+        for (int k = 0; k < V; ++k) a0 = _mm256_fmadd_ps(v[k], qv[k], a0);
+        D::decode(r1 + off, v);
+        for (int k = 0; k < V; ++k) a1 = _mm256_fmadd_ps(v[k], qv[k], a1);
+        D::decode(r2 + off, v);
+        for (int k = 0; k < V; ++k) a2 = _mm256_fmadd_ps(v[k], qv[k], a2);
+        D::decode(r3 + off, v);
+        for (int k = 0; k < V; ++k) a3 = _mm256_fmadd_ps(v[k], qv[k], a3);
+      }
+      float* out = scores + static_cast<size_t>(qi) * n_tokens + t;
+      out[0] = hsum(a0) * D::row_scale(r0, f.scale);
+      out[1] = hsum(a1) * D::row_scale(r1, f.scale);
+      out[2] = hsum(a2) * D::row_scale(r2, f.scale);
+      out[3] = hsum(a3) * D::row_scale(r3, f.scale);
+    }
+  }
+  for (; t < n_tokens; ++t) {
+    const uint8_t* r0 = rows + static_cast<size_t>(t) * rb;
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* qp = q + static_cast<size_t>(qi) * f.head_dim;
+      __m256 a0 = _mm256_setzero_ps();
+      for (int b = 0; b < nb; ++b) {
+        __m256 v[V];
+        D::decode(r0 + D::kHeader + static_cast<size_t>(b) * D::kBytes, v);
+        for (int k = 0; k < V; ++k) a0 = _mm256_fmadd_ps(v[k], _mm256_loadu_ps(qp + b * D::kElems + 8 * k), a0);
+      }
+      scores[static_cast<size_t>(qi) * n_tokens + t] = hsum(a0) * D::row_scale(r0, f.scale);
+    }
+  }
+}
+
+template <class D>
+KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
+                                float* acc) {
+  constexpr int V = D::kElems / 8;
+  const int nb = f.head_dim / D::kElems;
+  const size_t rb = f.row_bytes;
+  int t = 0;
+  for (; t + 4 <= n_tokens; t += 4) {
+    const uint8_t* r[4] = {rows + static_cast<size_t>(t) * rb, rows + static_cast<size_t>(t + 1) * rb,
+                           rows + static_cast<size_t>(t + 2) * rb, rows + static_cast<size_t>(t + 3) * rb};
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* w = weights + static_cast<size_t>(qi) * n_tokens + t;
+      const __m256 w0 = _mm256_set1_ps(w[0] * D::row_scale(r[0], f.scale));
+      const __m256 w1 = _mm256_set1_ps(w[1] * D::row_scale(r[1], f.scale));
+      const __m256 w2 = _mm256_set1_ps(w[2] * D::row_scale(r[2], f.scale));
+      const __m256 w3 = _mm256_set1_ps(w[3] * D::row_scale(r[3], f.scale));
+      float* a = acc + static_cast<size_t>(qi) * f.head_dim;
+      for (int b = 0; b < nb; ++b) {
+        const size_t off = D::kHeader + static_cast<size_t>(b) * D::kBytes;
+        float* ab = a + b * D::kElems;
+        __m256 s[V], v0[V], v1[V], v2[V], v3[V];
+        D::decode(r[0] + off, v0);
+        D::decode(r[1] + off, v1);
+        D::decode(r[2] + off, v2);
+        D::decode(r[3] + off, v3);
+        for (int k = 0; k < V; ++k) {
+          s[k] = _mm256_loadu_ps(ab + 8 * k);
+          s[k] = _mm256_fmadd_ps(v0[k], w0, s[k]);
+          s[k] = _mm256_fmadd_ps(v1[k], w1, s[k]);
+          s[k] = _mm256_fmadd_ps(v2[k], w2, s[k]);
+          s[k] = _mm256_fmadd_ps(v3[k], w3, s[k]);
+          _mm256_storeu_ps(ab + 8 * k, s[k]);
+        }
+      }
+    }
+  }
+  for (; t < n_tokens; ++t) {
+    const uint8_t* r0 = rows + static_cast<size_t>(t) * rb;
+    for (int qi = 0; qi < n_q; ++qi) {
+      const __m256 w0 = _mm256_set1_ps(weights[static_cast<size_t>(qi) * n_tokens + t] * D::row_scale(r0, f.scale));
+      float* a = acc + static_cast<size_t>(qi) * f.head_dim;
+      for (int b = 0; b < nb; ++b) {
+        __m256 v[V];
+        D::decode(r0 + D::kHeader + static_cast<size_t>(b) * D::kBytes, v);
+        for (int k = 0; k < V; ++k) {
+          float* p = a + b * D::kElems + 8 * k;
+          _mm256_storeu_ps(p, _mm256_fmadd_ps(v[k], w0, _mm256_loadu_ps(p)));
+        }
+      }
+    }
+  }
+}
+
+template <class D>
+KVGATE_AVX2 void dequantize_row_impl(const RowFormat& f, const uint8_t* row, float* y) {
+  constexpr int V = D::kElems / 8;
+  const int nb = f.head_dim / D::kElems;
+  const __m256 scale = _mm256_set1_ps(D::row_scale(row, f.scale));
+  for (int b = 0; b < nb; ++b) {
+    __m256 v[V];
+    D::decode(row + D::kHeader + static_cast<size_t>(b) * D::kBytes, v);
+    for (int k = 0; k < V; ++k) {
+      if constexpr (D::kScaled) v[k] = _mm256_mul_ps(v[k], scale);
+      _mm256_storeu_ps(y + b * D::kElems + 8 * k, v[k]);
+    }
+  }
+}
+
+// ---- encoders (each mirrors its codec's scalar reference operation for operation) ----
+KVGATE_AVX2 void quantize_f16(const float* x, int n, uint8_t* dst) {
+  for (int i = 0; i < n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+}
+
+// OCP E4M3FN with saturation: the same rounding as f32_to_fp8(·, e4m3fn), done on float bits.
+KVGATE_AVX2_INLINE __m256i encode_e4m3fn(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i sign = _mm256_srli_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(int(0x80000000u))), 24);
+  const __m256 a = abs_ps(v);
+  const __m256i abits = _mm256_castps_si256(a);
+  // Normal range: round the 23-bit mantissa to 3 bits, ties to even; the carry may bump the
+  // exponent, which is exactly the next code. Rebias 127 -> 7.
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(abits, 20), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(abits, _mm256_add_epi32(_mm256_set1_epi32(0x7ffff), lsb));
+  const __m256i normal = _mm256_sub_epi32(_mm256_srli_epi32(rounded, 20), _mm256_set1_epi32(120 << 3));
+  // Subnormal range (< 2^-6): adding 2^14 puts the fp8 quantum 2^-9 on the float's last
+  // mantissa bit, so the FPU's nearest-even rounding yields the code (8 = smallest normal).
+  const __m256 shifted = _mm256_add_ps(a, _mm256_set1_ps(16384.0f));
+  const __m256i subnormal = _mm256_sub_epi32(_mm256_castps_si256(shifted), _mm256_set1_epi32(0x46800000));
+  __m256i code = _mm256_blendv_epi8(
+      normal, subnormal, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(0.015625f), _CMP_LT_OQ)));
+  code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7e),
+                            _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(448.0f), _CMP_GE_OQ)));
+  code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  return _mm256_or_si256(code, sign);
+}
+
+KVGATE_AVX2 void quantize_fp8_e4m3(const float* x, int n, float scale, uint8_t* dst) {
+  const __m256 s = _mm256_set1_ps(scale);
+  for (int i = 0; i < n; i += 8)
+    store_u32x8_as_u8(encode_e4m3fn(_mm256_div_ps(_mm256_loadu_ps(x + i), s)), dst + i);
+}
+
+KVGATE_AVX2 void quantize_fp8_pth(const float* x, int n, uint8_t* row) {
+  const float scale = abs_max(x, n) / 448.0f;
+  store_f32(row, scale);
+  if (scale == 0.0f) {
+    std::memset(row + 4, 0, static_cast<size_t>(n));
+    return;
+  }
+  quantize_fp8_e4m3(x, n, scale, row + 4);
+}
+
+KVGATE_AVX2 void quantize_int8_pth(const float* x, int n, uint8_t* row) {
+  const float scale = abs_max(x, n) / 127.0f;
+  store_f32(row, scale);
+  if (scale == 0.0f) {
+    std::memset(row + 4, 0, static_cast<size_t>(n));
+    return;
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  for (int i = 0; i < n; i += 8) {
+    // cvtps rounds to nearest even (the default MXCSR mode), like nearbyintf in the reference.
+    __m256i qv = _mm256_cvtps_epi32(_mm256_div_ps(_mm256_loadu_ps(x + i), s));
+    qv = _mm256_min_epi32(_mm256_max_epi32(qv, lo), hi);
+    store_i32x8_as_i8(qv, row + 4 + i);
+  }
+}
+
+KVGATE_AVX2 void quantize_int4_pth(const float* x, int n, uint8_t* row) {
+  const float scale = abs_max(x, n) / 7.0f;
+  store_f32(row, scale);
+  if (scale == 0.0f) {
+    std::memset(row + 4, 0x88, static_cast<size_t>(n / 2));
+    return;
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+  const __m256i lo = _mm256_set1_epi32(-8), hi = _mm256_set1_epi32(7), eight = _mm256_set1_epi32(8);
+  for (int i = 0; i < n; i += 16) {
+    __m256i c[2];
+    for (int k = 0; k < 2; ++k) {
+      const __m256i qv = _mm256_cvtps_epi32(_mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), s));
+      c[k] = _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(qv, lo), hi), eight);
+    }
+    const __m128i w0 = _mm_packus_epi32(_mm256_castsi256_si128(c[0]), _mm256_extracti128_si256(c[0], 1));
+    const __m128i w1 = _mm_packus_epi32(_mm256_castsi256_si128(c[1]), _mm256_extracti128_si256(c[1], 1));
+    const __m128i bytes = _mm_packus_epi16(w0, w1);  // element e0..e15, one per byte
+    // Each 16-bit word holds e[2i] | e[2i+1] << 8; fold the high byte into the high nibble.
+    const __m128i pairs = _mm_or_si128(_mm_and_si128(bytes, _mm_set1_epi16(0x00ff)),
+                                       _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi16(0x00f0)));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(row + 4 + i / 2), _mm_packus_epi16(pairs, pairs));
+  }
+}
+
+// roundf (half away from zero) exactly: truncate, then step away from zero when the dropped
+// fraction is at least one half. x - trunc(x) is exact for |x| < 2^23.
+KVGATE_AVX2_INLINE __m256 round_half_away(__m256 v) {
+  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = abs_ps(_mm256_sub_ps(v, t));
+  const __m256 away = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(1.0f));
+  return _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), away));
+}
+
+KVGATE_AVX2 void quantize_q8_0(const float* x, int n, uint8_t* dst) {
+  for (int i = 0; i < n; i += 32, x += 32, dst += 34) {
+    const float amax = abs_max(x, 32);
+    const float d = amax / 127;
+    const float id = d ? 1.0f / d : 0.0f;
+    store_f16(dst, d);
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i c[4];
+    for (int k = 0; k < 4; ++k)
+      c[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), idv)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2), pack_i32x32_to_i8(c[0], c[1], c[2], c[3]));
+  }
+}
+
+// Packs 32 codes (0..15, elements in order) as ggml does: byte j = code[j] | code[j + 16] << 4.
+KVGATE_AVX2_INLINE void store_q4_nibbles(const __m256i* c, uint8_t* qs) {
+  const __m256i b = pack_i32x32_to_i8(c[0], c[1], c[2], c[3]);
+  const __m128i lo = _mm256_castsi256_si128(b);
+  const __m128i hi = _mm256_extracti128_si256(b, 1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
+}
+
+KVGATE_AVX2 void quantize_q4_0(const float* x, int n, uint8_t* dst) {
+  for (int i = 0; i < n; i += 32, x += 32, dst += 18) {
+    const float amax = abs_max(x, 32);
+    // ggml keeps the signed value of the first element reaching the largest magnitude.
+    float max = 0.0f;
+    if (amax > 0.0f)
+      for (int j = 0; j < 32; ++j)
+        if (__builtin_fabsf(x[j]) == amax) {
+          max = x[j];
+          break;
+        }
+    const float d = max / -8;
+    const float id = d ? 1.0f / d : 0.0f;
+    store_f16(dst, d);
+    const __m256 idv = _mm256_set1_ps(id), half = _mm256_set1_ps(8.5f);
+    __m256i c[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), idv), half);
+      c[k] = _mm256_min_epi32(_mm256_cvttps_epi32(v), _mm256_set1_epi32(15));
+    }
+    store_q4_nibbles(c, dst + 2);
+  }
+}
+
+// The reference keeps the first element equal to the extreme; only a zero extreme can differ
+// in bits (+0 vs -0) between equal candidates, and that sign reaches the stored d and m.
+inline float first_equal(const float* x, int n, float value) {
+  for (int j = 0; j < n; ++j)
+    if (x[j] == value) return x[j];
+  return value;
+}
+
+KVGATE_AVX2 void quantize_q4_1(const float* x, int n, uint8_t* dst) {
+  for (int i = 0; i < n; i += 32, x += 32, dst += 20) {
+    __m256 mn = _mm256_loadu_ps(x), mx = mn;
+    for (int k = 1; k < 4; ++k) {
+      const __m256 v = _mm256_loadu_ps(x + 8 * k);
+      mn = _mm256_min_ps(v, mn);
+      mx = _mm256_max_ps(v, mx);
+    }
+    float min = hmin(mn), max = hmax(mx);
+    if (min == 0.0f) min = first_equal(x, 32, min);
+    if (max == 0.0f) max = first_equal(x, 32, max);
+    const float d = (max - min) / 15;
+    const float id = d ? 1.0f / d : 0.0f;
+    store_f16(dst, d);
+    store_f16(dst + 2, min);
+    const __m256 idv = _mm256_set1_ps(id), minv = _mm256_set1_ps(min), half = _mm256_set1_ps(0.5f);
+    __m256i c[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + 8 * k), minv), idv), half);
+      c[k] = _mm256_min_epi32(_mm256_cvttps_epi32(v), _mm256_set1_epi32(15));
+    }
+    store_q4_nibbles(c, dst + 4);
+  }
+}
+
+template <class Fn>
+bool with_decoder(RowKind kind, Fn&& fn) {
+  switch (kind) {
+    case RowKind::f16: return fn(F16Dec{});
+    case RowKind::bf16: return fn(BF16Dec{});
+    case RowKind::fp8_e4m3fn: return fn(Fp8Dec<3, 7, false>{});
+    case RowKind::fp8_e5m2: return fn(Fp8Dec<2, 15, false>{});
+    case RowKind::fp8_e4m3fnuz: return fn(Fp8Dec<3, 8, false>{});
+    case RowKind::fp8_pth: return fn(Fp8Dec<3, 7, true>{});
+    case RowKind::int8_pth: return fn(Int8Dec{});
+    case RowKind::int4_pth: return fn(Int4PairDec{});
+    case RowKind::q8_0: return fn(Q8_0Dec{});
+    case RowKind::q4_0: return fn(Q4_0Dec{});
+    case RowKind::q4_1: return fn(Q4_1Dec{});
+  }
+  return false;
+}
+
+}  // namespace
+
+bool dot_rows(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens, float* scores) {
+  if (!cpu_has_avx2_fma_f16c()) return false;
+  return with_decoder(f.kind, [&](auto dec) {
+    using D = decltype(dec);
+    if (f.head_dim % D::kElems != 0) return false;
+    dot_rows_impl<D>(f, q, n_q, rows, n_tokens, scores);
+    return true;
+  });
+}
+
+bool axpy_rows(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens, float* acc) {
+  if (!cpu_has_avx2_fma_f16c()) return false;
+  return with_decoder(f.kind, [&](auto dec) {
+    using D = decltype(dec);
+    if (f.head_dim % D::kElems != 0) return false;
+    axpy_rows_impl<D>(f, weights, n_q, rows, n_tokens, acc);
+    return true;
+  });
+}
+
+bool dequantize_row(const RowFormat& f, const uint8_t* row, float* y) {
+  if (!cpu_has_avx2_fma_f16c()) return false;
+  switch (f.kind) {
+    case RowKind::fp8_e4m3fn:
+    case RowKind::fp8_e5m2:
+    case RowKind::fp8_e4m3fnuz:
+    case RowKind::fp8_pth:
+      return false;
+    default:
+      break;
+  }
+  return with_decoder(f.kind, [&](auto dec) {
+    using D = decltype(dec);
+    if (f.head_dim % D::kElems != 0) return false;
+    dequantize_row_impl<D>(f, row, y);
+    return true;
+  });
+}
+
+bool quantize_row(const RowFormat& f, const float* x, uint8_t* row) {
+  if (!cpu_has_avx2_fma_f16c()) return false;
+  const int n = f.head_dim;
+  switch (f.kind) {
+    case RowKind::f16:
+      if (n % 8) return false;
+      quantize_f16(x, n, row);
+      return true;
+    case RowKind::fp8_e4m3fn:
+      if (n % 8) return false;
+      quantize_fp8_e4m3(x, n, f.scale, row);
+      return true;
+    case RowKind::fp8_pth:
+      if (n % 8) return false;
+      quantize_fp8_pth(x, n, row);
+      return true;
+    case RowKind::int8_pth:
+      if (n % 8) return false;
+      quantize_int8_pth(x, n, row);
+      return true;
+    case RowKind::int4_pth:
+      if (n % 16) return false;
+      quantize_int4_pth(x, n, row);
+      return true;
+    case RowKind::q8_0: quantize_q8_0(x, n, row); return true;
+    case RowKind::q4_0: quantize_q4_0(x, n, row); return true;
+    case RowKind::q4_1: quantize_q4_1(x, n, row); return true;
+    default: return false;
+  }
+}
+
+}  // namespace kvgate::kernels::simd
