@@ -134,6 +134,30 @@ class KiviKeyCodec final : public Codec {
     for (int c = 0; c < head_dim_; ++c) acc[c] += w * row[c];
   }
 
+  // q . (code * scale + min) = sum code * (q scale) + sum q min: the fp16 scales and minima are
+  // decoded once per group and query instead of once per token.
+  void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
+    float q_scale[1024];
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* qrow = q + static_cast<size_t>(qi) * head_dim_;
+      for (int g0 = 0; g0 < n_tokens; g0 += group_) {
+        const uint8_t* src = groups + static_cast<size_t>(g0 / group_) * group_bytes();
+        float q_min = 0.0f;
+        for (int c = 0; c < head_dim_; ++c) {
+          q_scale[c] = qrow[c] * load_f16(src + 2 * c);
+          q_min += qrow[c] * load_f16(src + 2 * (head_dim_ + c));
+        }
+        const uint8_t* codes = src + 4 * static_cast<size_t>(head_dim_);
+        for (int t = 0; t < group_; ++t) {
+          float sum = q_min;
+          for (int c = 0; c < head_dim_; ++c)
+            sum += q_scale[c] * static_cast<float>(get_code(codes, static_cast<size_t>(t) * head_dim_ + c, bits_));
+          scores[static_cast<size_t>(qi) * n_tokens + g0 + t] = sum;
+        }
+      }
+    }
+  }
+
  private:
   size_t codes_bytes() const { return (static_cast<size_t>(group_) * head_dim_ * bits_ + 7) / 8; }
   void decode_token(const uint8_t* src, int t, float* y) const {

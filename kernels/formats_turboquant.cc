@@ -20,6 +20,7 @@
 //   tq{b}:     fp16 norm | codes: LSB-first bit stream, coordinate 0 first (b or b+1 bits each)
 //   tqprod{b}: fp16 norm | fp16 residual norm | (b-1)-bit codes | d sign bits (1 = +)
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -48,11 +49,26 @@ inline void put_bits(uint8_t* dst, size_t bit, uint32_t value, int nbits) {
     if ((value >> i) & 1u) dst[bit >> 3] |= static_cast<uint8_t>(1u << (bit & 7));
 }
 
-inline uint32_t get_bits(const uint8_t* src, size_t bit, int nbits) {
-  uint32_t v = 0;
-  for (int i = 0; i < nbits; ++i, ++bit) v |= static_cast<uint32_t>((src[bit >> 3] >> (bit & 7)) & 1u) << i;
-  return v;
-}
+// Sequential reader of an LSB-first bit stream; it touches only the bytes the codes occupy.
+class BitReader {
+ public:
+  explicit BitReader(const uint8_t* src) : p_(src) {}
+  uint32_t read(int nbits) {
+    while (have_ < nbits) {
+      buf_ |= static_cast<uint64_t>(*p_++) << have_;
+      have_ += 8;
+    }
+    const uint32_t v = static_cast<uint32_t>(buf_ & ((1u << nbits) - 1u));
+    buf_ >>= nbits;
+    have_ -= nbits;
+    return v;
+  }
+
+ private:
+  const uint8_t* p_;
+  uint64_t buf_ = 0;
+  int have_ = 0;
+};
 
 inline uint16_t f16_bits_clamped(double v) {
   return f32_to_f16(static_cast<float>(std::min(v, 65504.0)));
@@ -102,17 +118,66 @@ struct ScaledCodebook {
   int bits = 0;
   std::vector<float> centroids;
   std::vector<float> thresholds;
+  std::array<float, 16> table16{};  // centroids padded for the vector lookup (bits <= 4)
   ScaledCodebook() = default;
   ScaledCodebook(int b, int d) : bits(b) {
     const LloydMaxCodebook& cb = gaussian_lloyd_max(b);
     const double sigma = 1.0 / std::sqrt(static_cast<double>(d));
     for (double c : cb.centroids) centroids.push_back(static_cast<float>(c * sigma));
     for (double t : cb.thresholds) thresholds.push_back(static_cast<float>(t * sigma));
+    if (b <= 4) std::copy(centroids.begin(), centroids.end(), table16.begin());
   }
   uint32_t encode(float y) const {
     return static_cast<uint32_t>(std::upper_bound(thresholds.begin(), thresholds.end(), y) - thresholds.begin());
   }
 };
+
+// sum_i q[i] * table[code_i] over n codes (n a multiple of 8, bits <= 4), 8 codes per step:
+// b bytes hold eight b-bit codes; a variable shift extracts them and two 8-entry permutes
+// look them up in the 16-entry table.
+#if defined(__x86_64__)
+bool simd_dot_available() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
+template <int Bits>
+__attribute__((target("avx2,fma"))) float dot_codes_simd_fixed(const float* q, const uint8_t* codes, int n,
+                                                                const float* table16) {
+  const __m256 lo_tab = _mm256_loadu_ps(table16);
+  const __m256 hi_tab = _mm256_loadu_ps(table16 + 8);
+  const __m256i shifts = _mm256_setr_epi32(0, Bits, 2 * Bits, 3 * Bits, 4 * Bits, 5 * Bits, 6 * Bits, 7 * Bits);
+  const __m256i mask = _mm256_set1_epi32((1 << Bits) - 1);
+  const __m256i seven = _mm256_set1_epi32(7);
+  __m256 acc = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8, codes += Bits) {
+    uint32_t packed = 0;
+    for (int b = 0; b < Bits; ++b) packed |= static_cast<uint32_t>(codes[b]) << (8 * b);
+    const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(packed)), shifts), mask);
+    __m256 value = _mm256_permutevar8x32_ps(lo_tab, idx);
+    if constexpr (Bits == 4)
+      value = _mm256_blendv_ps(value, _mm256_permutevar8x32_ps(hi_tab, idx),
+                               _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven)));
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), value, acc);
+  }
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+float dot_codes_simd(const float* q, const uint8_t* codes, int n, int bits, const float* table16) {
+  switch (bits) {
+    case 1: return dot_codes_simd_fixed<1>(q, codes, n, table16);
+    case 2: return dot_codes_simd_fixed<2>(q, codes, n, table16);
+    case 3: return dot_codes_simd_fixed<3>(q, codes, n, table16);
+    default: return dot_codes_simd_fixed<4>(q, codes, n, table16);
+  }
+}
+#else
+bool simd_dot_available() { return false; }
+float dot_codes_simd(const float*, const uint8_t*, int, int, const float*) { return 0.0f; }
+#endif
 
 void check_common_options(const FormatInfo& info, const FormatOptions& o) {
   if (o.scale != 1.0f) throw_usage_error("KV format " + std::string(info.name) + " takes no scale option");
@@ -173,11 +238,10 @@ class TurboQuantMseCodec final : public Codec {
 
   void dequantize_stored_ref(const uint8_t* src, float* y) const override {
     const float norm = load_f16(src);
-    size_t bit = 0;
+    BitReader codes(src + 2);
     for (int i = 0; i < head_dim_; ++i) {
       const ScaledCodebook& cb = codebook_for(i);
-      y[i] = norm * cb.centroids[get_bits(src + 2, bit, cb.bits)];
-      bit += cb.bits;
+      y[i] = norm * cb.centroids[codes.read(cb.bits)];
     }
   }
   void dequantize_ref(const uint8_t* src, float* y) const override {
@@ -188,88 +252,42 @@ class TurboQuantMseCodec final : public Codec {
 
   float dot_ref(const float* q, const uint8_t* src, int) const override {
     float sum = 0.0f;
-    size_t bit = 0;
+    BitReader codes(src + 2);
     for (int i = 0; i < head_dim_; ++i) {
       const ScaledCodebook& cb = codebook_for(i);
-      sum += q[i] * cb.centroids[get_bits(src + 2, bit, cb.bits)];
-      bit += cb.bits;
+      sum += q[i] * cb.centroids[codes.read(cb.bits)];
     }
     return load_f16(src) * sum;
   }
 
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
     const size_t stride = group_bytes();
-    const bool simd_shape = widths_.outliers == 0 && head_dim_ % 8 == 0 &&
-                            (widths_.base_bits == 4 || widths_.base_bits == 3);
-#if defined(__x86_64__)
-    if (simd_shape && have_avx2_fma()) {
-      for (int qi = 0; qi < n_q; ++qi)
-        for (int t = 0; t < n_tokens; ++t) {
-          const uint8_t* g = groups + t * stride;
-          scores[static_cast<size_t>(qi) * n_tokens + t] =
-              load_f16(g) * (widths_.base_bits == 4 ? dot_codes4_avx2(q + static_cast<size_t>(qi) * head_dim_, g + 2)
-                                                    : dot_codes3_avx2(q + static_cast<size_t>(qi) * head_dim_, g + 2));
+    // The code stream splits into the outlier segment and the rest; each is byte-aligned for
+    // the vector kernel when its length is a multiple of 8 codes.
+    const int rest = head_dim_ - widths_.outliers;
+    const size_t rest_offset = static_cast<size_t>(widths_.outliers) * (widths_.base_bits + 1) / 8;
+    const bool simd = simd_dot_available() && widths_.outliers % 8 == 0 && rest % 8 == 0 &&
+                      widths_.base_bits + (widths_.outliers > 0 ? 1 : 0) <= 4;
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* qrow = q + static_cast<size_t>(qi) * head_dim_;
+      for (int t = 0; t < n_tokens; ++t) {
+        const uint8_t* g = groups + t * stride;
+        float sum;
+        if (simd) {
+          sum = dot_codes_simd(qrow + widths_.outliers, g + 2 + rest_offset, rest, widths_.base_bits, low_.table16.data());
+          if (widths_.outliers > 0)
+            sum += dot_codes_simd(qrow, g + 2, widths_.outliers, widths_.base_bits + 1, high_.table16.data());
+          sum *= load_f16(g);
+        } else {
+          sum = dot_ref(qrow, g, 0);
         }
-      return;
+        scores[static_cast<size_t>(qi) * n_tokens + t] = sum;
+      }
     }
-#endif
-    (void)simd_shape;
-    for (int qi = 0; qi < n_q; ++qi)
-      for (int t = 0; t < n_tokens; ++t)
-        scores[static_cast<size_t>(qi) * n_tokens + t] =
-            dot_ref(q + static_cast<size_t>(qi) * head_dim_, groups + t * stride, 0);
   }
 
  private:
   const ScaledCodebook& codebook_for(int i) const { return i < widths_.outliers ? high_ : low_; }
-
-#if defined(__x86_64__)
-  static bool have_avx2_fma() {
-    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return ok;
-  }
-  __attribute__((target("avx2,fma"))) static float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-  }
-  // 8 coordinates per step: 4 bytes of nibbles -> 8 indices -> two 8-entry permutes.
-  __attribute__((target("avx2,fma"))) float dot_codes4_avx2(const float* q, const uint8_t* codes) const {
-    const __m256 lo_tab = _mm256_loadu_ps(low_.centroids.data());
-    const __m256 hi_tab = _mm256_loadu_ps(low_.centroids.data() + 8);
-    const __m256i seven = _mm256_set1_epi32(7);
-    const __m128i nibble = _mm_set1_epi8(0x0f);
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < head_dim_; i += 8) {
-      uint32_t packed;
-      std::memcpy(&packed, codes + i / 2, 4);
-      const __m128i bytes = _mm_cvtsi32_si128(static_cast<int>(packed));
-      const __m128i lo = _mm_and_si128(bytes, nibble);
-      const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
-      const __m256i idx = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
-      const __m256 from_lo = _mm256_permutevar8x32_ps(lo_tab, idx);
-      const __m256 from_hi = _mm256_permutevar8x32_ps(hi_tab, idx);
-      const __m256 use_hi = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven));
-      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_blendv_ps(from_lo, from_hi, use_hi), acc);
-    }
-    return hsum(acc);
-  }
-  // 8 coordinates per step: 3 bytes hold eight 3-bit codes.
-  __attribute__((target("avx2,fma"))) float dot_codes3_avx2(const float* q, const uint8_t* codes) const {
-    const __m256 tab = _mm256_loadu_ps(low_.centroids.data());
-    const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
-    const __m256i mask = _mm256_set1_epi32(7);
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < head_dim_; i += 8) {
-      const uint8_t* p = codes + (i / 8) * 3;
-      const int packed = p[0] | (p[1] << 8) | (p[2] << 16);
-      const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(packed), shifts), mask);
-      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_permutevar8x32_ps(tab, idx), acc);
-    }
-    return hsum(acc);
-  }
-#endif
 
   KeyRotation rotation_;
   TqWidths widths_;
@@ -336,8 +354,9 @@ class TurboQuantProdCodec final : public Codec {
       const float* row = sketch_.data() + static_cast<size_t>(j) * head_dim_;
       for (int i = 0; i < head_dim_; ++i) back[i] += z * row[i];
     }
+    BitReader reader(codes);
     for (int i = 0; i < head_dim_; ++i) {
-      const float c = mse_.centroids[get_bits(codes, static_cast<size_t>(i) * mse_.bits, mse_.bits)];
+      const float c = mse_.centroids[reader.read(mse_.bits)];
       y[i] = norm * (c + qjl_scale_ * gamma * static_cast<float>(back[i]));
     }
   }
@@ -356,11 +375,14 @@ class TurboQuantProdCodec final : public Codec {
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
     // S q is shared by every key, so it is computed once per query instead of once per key.
     float sq[kMaxDim];
+    const bool simd = simd_dot_available() && head_dim_ % 8 == 0;
     for (int qi = 0; qi < n_q; ++qi) {
       const float* qrow = q + static_cast<size_t>(qi) * head_dim_;
       sketch_query(qrow, sq);
-      for (int t = 0; t < n_tokens; ++t)
-        scores[static_cast<size_t>(qi) * n_tokens + t] = dot_with_sketch(qrow, sq, groups + t * group_bytes());
+      for (int t = 0; t < n_tokens; ++t) {
+        const uint8_t* g = groups + t * group_bytes();
+        scores[static_cast<size_t>(qi) * n_tokens + t] = simd ? dot_with_sketch_simd(qrow, sq, g) : dot_with_sketch(qrow, sq, g);
+      }
     }
   }
 
@@ -378,10 +400,20 @@ class TurboQuantProdCodec final : public Codec {
     const uint8_t* codes = src + 4;
     const uint8_t* signs = codes + (static_cast<size_t>(head_dim_) * mse_.bits + 7) / 8;
     float mse_part = 0.0f, qjl_part = 0.0f;
+    BitReader reader(codes);
     for (int i = 0; i < head_dim_; ++i) {
-      mse_part += q[i] * mse_.centroids[get_bits(codes, static_cast<size_t>(i) * mse_.bits, mse_.bits)];
+      mse_part += q[i] * mse_.centroids[reader.read(mse_.bits)];
       qjl_part += (signs[i >> 3] >> (i & 7)) & 1u ? sq[i] : -sq[i];
     }
+    return load_f16(src) * (mse_part + qjl_scale_ * load_f16(src + 2) * qjl_part);
+  }
+
+  float dot_with_sketch_simd(const float* q, const float* sq, const uint8_t* src) const {
+    static constexpr std::array<float, 16> kSignTable{-1.0f, 1.0f};
+    const uint8_t* codes = src + 4;
+    const uint8_t* signs = codes + static_cast<size_t>(head_dim_) * mse_.bits / 8;
+    const float mse_part = dot_codes_simd(q, codes, head_dim_, mse_.bits, mse_.table16.data());
+    const float qjl_part = dot_codes_simd(sq, signs, head_dim_, 1, kSignTable.data());
     return load_f16(src) * (mse_part + qjl_scale_ * load_f16(src + 2) * qjl_part);
   }
 
