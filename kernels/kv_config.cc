@@ -233,6 +233,10 @@ FormatSpec parse_side(std::string_view spec, std::string_view text, bool value_s
     if (!seen.insert(key).second) spec_error(spec, "option '" + std::string(key) + "' given twice");
     apply_option(spec, out.format, parts[i], out.options);
   }
+  // A seed without a rotation would change the canonical form (and hash) but not the storage.
+  if (out.options.seed != kDefaults.seed && !is_family(out.format, "turboquant") &&
+      out.options.rotation == Rotation::none)
+    spec_error(spec, "seed= only matters with rot for " + std::string(out.format->name));
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/rng.h"
 #include "kernels/kv_config.h"
 
 namespace kvgate::kernels {
@@ -164,6 +165,33 @@ TEST(KvConfig, ContradictoryFormatSpecsAreRejected) {
   expect_spec_error("turboquant_4bit_nc/4", {"whole key/value config"});
   expect_spec_error("k8v4:nc", {"whole key/value config"});
   expect_spec_error("tq4/4:nc", {"does not apply"});
+  expect_spec_error("q4_0:seed=5", {"only matters with rot"});
+  EXPECT_EQ(parse_kv_config("q4_0:rot:seed=5").key.options.seed, 5u);
+}
+
+// Random strings over the grammar's alphabet: each either parses (and then round-trips through
+// its canonical form) or is a usage error; nothing else may escape.
+TEST(KvConfig, RandomSpecsParseOrFailCleanly) {
+  const std::string pieces[] = {"f16", "q4_0", "q8_0", "fp8", "tq4", "tq2.5", "u4", "4", "kivi2", "kivi2_k",
+                                "kivi2_v", "k8v4", "turboquant_4bit_nc", "none", "/", "/", "@", "@", ":", ":rot",
+                                ":rot=qr", ":nc", ":scale=0.5", ":seed=0x1f", ":outliers=8", ":group=64",
+                                ":residual=0", "=", "-", "-1", "0", "2", "keep=2", "0-1=f16", "-2--1=", "x", "",
+                                "99999999999999999999", ":scale=nan", ":scale=inf"};
+  Rng rng(77);
+  int parsed = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::string spec;
+    const int n = 1 + static_cast<int>(rng.below(6));
+    for (int i = 0; i < n; ++i) spec += pieces[rng.below(std::size(pieces))];
+    try {
+      const KvConfig c = parse_kv_config(spec);
+      ++parsed;
+      ASSERT_EQ(parse_kv_config(c.canonical()), c) << spec;
+    } catch (const Error& e) {
+      ASSERT_EQ(e.exit_code(), 2) << spec << ": " << e.what();
+    }
+  }
+  EXPECT_GT(parsed, 100);  // the generator reaches valid specs, not only errors
 }
 
 TEST(KvConfig, ListSplitsOnCommas) {
