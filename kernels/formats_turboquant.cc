@@ -142,24 +142,32 @@ bool simd_dot_available() {
 }
 
 template <int Bits>
+__attribute__((target("avx2,fma"))) inline __m256 lookup8(const uint8_t* codes, __m256 lo_tab, __m256 hi_tab) {
+  const __m256i shifts = _mm256_setr_epi32(0, Bits, 2 * Bits, 3 * Bits, 4 * Bits, 5 * Bits, 6 * Bits, 7 * Bits);
+  uint32_t packed = 0;
+  for (int b = 0; b < Bits; ++b) packed |= static_cast<uint32_t>(codes[b]) << (8 * b);
+  const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(packed)), shifts),
+                                       _mm256_set1_epi32((1 << Bits) - 1));
+  const __m256 value = _mm256_permutevar8x32_ps(lo_tab, idx);
+  if constexpr (Bits < 4) return value;
+  return _mm256_blendv_ps(value, _mm256_permutevar8x32_ps(hi_tab, idx),
+                          _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7))));
+}
+
+template <int Bits>
 __attribute__((target("avx2,fma"))) float dot_codes_simd_fixed(const float* q, const uint8_t* codes, int n,
                                                                 const float* table16) {
   const __m256 lo_tab = _mm256_loadu_ps(table16);
   const __m256 hi_tab = _mm256_loadu_ps(table16 + 8);
-  const __m256i shifts = _mm256_setr_epi32(0, Bits, 2 * Bits, 3 * Bits, 4 * Bits, 5 * Bits, 6 * Bits, 7 * Bits);
-  const __m256i mask = _mm256_set1_epi32((1 << Bits) - 1);
-  const __m256i seven = _mm256_set1_epi32(7);
-  __m256 acc = _mm256_setzero_ps();
-  for (int i = 0; i < n; i += 8, codes += Bits) {
-    uint32_t packed = 0;
-    for (int b = 0; b < Bits; ++b) packed |= static_cast<uint32_t>(codes[b]) << (8 * b);
-    const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(packed)), shifts), mask);
-    __m256 value = _mm256_permutevar8x32_ps(lo_tab, idx);
-    if constexpr (Bits == 4)
-      value = _mm256_blendv_ps(value, _mm256_permutevar8x32_ps(hi_tab, idx),
-                               _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven)));
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), value, acc);
+  // Two accumulators: one FMA chain would wait on its own latency every 8 codes.
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 16 <= n; i += 16, codes += 2 * Bits) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), lookup8<Bits>(codes, lo_tab, hi_tab), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), lookup8<Bits>(codes + Bits, lo_tab, hi_tab), acc1);
   }
+  if (i < n) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), lookup8<Bits>(codes, lo_tab, hi_tab), acc0);
+  const __m256 acc = _mm256_add_ps(acc0, acc1);
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
