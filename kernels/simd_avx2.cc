@@ -88,73 +88,111 @@ constexpr float pow2(int e) {
 }
 
 // ---- decoders ----
-struct F16Dec {
+// Each decoder yields the block's raw values (codes as floats, before any scale). Block formats
+// also expose their fp16 scale d (and q4_1's minimum m): the drivers apply d once per block to
+// a partial sum instead of once per element, and dequantize applies raw * d (+ m) in exactly
+// ggml's order so its output stays bit-identical to the reference.
+struct NoBlockScale {
+  static constexpr bool kBlockScaled = false, kBlockMin = false;
+  static constexpr float kRawFactor = 1.0f;
+  static float block_d(const uint8_t*) { return 1.0f; }
+  static float block_m(const uint8_t*) { return 0.0f; }
+};
+
+struct F16Dec : NoBlockScale {
   static constexpr int kElems = 8, kBytes = 16, kHeader = 0;
+  static constexpr bool kRowScaled = false;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
-  static constexpr bool kScaled = false;
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
     v[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
   }
 };
 
-struct BF16Dec {
+struct BF16Dec : NoBlockScale {
   static constexpr int kElems = 8, kBytes = 16, kHeader = 0;
+  static constexpr bool kRowScaled = false;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
-  static constexpr bool kScaled = false;
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
     const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
     v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
   }
 };
 
-// FP8 by moving the code's exponent and mantissa into a float's fields and multiplying by
-// 2^(127 - bias): exact for every finite code, subnormals included. NaN/inf codes are never
-// produced by quantize (it saturates), so the dot/axpy paths do not special-case them.
+// FP8 through binary16: an FP8 code's exponent and mantissa fields land in a half's fields by
+// shifting (E5M2 *is* the top byte of a half) and F16C converts; the remaining factor
+// 2^(15 - bias) is folded into the row scale (kRawFactor). Exact for every finite code,
+// subnormals included, and no float denormal is ever formed (building f32 bits directly would
+// create denormals for FP8 subnormals and hit ~100-cycle microcode assists). NaN/inf codes are
+// never produced by quantize (it saturates), so the dot/axpy paths do not special-case them;
+// dequantize uses a lookup table instead of this decoder.
 template <int kManBits, int kBias, bool kRowScaleInHeader>
-struct Fp8Dec {
-  static constexpr int kElems = 8, kBytes = 8, kHeader = kRowScaleInHeader ? 4 : 0;
-  static constexpr bool kScaled = true;
+struct Fp8Dec : NoBlockScale {
+  static constexpr int kElems = 16, kBytes = 16, kHeader = kRowScaleInHeader ? 4 : 0;
+  static constexpr bool kRowScaled = true;
+  static constexpr float kRawFactor = pow2(15 - kBias);
   static float row_scale(const uint8_t* row, float tensor_scale) {
     return kRowScaleInHeader ? load_f32(row) : tensor_scale;
   }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
-    const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
-    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
-    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x7f)), 23 - kManBits);
-    v[0] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(sign, mag)), _mm256_set1_ps(pow2(127 - kBias)));
+    const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    __m256i h;
+    if constexpr (kManBits == 2) {
+      h = _mm256_slli_epi16(c, 8);
+    } else {
+      // c + (c & 0x80) moves the sign from bit 7 to bit 8; << 7 then puts it at bit 15 and the
+      // 7 exponent/mantissa bits at 13..7, where a half keeps them.
+      h = _mm256_slli_epi16(_mm256_add_epi16(c, _mm256_and_si256(c, _mm256_set1_epi16(0x80))), 7);
+    }
+    v[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    v[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
   }
 };
 
-struct Int8Dec {
-  static constexpr int kElems = 8, kBytes = 8, kHeader = 4;
-  static constexpr bool kScaled = true;
+struct Int8Dec : NoBlockScale {
+  static constexpr int kElems = 16, kBytes = 16, kHeader = 4;
+  static constexpr bool kRowScaled = true;
   static float row_scale(const uint8_t* row, float) { return load_f32(row); }
-  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) { v[0] = cvt_i8x8(b); }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    v[0] = cvt_i8x8(b);
+    v[1] = cvt_i8x8(b + 8);
+  }
 };
 
-struct Int4PairDec {
+// 16 signed bytes (elements in order) -> two vectors of 8 floats.
+KVGATE_AVX2_INLINE void cvt_i8x16(__m128i bytes, __m256* v) {
+  v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+  v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8)));
+}
+
+struct Int4PairDec : NoBlockScale {
   static constexpr int kElems = 16, kBytes = 8, kHeader = 4;
-  static constexpr bool kScaled = true;
+  static constexpr bool kRowScaled = true;
   static float row_scale(const uint8_t* row, float) { return load_f32(row); }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
     const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
     const __m128i mask = _mm_set1_epi8(0x0f);
     const __m128i lo = _mm_and_si128(bytes, mask);
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-    const __m128i ordered = _mm_unpacklo_epi8(lo, hi);  // element 2i then 2i+1
-    const __m256i eight = _mm256_set1_epi32(8);
-    v[0] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(ordered), eight));
-    v[1] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(ordered, 8)), eight));
+    cvt_i8x16(_mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), _mm_set1_epi8(8)), v);  // element 2i then 2i+1
   }
 };
 
+KVGATE_AVX2_INLINE float load_f16_hw(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _cvtsh_ss(h);
+}
+
 struct Q8_0Dec {
   static constexpr int kElems = 32, kBytes = 34, kHeader = 0;
-  static constexpr bool kScaled = false;
+  static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = false;
+  static constexpr float kRawFactor = 1.0f;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
+  KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
+  static float block_m(const uint8_t*) { return 0.0f; }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
-    const __m256 d = _mm256_set1_ps(load_f16(b));
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_mul_ps(cvt_i8x8(b + 2 + 8 * k), d);
+    cvt_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)), v);
+    cvt_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)), v + 2);
   }
 };
 
@@ -168,35 +206,63 @@ KVGATE_AVX2_INLINE void nibbles_to_u8x32(const uint8_t* qs, __m128i* lo, __m128i
 
 struct Q4_0Dec {
   static constexpr int kElems = 32, kBytes = 18, kHeader = 0;
-  static constexpr bool kScaled = false;
+  static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = false;
+  static constexpr float kRawFactor = 1.0f;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
+  KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
+  static float block_m(const uint8_t*) { return 0.0f; }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
-    const __m256 d = _mm256_set1_ps(load_f16(b));
     __m128i lo, hi;
     nibbles_to_u8x32(b + 2, &lo, &hi);
-    const __m256i eight = _mm256_set1_epi32(8);
-    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-    for (int k = 0; k < 4; ++k)
-      v[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[k]), eight)), d);
+    const __m128i eight = _mm_set1_epi8(8);
+    cvt_i8x16(_mm_sub_epi8(lo, eight), v);
+    cvt_i8x16(_mm_sub_epi8(hi, eight), v + 2);
   }
 };
 
 struct Q4_1Dec {
   static constexpr int kElems = 32, kBytes = 20, kHeader = 0;
-  static constexpr bool kScaled = false;
+  static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = true;
+  static constexpr float kRawFactor = 1.0f;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
+  KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
+  KVGATE_AVX2_INLINE static float block_m(const uint8_t* b) { return load_f16_hw(b + 2); }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
-    const __m256 d = _mm256_set1_ps(load_f16(b));
-    const __m256 m = _mm256_set1_ps(load_f16(b + 2));
     __m128i lo, hi;
     nibbles_to_u8x32(b + 4, &lo, &hi);
-    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-    // Multiply then add (not FMA) so dequantize matches ggml's x*d + m bit for bit.
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_add_ps(_mm256_mul_ps(cvt_u8x8(parts[k]), d), m);
+    cvt_i8x16(lo, v);  // codes 0..15 are the same as signed or unsigned bytes
+    cvt_i8x16(hi, v + 2);
   }
 };
 
 // ---- generic drivers ----
+// One row's contribution to a dot product over one block: raw . q, scaled by the block's d
+// (and q4_1's m times the block's query sum).
+template <class D>
+KVGATE_AVX2_INLINE __m256 dot_block(const uint8_t* blk, const __m256* qv, __m256 qsum, __m256 acc) {
+  constexpr int V = D::kElems / 8;
+  __m256 v[V];
+  D::decode(blk, v);
+  if constexpr (D::kBlockScaled) {
+    __m256 p = _mm256_mul_ps(v[0], qv[0]);
+    for (int k = 1; k < V; ++k) p = _mm256_fmadd_ps(v[k], qv[k], p);
+    acc = _mm256_fmadd_ps(p, _mm256_set1_ps(D::block_d(blk)), acc);
+    if constexpr (D::kBlockMin) acc = _mm256_fmadd_ps(qsum, _mm256_set1_ps(D::block_m(blk)), acc);
+    return acc;
+  } else {
+    for (int k = 0; k < V; ++k) acc = _mm256_fmadd_ps(v[k], qv[k], acc);
+    return acc;
+  }
+}
+
+template <class D>
+KVGATE_AVX2_INLINE __m256 query_block_sum(const __m256* qv) {
+  constexpr int V = D::kElems / 8;
+  __m256 s = qv[0];
+  for (int k = 1; k < V; ++k) s = _mm256_add_ps(s, qv[k]);
+  return s;
+}
+
 template <class D>
 KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens,
                                float* scores) {
@@ -214,22 +280,19 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
       for (int b = 0; b < nb; ++b) {
         const size_t off = D::kHeader + static_cast<size_t>(b) * D::kBytes;
-        __m256 qv[V], v[V];
+        __m256 qv[V];
         for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
-        D::decode(r0 + off, v);
-        for (int k = 0; k < V; ++k) a0 = _mm256_fmadd_ps(v[k], qv[k], a0);
-        D::decode(r1 + off, v);
-        for (int k = 0; k < V; ++k) a1 = _mm256_fmadd_ps(v[k], qv[k], a1);
-        D::decode(r2 + off, v);
-        for (int k = 0; k < V; ++k) a2 = _mm256_fmadd_ps(v[k], qv[k], a2);
-        D::decode(r3 + off, v);
-        for (int k = 0; k < V; ++k) a3 = _mm256_fmadd_ps(v[k], qv[k], a3);
+        const __m256 qsum = D::kBlockMin ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+        a0 = dot_block<D>(r0 + off, qv, qsum, a0);
+        a1 = dot_block<D>(r1 + off, qv, qsum, a1);
+        a2 = dot_block<D>(r2 + off, qv, qsum, a2);
+        a3 = dot_block<D>(r3 + off, qv, qsum, a3);
       }
       float* out = scores + static_cast<size_t>(qi) * n_tokens + t;
-      out[0] = hsum(a0) * D::row_scale(r0, f.scale);
-      out[1] = hsum(a1) * D::row_scale(r1, f.scale);
-      out[2] = hsum(a2) * D::row_scale(r2, f.scale);
-      out[3] = hsum(a3) * D::row_scale(r3, f.scale);
+      out[0] = hsum(a0) * D::kRawFactor * D::row_scale(r0, f.scale);
+      out[1] = hsum(a1) * D::kRawFactor * D::row_scale(r1, f.scale);
+      out[2] = hsum(a2) * D::kRawFactor * D::row_scale(r2, f.scale);
+      out[3] = hsum(a3) * D::kRawFactor * D::row_scale(r3, f.scale);
     }
   }
   for (; t < n_tokens; ++t) {
@@ -238,19 +301,39 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
       const float* qp = q + static_cast<size_t>(qi) * f.head_dim;
       __m256 a0 = _mm256_setzero_ps();
       for (int b = 0; b < nb; ++b) {
-        __m256 v[V];
-        D::decode(r0 + D::kHeader + static_cast<size_t>(b) * D::kBytes, v);
-        for (int k = 0; k < V; ++k) a0 = _mm256_fmadd_ps(v[k], _mm256_loadu_ps(qp + b * D::kElems + 8 * k), a0);
+        __m256 qv[V];
+        for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
+        const __m256 qsum = D::kBlockMin ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+        a0 = dot_block<D>(r0 + D::kHeader + static_cast<size_t>(b) * D::kBytes, qv, qsum, a0);
       }
-      scores[static_cast<size_t>(qi) * n_tokens + t] = hsum(a0) * D::row_scale(r0, f.scale);
+      scores[static_cast<size_t>(qi) * n_tokens + t] = hsum(a0) * D::kRawFactor * D::row_scale(r0, f.scale);
     }
+  }
+}
+
+// acc += sum over R rows of w_r * value_r for one block; w already carries the row scale.
+template <class D, int R>
+KVGATE_AVX2_INLINE void axpy_block(const uint8_t* const* r, const float* w, size_t off, float* ab) {
+  constexpr int V = D::kElems / 8;
+  __m256 v[R][V];
+  __m256 wd[R];
+  float wm = 0.0f;
+  for (int i = 0; i < R; ++i) {
+    D::decode(r[i] + off, v[i]);
+    wd[i] = _mm256_set1_ps(D::kBlockScaled ? w[i] * D::block_d(r[i] + off) : w[i]);
+    if constexpr (D::kBlockMin) wm += w[i] * D::block_m(r[i] + off);
+  }
+  for (int k = 0; k < V; ++k) {
+    __m256 s = _mm256_loadu_ps(ab + 8 * k);
+    for (int i = 0; i < R; ++i) s = _mm256_fmadd_ps(v[i][k], wd[i], s);
+    if constexpr (D::kBlockMin) s = _mm256_add_ps(s, _mm256_set1_ps(wm));
+    _mm256_storeu_ps(ab + 8 * k, s);
   }
 }
 
 template <class D>
 KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
                                 float* acc) {
-  constexpr int V = D::kElems / 8;
   const int nb = f.head_dim / D::kElems;
   const size_t rb = f.row_bytes;
   int t = 0;
@@ -258,44 +341,21 @@ KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_
     const uint8_t* r[4] = {rows + static_cast<size_t>(t) * rb, rows + static_cast<size_t>(t + 1) * rb,
                            rows + static_cast<size_t>(t + 2) * rb, rows + static_cast<size_t>(t + 3) * rb};
     for (int qi = 0; qi < n_q; ++qi) {
-      const float* w = weights + static_cast<size_t>(qi) * n_tokens + t;
-      const __m256 w0 = _mm256_set1_ps(w[0] * D::row_scale(r[0], f.scale));
-      const __m256 w1 = _mm256_set1_ps(w[1] * D::row_scale(r[1], f.scale));
-      const __m256 w2 = _mm256_set1_ps(w[2] * D::row_scale(r[2], f.scale));
-      const __m256 w3 = _mm256_set1_ps(w[3] * D::row_scale(r[3], f.scale));
+      const float* wq = weights + static_cast<size_t>(qi) * n_tokens + t;
+      float w[4];
+      for (int i = 0; i < 4; ++i) w[i] = wq[i] * D::kRawFactor * D::row_scale(r[i], f.scale);
       float* a = acc + static_cast<size_t>(qi) * f.head_dim;
-      for (int b = 0; b < nb; ++b) {
-        const size_t off = D::kHeader + static_cast<size_t>(b) * D::kBytes;
-        float* ab = a + b * D::kElems;
-        __m256 s[V], v0[V], v1[V], v2[V], v3[V];
-        D::decode(r[0] + off, v0);
-        D::decode(r[1] + off, v1);
-        D::decode(r[2] + off, v2);
-        D::decode(r[3] + off, v3);
-        for (int k = 0; k < V; ++k) {
-          s[k] = _mm256_loadu_ps(ab + 8 * k);
-          s[k] = _mm256_fmadd_ps(v0[k], w0, s[k]);
-          s[k] = _mm256_fmadd_ps(v1[k], w1, s[k]);
-          s[k] = _mm256_fmadd_ps(v2[k], w2, s[k]);
-          s[k] = _mm256_fmadd_ps(v3[k], w3, s[k]);
-          _mm256_storeu_ps(ab + 8 * k, s[k]);
-        }
-      }
+      for (int b = 0; b < nb; ++b)
+        axpy_block<D, 4>(r, w, D::kHeader + static_cast<size_t>(b) * D::kBytes, a + b * D::kElems);
     }
   }
   for (; t < n_tokens; ++t) {
-    const uint8_t* r0 = rows + static_cast<size_t>(t) * rb;
+    const uint8_t* r[1] = {rows + static_cast<size_t>(t) * rb};
     for (int qi = 0; qi < n_q; ++qi) {
-      const __m256 w0 = _mm256_set1_ps(weights[static_cast<size_t>(qi) * n_tokens + t] * D::row_scale(r0, f.scale));
+      const float w[1] = {weights[static_cast<size_t>(qi) * n_tokens + t] * D::kRawFactor * D::row_scale(r[0], f.scale)};
       float* a = acc + static_cast<size_t>(qi) * f.head_dim;
-      for (int b = 0; b < nb; ++b) {
-        __m256 v[V];
-        D::decode(r0 + D::kHeader + static_cast<size_t>(b) * D::kBytes, v);
-        for (int k = 0; k < V; ++k) {
-          float* p = a + b * D::kElems + 8 * k;
-          _mm256_storeu_ps(p, _mm256_fmadd_ps(v[k], w0, _mm256_loadu_ps(p)));
-        }
-      }
+      for (int b = 0; b < nb; ++b)
+        axpy_block<D, 1>(r, w, D::kHeader + static_cast<size_t>(b) * D::kBytes, a + b * D::kElems);
     }
   }
 }
@@ -306,10 +366,13 @@ KVGATE_AVX2 void dequantize_row_impl(const RowFormat& f, const uint8_t* row, flo
   const int nb = f.head_dim / D::kElems;
   const __m256 scale = _mm256_set1_ps(D::row_scale(row, f.scale));
   for (int b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + D::kHeader + static_cast<size_t>(b) * D::kBytes;
     __m256 v[V];
-    D::decode(row + D::kHeader + static_cast<size_t>(b) * D::kBytes, v);
+    D::decode(blk, v);
     for (int k = 0; k < V; ++k) {
-      if constexpr (D::kScaled) v[k] = _mm256_mul_ps(v[k], scale);
+      if constexpr (D::kBlockScaled) v[k] = _mm256_mul_ps(v[k], _mm256_set1_ps(D::block_d(blk)));
+      if constexpr (D::kBlockMin) v[k] = _mm256_add_ps(v[k], _mm256_set1_ps(D::block_m(blk)));
+      if constexpr (D::kRowScaled) v[k] = _mm256_mul_ps(v[k], scale);
       _mm256_storeu_ps(y + b * D::kElems + 8 * k, v[k]);
     }
   }
@@ -533,20 +596,17 @@ bool axpy_rows(const RowFormat& f, const float* weights, int n_q, const uint8_t*
 
 bool dequantize_row(const RowFormat& f, const uint8_t* row, float* y) {
   if (!cpu_has_avx2_fma_f16c()) return false;
-  switch (f.kind) {
-    case RowKind::fp8_e4m3fn:
-    case RowKind::fp8_e5m2:
-    case RowKind::fp8_e4m3fnuz:
-    case RowKind::fp8_pth:
-      return false;
-    default:
-      break;
-  }
   return with_decoder(f.kind, [&](auto dec) {
     using D = decltype(dec);
-    if (f.head_dim % D::kElems != 0) return false;
-    dequantize_row_impl<D>(f, row, y);
-    return true;
+    // The E4M3 decoders fold a power of two into the scale, so they are not exact per element;
+    // the FP8 codecs dequantize through a lookup table instead.
+    if constexpr (D::kRawFactor != 1.0f) {
+      return false;
+    } else {
+      if (f.head_dim % D::kElems != 0) return false;
+      dequantize_row_impl<D>(f, row, y);
+      return true;
+    }
   });
 }
 

@@ -34,8 +34,8 @@ struct RowFormat {
 bool dot_rows(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens, float* scores);
 // acc[qi] += sum_t weights[qi * n_tokens + t] * row t.
 bool axpy_rows(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens, float* acc);
-// Bit-identical to the codec's decode reference (not offered for fp8_* kinds, whose NaN/inf
-// codes the bit trick does not reproduce; those use a lookup table instead).
+// Bit-identical to the codec's decode reference. Returns false for the E4M3 kinds (their fast
+// decoder folds a power of two into the scale); the FP8 codecs use a lookup table instead.
 bool dequantize_row(const RowFormat& f, const uint8_t* row, float* y);
 // Bit-identical to the codec's encode reference for finite inputs.
 bool quantize_row(const RowFormat& f, const float* x, uint8_t* row);
