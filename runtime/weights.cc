@@ -8,6 +8,8 @@
 
 #include "core/error.h"
 #include "core/float_convert.h"
+#include "kernels/cpu_features.h"
+#include "runtime/weights_avx2.h"
 
 namespace kvgate::runtime {
 namespace {
@@ -215,14 +217,44 @@ float dot_weight_row(const WeightMatrix& w, int64_t r, const float* x) {
   return sum;
 }
 
+void matvec(ThreadPool& pool, const WeightMatrix& w, const float* x, float* y) {
+  const bool simd = kernels::cpu_has_avx2_fma_f16c();
+  const int64_t n_blocks = w.cols / 32;
+  using BlockDot = float (*)(const uint8_t*, int64_t, const float*, const float*);
+  BlockDot block_dot = nullptr;
+  if (simd && w.cols % 32 == 0) {
+    if (w.type == GgmlType::Q4_0) block_dot = avx2::dot_q4_0;
+    if (w.type == GgmlType::Q4_1) block_dot = avx2::dot_q4_1;
+    if (w.type == GgmlType::Q8_0) block_dot = avx2::dot_q8_0;
+  }
+  std::vector<float> block_sums;
+  if (block_dot == avx2::dot_q4_1) {
+    block_sums.resize(static_cast<size_t>(n_blocks));
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      float s = 0.0f;
+      for (int j = 0; j < 32; ++j) s += x[b * 32 + j];
+      block_sums[static_cast<size_t>(b)] = s;
+    }
+  }
+  pool.run(static_cast<size_t>(w.rows), [&](int, size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      const int64_t row = static_cast<int64_t>(r);
+      if (block_dot) {
+        y[r] = block_dot(w.row(row), n_blocks, x, block_sums.data());
+      } else if (simd && w.type == GgmlType::F32) {
+        y[r] = avx2::dot_f32(reinterpret_cast<const float*>(w.row(row)), w.cols, x);
+      } else if (simd && w.type == GgmlType::F16) {
+        y[r] = avx2::dot_f16(w.row(row), w.cols, x);
+      } else {
+        y[r] = dot_weight_row(w, row, x);
+      }
+    }
+  });
+}
+
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int n, float* y) {
   const int64_t rows = w.rows, cols = w.cols;
-  if (n == 1) {
-    pool.run(static_cast<size_t>(rows), [&](int, size_t b, size_t e) {
-      for (size_t r = b; r < e; ++r) y[r] = dot_weight_row(w, static_cast<int64_t>(r), x);
-    });
-    return;
-  }
+  if (n == 1) return matvec(pool, w, x, y);
   constexpr int64_t kTile = 64;
   const size_t tiles = static_cast<size_t>((rows + kTile - 1) / kTile);
   pool.run(tiles, [&](int, size_t b, size_t e) {

@@ -35,6 +35,10 @@ void dequantize_weight_row(const WeightMatrix& w, int64_t r, float* out);
 // x · row r of w, decoding one block at a time (no expanded copy of the row).
 float dot_weight_row(const WeightMatrix& w, int64_t r, const float* x);
 
+// y[w.rows] = w · x with the fastest row dot the CPU has (AVX2 for Q4_0/Q4_1/Q8_0/F32/F16);
+// equal to dot_weight_row up to float summation order.
+void matvec(ThreadPool& pool, const WeightMatrix& w, const float* x, float* y);
+
 // y[n][w.rows] = x[n][w.cols] · wᵀ. n == 1 uses the quantized dot; n > 1 expands tiles of rows
 // and uses single-threaded sgemm per tile, tiles spread over the pool. The partition depends
 // only on the sizes, so results are bit-identical for a given thread count.

@@ -60,6 +60,30 @@ TEST(Weights, BlockDecodersMatchGgufPy) {
   }
 }
 
+TEST(Weights, FastMatvecAgreesWithBlockwiseDot) {
+  const nlohmann::json g = golden();
+  ThreadPool pool(2);
+  for (auto it = g.begin(); it != g.end(); ++it) {
+    const std::vector<uint8_t> bytes = from_hex(it.value()["bytes_hex"].get<std::string>());
+    const size_t n_values = it.value()["values"].size();
+    const int64_t block_elems = n_values == 3 * 256 ? 256 : 32;
+    // Reinterpret the three blocks as a 3-row matrix, one block per row.
+    WeightMatrix w;
+    w.type = type_named(it.key());
+    w.rows = 3;
+    w.cols = block_elems;
+    w.row_bytes = bytes.size() / 3;
+    w.data = bytes.data();
+    std::vector<float> x(static_cast<size_t>(block_elems)), y(3);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(1.3f * static_cast<float>(i)) - 0.2f;
+    matvec(pool, w, x.data(), y.data());
+    for (int r = 0; r < 3; ++r) {
+      const float want = dot_weight_row(w, r, x.data());
+      EXPECT_NEAR(y[static_cast<size_t>(r)], want, 1e-5f * (1.0f + std::fabs(want))) << it.key() << " row " << r;
+    }
+  }
+}
+
 TEST(Weights, MatmulPrefillAgreesWithDecodePath) {
   const nlohmann::json g = golden();
   const std::vector<uint8_t> bytes = from_hex(g["Q4_1"]["bytes_hex"].get<std::string>());

@@ -1,0 +1,14 @@
+#pragma once
+// AVX2/FMA kernels behind weights.cc's dispatch; call only when the CPU has AVX2, FMA and F16C.
+#include <cstdint>
+
+namespace kvgate::runtime::avx2 {
+
+// row: n_blocks blocks of the type; x: n_blocks * 32 floats; block_sums[b] = Σ x over block b.
+float dot_q4_0(const uint8_t* row, int64_t n_blocks, const float* x, const float* block_sums);
+float dot_q4_1(const uint8_t* row, int64_t n_blocks, const float* x, const float* block_sums);
+float dot_q8_0(const uint8_t* row, int64_t n_blocks, const float* x, const float* block_sums);
+float dot_f32(const float* row, int64_t n, const float* x);
+float dot_f16(const uint8_t* row, int64_t n, const float* x);
+
+}  // namespace kvgate::runtime::avx2
