@@ -1,0 +1,94 @@
+#include "runtime/chat_template.h"
+
+#include "core/error.h"
+#include "runtime/gguf.h"
+
+namespace kvgate::runtime {
+
+namespace {
+
+constexpr std::string_view kStart = "<|im_start|>";
+constexpr std::string_view kEnd = "<|im_end|>";
+
+// Jinja string literals may spell the newline after the role either as a real newline or as
+// the escape "\n"; both mean the same rendered text.
+std::optional<std::string> find_default_system(std::string_view tpl) {
+  for (std::string_view newline : {std::string_view("\n"), std::string_view("\\n")}) {
+    const std::string header = std::string(kStart) + "system" + std::string(newline);
+    const size_t at = tpl.find(header);
+    if (at == std::string_view::npos) continue;
+    const size_t body = at + header.size();
+    const size_t end = tpl.find(kEnd, body);
+    if (end == std::string_view::npos) continue;
+    std::string_view prompt = tpl.substr(body, end - body);
+    // A Jinja expression there (e.g. + messages[0]['content'] +) means the template copies the
+    // user's system message rather than supplying a default of its own.
+    if (prompt.find('\'') != std::string_view::npos || prompt.find('"') != std::string_view::npos ||
+        prompt.find("{{") != std::string_view::npos || prompt.find("{%") != std::string_view::npos) {
+      continue;
+    }
+    std::string out;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      if (prompt[i] == '\\' && i + 1 < prompt.size() && prompt[i + 1] == 'n') {
+        out.push_back('\n');
+        ++i;
+      } else {
+        out.push_back(prompt[i]);
+      }
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::chatml(std::optional<std::string> default_system) {
+  ChatTemplate t;
+  t.default_system_ = std::move(default_system);
+  return t;
+}
+
+ChatTemplate ChatTemplate::from_template_text(std::string_view tpl, const std::string& source) {
+  if (tpl.find(kStart) == std::string_view::npos || tpl.find(kEnd) == std::string_view::npos) {
+    std::string head(tpl.substr(0, 60));
+    for (char& c : head) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    throw_input_error(source + ": chat template is not ChatML (no <|im_start|>/<|im_end|>); kvgate formats only "
+                      "the ChatML family. Template starts: \"" + head + (tpl.size() > 60 ? "...\"" : "\""));
+  }
+  return chatml(find_default_system(tpl));
+}
+
+ChatTemplate ChatTemplate::from_gguf(const GgufFile& file) {
+  const auto tpl = file.get_string("tokenizer.chat_template");
+  if (!tpl) {
+    throw_input_error(file.name() + ": tokenizer.chat_template: missing; cannot format chat messages for this model");
+  }
+  return from_template_text(*tpl, file.name() + ": tokenizer.chat_template");
+}
+
+std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  std::string out;
+  // The SmolLM2 template adds it inside its message loop, so an empty conversation gets none.
+  if (default_system_ && !messages.empty() && messages.front().role != "system") {
+    out.append(kStart).append("system\n").append(*default_system_).append(kEnd).append("\n");
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role.empty() || m.role.find('\n') != std::string::npos || m.role.find("<|") != std::string::npos) {
+      throw_input_error("chat message " + std::to_string(i) + ": role \"" + m.role +
+                        "\" must be non-empty, one line and free of <| markers");
+    }
+    out.append(kStart).append(m.role).append("\n").append(m.content).append(kEnd).append("\n");
+  }
+  if (add_generation_prompt) out.append(kStart).append("assistant\n");
+  return out;
+}
+
+std::string render_chat(const GgufFile& file, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  return ChatTemplate::from_gguf(file).apply(messages, add_generation_prompt);
+}
+
+}  // namespace kvgate::runtime

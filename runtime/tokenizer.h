@@ -1,0 +1,140 @@
+#pragma once
+// Byte-level BPE tokenizer built from a GGUF vocabulary (tokenizer.ggml.model = "gpt2"),
+// producing the same ids as llama.cpp for the same text:
+//
+//   1. Special tokens. With parse_special, unknown, control and user-defined tokens (token
+//      types 2, 3, 4) are cut out of the text as whole strings, longest first, before anything
+//      else; without it only user-defined tokens are, as in llama.cpp.
+//   2. Pre-tokenization of each remaining fragment by the pattern tokenizer.ggml.pre names:
+//        "gpt2", "default":  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//        "smollm" (also starcoder, refact, codeshell, ...): every \p{N} code point is split off
+//                 on its own first, then the gpt2 pattern runs on the pieces in between
+//        "llama3":  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//                   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+   (merges ignored for
+//                   words that are whole vocabulary entries, as llama.cpp does)
+//      Any other name is an input error: guessing a pattern silently produces wrong ids.
+//   3. Each word's bytes are spelled in GPT-2's byte alphabet and merged pairwise, lowest merge
+//      rank first (leftmost on ties), with a priority queue: O(n log n) per word.
+//
+// Text must be well-formed UTF-8; anything else is an input error naming the byte offset of the
+// first bad byte (llama.cpp would substitute or throw; we refuse rather than guess).
+//
+//   GgufFile f = GgufFile::open(path);
+//   Tokenizer tok = Tokenizer::from_gguf(f);
+//   std::vector<int32_t> ids = tok.encode("<|im_start|>user\nhi<|im_end|>\n");
+//   std::string text = tok.decode(ids);
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace kvgate::runtime {
+
+class GgufFile;
+
+// Token types as stored in tokenizer.ggml.token_type (llama.cpp's llama_token_type).
+enum class TokenType : uint8_t {
+  undefined = 0,
+  normal = 1,
+  unknown = 2,
+  control = 3,
+  user_defined = 4,
+  unused = 5,
+  byte = 6,
+};
+
+enum class PreTokenizer : uint8_t { gpt2, smollm, llama3 };
+
+// Everything a tokenizer is built from, independent of the file it came from.
+struct VocabData {
+  std::vector<std::string> tokens;  // in GPT-2 byte alphabet, except control/user-defined text
+  std::vector<TokenType> types;     // empty: all normal
+  std::vector<std::string> merges;  // "left right", rank = index
+  std::string pre = "default";      // tokenizer.ggml.pre
+  std::optional<int32_t> bos_id, eos_id, unk_id, pad_id;
+  bool add_bos = false;
+  std::string source = "vocabulary";  // names the origin in error messages
+};
+
+class Tokenizer {
+ public:
+  // Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,*_token_id,add_bos_token}.
+  // A model other than "gpt2", an unknown pre-tokenizer, mismatched array lengths or an id out
+  // of range are input errors naming the file and key.
+  static Tokenizer from_gguf(const GgufFile& file);
+  static Tokenizer from_vocab(VocabData data);
+
+  // An empty tokenizer (no vocabulary), to be assigned from from_gguf or from_vocab.
+  Tokenizer() = default;
+  // Move-only: token_ids_ holds views into tokens_.
+  Tokenizer(Tokenizer&&) noexcept = default;
+  Tokenizer& operator=(Tokenizer&&) noexcept = default;
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // Token ids for `text`, without BOS (callers that want one prepend bos_id()). `source` names
+  // the text in the error for invalid UTF-8 ("SOURCE: at byte N: ...").
+  std::vector<int32_t> encode(std::string_view text, bool parse_special = true,
+                              const std::string& source = "text") const;
+
+  // The bytes a token stands for. Control and unknown tokens render as their text when
+  // render_special is true and as nothing otherwise; user-defined tokens always render as their
+  // text; unused, byte and undefined tokens render as nothing (as llama.cpp does for BPE).
+  std::string piece(int32_t id, bool render_special = true) const;
+  // Concatenated pieces; may be invalid UTF-8 when ids split a multi-byte character. An id
+  // outside the vocabulary is an input error.
+  std::string decode(std::span<const int32_t> ids, bool render_special = true) const;
+
+  int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
+  bool valid_id(int64_t id) const { return id >= 0 && id < vocab_size(); }
+  const std::string& token_text(int32_t id) const { return tokens_.at(static_cast<size_t>(id)); }
+  TokenType token_type(int32_t id) const { return types_.at(static_cast<size_t>(id)); }
+  std::optional<int32_t> find_token(std::string_view text) const;
+
+  PreTokenizer pre_tokenizer() const { return pre_; }
+  const std::string& pre_tokenizer_name() const { return pre_name_; }
+  std::optional<int32_t> bos_id() const { return bos_; }
+  std::optional<int32_t> eos_id() const { return eos_; }
+  std::optional<int32_t> unk_id() const { return unk_; }
+  std::optional<int32_t> pad_id() const { return pad_; }
+  bool add_bos() const { return add_bos_; }
+
+  // Pre-tokenized words of a fragment without special tokens (exposed for tests).
+  std::vector<std::string_view> split_words(std::string_view text) const;
+
+ private:
+  void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
+  void encode_fragment(std::string_view text, std::vector<int32_t>& out) const;
+
+  struct MergeResult {
+    int32_t rank;
+    int32_t symbol;  // merged symbol
+  };
+  static uint64_t pair_key(int32_t left, int32_t right) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+  }
+
+  std::vector<std::string> tokens_;
+  std::vector<TokenType> types_;
+  std::unordered_map<std::string_view, int32_t> token_ids_;  // views into tokens_
+  // BPE runs on symbols: ids of vocabulary entries, or ids >= vocab_size() for strings a merge
+  // produces that the vocabulary lacks (their bytes are emitted as byte tokens at the end).
+  std::vector<std::string> extra_symbols_;
+  std::array<int32_t, 256> byte_symbol_{};  // symbol for each raw byte
+  std::array<int32_t, 256> byte_token_{};   // vocabulary id for each raw byte, -1 if missing
+  std::unordered_map<uint64_t, MergeResult> merges_;
+  std::vector<int32_t> special_ids_;  // control, user-defined and unknown tokens, longest first
+
+  PreTokenizer pre_ = PreTokenizer::gpt2;
+  std::string pre_name_;
+  std::optional<int32_t> bos_, eos_, unk_, pad_;
+  bool add_bos_ = false;
+};
+
+const char* token_type_name(TokenType type);
+
+}  // namespace kvgate::runtime
