@@ -93,13 +93,16 @@ KVGATE_HD float fp8_to_f32(uint8_t code, Fp8Kind kind) {
   if (kind == Fp8Kind::e4m3fnuz && code == 0x80) return NAN;
   if (kind == Fp8Kind::e4m3fn && (code & 0x7f) == 0x7f) return NAN;
   if (kind == Fp8Kind::e5m2 && expf == 31) return mant ? NAN : (sign ? -INFINITY : INFINITY);
-  float v;
+  // Built from bits rather than with ldexpf (a libm call per element in decode loops). Every
+  // FP8 value is a normal f32; a subnormal code is mant * 2^(1 - bias - man_bits), an exact
+  // product with a power of two.
   if (expf == 0) {
-    v = ldexpf(static_cast<float>(mant), 1 - s.bias - s.man_bits);
-  } else {
-    v = ldexpf(static_cast<float>(mant + (1u << s.man_bits)), static_cast<int>(expf) - s.bias - s.man_bits);
+    const float quantum = f32_from_bits(static_cast<uint32_t>(127 + 1 - s.bias - s.man_bits) << 23);
+    const float v = static_cast<float>(mant) * quantum;
+    return sign ? -v : v;
   }
-  return sign ? -v : v;
+  const uint32_t biased = static_cast<uint32_t>(static_cast<int>(expf) - s.bias + 127);
+  return f32_from_bits((sign << 31) | (biased << 23) | (mant << (23 - s.man_bits)));
 }
 
 KVGATE_HD uint8_t f32_to_fp8(float f, Fp8Kind kind) {

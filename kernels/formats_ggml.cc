@@ -194,8 +194,8 @@ int best_index_iq4nl(float x) {
 // leaves the indices unspecified, we store 0.
 struct IQ4_NL {
   using Block = BlockIQ4_NL;
-  static constexpr simd::RowKind kSimd = simd::RowKind::q8_0;  // unused: no fast path
-  static constexpr bool kHasSimd = false;
+  static constexpr simd::RowKind kSimd = simd::RowKind::iq4_nl;  // dot/axpy/dequantize; quantize stays scalar
+  static constexpr bool kHasSimd = true;
   static void quantize(const float* x, Block& b) {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < kBlock; ++j) {
@@ -244,11 +244,11 @@ class GgmlCodec final : public QuantizedCodec {
 
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
     if (!T::kHasSimd || !simd::dot_rows(row_, q, n_q, groups, n_tokens, scores))
-      Codec::dot_rows(q, n_q, groups, n_tokens, scores);
+      QuantizedCodec::dot_rows(q, n_q, groups, n_tokens, scores);
   }
   void axpy_rows(const float* w, int n_q, const uint8_t* groups, int n_tokens, float* acc) const override {
     if (!T::kHasSimd || !simd::axpy_rows(row_, w, n_q, groups, n_tokens, acc))
-      Codec::axpy_rows(w, n_q, groups, n_tokens, acc);
+      QuantizedCodec::axpy_rows(w, n_q, groups, n_tokens, acc);
   }
 
  protected:

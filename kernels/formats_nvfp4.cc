@@ -15,6 +15,7 @@
 #include "core/float_convert.h"
 #include "kernels/format_families.h"
 #include "kernels/quantized_codec.h"
+#include "kernels/simd_avx2.h"
 
 namespace kvgate::kernels {
 namespace {
@@ -52,6 +53,13 @@ class Nvfp4Codec final : public QuantizedCodec {
                         std::to_string(options.scale));
   }
   size_t group_bytes() const override { return static_cast<size_t>(head_dim_ / kNvfp4Block) * kNvfp4BlockBytes; }
+  void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
+    if (!simd::dot_rows(row(), q, n_q, groups, n_tokens, scores))
+      QuantizedCodec::dot_rows(q, n_q, groups, n_tokens, scores);
+  }
+  void axpy_rows(const float* w, int n_q, const uint8_t* groups, int n_tokens, float* acc) const override {
+    if (!simd::axpy_rows(row(), w, n_q, groups, n_tokens, acc)) QuantizedCodec::axpy_rows(w, n_q, groups, n_tokens, acc);
+  }
 
  protected:
   void encode_row_ref(const float* x, uint8_t* dst) const override {
@@ -69,6 +77,10 @@ class Nvfp4Codec final : public QuantizedCodec {
       }
     }
   }
+ private:
+  simd::RowFormat row() const { return {simd::RowKind::nvfp4, head_dim_, group_bytes(), options_.scale}; }
+
+ protected:
   void decode_row_ref(const uint8_t* src, float* y) const override {
     const float g = options_.scale;
     for (int b = 0; b < head_dim_ / kNvfp4Block; ++b, y += kNvfp4Block, src += kNvfp4BlockBytes) {

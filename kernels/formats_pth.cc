@@ -52,10 +52,10 @@ class PthCodec : public QuantizedCodec {
       : QuantizedCodec(info, head_dim, options, /*allow_rotation=*/false), row_{kind, head_dim, bytes, 1.0f} {}
   size_t group_bytes() const override { return row_.row_bytes; }
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
-    if (!simd::dot_rows(row_, q, n_q, groups, n_tokens, scores)) Codec::dot_rows(q, n_q, groups, n_tokens, scores);
+    if (!simd::dot_rows(row_, q, n_q, groups, n_tokens, scores)) QuantizedCodec::dot_rows(q, n_q, groups, n_tokens, scores);
   }
   void axpy_rows(const float* w, int n_q, const uint8_t* groups, int n_tokens, float* acc) const override {
-    if (!simd::axpy_rows(row_, w, n_q, groups, n_tokens, acc)) Codec::axpy_rows(w, n_q, groups, n_tokens, acc);
+    if (!simd::axpy_rows(row_, w, n_q, groups, n_tokens, acc)) QuantizedCodec::axpy_rows(w, n_q, groups, n_tokens, acc);
   }
 
  protected:

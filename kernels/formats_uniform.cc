@@ -14,16 +14,29 @@
 #include "core/float_convert.h"
 #include "kernels/format_families.h"
 #include "kernels/quantized_codec.h"
+#include "kernels/simd_avx2.h"
 
 namespace kvgate::kernels {
 namespace {
+
+constexpr simd::RowKind uniform_row_kind(int bits) {
+  return bits == 2 ? simd::RowKind::u2 : bits == 3 ? simd::RowKind::u3 : bits == 4 ? simd::RowKind::u4 : simd::RowKind::u8;
+}
 
 template <int kBits>
 class UniformCodec final : public QuantizedCodec {
  public:
   UniformCodec(const FormatInfo& info, int head_dim, const FormatOptions& options)
-      : QuantizedCodec(info, head_dim, options, /*allow_rotation=*/false) {}
-  size_t group_bytes() const override { return 4 + (static_cast<size_t>(head_dim_) * kBits + 7) / 8; }
+      : QuantizedCodec(info, head_dim, options, /*allow_rotation=*/false),
+        row_{uniform_row_kind(kBits), head_dim, 4 + (static_cast<size_t>(head_dim) * kBits + 7) / 8} {}
+  size_t group_bytes() const override { return row_.row_bytes; }
+  void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
+    if (!simd::dot_rows(row_, q, n_q, groups, n_tokens, scores))
+      QuantizedCodec::dot_rows(q, n_q, groups, n_tokens, scores);
+  }
+  void axpy_rows(const float* w, int n_q, const uint8_t* groups, int n_tokens, float* acc) const override {
+    if (!simd::axpy_rows(row_, w, n_q, groups, n_tokens, acc)) QuantizedCodec::axpy_rows(w, n_q, groups, n_tokens, acc);
+  }
 
  protected:
   void encode_row_ref(const float* x, uint8_t* dst) const override {
@@ -49,6 +62,9 @@ class UniformCodec final : public QuantizedCodec {
       put_bits(codes, i, static_cast<uint32_t>(c));
     }
   }
+  void decode_row(const uint8_t* src, float* y) const override {
+    if (!simd::dequantize_row(row_, src, y)) decode_row_ref(src, y);
+  }
   void decode_row_ref(const uint8_t* src, float* y) const override {
     uint16_t scale_h, zero_h;
     std::memcpy(&scale_h, src, 2);
@@ -58,6 +74,7 @@ class UniformCodec final : public QuantizedCodec {
   }
 
  private:
+  simd::RowFormat row_;
   static void put_bits(uint8_t* codes, int i, uint32_t c) {
     const size_t bit = static_cast<size_t>(i) * kBits;
     const uint32_t shifted = c << (bit % 8);

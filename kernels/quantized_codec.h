@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/hadamard.h"
 #include "kernels/kv_format.h"
+#include "kernels/simd_avx2.h"
 
 namespace kvgate::kernels {
 
@@ -74,6 +75,28 @@ class QuantizedCodec : public Codec {
     float row[kMaxHeadDim];
     decode_row_ref(src, row);
     for (int i = 0; i < head_dim_; ++i) acc[i] += w * row[i];
+  }
+
+  // Formats without a fused decoder: decode each row once (fast decode where the format has
+  // one) and reuse it for every query; formats with fused kernels override these and fall back
+  // here.
+  void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
+    float row[kMaxHeadDim];
+    const size_t gb = group_bytes();
+    for (int t = 0; t < n_tokens; ++t) {
+      decode_row(groups + static_cast<size_t>(t) * gb, row);
+      for (int qi = 0; qi < n_q; ++qi)
+        scores[static_cast<size_t>(qi) * n_tokens + t] = simd::dot_f32(q + static_cast<size_t>(qi) * head_dim_, row, head_dim_);
+    }
+  }
+  void axpy_rows(const float* w, int n_q, const uint8_t* groups, int n_tokens, float* acc) const override {
+    float row[kMaxHeadDim];
+    const size_t gb = group_bytes();
+    for (int t = 0; t < n_tokens; ++t) {
+      decode_row(groups + static_cast<size_t>(t) * gb, row);
+      for (int qi = 0; qi < n_q; ++qi)
+        simd::axpy_f32(w[static_cast<size_t>(qi) * n_tokens + t], row, acc + static_cast<size_t>(qi) * head_dim_, head_dim_);
+    }
   }
 
  protected:

@@ -9,12 +9,14 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <limits>
 
 #include "core/float_convert.h"
 #include "kernels/cpu_features.h"
 
 #define KVGATE_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define KVGATE_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+#define KVGATE_AVX2_LAMBDA __attribute__((target("avx2,fma,f16c"), always_inline))
 
 namespace kvgate::kernels::simd {
 namespace {
@@ -98,8 +100,14 @@ struct NoBlockScale {
   static float block_d(const uint8_t*) { return 1.0f; }
   static float block_m(const uint8_t*) { return 0.0f; }
 };
+// Decoders without a per-row zero point (all but the u{b} formats) and whose dequantize is
+// bit-exact per element.
+struct NoRowMin {
+  static constexpr bool kRowMin = false, kExactDequant = true;
+  static float row_min(const uint8_t*) { return 0.0f; }
+};
 
-struct F16Dec : NoBlockScale {
+struct F16Dec : NoBlockScale, NoRowMin {
   static constexpr int kElems = 8, kBytes = 16, kHeader = 0;
   static constexpr bool kRowScaled = false;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
@@ -108,7 +116,7 @@ struct F16Dec : NoBlockScale {
   }
 };
 
-struct BF16Dec : NoBlockScale {
+struct BF16Dec : NoBlockScale, NoRowMin {
   static constexpr int kElems = 8, kBytes = 16, kHeader = 0;
   static constexpr bool kRowScaled = false;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
@@ -126,7 +134,7 @@ struct BF16Dec : NoBlockScale {
 // never produced by quantize (it saturates), so the dot/axpy paths do not special-case them;
 // dequantize uses a lookup table instead of this decoder.
 template <int kManBits, int kBias, bool kRowScaleInHeader>
-struct Fp8Dec : NoBlockScale {
+struct Fp8Dec : NoBlockScale, NoRowMin {
   static constexpr int kElems = 16, kBytes = 16, kHeader = kRowScaleInHeader ? 4 : 0;
   static constexpr bool kRowScaled = true;
   static constexpr float kRawFactor = pow2(15 - kBias);
@@ -148,7 +156,7 @@ struct Fp8Dec : NoBlockScale {
   }
 };
 
-struct Int8Dec : NoBlockScale {
+struct Int8Dec : NoBlockScale, NoRowMin {
   static constexpr int kElems = 16, kBytes = 16, kHeader = 4;
   static constexpr bool kRowScaled = true;
   static float row_scale(const uint8_t* row, float) { return load_f32(row); }
@@ -164,7 +172,7 @@ KVGATE_AVX2_INLINE void cvt_i8x16(__m128i bytes, __m256* v) {
   v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8)));
 }
 
-struct Int4PairDec : NoBlockScale {
+struct Int4PairDec : NoBlockScale, NoRowMin {
   static constexpr int kElems = 16, kBytes = 8, kHeader = 4;
   static constexpr bool kRowScaled = true;
   static float row_scale(const uint8_t* row, float) { return load_f32(row); }
@@ -183,7 +191,7 @@ KVGATE_AVX2_INLINE float load_f16_hw(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-struct Q8_0Dec {
+struct Q8_0Dec : NoRowMin {
   static constexpr int kElems = 32, kBytes = 34, kHeader = 0;
   static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = false;
   static constexpr float kRawFactor = 1.0f;
@@ -204,7 +212,7 @@ KVGATE_AVX2_INLINE void nibbles_to_u8x32(const uint8_t* qs, __m128i* lo, __m128i
   *hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
 }
 
-struct Q4_0Dec {
+struct Q4_0Dec : NoRowMin {
   static constexpr int kElems = 32, kBytes = 18, kHeader = 0;
   static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = false;
   static constexpr float kRawFactor = 1.0f;
@@ -220,7 +228,7 @@ struct Q4_0Dec {
   }
 };
 
-struct Q4_1Dec {
+struct Q4_1Dec : NoRowMin {
   static constexpr int kElems = 32, kBytes = 20, kHeader = 0;
   static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = true;
   static constexpr float kRawFactor = 1.0f;
@@ -232,6 +240,86 @@ struct Q4_1Dec {
     nibbles_to_u8x32(b + 4, &lo, &hi);
     cvt_i8x16(lo, v);  // codes 0..15 are the same as signed or unsigned bytes
     cvt_i8x16(hi, v + 2);
+  }
+};
+
+
+// iq4_nl: the nibbles index the non-linear grid; one byte shuffle maps 16 indices at once.
+struct IQ4NLDec : NoRowMin {
+  static constexpr int kElems = 32, kBytes = 18, kHeader = 0;
+  static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = false;
+  static constexpr float kRawFactor = 1.0f;
+  static float row_scale(const uint8_t*, float) { return 1.0f; }
+  KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
+  static float block_m(const uint8_t*) { return 0.0f; }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    const __m128i grid = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    __m128i lo, hi;
+    nibbles_to_u8x32(b + 2, &lo, &hi);
+    cvt_i8x16(_mm_shuffle_epi8(grid, lo), v);
+    cvt_i8x16(_mm_shuffle_epi8(grid, hi), v + 2);
+  }
+};
+
+// E4M3 values of every code, computed at compile time (NaN codes as NaN).
+constexpr float e4m3_value(int c) {
+  const int e = (c >> 3) & 15, m = c & 7;
+  if ((c & 0x7f) == 0x7f) return std::numeric_limits<float>::quiet_NaN();
+  // Subnormal: m * 2^-9. Normal: (1 + m/8) * 2^(e - 7) = (8 + m) * 2^(e - 10).
+  float v = e == 0 ? static_cast<float>(m) / 512.0f : static_cast<float>(8 + m) / 1024.0f;
+  for (int i = 0; i < e; ++i) v *= 2.0f;
+  return (c & 0x80) ? -v : v;
+}
+struct E4m3Table {
+  float v[256];
+  constexpr E4m3Table() : v() {
+    for (int c = 0; c < 256; ++c) v[c] = e4m3_value(c);
+  }
+};
+constexpr E4m3Table kE4m3;
+
+// nvfp4: E2M1 codes mapped by a byte shuffle to twice their value (0, 1, 2, 3, 4, 6, 8, 12,
+// all integers), so the block scale carries the factor 1/2; -0 decodes as +0, which is why
+// dequantize keeps the scalar path (kExactDequant).
+struct Nvfp4Dec {
+  static constexpr int kElems = 16, kBytes = 9, kHeader = 0;
+  static constexpr bool kRowScaled = true, kBlockScaled = true, kBlockMin = false, kRowMin = false;
+  static constexpr bool kExactDequant = false;
+  static constexpr float kRawFactor = 1.0f;
+  static float row_scale(const uint8_t*, float global_scale) { return global_scale; }
+  static float row_min(const uint8_t*) { return 0.0f; }
+  static float block_d(const uint8_t* b) { return kE4m3.v[b[0]] * 0.5f; }
+  static float block_m(const uint8_t*) { return 0.0f; }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    const __m128i twice = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 1));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(bytes, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+    cvt_i8x16(_mm_shuffle_epi8(twice, _mm_unpacklo_epi8(lo, hi)), v);
+  }
+};
+
+// u{b}: [f16 scale][f16 zero][codes, b bits each, LSB first]. Eight codes span exactly b bytes;
+// broadcasting them to all lanes and shifting each lane by its own multiple of b extracts the
+// codes in order without byte shuffles.
+template <int kBits>
+struct UniformDec : NoBlockScale {
+  static constexpr int kElems = 8, kBytes = kBits, kHeader = 4;
+  static constexpr bool kRowScaled = true, kRowMin = true, kExactDequant = true;
+  KVGATE_AVX2_INLINE static float row_scale(const uint8_t* row, float) { return load_f16_hw(row); }
+  KVGATE_AVX2_INLINE static float row_min(const uint8_t* row) { return load_f16_hw(row + 2); }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    if constexpr (kBits == 8) {
+      v[0] = cvt_u8x8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+    } else {
+      uint32_t w = 0;
+      std::memcpy(&w, b, kBits);
+      const __m256i shifts = _mm256_setr_epi32(0, kBits, 2 * kBits, 3 * kBits, 4 * kBits, 5 * kBits, 6 * kBits, 7 * kBits);
+      const __m256i codes = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), shifts),
+                                             _mm256_set1_epi32((1 << kBits) - 1));
+      v[0] = _mm256_cvtepi32_ps(codes);
+    }
   }
 };
 
@@ -269,6 +357,12 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
   constexpr int V = D::kElems / 8;
   const int nb = f.head_dim / D::kElems;
   const size_t rb = f.row_bytes;
+  // score = (raw . q) * factor * row scale (+ row zero * sum(q) for the u{b} formats).
+  auto finish = [&](__m256 acc, __m256 qtotal, const uint8_t* row) KVGATE_AVX2_LAMBDA {
+    float score = hsum(acc) * D::kRawFactor * D::row_scale(row, f.scale);
+    if constexpr (D::kRowMin) score += hsum(qtotal) * D::row_min(row);
+    return score;
+  };
   int t = 0;
   for (; t + 4 <= n_tokens; t += 4) {
     const uint8_t* r0 = rows + static_cast<size_t>(t) * rb;
@@ -277,56 +371,59 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
     const uint8_t* r3 = r2 + rb;
     for (int qi = 0; qi < n_q; ++qi) {
       const float* qp = q + static_cast<size_t>(qi) * f.head_dim;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, qtotal = a0;
       for (int b = 0; b < nb; ++b) {
         const size_t off = D::kHeader + static_cast<size_t>(b) * D::kBytes;
         __m256 qv[V];
         for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
-        const __m256 qsum = D::kBlockMin ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+        const __m256 qsum = (D::kBlockMin || D::kRowMin) ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+        if constexpr (D::kRowMin) qtotal = _mm256_add_ps(qtotal, qsum);
         a0 = dot_block<D>(r0 + off, qv, qsum, a0);
         a1 = dot_block<D>(r1 + off, qv, qsum, a1);
         a2 = dot_block<D>(r2 + off, qv, qsum, a2);
         a3 = dot_block<D>(r3 + off, qv, qsum, a3);
       }
       float* out = scores + static_cast<size_t>(qi) * n_tokens + t;
-      out[0] = hsum(a0) * D::kRawFactor * D::row_scale(r0, f.scale);
-      out[1] = hsum(a1) * D::kRawFactor * D::row_scale(r1, f.scale);
-      out[2] = hsum(a2) * D::kRawFactor * D::row_scale(r2, f.scale);
-      out[3] = hsum(a3) * D::kRawFactor * D::row_scale(r3, f.scale);
+      out[0] = finish(a0, qtotal, r0);
+      out[1] = finish(a1, qtotal, r1);
+      out[2] = finish(a2, qtotal, r2);
+      out[3] = finish(a3, qtotal, r3);
     }
   }
   for (; t < n_tokens; ++t) {
     const uint8_t* r0 = rows + static_cast<size_t>(t) * rb;
     for (int qi = 0; qi < n_q; ++qi) {
       const float* qp = q + static_cast<size_t>(qi) * f.head_dim;
-      __m256 a0 = _mm256_setzero_ps();
+      __m256 a0 = _mm256_setzero_ps(), qtotal = a0;
       for (int b = 0; b < nb; ++b) {
         __m256 qv[V];
         for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
-        const __m256 qsum = D::kBlockMin ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+        const __m256 qsum = (D::kBlockMin || D::kRowMin) ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+        if constexpr (D::kRowMin) qtotal = _mm256_add_ps(qtotal, qsum);
         a0 = dot_block<D>(r0 + D::kHeader + static_cast<size_t>(b) * D::kBytes, qv, qsum, a0);
       }
-      scores[static_cast<size_t>(qi) * n_tokens + t] = hsum(a0) * D::kRawFactor * D::row_scale(r0, f.scale);
+      scores[static_cast<size_t>(qi) * n_tokens + t] = finish(a0, qtotal, r0);
     }
   }
 }
 
-// acc += sum over R rows of w_r * value_r for one block; w already carries the row scale.
+// acc += sum over R rows of w_r * value_r for one block; w already carries the row scale, and
+// row_add is sum_r weight_r * zero_r for the u{b} formats.
 template <class D, int R>
-KVGATE_AVX2_INLINE void axpy_block(const uint8_t* const* r, const float* w, size_t off, float* ab) {
+KVGATE_AVX2_INLINE void axpy_block(const uint8_t* const* r, const float* w, float row_add, size_t off, float* ab) {
   constexpr int V = D::kElems / 8;
   __m256 v[R][V];
   __m256 wd[R];
-  float wm = 0.0f;
+  float add = row_add;
   for (int i = 0; i < R; ++i) {
     D::decode(r[i] + off, v[i]);
     wd[i] = _mm256_set1_ps(D::kBlockScaled ? w[i] * D::block_d(r[i] + off) : w[i]);
-    if constexpr (D::kBlockMin) wm += w[i] * D::block_m(r[i] + off);
+    if constexpr (D::kBlockMin) add += w[i] * D::block_m(r[i] + off);
   }
   for (int k = 0; k < V; ++k) {
     __m256 s = _mm256_loadu_ps(ab + 8 * k);
     for (int i = 0; i < R; ++i) s = _mm256_fmadd_ps(v[i][k], wd[i], s);
-    if constexpr (D::kBlockMin) s = _mm256_add_ps(s, _mm256_set1_ps(wm));
+    if constexpr (D::kBlockMin || D::kRowMin) s = _mm256_add_ps(s, _mm256_set1_ps(add));
     _mm256_storeu_ps(ab + 8 * k, s);
   }
 }
@@ -342,20 +439,25 @@ KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_
                            rows + static_cast<size_t>(t + 2) * rb, rows + static_cast<size_t>(t + 3) * rb};
     for (int qi = 0; qi < n_q; ++qi) {
       const float* wq = weights + static_cast<size_t>(qi) * n_tokens + t;
-      float w[4];
-      for (int i = 0; i < 4; ++i) w[i] = wq[i] * D::kRawFactor * D::row_scale(r[i], f.scale);
+      float w[4], row_add = 0.0f;
+      for (int i = 0; i < 4; ++i) {
+        w[i] = wq[i] * D::kRawFactor * D::row_scale(r[i], f.scale);
+        if constexpr (D::kRowMin) row_add += wq[i] * D::row_min(r[i]);
+      }
       float* a = acc + static_cast<size_t>(qi) * f.head_dim;
       for (int b = 0; b < nb; ++b)
-        axpy_block<D, 4>(r, w, D::kHeader + static_cast<size_t>(b) * D::kBytes, a + b * D::kElems);
+        axpy_block<D, 4>(r, w, row_add, D::kHeader + static_cast<size_t>(b) * D::kBytes, a + b * D::kElems);
     }
   }
   for (; t < n_tokens; ++t) {
     const uint8_t* r[1] = {rows + static_cast<size_t>(t) * rb};
     for (int qi = 0; qi < n_q; ++qi) {
-      const float w[1] = {weights[static_cast<size_t>(qi) * n_tokens + t] * D::kRawFactor * D::row_scale(r[0], f.scale)};
+      const float wt = weights[static_cast<size_t>(qi) * n_tokens + t];
+      const float w[1] = {wt * D::kRawFactor * D::row_scale(r[0], f.scale)};
+      const float row_add = D::kRowMin ? wt * D::row_min(r[0]) : 0.0f;
       float* a = acc + static_cast<size_t>(qi) * f.head_dim;
       for (int b = 0; b < nb; ++b)
-        axpy_block<D, 1>(r, w, D::kHeader + static_cast<size_t>(b) * D::kBytes, a + b * D::kElems);
+        axpy_block<D, 1>(r, w, row_add, D::kHeader + static_cast<size_t>(b) * D::kBytes, a + b * D::kElems);
     }
   }
 }
@@ -373,6 +475,7 @@ KVGATE_AVX2 void dequantize_row_impl(const RowFormat& f, const uint8_t* row, flo
       if constexpr (D::kBlockScaled) v[k] = _mm256_mul_ps(v[k], _mm256_set1_ps(D::block_d(blk)));
       if constexpr (D::kBlockMin) v[k] = _mm256_add_ps(v[k], _mm256_set1_ps(D::block_m(blk)));
       if constexpr (D::kRowScaled) v[k] = _mm256_mul_ps(v[k], scale);
+      if constexpr (D::kRowMin) v[k] = _mm256_add_ps(v[k], _mm256_set1_ps(D::row_min(row)));
       _mm256_storeu_ps(y + b * D::kElems + 8 * k, v[k]);
     }
   }
@@ -554,6 +657,25 @@ KVGATE_AVX2 void quantize_q4_1(const float* x, int n, uint8_t* dst) {
   }
 }
 
+KVGATE_AVX2 float dot_f32_avx2(const float* a, const float* b, int n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  float sum = hsum(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+KVGATE_AVX2 void axpy_f32_avx2(float w, const float* x, float* y, int n) {
+  const __m256 wv = _mm256_set1_ps(w);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), wv, _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += w * x[i];
+}
+
 template <class Fn>
 bool with_decoder(RowKind kind, Fn&& fn) {
   switch (kind) {
@@ -568,6 +690,12 @@ bool with_decoder(RowKind kind, Fn&& fn) {
     case RowKind::q8_0: return fn(Q8_0Dec{});
     case RowKind::q4_0: return fn(Q4_0Dec{});
     case RowKind::q4_1: return fn(Q4_1Dec{});
+    case RowKind::iq4_nl: return fn(IQ4NLDec{});
+    case RowKind::nvfp4: return fn(Nvfp4Dec{});
+    case RowKind::u2: return fn(UniformDec<2>{});
+    case RowKind::u3: return fn(UniformDec<3>{});
+    case RowKind::u4: return fn(UniformDec<4>{});
+    case RowKind::u8: return fn(UniformDec<8>{});
   }
   return false;
 }
@@ -600,7 +728,7 @@ bool dequantize_row(const RowFormat& f, const uint8_t* row, float* y) {
     using D = decltype(dec);
     // The E4M3 decoders fold a power of two into the scale, so they are not exact per element;
     // the FP8 codecs dequantize through a lookup table instead.
-    if constexpr (D::kRawFactor != 1.0f) {
+    if constexpr (D::kRawFactor != 1.0f || !D::kExactDequant) {
       return false;
     } else {
       if (f.head_dim % D::kElems != 0) return false;
@@ -608,6 +736,21 @@ bool dequantize_row(const RowFormat& f, const uint8_t* row, float* y) {
       return true;
     }
   });
+}
+
+float dot_f32(const float* a, const float* b, int n) {
+  if (cpu_has_avx2_fma_f16c()) return dot_f32_avx2(a, b, n);
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // four chains, so the compiler can use SSE2
+  int i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) s[k] += a[i + k] * b[i + k];
+  for (; i < n; ++i) s[0] += a[i] * b[i];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+void axpy_f32(float w, const float* x, float* y, int n) {
+  if (cpu_has_avx2_fma_f16c()) return axpy_f32_avx2(w, x, y, n);
+  for (int i = 0; i < n; ++i) y[i] += w * x[i];
 }
 
 bool quantize_row(const RowFormat& f, const float* x, uint8_t* row) {

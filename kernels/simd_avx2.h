@@ -21,6 +21,9 @@ enum class RowKind : uint8_t {
   q8_0,          // ggml block_q8_0 {f16 d; int8 qs[32]}
   q4_0,          // ggml block_q4_0 {f16 d; uint8 qs[16]}
   q4_1,          // ggml block_q4_1 {f16 d; f16 m; uint8 qs[16]}
+  iq4_nl,        // ggml block_iq4_nl {f16 d; uint8 qs[16]}, values from the iq4_nl grid
+  nvfp4,         // blocks of [e4m3 scale][8 bytes E2M1, element 2i low]; RowFormat::scale = global scale
+  u2, u3, u4, u8,  // f16 scale, f16 zero, b-bit codes LSB first; value = code * scale + zero
 };
 
 struct RowFormat {
@@ -39,5 +42,10 @@ bool axpy_rows(const RowFormat& f, const float* weights, int n_q, const uint8_t*
 bool dequantize_row(const RowFormat& f, const uint8_t* row, float* y);
 // Bit-identical to the codec's encode reference for finite inputs.
 bool quantize_row(const RowFormat& f, const float* x, uint8_t* row);
+
+// Plain float kernels for formats without a fused decoder (decode a row, then these); they
+// dispatch to AVX2 themselves and always succeed.
+float dot_f32(const float* a, const float* b, int n);
+void axpy_f32(float w, const float* x, float* y, int n);
 
 }  // namespace kvgate::kernels::simd
