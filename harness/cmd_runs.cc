@@ -1,0 +1,152 @@
+// `kvgate runs list` and `kvgate runs show RUN`: what the results store holds, for people and
+// (with --json) for scripts. Both only read: a missing or foreign database is bad input.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/commands.h"
+#include "results/store.h"
+
+namespace kvgate::harness {
+namespace {
+
+struct RunsArgs {
+  std::string db;
+  std::string run = "latest";
+  bool json = false;
+};
+
+// A run whose row still says 'running' either is being written right now or was killed;
+// either way its numbers are incomplete, and listings must say so.
+bool is_complete(const results::RunRecord& r) { return r.status == "complete"; }
+
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+nlohmann::json run_json(const results::RunRecord& r) {
+  const auto& i = r.info;
+  return {{"id", r.id},
+          {"status", r.status},
+          {"complete", is_complete(r)},
+          {"started_at", r.started_at},
+          {"finished_at", r.finished_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.finished_at)},
+          {"items", r.items},
+          {"command", i.command},
+          {"git_sha", i.git_sha},
+          {"build_flags", i.build_flags},
+          {"host", i.host},
+          {"cpu", i.cpu},
+          {"gpu", i.gpu},
+          {"backend", i.backend},
+          {"model_path", i.model_path},
+          {"model_sha256", i.model_sha256},
+          {"suite_name", i.suite_name},
+          {"suite_hash", i.suite_hash},
+          {"seed", i.seed},
+          {"threads", i.threads},
+          {"kvgate_version", i.kvgate_version}};
+}
+
+std::string status_text(const results::RunRecord& r) {
+  return r.status == "running" ? "running (incomplete)" : r.status;
+}
+
+void run_list(const RunsArgs& a) {
+  results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
+  const auto runs = store.list_runs();
+  if (a.json) {
+    nlohmann::json out = {{"db", store.path()}, {"runs", nlohmann::json::array()}};
+    for (const auto& r : runs) out["runs"].push_back(run_json(r));
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  if (runs.empty()) {
+    std::printf("%s: no runs recorded\n", store.path().c_str());
+    return;
+  }
+  std::printf("%s\n", fmt::format("{:>5}  {:<20}  {:<24}  {:<24}  {:>6}  {:<16}  {}", "ID", "STATUS", "STARTED",
+                                  "FINISHED", "ITEMS", "SUITE", "COMMAND")
+                          .c_str());
+  for (const auto& r : runs)
+    std::printf("%s\n", fmt::format("{:>5}  {:<20}  {:<24}  {:<24}  {:>6}  {:<16}  {}", r.id, status_text(r),
+                                    r.started_at, r.finished_at.empty() ? "-" : r.finished_at, r.items,
+                                    r.info.suite_name, r.info.command)
+                            .c_str());
+}
+
+void run_show(const RunsArgs& a) {
+  results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
+  const results::RunRecord run = store.resolve_run(a.run);
+  const auto configs = store.run_configs(run.id);
+  const auto summary = store.summarize_run(run.id);
+  if (a.json) {
+    nlohmann::json out = run_json(run);
+    out["db"] = store.path();
+    out["configs"] = nlohmann::json::array();
+    for (const auto& c : configs)
+      out["configs"].push_back({{"id", c.config_id},
+                                {"spec", c.spec},
+                                {"hash", c.hash},
+                                {"role", c.role},
+                                {"bits_per_element", number_or_null(c.bits_per_element)},
+                                {"kv_bytes_per_token", number_or_null(c.kv_bytes_per_token)}});
+    out["summary"] = nlohmann::json::array();
+    for (const auto& s : summary)
+      out["summary"].push_back({{"config_id", s.config_id},
+                                {"spec", s.spec},
+                                {"role", s.role},
+                                {"items", s.items},
+                                {"scored_tokens", s.scored_tokens},
+                                {"kld_mean", number_or_null(s.kld_mean)},
+                                {"top1_agreement", number_or_null(s.top1_agreement)}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  const auto& i = run.info;
+  std::string text = fmt::format("run {}  {}\n", run.id, status_text(run));
+  text += fmt::format("  started   {}\n  finished  {}\n", run.started_at, run.finished_at.empty() ? "-" : run.finished_at);
+  text += fmt::format("  command   {}\n  kvgate    {} (git {}, {})\n", i.command, i.kvgate_version, i.git_sha, i.build_flags);
+  text += fmt::format("  host      {}  cpu {}  gpu {}  backend {}\n", i.host, i.cpu, i.gpu, i.backend);
+  text += fmt::format("  model     {}  sha256 {}\n", i.model_path, i.model_sha256);
+  text += fmt::format("  suite     {}  hash {}  seed {}  threads {}\n", i.suite_name, i.suite_hash, i.seed, i.threads);
+  text += fmt::format("  items     {}\n", run.items);
+  if (!configs.empty()) {
+    text += "configs\n";
+    for (const auto& c : configs)
+      text += fmt::format("  {:<10} {:<24} {:>6.3f} bits/elem  {} KV bytes/token\n", c.role, c.spec,
+                          c.bits_per_element,
+                          std::isfinite(c.kv_bytes_per_token) ? fmt::format("{:.0f}", c.kv_bytes_per_token) : "-");
+  }
+  if (!summary.empty()) {
+    text += fmt::format("{:<26} {:>6} {:>10} {:>12} {:>8}\n", "results", "items", "tokens", "mean KLD", "top-1 %");
+    for (const auto& s : summary)
+      text += fmt::format("  {:<24} {:>6} {:>10} {:>12.6f} {:>8.3f}\n", s.spec, s.items, s.scored_tokens, s.kld_mean,
+                          100.0 * s.top1_agreement);
+  }
+  std::fputs(text.c_str(), stdout);
+}
+
+}  // namespace
+
+void add_runs_commands(CLI::App& app, CommandContext&) {
+  CLI::App* runs = app.add_subcommand("runs", "Runs recorded in the results database");
+  runs->require_subcommand(1);
+
+  auto list = std::make_shared<RunsArgs>();
+  CLI::App* l = runs->add_subcommand("list", "List every run, oldest first; unfinished runs are marked incomplete");
+  l->add_option("--db", list->db, "Results database (default: $KVGATE_DB, else ./kvgate.db)");
+  l->add_flag("--json", list->json, "Machine-readable output");
+  l->callback([list] { run_list(*list); });
+
+  auto show = std::make_shared<RunsArgs>();
+  CLI::App* s = runs->add_subcommand("show", "One run: provenance, configs and per-config results");
+  s->add_option("run", show->run, "Run id, or 'latest'")->required();
+  s->add_option("--db", show->db, "Results database (default: $KVGATE_DB, else ./kvgate.db)");
+  s->add_flag("--json", show->json, "Machine-readable output");
+  s->callback([show] { run_show(*show); });
+}
+
+}  // namespace kvgate::harness
