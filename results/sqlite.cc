@@ -24,8 +24,9 @@ Connection::Connection(const std::string& path, bool create) : path_(path) {
     const std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);
     db_ = nullptr;
-    if (rc == SQLITE_CANTOPEN && !create)
-      throw_input_error(path + ": cannot open results database (" + message + ")");
+    // The path came from --db or $KVGATE_DB: a missing directory or a directory given as the
+    // file is the user's to fix.
+    if (rc == SQLITE_CANTOPEN) throw_input_error(path + ": cannot open results database (" + message + ")");
     throw_environment_error(path + ": cannot open results database (" + message + ")");
   }
   sqlite3_extended_result_codes(db_, 1);
@@ -40,6 +41,8 @@ void Connection::fail(int rc, const std::string& what) const {
     case SQLITE_NOTADB:
     case SQLITE_CORRUPT:
       throw_input_error(path_ + ": not a usable kvgate results database (" + detail + ")");
+    case SQLITE_CANTOPEN:
+      throw_input_error(path_ + ": cannot open results database (" + detail + ")");
     case SQLITE_CONSTRAINT:
     case SQLITE_MISUSE:
     case SQLITE_RANGE:

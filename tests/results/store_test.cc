@@ -153,6 +153,17 @@ TEST_F(StoreTest, CorruptOrMissingFileIsAnInputError) {
   }
 }
 
+TEST_F(StoreTest, UnopenablePathIsAnInputError) {
+  for (const std::string& bad : {std::string("/nonexistent-kvgate-dir/results.db"), ::testing::TempDir()}) {
+    try {
+      Store::open(bad);
+      FAIL() << "opened " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2) << e.what();
+    }
+  }
+}
+
 TEST_F(StoreTest, ResolveRunByIdAndLatest) {
   Store store = Store::open(path_);
   EXPECT_THROW(store.resolve_run("latest"), Error);
