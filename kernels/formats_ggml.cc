@@ -49,7 +49,6 @@ void min_max(const float* x, float* min, float* max) {
 struct Q8_0 {
   using Block = BlockQ8_0;
   static constexpr simd::RowKind kSimd = simd::RowKind::q8_0;
-  static constexpr bool kHasSimd = true;
   static void quantize(const float* x, Block& b) {
     float amax = 0.0f;
     for (int j = 0; j < kBlock; ++j) amax = std::fmax(amax, std::fabs(x[j]));
@@ -67,7 +66,6 @@ struct Q8_0 {
 struct Q4_0 {
   using Block = BlockQ4_0;
   static constexpr simd::RowKind kSimd = simd::RowKind::q4_0;
-  static constexpr bool kHasSimd = true;
   static void quantize(const float* x, Block& b) {
     const float d = signed_abs_max(x) / -8;
     const float id = d ? 1.0f / d : 0.0f;
@@ -90,7 +88,6 @@ struct Q4_0 {
 struct Q4_1 {
   using Block = BlockQ4_1;
   static constexpr simd::RowKind kSimd = simd::RowKind::q4_1;
-  static constexpr bool kHasSimd = true;
   static void quantize(const float* x, Block& b) {
     float min, max;
     min_max(x, &min, &max);
@@ -133,8 +130,7 @@ void load_q5(const uint8_t* qs, const uint8_t* qh_bytes, int* q) {
 
 struct Q5_0 {
   using Block = BlockQ5_0;
-  static constexpr simd::RowKind kSimd = simd::RowKind::q8_0;  // unused: no fast path
-  static constexpr bool kHasSimd = false;
+  static constexpr simd::RowKind kSimd = simd::RowKind::q5_0;  // fused dot/axpy and dequantize; quantize is scalar
   static void quantize(const float* x, Block& b) {
     const float d = signed_abs_max(x) / -16;
     const float id = d ? 1.0f / d : 0.0f;
@@ -153,8 +149,7 @@ struct Q5_0 {
 
 struct Q5_1 {
   using Block = BlockQ5_1;
-  static constexpr simd::RowKind kSimd = simd::RowKind::q8_0;  // unused: no fast path
-  static constexpr bool kHasSimd = false;
+  static constexpr simd::RowKind kSimd = simd::RowKind::q5_1;  // fused dot/axpy and dequantize; quantize is scalar
   static void quantize(const float* x, Block& b) {
     float min, max;
     min_max(x, &min, &max);
@@ -194,8 +189,7 @@ int best_index_iq4nl(float x) {
 // leaves the indices unspecified, we store 0.
 struct IQ4_NL {
   using Block = BlockIQ4_NL;
-  static constexpr simd::RowKind kSimd = simd::RowKind::iq4_nl;  // dot/axpy/dequantize; quantize stays scalar
-  static constexpr bool kHasSimd = true;
+  static constexpr simd::RowKind kSimd = simd::RowKind::iq4_nl;  // fused dot/axpy and dequantize; quantize is scalar
   static void quantize(const float* x, Block& b) {
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < kBlock; ++j) {
@@ -243,11 +237,11 @@ class GgmlCodec final : public QuantizedCodec {
   size_t group_bytes() const override { return static_cast<size_t>(blocks_) * sizeof(Block); }
 
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
-    if (!T::kHasSimd || !simd::dot_rows(row_, q, n_q, groups, n_tokens, scores))
+    if (!simd::dot_rows(row_, q, n_q, groups, n_tokens, scores))
       QuantizedCodec::dot_rows(q, n_q, groups, n_tokens, scores);
   }
   void axpy_rows(const float* w, int n_q, const uint8_t* groups, int n_tokens, float* acc) const override {
-    if (!T::kHasSimd || !simd::axpy_rows(row_, w, n_q, groups, n_tokens, acc))
+    if (!simd::axpy_rows(row_, w, n_q, groups, n_tokens, acc))
       QuantizedCodec::axpy_rows(w, n_q, groups, n_tokens, acc);
   }
 
@@ -268,10 +262,10 @@ class GgmlCodec final : public QuantizedCodec {
     }
   }
   void encode_row(const float* x, uint8_t* dst) const override {
-    if (!T::kHasSimd || !simd::quantize_row(row_, x, dst)) encode_row_ref(x, dst);
+    if (!simd::quantize_row(row_, x, dst)) encode_row_ref(x, dst);
   }
   void decode_row(const uint8_t* src, float* y) const override {
-    if (!T::kHasSimd || !simd::dequantize_row(row_, src, y)) decode_row_ref(src, y);
+    if (!simd::dequantize_row(row_, src, y)) decode_row_ref(src, y);
   }
 
  private:

@@ -261,6 +261,41 @@ struct IQ4NLDec : NoRowMin {
   }
 };
 
+
+// q5_0 / q5_1: the low nibbles as q4, plus bit j of the little-endian u32 qh as bit 4 of
+// element j. Spreading the 32 bits to 32 bytes: byte-broadcast each qh byte over 8 lanes, set
+// every bit except the lane's own, and compare with all-ones.
+KVGATE_AVX2_INLINE __m256i q5_codes(const uint8_t* qh, const uint8_t* qs) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, sizeof bits);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0x0000000000000000ll));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfell)),
+                                        _mm256_set1_epi64x(-1));
+  __m128i lo, hi;
+  nibbles_to_u8x32(qs, &lo, &hi);
+  const __m256i nibbles = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  return _mm256_or_si256(nibbles, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+}
+
+template <bool kWithMin>
+struct Q5Dec : NoRowMin {
+  static constexpr int kElems = 32, kBytes = kWithMin ? 24 : 22, kHeader = 0;
+  static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = kWithMin;
+  static constexpr float kRawFactor = 1.0f;
+  static float row_scale(const uint8_t*, float) { return 1.0f; }
+  KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
+  KVGATE_AVX2_INLINE static float block_m(const uint8_t* b) { return kWithMin ? load_f16_hw(b + 2) : 0.0f; }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    constexpr int kQh = kWithMin ? 4 : 2;
+    __m256i codes = q5_codes(b + kQh, b + kQh + 4);
+    if constexpr (!kWithMin) codes = _mm256_sub_epi8(codes, _mm256_set1_epi8(16));  // q5_0: q - 16
+    cvt_i8x16(_mm256_castsi256_si128(codes), v);
+    cvt_i8x16(_mm256_extracti128_si256(codes, 1), v + 2);
+  }
+};
+
 // E4M3 values of every code, computed at compile time (NaN codes as NaN).
 constexpr float e4m3_value(int c) {
   const int e = (c >> 3) & 15, m = c & 7;
@@ -690,6 +725,8 @@ bool with_decoder(RowKind kind, Fn&& fn) {
     case RowKind::q8_0: return fn(Q8_0Dec{});
     case RowKind::q4_0: return fn(Q4_0Dec{});
     case RowKind::q4_1: return fn(Q4_1Dec{});
+    case RowKind::q5_0: return fn(Q5Dec<false>{});
+    case RowKind::q5_1: return fn(Q5Dec<true>{});
     case RowKind::iq4_nl: return fn(IQ4NLDec{});
     case RowKind::nvfp4: return fn(Nvfp4Dec{});
     case RowKind::u2: return fn(UniformDec<2>{});

@@ -21,6 +21,8 @@ enum class RowKind : uint8_t {
   q8_0,          // ggml block_q8_0 {f16 d; int8 qs[32]}
   q4_0,          // ggml block_q4_0 {f16 d; uint8 qs[16]}
   q4_1,          // ggml block_q4_1 {f16 d; f16 m; uint8 qs[16]}
+  q5_0,          // ggml block_q5_0 {f16 d; uint8 qh[4]; uint8 qs[16]}
+  q5_1,          // ggml block_q5_1 {f16 d; f16 m; uint8 qh[4]; uint8 qs[16]}
   iq4_nl,        // ggml block_iq4_nl {f16 d; uint8 qs[16]}, values from the iq4_nl grid
   nvfp4,         // blocks of [e4m3 scale][8 bytes E2M1, element 2i low]; RowFormat::scale = global scale
   u2, u3, u4, u8,  // f16 scale, f16 zero, b-bit codes LSB first; value = code * scale + zero
