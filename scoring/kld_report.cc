@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
+#include <cstdio>
 
 #include "core/error.h"
 #include "scoring/stats.h"
@@ -32,7 +34,9 @@ Distribution distribution_of(std::vector<double> values) {
   d.p99 = percentile_sorted(values, 0.99);
   d.p95 = percentile_sorted(values, 0.95);
   d.p90 = percentile_sorted(values, 0.90);
+  d.p75 = percentile_sorted(values, 0.75);
   d.median = percentile_sorted(values, 0.5);
+  d.p25 = percentile_sorted(values, 0.25);
   d.p10 = percentile_sorted(values, 0.10);
   d.p5 = percentile_sorted(values, 0.05);
   d.p1 = percentile_sorted(values, 0.01);
@@ -75,6 +79,7 @@ KldReport KldAccumulator::report() const {
   const double ratio_var = log_ppl.error * log_ppl.error + log_ppl_base.error * log_ppl_base.error - 2.0 * cov;
   // Perfectly correlated NLLs can leave a rounding-sized negative variance.
   r.ln_ppl_ratio = {log_ppl.value - log_ppl_base.value, std::sqrt(std::max(ratio_var, 0.0))};
+  r.ppl_ratio = {std::exp(r.ln_ppl_ratio.value), std::exp(r.ln_ppl_ratio.value) * r.ln_ppl_ratio.error};
 
   r.kld_mean = llama_mean_and_uncertainty(sum_kld_, sum_kld2_, count_);
   r.kld = distribution_of(kld_values_);
@@ -89,6 +94,49 @@ KldReport KldAccumulator::report() const {
   const double same = static_cast<double>(same_top_) / n;
   r.same_top1 = {same, count_ > 1 ? std::sqrt(same * (1.0 - same) / (n - 1)) : 0.0};
   return r;
+}
+
+namespace {
+
+[[gnu::format(printf, 2, 3)]] void append(std::string& out, const char* format, ...) {
+  char line[256];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  out += line;
+}
+
+}  // namespace
+
+std::string format_kld_report(const KldReport& r) {
+  std::string out;
+  append(out, "====== Perplexity statistics ======\n");
+  append(out, "Mean PPL(Q)                   : %10.6lf ± %10.6lf\n", r.ppl_q.value, r.ppl_q.error);
+  append(out, "Mean PPL(base)                : %10.6lf ± %10.6lf\n", r.ppl_base.value, r.ppl_base.error);
+  append(out, "Mean ln(PPL(Q)/PPL(base))     : %10.6lf ± %10.6lf\n", r.ln_ppl_ratio.value, r.ln_ppl_ratio.error);
+  append(out, "Mean PPL(Q)/PPL(base)         : %10.6lf ± %10.6lf\n", r.ppl_ratio.value, r.ppl_ratio.error);
+  append(out, "\n====== KL divergence statistics ======\n");
+  append(out, "Mean    KLD: %10.6lf ± %10.6lf\n", r.kld_mean.value, r.kld_mean.error);
+  const Distribution& k = r.kld;
+  append(out, "Maximum KLD: %10.6f\n99.9%%   KLD: %10.6f\n99.0%%   KLD: %10.6f\n95.0%%   KLD: %10.6f\n", k.max,
+         k.p99_9, k.p99, k.p95);
+  append(out, "90.0%%   KLD: %10.6f\nMedian  KLD: %10.6f\n10.0%%   KLD: %10.6f\n 5.0%%   KLD: %10.6f\n", k.p90,
+         k.median, k.p10, k.p5);
+  append(out, " 1.0%%   KLD: %10.6f\n 0.1%%   KLD: %10.6f\nMinimum KLD: %10.6f\n", k.p1, k.p0_1, k.min);
+  append(out, "\n====== Token probability statistics ======\n");
+  append(out, "Mean    Δp: %6.3lf ± %5.3lf %%\n", 100.0 * r.delta_p_mean.value, 100.0 * r.delta_p_mean.error);
+  const Distribution& d = r.delta_p;
+  append(out, "Maximum Δp: %6.3lf%%\n99.9%%   Δp: %6.3lf%%\n99.0%%   Δp: %6.3lf%%\n95.0%%   Δp: %6.3lf%%\n",
+         100.0 * d.max, 100.0 * d.p99_9, 100.0 * d.p99, 100.0 * d.p95);
+  append(out, "90.0%%   Δp: %6.3lf%%\n75.0%%   Δp: %6.3lf%%\nMedian  Δp: %6.3lf%%\n25.0%%   Δp: %6.3lf%%\n",
+         100.0 * d.p90, 100.0 * d.p75, 100.0 * d.median, 100.0 * d.p25);
+  append(out, "10.0%%   Δp: %6.3lf%%\n 5.0%%   Δp: %6.3lf%%\n 1.0%%   Δp: %6.3lf%%\n 0.1%%   Δp: %6.3lf%%\n",
+         100.0 * d.p10, 100.0 * d.p5, 100.0 * d.p1, 100.0 * d.p0_1);
+  append(out, "Minimum Δp: %6.3lf%%\n", 100.0 * d.min);
+  append(out, "RMS Δp    : %6.3lf ± %5.3lf %%\n", 100.0 * r.delta_p_rms.value, 100.0 * r.delta_p_rms.error);
+  append(out, "Same top p: %6.3lf ± %5.3lf %%\n", 100.0 * r.same_top1.value, 100.0 * r.same_top1.error);
+  return out;
 }
 
 }  // namespace kvgate::scoring

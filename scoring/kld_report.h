@@ -21,6 +21,7 @@
 // dropped, and all arithmetic is double. So a kvgate KLD is slightly more exact, not
 // differently defined.
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "scoring/token_metrics.h"
@@ -33,13 +34,14 @@ struct ValueWithError {
 };
 
 struct Distribution {
-  double max = 0.0, p99_9 = 0.0, p99 = 0.0, p95 = 0.0, p90 = 0.0, median = 0.0;
-  double p10 = 0.0, p5 = 0.0, p1 = 0.0, p0_1 = 0.0, min = 0.0;
+  double max = 0.0, p99_9 = 0.0, p99 = 0.0, p95 = 0.0, p90 = 0.0, p75 = 0.0, median = 0.0;
+  double p25 = 0.0, p10 = 0.0, p5 = 0.0, p1 = 0.0, p0_1 = 0.0, min = 0.0;
 };
 
 struct KldReport {
   size_t count = 0;
   ValueWithError ppl_q, ppl_base, ln_ppl_ratio;
+  ValueWithError ppl_ratio;     // exp(ln ratio) ± ratio · its error
   ValueWithError kld_mean;
   Distribution kld;
   ValueWithError delta_p_mean;  // as a fraction (llama.cpp prints ×100 %)
@@ -65,6 +67,10 @@ class KldAccumulator {
   size_t same_top_ = 0;
   std::vector<double> kld_values_, dp_values_;
 };
+
+// The statistics sections as llama.cpp prints them (same labels and number formats, Δp and
+// same-top in %), so a kvgate report can be read side by side with llama-perplexity's.
+std::string format_kld_report(const KldReport& r);
 
 // llama.cpp's mean ± uncertainty from running sums (definition above).
 ValueWithError llama_mean_and_uncertainty(double sum, double sum2, size_t count);

@@ -58,6 +58,7 @@ TEST(KldReport, PerplexitiesAndCorrelatedRatio) {
   EXPECT_NEAR(r.ln_ppl_ratio.value, 0.1, 1e-12);
   // NLL_q − NLL_ref is the same everywhere, so the covariance cancels the variances.
   EXPECT_NEAR(r.ln_ppl_ratio.error, 0.0, 1e-6);
+  EXPECT_NEAR(r.ppl_ratio.value, 1.1051709180756477, 1e-12);  // e^0.1
 }
 
 TEST(KldReport, DeltaPAndSameTop) {
@@ -67,6 +68,8 @@ TEST(KldReport, DeltaPAndSameTop) {
   EXPECT_NEAR(r.delta_p.median, 0.0, 1e-15);
   EXPECT_EQ(r.delta_p.max, 0.1);
   EXPECT_EQ(r.delta_p.min, -0.1);
+  EXPECT_EQ(r.delta_p.p75, 0.1);   // position 8.25 among six -0.1 then six 0.1
+  EXPECT_EQ(r.delta_p.p25, -0.1);  // position 2.75
   EXPECT_NEAR(r.delta_p_rms.value, 0.1, 1e-12);
   EXPECT_NEAR(r.delta_p_rms.error, 0.0, 1e-9);  // every Δp² is 0.01
   EXPECT_DOUBLE_EQ(r.same_top1.value, 0.75);
@@ -113,6 +116,17 @@ TEST(KldReport, IdenticalConfigsReportNoChange) {
   EXPECT_EQ(r.delta_p_rms.error, 0.0);
   EXPECT_EQ(r.same_top1.value, 1.0);
   EXPECT_EQ(r.same_top1.error, 0.0);
+}
+
+TEST(KldReport, FormattedLikeLlamaCpp) {
+  const std::string text = format_kld_report(twelve_positions().report());
+  EXPECT_NE(text.find("Mean    KLD:   6.500000 ±   1.040833\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Maximum KLD:  12.000000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("90.0%   KLD:  10.900000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Mean PPL(base)                :   2.000000 ±"), std::string::npos) << text;
+  EXPECT_NE(text.find("Mean    Δp:  0.000 ± 3.015 %\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Same top p: 75.000 ± 13.056 %\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("RMS Δp    : 10.000 ± 0.000 %\n"), std::string::npos) << text;
 }
 
 TEST(KldReport, EmptyIsAnError) { EXPECT_THROW(KldAccumulator().report(), Error); }
