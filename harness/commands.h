@@ -12,5 +12,6 @@ struct CommandContext {
 void add_model_commands(CLI::App& app, CommandContext& ctx);
 void add_tokenize_commands(CLI::App& app, CommandContext& ctx);
 void add_runs_commands(CLI::App& app, CommandContext& ctx);
+void add_workload_commands(CLI::App& app, CommandContext& ctx);
 
 }  // namespace kvgate::harness

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
     kvgate::harness::add_model_commands(app, ctx);
     kvgate::harness::add_tokenize_commands(app, ctx);
     kvgate::harness::add_runs_commands(app, ctx);
+    kvgate::harness::add_workload_commands(app, ctx);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
