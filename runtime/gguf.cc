@@ -38,6 +38,9 @@ constexpr uint32_t kMaxDims = 4;
 // Real files nest arrays at most once or twice; the bound keeps hostile nesting off the stack.
 constexpr int kMaxArrayDepth = 8;
 constexpr uint32_t kDefaultAlignment = 32;
+// Each nested array costs ~150 bytes of index for 12 bytes of file; the cap keeps a hostile
+// file of nested empty arrays from turning into gigabytes of heap. Real files have a handful.
+constexpr uint64_t kMaxNestedArrays = uint64_t{1} << 20;
 
 // Smallest encoding of one element of each type, used to bound counts by the bytes left.
 constexpr uint64_t kStringMinBytes = 8;               // u64 length, empty body
@@ -291,6 +294,9 @@ class GgufParser {
       a.strings.reserve(a.count);
       for (uint64_t k = 0; k < a.count; ++k) a.strings.push_back(read_string("array string"));
     } else if (a.element_type == GgufValueType::array) {
+      nested_arrays_ += a.count;
+      if (nested_arrays_ > kMaxNestedArrays)
+        fail(count_at, "more than " + num(kMaxNestedArrays) + " nested arrays in the file");
       a.arrays.reserve(a.count);
       for (uint64_t k = 0; k < a.count; ++k) a.arrays.push_back(read_value(GgufValueType::array, depth + 1));
     } else {
@@ -440,6 +446,7 @@ class GgufParser {
   uint64_t tensor_count_at_ = 0;
   uint64_t tensor_count_ = 0;
   uint64_t kv_count_ = 0;
+  uint64_t nested_arrays_ = 0;
   std::vector<TensorInfoAt> infos_;
 };
 

@@ -403,6 +403,15 @@ TEST(GgufMalformed, DeepNestingAndEmptyNames) {
   expect_input_error(tensor.finish(), "empty tensor name", 24);
 }
 
+TEST(GgufMalformed, MillionsOfNestedEmptyArraysAreCapped) {
+  const uint64_t count = (uint64_t{1} << 20) + 1;
+  GgufWriter w;
+  ByteBuffer& b = w.begin_kv("k", kArray);
+  b.put<uint32_t>(kArray).put<uint64_t>(count);
+  for (uint64_t k = 0; k < count; ++k) b.put<uint32_t>(kU8).put<uint64_t>(0);
+  expect_input_error(w.finish(), "more than 1048576 nested arrays", 24 + 9 + 4 + 4);
+}
+
 TEST(GgufMalformed, HostileKeysStayOnOneLine) {
   GgufWriter w;
   w.add<uint32_t>("a\nb", kU32, 1);
