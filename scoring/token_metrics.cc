@@ -9,9 +9,17 @@
 
 namespace kvgate::scoring {
 
-void log_softmax(std::span<const float> logits, std::span<double> out) {
-  if (logits.empty()) throw_input_error("log_softmax: empty logit vector");
-  if (out.size() != logits.size()) throw_internal_error("log_softmax: output size differs from input size");
+namespace {
+
+struct Normalizer {
+  double sum_shifted_exp;  // Σ exp(x_i − max)
+  double log_norm;         // ln Σ exp(x_i) = max + ln(sum_shifted_exp)
+};
+
+// Validates the logits and computes the softmax normalizer; if `shifted_exp` is non-empty it
+// receives exp(x_i − max), the unnormalized probabilities, so callers need no second exp.
+Normalizer normalize(std::span<const float> logits, std::span<double> shifted_exp) {
+  if (logits.empty()) throw_input_error("logits: empty vector");
   double max_logit = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < logits.size(); ++i) {
     const double v = logits[i];
@@ -22,14 +30,15 @@ void log_softmax(std::span<const float> logits, std::span<double> out) {
   if (max_logit == -std::numeric_limits<double>::infinity())
     throw_input_error("logits: every entry is -inf, no distribution is defined");
   double sum_exp = 0.0;
-  for (float v : logits) sum_exp += std::exp(static_cast<double>(v) - max_logit);
-  const double log_norm = max_logit + std::log(sum_exp);
-  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - log_norm;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const double e = std::exp(static_cast<double>(logits[i]) - max_logit);
+    if (!shifted_exp.empty()) shifted_exp[i] = e;
+    sum_exp += e;
+  }
+  return {sum_exp, max_logit + std::log(sum_exp)};
 }
 
-namespace {
-
-uint32_t argmax_first(std::span<const double> values) {
+uint32_t argmax_first(std::span<const float> values) {
   size_t best = 0;
   for (size_t i = 1; i < values.size(); ++i)
     if (values[i] > values[best]) best = i;
@@ -37,6 +46,12 @@ uint32_t argmax_first(std::span<const double> values) {
 }
 
 }  // namespace
+
+void log_softmax(std::span<const float> logits, std::span<double> out) {
+  if (out.size() != logits.size()) throw_internal_error("log_softmax: output size differs from input size");
+  const double log_norm = normalize(logits, {}).log_norm;
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - log_norm;
+}
 
 PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
                                     uint32_t correct_token) {
@@ -46,25 +61,29 @@ PositionComparison compare_position(std::span<const float> ref_logits, std::span
   if (correct_token >= ref_logits.size())
     throw_input_error("compare_position: correct token " + std::to_string(correct_token) +
                       " is outside the vocabulary of " + std::to_string(ref_logits.size()));
-  std::vector<double> log_ref(ref_logits.size()), log_q(q_logits.size());
-  log_softmax(ref_logits, log_ref);
-  log_softmax(q_logits, log_q);
+  std::vector<double> ref_exp(ref_logits.size());
+  const Normalizer ref = normalize(ref_logits, ref_exp);
+  const double log_norm_ref = ref.log_norm;
+  const double log_norm_q = normalize(q_logits, {}).log_norm;
 
-  PositionComparison c;
+  // KL(ref || q) = Σ p_ref (ln p_ref − ln q), each log-probability formed as logit − log
+  // normalizer, so identical inputs cancel term by term to exactly 0.
   double kld = 0.0;
-  for (size_t i = 0; i < log_ref.size(); ++i) {
-    // A token the reference never produces contributes nothing, even where q is also -inf.
-    if (log_ref[i] == -std::numeric_limits<double>::infinity()) continue;
-    kld += std::exp(log_ref[i]) * (log_ref[i] - log_q[i]);
+  for (size_t i = 0; i < ref_logits.size(); ++i) {
+    if (ref_exp[i] == 0.0) continue;  // the reference never produces this token
+    const double log_ref = static_cast<double>(ref_logits[i]) - log_norm_ref;
+    const double log_q = static_cast<double>(q_logits[i]) - log_norm_q;
+    kld += ref_exp[i] / ref.sum_shifted_exp * (log_ref - log_q);
   }
+  PositionComparison c;
   c.kld = kld;
-  c.nll_ref = -log_ref[correct_token];
-  c.nll_q = -log_q[correct_token];
-  c.p_ref = std::exp(log_ref[correct_token]);
-  c.p_q = std::exp(log_q[correct_token]);
+  c.nll_ref = log_norm_ref - static_cast<double>(ref_logits[correct_token]);
+  c.nll_q = log_norm_q - static_cast<double>(q_logits[correct_token]);
+  c.p_ref = std::exp(-c.nll_ref);
+  c.p_q = std::exp(-c.nll_q);
   c.delta_p = c.p_q - c.p_ref;
-  c.top1_ref = argmax_first(log_ref);
-  c.top1_q = argmax_first(log_q);
+  c.top1_ref = argmax_first(ref_logits);
+  c.top1_q = argmax_first(q_logits);
   c.same_top1 = c.top1_ref == c.top1_q;
   return c;
 }
