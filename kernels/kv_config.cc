@@ -240,18 +240,33 @@ FormatSpec parse_side(std::string_view spec, std::string_view text, bool value_s
   return out;
 }
 
+std::string names_for_role(bool values) {
+  std::string out;
+  for (const FormatInfo* f : all_formats())
+    if (values ? f->for_values : f->for_keys) out.append(out.empty() ? "" : ", ").append(f->name);
+  return out;
+}
+
 void check_role(std::string_view spec, const FormatSpec& f, bool as_value) {
   if (as_value && !f.format->for_values)
     spec_error(spec, std::string(f.format->name) + " is a key-only format and cannot store values" +
-                         " (name a value format after '/', e.g. " + std::string(f.format->name) + "/4)");
+                         " (name a value format after '/', e.g. " + std::string(f.format->name) +
+                         "/4); value formats: " + names_for_role(true));
   if (!as_value && !f.format->for_keys)
-    spec_error(spec, std::string(f.format->name) + " is a value-only format and cannot store keys");
+    spec_error(spec, std::string(f.format->name) + " is a value-only format and cannot store keys; key formats: " +
+                         names_for_role(false));
 }
 
 // BASE := PAIR_ALIAS | SIDE [ '/' SIDE ]; a pair alias may bring its own overrides.
 void parse_base(std::string_view spec, std::string_view text, KvConfig& out) {
   if (const ConfigAlias* a = find_config_alias(text)) {
-    KvConfig expanded = parse_kv_config(a->expansion);
+    KvConfig expanded;
+    try {
+      expanded = parse_kv_config(a->expansion);
+    } catch (const Error& e) {
+      // Only reachable while a family the alias names is missing from the build.
+      spec_error(spec, quote(text) + " means " + quote(a->expansion) + ", which fails: " + e.what());
+    }
     out.key = expanded.key;
     out.value = expanded.value;
     out.overrides.insert(out.overrides.end(), expanded.overrides.begin(), expanded.overrides.end());
