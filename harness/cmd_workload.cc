@@ -315,14 +315,15 @@ void run_capacity(const CapacityFlags& f) {
              sim.mem_util);
   fmt::print("trace  {} ({}), {} requests, time scale {}\n\n", trace.source, wl::format_name(trace.format),
              trace.requests.size(), sim.time_scale);
-  fmt::print("{:<22} {:>9} {:>6} {:>9} {:>10} {:>6} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}\n", "kv", "B/token",
-             "bits", "KV GiB", "KV tokens", "hit%", "evicted", "recomputed", "queue95", "TTFT50", "TTFT95", "TTFT99",
-             "TPOT50", "out tok/s");
+  fmt::print("{:<22} {:>9} {:>6} {:>9} {:>10} {:>6} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}\n", "kv",
+             "B/token", "bits", "KV GiB", "KV tokens", "hit%", "evicted", "recomputed", "queue95", "TTFT50", "TTFT95",
+             "TTFT99", "TPOT50", "TPOT95", "out tok/s");
   for (const auto& [r, typed] : results) {
-    fmt::print("{:<22} {:>9.0f} {:>6.2f} {:>9.1f} {:>10} {:>6.1f} {:>11} {:>11} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.4f} {:>9.0f}\n",
+    fmt::print("{:<22} {:>9.0f} {:>6.2f} {:>9.1f} {:>10} {:>6.1f} {:>11} {:>11} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.4f} {:>8.4f} {:>9.0f}\n",
                typed.substr(0, 22), r.kv_bytes_per_token, r.kv_bits_per_element,
                r.kv_budget_bytes / kGiB, r.kv_token_capacity, 100 * r.hit_rate, r.evicted_tokens, r.recomputed_tokens,
-               r.queue_delay_s.p95, r.ttft_s.p50, r.ttft_s.p95, r.ttft_s.p99, r.tpot_s.p50, r.output_tokens_per_s);
+               r.queue_delay_s.p95, r.ttft_s.p50, r.ttft_s.p95, r.ttft_s.p99, r.tpot_s.p50, r.tpot_s.p95,
+               r.output_tokens_per_s);
   }
   fmt::print("\n");
   for (const auto& [r, typed] : results)

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/run_cli.h"
+#include "tests/runtime/gguf_writer.h"
 
 namespace kvgate::testing {
 namespace {
@@ -118,6 +119,36 @@ TEST(WorkloadCli, CapacityReportsEveryConfigAndUsageErrors) {
   EXPECT_EQ(run_kvgate("capacity --trace " + trace + " --mem-util 1.5").exit_code, 2);
   EXPECT_EQ(run_kvgate("capacity --trace " + trace + " --kv-overhead f16").exit_code, 2);
   EXPECT_EQ(run_kvgate("capacity --trace " + trace + " --model-arch /nonexistent/model.gguf").exit_code, 2);
+  std::remove(trace.c_str());
+}
+
+TEST(WorkloadCli, CapacityReadsTheModelShapeFromAGgufFile) {
+  GgufWriter w;
+  add_tiny_llama_metadata(w);  // 2 layers, 4 heads, 2 KV heads, embedding 32: head_dim 8
+  w.add_tensor("token_embd.weight", kTF32, {32, 8}, pattern_bytes(32 * 8 * 4, 1));
+  const std::vector<uint8_t> bytes = w.finish();
+  const std::string model = ::testing::TempDir() + "kvgate_wl_tiny_" + std::to_string(::getpid()) + ".gguf";
+  write_file(model, bytes);
+  const std::string trace = temp_file("one.jsonl", "{\"timestamp_ms\": 0, \"input_tokens\": 50, \"output_tokens\": 4}\n");
+
+  const CliResult r = run_kvgate("capacity --trace " + trace + " --model-arch " + model + " --kv f16 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = parse_out(r);
+  EXPECT_EQ(j["model"]["name"], "tiny");
+  EXPECT_EQ(j["model"]["layers"], 2);
+  EXPECT_EQ(j["model"]["kv_heads"], 2);
+  EXPECT_EQ(j["model"]["head_dim"], 8);
+  EXPECT_DOUBLE_EQ(j["model"]["params"].get<double>(), 256.0);
+  EXPECT_DOUBLE_EQ(j["model"]["weight_bytes"].get<double>(), 1024.0);
+  // 2 layers x 2 KV heads x 8 x (K + V) x 2 bytes.
+  EXPECT_DOUBLE_EQ(j["configs"][0]["kv_bytes_per_token"].get<double>(), 128.0);
+  EXPECT_EQ(j["configs"][0]["completed"], 1);
+
+  write_file(model, std::vector<uint8_t>(bytes.begin(), bytes.begin() + bytes.size() / 2));
+  const CliResult truncated = run_kvgate("capacity --trace " + trace + " --model-arch " + model + " --kv f16");
+  EXPECT_EQ(truncated.exit_code, 2) << truncated.err;
+  EXPECT_NE(truncated.err.find(model), std::string::npos) << truncated.err;
+  std::remove(model.c_str());
   std::remove(trace.c_str());
 }
 

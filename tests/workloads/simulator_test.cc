@@ -53,6 +53,24 @@ TEST(Simulator, OneRequestFollowsTheRooflineExactly) {
   EXPECT_EQ(r.verdict, "weight-bound");  // 2 MB of weights dwarf 6 KB of cache
 }
 
+TEST(Simulator, TimeScaleStretchesArrivals) {
+  // Two independent requests 10 s apart: at time scale 3 the second arrives at 30 s, and
+  // nothing else changes because the GPU is idle in between.
+  const Trace t = small_trace(
+      "{\"timestamp_ms\": 0, \"input_tokens\": 100, \"output_tokens\": 5}\n"
+      "{\"timestamp_ms\": 10000, \"input_tokens\": 100, \"output_tokens\": 5}\n");
+  const ModelShape m = find_model_preset("SmolLM2-135M");
+  const GpuSpec gpu = find_gpu_preset("H100");
+  const KvCandidate kv{"f16", 23040, 16, 1.0};
+  SimOptions opt;
+  const SimResult base = simulate_capacity(t, m, gpu, kv, opt);
+  opt.time_scale = 3;
+  const SimResult slow = simulate_capacity(t, m, gpu, kv, opt);
+  EXPECT_DOUBLE_EQ(slow.ttft_s.max, base.ttft_s.max);
+  EXPECT_NEAR(slow.makespan_s - base.makespan_s, 20.0, 1e-9);
+  EXPECT_EQ(base.queue_delay_s.max, 0.0);
+}
+
 TEST(Simulator, UnboundedMemoryReachesTheProfilesReuse) {
   AgenticOptions g;
   g.sessions = 12, g.concurrency = 4, g.rounds = 4, g.seed = 3;
