@@ -51,6 +51,9 @@ Trace generate_agentic_trace(const AgenticOptions& o) {
   const double longest = static_cast<double>(o.system_tokens + o.session_prefix_tokens) +
                          static_cast<double>(o.rounds) * static_cast<double>(o.input_tokens + o.output_tokens) * (1 + o.jitter);
   if (longest > 1e9) throw_usage_error("the last round's prompt would exceed 1e9 tokens; use fewer rounds or tokens");
+  // Every round lists an id per block of its whole prompt; keep the trace within memory.
+  if (static_cast<double>(o.sessions) * o.rounds * (longest / o.block_tokens + 1) > 2e8)
+    throw_usage_error("the trace would hold more than 2e8 block ids; use fewer sessions, rounds or tokens, or larger --block-tokens");
 
   Trace trace;
   trace.source = "generated";

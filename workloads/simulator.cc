@@ -117,6 +117,15 @@ class BlockPool {
     return slot;
   }
 
+  // Takes n blocks that will hold no hash; returns the tokens of the cached blocks evicted.
+  int64_t take_anonymous(int64_t n) {
+    const int64_t from_free = std::min(n, free_);
+    free_ -= from_free;
+    int64_t evicted = 0;
+    for (int64_t i = from_free; i < n; ++i) evicted += take_block();
+    return evicted;
+  }
+
   void unpin(int32_t slot) {
     Slot& s = slots_[slot];
     if (--s.refs == 0) push_back(slot);
@@ -316,7 +325,7 @@ class Simulator {
       run.pinned[i] = slot;
     }
     run.anonymous_blocks = total_blocks - static_cast<int64_t>(n_keys);
-    for (int64_t i = 0; i < run.anonymous_blocks; ++i) out_.evicted_tokens += pool_->take_block();
+    out_.evicted_tokens += pool_->take_anonymous(run.anonymous_blocks);
 
     out_.prompt_tokens += r.input_tokens;
     out_.hit_tokens += hit_tokens;
