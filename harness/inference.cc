@@ -1,0 +1,101 @@
+#include "harness/inference.h"
+
+#include <chrono>
+#include <cmath>
+#include <span>
+
+#include "core/error.h"
+#include "runtime/model_store.h"
+#include "scoring/token_metrics.h"
+
+namespace kvgate::harness {
+
+LoadedModel load_model(const std::string& model_flag) {
+  LoadedModel lm;
+  lm.model = runtime::Model::load(runtime::resolve_model_path(model_flag));
+  lm.tokenizer = runtime::Tokenizer::from_gguf(lm.model->gguf());
+  return lm;
+}
+
+void teacher_force(ThreadPool& pool, const runtime::Model& model, const kernels::KvConfig& config,
+                   const std::vector<int32_t>& tokens, int chunk_tokens, int64_t first_scored,
+                   const std::function<void(int64_t, const float*)>& on_logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const size_t vocab = model.arch().n_vocab;
+  auto cache = model.make_cache(config, n);
+  const kernels::SeqId seq = cache->create_sequence();
+  std::vector<float> logits;
+  for (int64_t start = 0; start < n; start += chunk_tokens) {
+    const int64_t len = std::min<int64_t>(chunk_tokens, n - start);
+    logits.resize(static_cast<size_t>(len) * vocab);
+    model.forward(pool, *cache, seq, std::span<const int32_t>(tokens.data() + start, static_cast<size_t>(len)), true,
+                  logits.data());
+    for (int64_t i = 0; i < len; ++i) {
+      const int64_t pos = start + i;
+      if (pos >= first_scored && pos + 1 < n) on_logits(pos, logits.data() + static_cast<size_t>(i) * vocab);
+    }
+  }
+}
+
+PerplexityResult run_perplexity(ThreadPool& pool, const LoadedModel& lm, const std::vector<int32_t>& tokens,
+                                const kernels::KvConfig& candidate, const kernels::KvConfig* ref,
+                                const PerplexityOptions& options,
+                                const std::function<void(int done, int total)>& progress) {
+  if (options.ctx < 8) throw_usage_error("--ctx must be at least 8 tokens, got " + std::to_string(options.ctx));
+  const int64_t available = static_cast<int64_t>(tokens.size()) / options.ctx;
+  if (available == 0)
+    throw_usage_error("the text has " + std::to_string(tokens.size()) + " tokens, fewer than one chunk of --ctx " +
+                      std::to_string(options.ctx));
+  const int chunks = static_cast<int>(options.max_chunks > 0 ? std::min<int64_t>(available, options.max_chunks) : available);
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t vocab = lm.model->arch().n_vocab;
+  const int64_t first = options.ctx / 2;
+
+  PerplexityResult result;
+  result.has_ref = ref != nullptr;
+  scoring::KldAccumulator acc;
+  double nll_sum = 0.0, nll_sum2 = 0.0;
+  size_t count = 0;
+  std::vector<float> ref_rows;  // only the scored rows of one chunk: [ctx - first - 1][vocab]
+  std::vector<double> log_probs(vocab);
+  for (int c = 0; c < chunks; ++c) {
+    std::vector<int32_t> chunk(tokens.begin() + static_cast<int64_t>(c) * options.ctx,
+                               tokens.begin() + static_cast<int64_t>(c + 1) * options.ctx);
+    if (lm.tokenizer.add_bos() && lm.tokenizer.bos_id()) chunk[0] = *lm.tokenizer.bos_id();
+    if (ref) {
+      ref_rows.assign(static_cast<size_t>(options.ctx - first - 1) * vocab, 0.0f);
+      teacher_force(pool, *lm.model, *ref, chunk, options.batch, first, [&](int64_t pos, const float* row) {
+        std::copy(row, row + vocab, ref_rows.begin() + static_cast<int64_t>(pos - first) * static_cast<int64_t>(vocab));
+      });
+    }
+    teacher_force(pool, *lm.model, candidate, chunk, options.batch, first, [&](int64_t pos, const float* row) {
+      const uint32_t target = static_cast<uint32_t>(chunk[static_cast<size_t>(pos + 1)]);
+      std::span<const float> q(row, vocab);
+      if (ref) {
+        std::span<const float> r(ref_rows.data() + static_cast<size_t>(pos - first) * vocab, vocab);
+        const scoring::PositionComparison cmp = scoring::compare_position(r, q, target);
+        acc.add(cmp);
+        nll_sum += cmp.nll_q;
+        nll_sum2 += cmp.nll_q * cmp.nll_q;
+      } else {
+        scoring::log_softmax(q, log_probs);
+        const double nll = -log_probs[target];
+        nll_sum += nll;
+        nll_sum2 += nll * nll;
+      }
+      ++count;
+    });
+    result.chunk_ppl.push_back(std::exp(nll_sum / static_cast<double>(count)));
+    if (progress) progress(c + 1, chunks);
+  }
+  result.chunks = chunks;
+  result.scored_tokens = count;
+  const scoring::ValueWithError nll = scoring::llama_mean_and_uncertainty(nll_sum, nll_sum2, count);
+  result.ppl.value = std::exp(nll.value);
+  result.ppl.error = result.ppl.value * nll.error;
+  if (ref) result.kld = acc.report();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace kvgate::harness

@@ -1,0 +1,57 @@
+#pragma once
+// What the inference commands share: a loaded model with its tokenizer, and the two passes
+// that teacher-force a token sequence through a KV config (perplexity, KLD against a reference).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/kv_config.h"
+#include "runtime/model.h"
+#include "runtime/tokenizer.h"
+#include "scoring/kld_report.h"
+
+namespace kvgate::harness {
+
+struct LoadedModel {
+  std::unique_ptr<runtime::Model> model;
+  runtime::Tokenizer tokenizer;
+};
+
+// --model PATH or the cached default model.
+LoadedModel load_model(const std::string& model_flag);
+
+// One config's pass over a token sequence with a fresh cache: logits[i] predicts tokens[i+1].
+// Calls on_logits(i, logits_row) for positions [first_scored, n-1), in order.
+void teacher_force(ThreadPool& pool, const runtime::Model& model, const kernels::KvConfig& config,
+                   const std::vector<int32_t>& tokens, int chunk_tokens, int64_t first_scored,
+                   const std::function<void(int64_t, const float*)>& on_logits);
+
+struct PerplexityOptions {
+  int ctx = 512;           // tokens per chunk (llama.cpp's -c)
+  int max_chunks = 0;      // 0 = all
+  int batch = 512;         // tokens per forward call inside a chunk
+};
+
+struct PerplexityResult {
+  int chunks = 0;
+  size_t scored_tokens = 0;
+  scoring::ValueWithError ppl;            // candidate config
+  std::vector<double> chunk_ppl;          // running value after each chunk, as llama.cpp prints
+  bool has_ref = false;
+  scoring::KldReport kld;                 // when a reference config was given
+  double seconds = 0.0;
+};
+
+// llama.cpp's definition: the text is cut into chunks of ctx tokens, each evaluated from an
+// empty cache, and only the second half of each chunk is scored. With `ref`, the reference
+// pass runs on the same chunk right before the candidate, in the same process, and only the
+// scored rows of its logits are kept (never the whole text's).
+PerplexityResult run_perplexity(ThreadPool& pool, const LoadedModel& lm, const std::vector<int32_t>& tokens,
+                                const kernels::KvConfig& candidate, const kernels::KvConfig* ref,
+                                const PerplexityOptions& options,
+                                const std::function<void(int done, int total)>& progress);
+
+}  // namespace kvgate::harness
