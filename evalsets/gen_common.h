@@ -1,0 +1,52 @@
+#pragma once
+// Helpers the domain generators share: seeded choices and locale-free number formatting
+// (money is kept in integer cents so sums are exact).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "evalsets/generate.h"
+#include "evalsets/item.h"
+
+namespace kvgate::evalsets::gen {
+
+template <typename T, size_t N>
+const T& pick(Rng& rng, const T (&options)[N]) {
+  return options[rng.below(N)];
+}
+template <typename T>
+const T& pick(Rng& rng, const std::vector<T>& options) {
+  return options[rng.below(options.size())];
+}
+// Uniform integer in [lo, hi].
+inline int64_t between(Rng& rng, int64_t lo, int64_t hi) {
+  return lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(hi - lo + 1)));
+}
+// Fisher–Yates with the project RNG (std::shuffle's algorithm is implementation-defined).
+template <typename T>
+void shuffle(Rng& rng, std::vector<T>& v) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
+}
+
+std::string cents_text(int64_t cents);           // 123456 -> "1234.56"
+std::string thousands_text(int64_t value);       // 1250000 -> "1,250,000"
+std::string pad(int64_t value, int width);       // zero-padded decimal
+std::string iso_date(int day_of_year_2024);      // 0-based day of 2024 -> "2024-03-15"
+void month_day_2024(int day_of_year, int& month, int& day);
+
+// Picks the item's length target inside the range.
+size_t target_tokens(Rng& rng, TokenRange range);
+
+Message system_message(std::string content);
+Message user_message(std::string content);
+Message assistant_message(std::string content);
+
+EvalItem make_tables_item(Rng& rng, size_t target);
+EvalItem make_diffs_item(Rng& rng, size_t target);
+EvalItem make_korean_item(Rng& rng, size_t target);
+EvalItem make_policy_item(Rng& rng, size_t target);
+EvalItem make_agentic_item(Rng& rng, size_t target);
+
+}  // namespace kvgate::evalsets::gen
