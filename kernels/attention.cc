@@ -95,7 +95,8 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
       const int64_t pos = s.position[r];
       for (int64_t t = std::max<int64_t>(pos + 1 - ps, 0); t < n; ++t) row[t] = -INFINITY;
       float chunk_max = -INFINITY;
-      for (int t = 0; t < n; ++t) chunk_max = std::fmax(chunk_max, row[t]);
+      // A plain compare, not std::fmax: scores are never NaN here and fmax is a libm call per score.
+      for (int t = 0; t < n; ++t) chunk_max = row[t] > chunk_max ? row[t] : chunk_max;
       if (chunk_max == -INFINITY) {
         std::fill_n(row, n, 0.0f);
         continue;
