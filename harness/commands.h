@@ -10,6 +10,8 @@ struct CommandContext {
 };
 
 void add_model_commands(CLI::App& app, CommandContext& ctx);
+void add_kv_commands(CLI::App& app, CommandContext& ctx);
+void add_bench_commands(CLI::App& app, CommandContext& ctx);
 void add_tokenize_commands(CLI::App& app, CommandContext& ctx);
 void add_runs_commands(CLI::App& app, CommandContext& ctx);
 void add_workload_commands(CLI::App& app, CommandContext& ctx);

@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
   kvgate::harness::CommandContext ctx;
   try {
     kvgate::harness::add_model_commands(app, ctx);
+    kvgate::harness::add_kv_commands(app, ctx);
+#ifdef KVGATE_HAVE_BENCH
+    kvgate::harness::add_bench_commands(app, ctx);
+#endif
     kvgate::harness::add_tokenize_commands(app, ctx);
     kvgate::harness::add_runs_commands(app, ctx);
     kvgate::harness::add_workload_commands(app, ctx);
