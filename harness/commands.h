@@ -10,6 +10,7 @@ struct CommandContext {
 };
 
 void add_model_commands(CLI::App& app, CommandContext& ctx);
+void add_evalset_commands(CLI::App& app, CommandContext& ctx);
 void add_kv_commands(CLI::App& app, CommandContext& ctx);
 void add_bench_commands(CLI::App& app, CommandContext& ctx);
 void add_tokenize_commands(CLI::App& app, CommandContext& ctx);

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   kvgate::harness::CommandContext ctx;
   try {
     kvgate::harness::add_model_commands(app, ctx);
+    kvgate::harness::add_evalset_commands(app, ctx);
     kvgate::harness::add_kv_commands(app, ctx);
 #ifdef KVGATE_HAVE_BENCH
     kvgate::harness::add_bench_commands(app, ctx);
