@@ -122,6 +122,24 @@ TEST(WorkloadCli, CapacityReportsEveryConfigAndUsageErrors) {
   std::remove(trace.c_str());
 }
 
+TEST(WorkloadCli, OverheadFactorsComeFromAFileAndMatchSpecsByMeaning) {
+  const std::string trace = temp_file("ovh.jsonl", "{\"timestamp_ms\": 0, \"input_tokens\": 500, \"output_tokens\": 50}\n");
+  const std::string factors = temp_file("ovh.json", "{\"fp8_e4m3\": 2.0, \"tq4/4\": 1.25}");
+  const CliResult r = run_kvgate("capacity --trace " + trace + " --kv fp8,tq4/4,f16 --kv-overhead-file " + factors + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = parse_out(r);
+  EXPECT_DOUBLE_EQ(j["configs"][0]["overhead_factor"].get<double>(), 2.0);  // `fp8` is fp8_e4m3
+  EXPECT_DOUBLE_EQ(j["configs"][1]["overhead_factor"].get<double>(), 1.25);
+  EXPECT_DOUBLE_EQ(j["configs"][2]["overhead_factor"].get<double>(), 1.0);
+
+  const std::string broken = temp_file("broken.json", "{\"fp8\": \"fast\"}");
+  const CliResult bad = run_kvgate("capacity --trace " + trace + " --kv fp8 --kv-overhead-file " + broken);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(broken), std::string::npos) << bad.err;
+  EXPECT_EQ(run_kvgate("capacity --trace " + trace + " --kv fp8 --kv-overhead fp8=-1").exit_code, 2);
+  for (const auto& p : {trace, factors, broken}) std::remove(p.c_str());
+}
+
 TEST(WorkloadCli, CapacityReadsTheModelShapeFromAGgufFile) {
   GgufWriter w;
   add_tiny_llama_metadata(w);  // 2 layers, 4 heads, 2 KV heads, embedding 32: head_dim 8

@@ -53,6 +53,24 @@ TEST(Simulator, OneRequestFollowsTheRooflineExactly) {
   EXPECT_EQ(r.verdict, "weight-bound");  // 2 MB of weights dwarf 6 KB of cache
 }
 
+TEST(Simulator, OverheadFactorScalesOnlyTheCacheTraffic) {
+  ModelShape m;
+  m.name = "toy";
+  m.n_layers = 2, m.n_heads = 4, m.n_kv_heads = 2, m.head_dim = 8, m.hidden = 32;
+  m.n_params = 1e3, m.weight_bytes = 2e3;
+  const GpuSpec gpu{"toy-gpu", 1e12, 1e9, 1e15};
+  SimOptions opt;
+  opt.mem_util = 1.0;
+  const Trace t = small_trace("{\"timestamp_ms\": 0, \"input_tokens\": 100, \"output_tokens\": 2}\n");
+  const SimResult plain = simulate_capacity(t, m, gpu, KvCandidate{"kv", 1e4, 0, 1.0}, opt);
+  const SimResult slow = simulate_capacity(t, m, gpu, KvCandidate{"kv", 1e4, 0, 2.0}, opt);
+  // Memory-bound steps: weights 2e3 B, cache traffic 200 then 102 tokens x 1e4 B, at 1 GB/s.
+  EXPECT_DOUBLE_EQ(plain.makespan_s, (2e3 + 200e4) / 1e9 + (2e3 + 102e4) / 1e9);
+  EXPECT_DOUBLE_EQ(slow.makespan_s, (2e3 + 2 * 200e4) / 1e9 + (2e3 + 2 * 102e4) / 1e9);
+  EXPECT_EQ(slow.verdict, "KV-bound");
+  EXPECT_GT(slow.time_kv_s, 0.0);
+}
+
 TEST(Simulator, TimeScaleStretchesArrivals) {
   // Two independent requests 10 s apart: at time scale 3 the second arrives at 30 s, and
   // nothing else changes because the GPU is idle in between.
