@@ -348,8 +348,17 @@ struct UniformDec : NoBlockScale {
     if constexpr (kBits == 8) {
       v[0] = cvt_u8x8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
     } else {
-      uint32_t w = 0;
-      std::memcpy(&w, b, kBits);
+      // Whole-width loads: copying 2 or 3 bytes into a zeroed u32 would stall store forwarding.
+      uint32_t w;
+      if constexpr (kBits == 4) {
+        std::memcpy(&w, b, 4);
+      } else if constexpr (kBits == 2) {
+        uint16_t h;
+        std::memcpy(&h, b, 2);
+        w = h;
+      } else {
+        w = b[0] | (static_cast<uint32_t>(b[1]) << 8) | (static_cast<uint32_t>(b[2]) << 16);
+      }
       const __m256i shifts = _mm256_setr_epi32(0, kBits, 2 * kBits, 3 * kBits, 4 * kBits, 5 * kBits, 6 * kBits, 7 * kBits);
       const __m256i codes = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), shifts),
                                              _mm256_set1_epi32((1 << kBits) - 1));

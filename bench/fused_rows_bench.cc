@@ -1,0 +1,96 @@
+// Fused decode paths of every registry format in isolation: Codec::dot_rows (one query against
+// every key) and Codec::axpy_rows (every value into one accumulator) over 64 MiB of stored rows
+// at head_dim 128, so they stream from DRAM. Throughput is in stored bytes read per CPU second;
+// the bound is memcpy of the same 64 MiB in the same run (bytes copied per CPU second). CPU
+// time, not wall time, because build machines are shared.
+//   build/bench/fused_rows_bench --benchmark_min_time=0.3
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "kernels/kv_format.h"
+
+namespace {
+
+namespace kn = kvgate::kernels;
+
+constexpr size_t kBytes = size_t{64} << 20;
+constexpr int kHeadDim = 128;
+
+void BM_copy(benchmark::State& state) {
+  std::vector<uint8_t> src(kBytes, 1), dst(kBytes);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), kBytes);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
+}
+
+struct Rows {
+  std::unique_ptr<kn::Codec> codec;
+  int tokens = 0;
+  std::vector<uint8_t> bytes;
+};
+
+// 1024 distinct quantized groups tiled over 64 MiB: the data is realistic and the setup stays
+// fast even for formats whose quantize costs microseconds per token.
+Rows make_rows(const kn::FormatInfo& f) {
+  constexpr int kDistinct = 1024;
+  Rows r;
+  r.codec = kn::make_codec(f, kHeadDim);
+  const int g = r.codec->token_group();
+  const size_t gb = r.codec->group_bytes();
+  const int groups = static_cast<int>(kBytes / gb);
+  r.tokens = groups * g;
+  r.bytes.resize(static_cast<size_t>(groups) * gb);
+  kvgate::Rng rng(1);
+  std::vector<float> x(static_cast<size_t>(g) * kHeadDim);
+  for (int i = 0; i < kDistinct && i < groups; ++i) {
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    r.codec->quantize(x.data(), r.bytes.data() + static_cast<size_t>(i) * gb);
+  }
+  for (int i = kDistinct; i < groups; ++i)
+    std::memcpy(r.bytes.data() + static_cast<size_t>(i) * gb, r.bytes.data() + static_cast<size_t>(i % kDistinct) * gb, gb);
+  return r;
+}
+
+void BM_dot_rows(benchmark::State& state, const kn::FormatInfo* f) {
+  const Rows r = make_rows(*f);
+  std::vector<float> q(kHeadDim, 0.5f), qp(kHeadDim), scores(r.tokens);
+  r.codec->prepare_query(q.data(), qp.data());
+  for (auto _ : state) {
+    r.codec->dot_rows(qp.data(), 1, r.bytes.data(), r.tokens, scores.data());
+    benchmark::DoNotOptimize(scores.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * r.bytes.size()));
+}
+
+void BM_axpy_rows(benchmark::State& state, const kn::FormatInfo* f) {
+  const Rows r = make_rows(*f);
+  std::vector<float> w(r.tokens, 1e-3f), acc(kHeadDim, 0.0f);
+  for (auto _ : state) {
+    r.codec->axpy_rows(w.data(), 1, r.bytes.data(), r.tokens, acc.data());
+    benchmark::DoNotOptimize(acc.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * r.bytes.size()));
+}
+
+// KIVI-style formats keep a residual window the fused row paths do not see; they are measured
+// by kernels_bench's attention benchmarks instead.
+const int registered = [] {
+  benchmark::RegisterBenchmark("copy", BM_copy);
+  for (const kn::FormatInfo* f : kn::all_formats()) {
+    if (kn::make_codec(*f, kHeadDim)->residual_tokens() > 0) continue;
+    if (f->for_keys) benchmark::RegisterBenchmark(("dot_rows/" + std::string(f->name)).c_str(), BM_dot_rows, f);
+    if (f->for_values) benchmark::RegisterBenchmark(("axpy_rows/" + std::string(f->name)).c_str(), BM_axpy_rows, f);
+  }
+  return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();
