@@ -17,6 +17,16 @@ struct CliResult {
   std::string err;  // stderr
 };
 
+// Where `kvgate model fetch` puts the default model with the caller's environment.
+inline std::string default_model_file() {
+  const char* home = std::getenv("KVGATE_HOME");
+  const std::string dir = home && *home ? std::string(home)
+                                        : std::string(std::getenv("HOME") ? std::getenv("HOME") : "/") + "/.cache/kvgate";
+  return dir + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+inline bool default_model_fetched() { return std::ifstream(default_model_file()).good(); }
+
 inline std::string kvgate_binary() { return std::string(KVGATE_BINARY_DIR) + "/bin/kvgate"; }
 
 inline std::string slurp(const std::string& path) {

@@ -1,0 +1,78 @@
+// End-to-end: generate and perplexity on the real default model, as a user runs them.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/cli/run_cli.h"
+
+namespace kvgate::testing {
+namespace {
+
+#define SKIP_UNLESS_MODEL()                                                                          \
+  if (!default_model_fetched())                                                                      \
+  GTEST_SKIP() << "default model not fetched (" << default_model_file()                              \
+               << " missing); run `kvgate model fetch` first (scripts/test does)"
+
+const std::string kSample = std::string(KVGATE_SOURCE_DIR) + "/tests/data/perplexity_sample.txt";
+
+TEST(InferCli, GreedyContinuationOfAFactIsSensible) {
+  SKIP_UNLESS_MODEL();
+  CliResult r = run_kvgate("generate --prompt 'The capital of France is' -n 8 --kv f32 --json --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["text"].get<std::string>().find("Paris"), std::string::npos) << j.dump();
+  EXPECT_EQ(j["kv"], "f32/f32");
+}
+
+TEST(InferCli, ChatAnswerOfHundredTokensMentionsParis) {
+  SKIP_UNLESS_MODEL();
+  CliResult r = run_kvgate("generate --chat --prompt 'What is the capital of France?' -n 100 --kv f16 --json --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["text"].get<std::string>().find("Paris"), std::string::npos) << j.dump();
+  EXPECT_GT(j["tokens"].size(), 3u);
+}
+
+TEST(InferCli, PerplexityIsDeterministicAndPlausible) {
+  SKIP_UNLESS_MODEL();
+  const std::string cmd = "perplexity --file " + kSample + " --ctx 128 --chunks 3 --kv f16 --json --threads 2";
+  CliResult a = run_kvgate(cmd), b = run_kvgate(cmd);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja["ppl"], jb["ppl"]);  // bit-identical: same inputs, build and thread count
+  const double ppl = ja["ppl"]["value"].get<double>();
+  EXPECT_GT(ppl, 2.0);
+  EXPECT_LT(ppl, 60.0);  // a coherent English text; a broken forward pass gives hundreds or more
+  EXPECT_EQ(ja["scored_tokens"].get<int>(), 3 * (128 - 64 - 1));
+}
+
+// KL divergence against the f32 reference orders configs by how much they throw away.
+TEST(InferCli, KldOrdersConfigsByBitWidth) {
+  SKIP_UNLESS_MODEL();
+  auto mean_kld = [](const std::string& kv) {
+    CliResult r = run_kvgate("perplexity --file " + kSample + " --ctx 128 --chunks 2 --kv " + kv +
+                             " --ref f32 --json --threads 2");
+    EXPECT_EQ(r.exit_code, 0) << kv << ": " << r.err;
+    if (r.exit_code != 0) return -1.0;
+    return nlohmann::json::parse(r.out)["kld"]["mean"]["value"].get<double>();
+  };
+  const double f16 = mean_kld("f16"), fp8 = mean_kld("fp8"), q4 = mean_kld("q4_0"), q2 = mean_kld("tq2/2");
+  EXPECT_LT(f16, 1e-3);
+  EXPECT_LT(f16, fp8);
+  EXPECT_LT(fp8, q4);
+  EXPECT_LT(q4, q2);
+}
+
+TEST(InferCli, BadInputsExitTwo) {
+  SKIP_UNLESS_MODEL();
+  EXPECT_EQ(run_kvgate("perplexity --file /nonexistent/file.txt --ctx 128").exit_code, 2);
+  EXPECT_EQ(run_kvgate("generate --prompt hi --kv not_a_format").exit_code, 2);
+  EXPECT_EQ(run_kvgate("generate").exit_code, 2);
+  CliResult r = run_kvgate("perplexity --file " + kSample + " --ctx 100000");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("fewer than one chunk"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kvgate::testing
