@@ -211,8 +211,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   const auto model = file.get_string("tokenizer.ggml.model");
   if (!model) fail_key(name, "tokenizer.ggml.model", "missing; the file has no tokenizer");
   if (*model != "gpt2") {
-    fail_key(name, "tokenizer.ggml.model",
-             "\"" + std::string(*model) + "\" is not supported (only byte-level BPE, \"gpt2\")");
+    std::string problem = "\"";  // built with append: GCC 12 misreports "..." + std::string (-Wrestrict)
+    problem.append(*model).append("\" is not supported (only byte-level BPE, \"gpt2\")");
+    fail_key(name, "tokenizer.ggml.model", problem);
   }
   data.pre = std::string(file.get_string("tokenizer.ggml.pre").value_or("default"));
 
