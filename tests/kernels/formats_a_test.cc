@@ -286,3 +286,96 @@ TEST(HeadDims, OddHeadDimsUseTheReferencePath) {
 
 }  // namespace
 }  // namespace kvgate::kernels
+
+namespace kvgate::kernels {
+namespace {
+
+struct QualityCase {
+  const char* name;
+  double nmse_bound;
+};
+
+// NMSE on N(0,1) rows at head_dim 128, 64 tokens: each bound is the value measured when the
+// format was written times ~1.5, so a real quality regression (a wrong rounding mode, a scale
+// off by one level, a lost bit) fails while seed-to-seed noise does not. The magnitudes agree
+// with delta^2/12 for the uniform grids (delta = 2 * absmax / (2^b - 1), absmax ~2.5 sigma) and
+// with 2^-2m/12-ish relative error for m mantissa bits for the float grids.
+TEST(FormatQuality, GaussianNmsePerFormat) {
+  const QualityCase cases[] = {
+      {"fp8_e4m3", 1.0e-3}, {"fp8_e5m2", 3.3e-3}, {"fp8_e4m3fnuz", 1.0e-3}, {"int8_pth", 7e-5},
+      {"fp8_pth", 1.0e-3},  {"int4_pth", 0.022},  {"q8_0", 4.5e-5},        {"q5_0", 3.0e-3},
+      {"q5_1", 2.1e-3},     {"q4_0", 0.011},      {"q4_1", 9.2e-3},        {"iq4_nl", 9.0e-3},
+      {"nvfp4", 0.014},     {"u2", 0.43},         {"u3", 0.074},           {"u4", 0.016},
+      {"u8", 6.0e-5}};
+  for (const QualityCase& c : cases) {
+    auto codec = make_codec(c.name, 128);
+    Rng rng(21);
+    std::vector<float> x(128), y(128);
+    std::vector<uint8_t> bytes(codec->group_bytes());
+    double err = 0.0, ref = 0.0;
+    for (int t = 0; t < 64; ++t) {
+      for (auto& v : x) v = static_cast<float>(rng.normal());
+      codec->quantize(x.data(), bytes.data());
+      codec->dequantize(bytes.data(), y.data());
+      for (int i = 0; i < 128; ++i) {
+        err += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+        ref += double(x[i]) * x[i];
+      }
+    }
+    EXPECT_LE(err / ref, c.nmse_bound) << c.name;
+  }
+}
+
+float stored_f32_scale(const std::vector<uint8_t>& bytes) {
+  float s;
+  std::memcpy(&s, bytes.data(), 4);
+  return s;
+}
+
+// Worst-case element error from each format's definition: rounding to the nearest level is
+// off by at most half a step.
+TEST(FormatQuality, MaxErrorWithinHalfAStep) {
+  Rng rng(22);
+  std::vector<float> x(128), y(128);
+  for (int t = 0; t < 64; ++t) {
+    for (auto& v : x) v = static_cast<float>(rng.normal() * (t % 4 == 0 ? 100.0 : 1.0));
+    for (const char* name : {"int8_pth", "int4_pth"}) {
+      auto codec = make_codec(name, 128);
+      std::vector<uint8_t> bytes(codec->group_bytes());
+      codec->quantize(x.data(), bytes.data());
+      codec->dequantize(bytes.data(), y.data());
+      const float step = stored_f32_scale(bytes);
+      for (int i = 0; i < 128; ++i) ASSERT_LE(std::fabs(x[i] - y[i]), 0.5f * step * (1 + 1e-5f)) << name << " " << i;
+    }
+    {
+      // E4M3: 3 mantissa bits -> half a step is 2^-4 of the binade's start, so relative error
+      // <= 2^-4 for normals; below 2^-6 the step is the fixed subnormal quantum 2^-9.
+      auto codec = make_codec("fp8_e4m3", 128);
+      std::vector<uint8_t> bytes(128);
+      std::vector<float> xs(x);
+      for (auto& v : xs) v = std::fmax(std::fmin(v, 440.0f), -440.0f);
+      codec->quantize(xs.data(), bytes.data());
+      codec->dequantize(bytes.data(), y.data());
+      for (int i = 0; i < 128; ++i) {
+        const float a = std::fabs(xs[i]);
+        const float bound = a >= 0.015625f ? a / 16 : std::ldexp(1.0f, -10);
+        ASSERT_LE(std::fabs(xs[i] - y[i]), bound) << "fp8_e4m3 " << xs[i];
+      }
+    }
+    {
+      // u8: half a step s/2, plus up to 255 * (s_exact - s_fp16) <= 255 * s * 2^-11 at the top
+      // when the fp16 scale rounded down and the maximum clamps to code 255.
+      auto codec = make_codec("u8", 128);
+      std::vector<uint8_t> bytes(codec->group_bytes());
+      codec->quantize(x.data(), bytes.data());
+      codec->dequantize(bytes.data(), y.data());
+      uint16_t scale_h;
+      std::memcpy(&scale_h, bytes.data(), 2);
+      const float s = f16_to_f32(scale_h);
+      for (int i = 0; i < 128; ++i) ASSERT_LE(std::fabs(x[i] - y[i]), 0.63f * s) << "u8 " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::kernels
