@@ -92,6 +92,14 @@ json parse_json_object(std::string_view line) {
   return row;
 }
 
+// A session key with a one-letter namespace, so string and integer ids never collide. (Built
+// by append: GCC 12 warns falsely on `"c" + std::to_string(...)`.)
+std::string tagged(char tag, const std::string& id) {
+  std::string key(1, tag);
+  key += id;
+  return key;
+}
+
 // Sessions arrive as strings or integers; they become dense indices in order of appearance.
 class SessionIndex {
  public:
@@ -148,11 +156,11 @@ void parse_bailian_row(std::string_view line, ParseState& st) {
   const int64_t parent_id = parent.get<int64_t>();
   int64_t session;
   if (parent_id < 0) {
-    session = st.sessions.get("c" + std::to_string(chat_id));
+    session = st.sessions.get(tagged('c', std::to_string(chat_id)));
   } else if (auto it = st.chat_to_session.find(parent_id); it != st.chat_to_session.end()) {
     session = it->second;
   } else {
-    session = st.sessions.get("c" + std::to_string(parent_id));
+    session = st.sessions.get(tagged('c', std::to_string(parent_id)));
     st.chat_to_session[parent_id] = session;
   }
   st.chat_to_session[chat_id] = session;
@@ -168,9 +176,9 @@ void parse_kvgate_row(std::string_view line, ParseState& st) {
   r.output_tokens = token_count(require(row, "output_tokens"), "output_tokens");
   if (auto it = row.find("session"); it != row.end()) {
     if (it->is_string()) {
-      r.session = st.sessions.get("s" + it->get<std::string>());
+      r.session = st.sessions.get(tagged('s', it->get<std::string>()));
     } else if (it->is_number_integer()) {
-      r.session = st.sessions.get("i" + std::to_string(it->get<int64_t>()));
+      r.session = st.sessions.get(tagged('i', std::to_string(it->get<int64_t>())));
     } else {
       row_error("\"session\" must be a string or an integer");
     }
@@ -370,6 +378,8 @@ Trace parse_trace(std::string_view text, const std::string& name, TraceFormat fo
 
   uint64_t line_no = 0;
   size_t pos = 0;
+  // Spreadsheet exports often start with a UTF-8 byte-order mark; it is not part of the header.
+  if (text.starts_with("\xEF\xBB\xBF")) pos = 3;
   CsvColumns columns;
   bool need_header = false;
   while (pos < text.size()) {
@@ -431,7 +441,7 @@ Trace load_trace(const std::string& path, TraceFormat format, BadRowPolicy bad_r
 void write_kvgate_trace(const Trace& trace, std::ostream& out) {
   for (const TraceRequest& r : trace.requests) {
     json row = json::object();
-    if (r.session >= 0) row["session"] = "s" + std::to_string(r.session);
+    if (r.session >= 0) row["session"] = std::string("s").append(std::to_string(r.session));
     if (r.turn > 0) row["turn"] = r.turn;
     row["timestamp_ms"] = std::round(r.arrival_s * 1e6) / 1e3;  // microsecond resolution
     row["input_tokens"] = r.input_tokens;

@@ -106,6 +106,7 @@ TEST(Importers, AzureCsvParsesDateTimesToSeconds) {
   EXPECT_EQ(t.requests[0].input_tokens, 4808);
   EXPECT_EQ(t.requests[0].output_tokens, 10);
   EXPECT_EQ(t.block_tokens, 0);
+  EXPECT_EQ(parse_trace("\xEF\xBB\xBF" + text, "bom.csv").requests.size(), 3u);
   EXPECT_NE(error_of([] { parse_trace("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-13-01 00:00:00,1,1\n", "a.csv"); })
                 .find("a.csv:2:"),
             std::string::npos);
