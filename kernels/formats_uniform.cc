@@ -98,7 +98,7 @@ const FormatInfo kU3{"u3", "uniform", "TurboQuant values (vLLM turboquant preset
 const FormatInfo kU4{"u4", "uniform", "TurboQuant values (vLLM turboquant presets), 4-bit",
                      "per-token asymmetric uniform, fp16 scale + fp16 zero, 4 bits", true, true, 2, false,
                      kBackendCpu, &make_quantized_codec<UniformCodec<4>>};
-const FormatInfo kU8{"u8", "uniform", "TurboQuant values (vLLM turboquant_k8v4-style 8-bit), 8-bit",
+const FormatInfo kU8{"u8", "uniform", "TurboQuant-style per-token uniform values, 8-bit",
                      "per-token asymmetric uniform, fp16 scale + fp16 zero, 8 bits", true, true, 1, false,
                      kBackendCpu, &make_quantized_codec<UniformCodec<8>>};
 
