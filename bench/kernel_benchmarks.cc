@@ -204,11 +204,12 @@ class Collector : public benchmark::BenchmarkReporter {
         if (run.error_occurred) errors_ += run.benchmark_name() + ": " + run.error_message + "\n";
         continue;
       }
-      const auto it = targets_.find(run.benchmark_name());
+      // function_name is the registered name; benchmark_name() appends "/min_time:..." and the like.
+      const auto it = targets_.find(run.run_name.function_name);
       const auto c = run.counters.find("bytes_per_second");
       if (it == targets_.end() || c == run.counters.end()) continue;
       *it->second = c->second.value / 1e9;
-      if (progress_) std::fprintf(stderr, "  %-40s %8.2f GB/s\n", run.benchmark_name().c_str(), *it->second);
+      if (progress_) std::fprintf(stderr, "  %-40s %8.2f GB/s\n", it->first.c_str(), *it->second);
     }
   }
   const std::string& errors() const { return errors_; }

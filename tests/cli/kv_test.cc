@@ -185,5 +185,27 @@ TEST(KvRoundtrip, EveryFormatWritesFloat32OfTheSameShape) {
   std::remove(out.c_str());
 }
 
+
+// `kvgate bench kernels` is measured, not asserted on: this checks the report's shape only.
+TEST(BenchKernels, JsonReportsEveryRequestedFormatAgainstCopyBandwidth) {
+  const json j = parse_stdout(run_kvgate("bench kernels --formats f16,q8_0 --tokens 64,96 --min-time 0.01 --json"));
+  EXPECT_GT(j["copy"]["gb_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["threads"], 1);
+  ASSERT_EQ(j["formats"].size(), 2u);
+  EXPECT_EQ(j["formats"][0]["format"], "f16");
+  EXPECT_EQ(j["formats"][1]["format"], "q8_0");
+  for (const json& f : j["formats"]) {
+    EXPECT_GT(f["quantize_gb_per_s"].get<double>(), 0.0);
+    EXPECT_GT(f["dequantize_gb_per_s"].get<double>(), 0.0);
+    ASSERT_EQ(f["decode"].size(), 2u);
+    EXPECT_EQ(f["decode"][1]["tokens"], 96);
+    EXPECT_GT(f["decode"][1]["ratio_to_copy"].get<double>(), 0.0);
+  }
+  // f16 K and V: 96 tokens x 8 KV heads x 128 x 2 bytes x 2.
+  EXPECT_EQ(j["formats"][0]["decode"][1]["kv_bytes"], 96.0 * 8 * 128 * 2 * 2);
+  EXPECT_EQ(run_kvgate("bench kernels --formats no_such_format").exit_code, 2);
+  EXPECT_EQ(run_kvgate("bench kernels --tokens 12x").exit_code, 2);
+}
+
 }  // namespace
 }  // namespace kvgate::testing
