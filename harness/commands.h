@@ -3,10 +3,13 @@
 // throwing kvgate::Error (exit 2/3) or by setting ctx.exit_code (1 = a gate failed).
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace kvgate::harness {
 
 struct CommandContext {
   int exit_code = 0;
+  std::string command_line;  // argv joined by spaces, recorded with every run
 };
 
 void add_model_commands(CLI::App& app, CommandContext& ctx);
@@ -15,6 +18,8 @@ void add_kv_commands(CLI::App& app, CommandContext& ctx);
 void add_bench_commands(CLI::App& app, CommandContext& ctx);
 void add_tokenize_commands(CLI::App& app, CommandContext& ctx);
 void add_runs_commands(CLI::App& app, CommandContext& ctx);
+void add_infer_commands(CLI::App& app, CommandContext& ctx);
+void add_eval_commands(CLI::App& app, CommandContext& ctx);
 void add_workload_commands(CLI::App& app, CommandContext& ctx);
 
 }  // namespace kvgate::harness

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", version_line());
   kvgate::harness::CommandContext ctx;
+  for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + std::string(argv[i]);
   try {
     kvgate::harness::add_model_commands(app, ctx);
     kvgate::harness::add_evalset_commands(app, ctx);
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
 #endif
     kvgate::harness::add_tokenize_commands(app, ctx);
     kvgate::harness::add_runs_commands(app, ctx);
+    kvgate::harness::add_infer_commands(app, ctx);
+    kvgate::harness::add_eval_commands(app, ctx);
     kvgate::harness::add_workload_commands(app, ctx);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
