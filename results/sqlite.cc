@@ -9,14 +9,6 @@
 
 namespace kvgate::results {
 
-namespace {
-
-// Long enough for another process to finish a per-item transaction, short enough that a
-// wedged writer is reported instead of hanging a CI job.
-constexpr int kBusyTimeoutMs = 10000;
-
-}  // namespace
-
 Connection::Connection(const std::string& path, bool create) : path_(path) {
   const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
   const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
@@ -68,6 +60,19 @@ void Connection::execute_script(std::string_view sql) {
     sqlite3_finalize(stmt);
     if (rc != SQLITE_DONE) fail(rc, "running schema statement");
   }
+}
+
+int Connection::execute_busy_aware(std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    }
+    sqlite3_finalize(stmt);
+    if (rc == SQLITE_DONE) return SQLITE_OK;
+  }
+  if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) return rc;
+  fail(rc, "running statement");
 }
 
 Statement::Statement(Connection& connection, std::string_view sql) : connection_(connection) {

@@ -13,6 +13,10 @@ struct sqlite3_stmt;
 
 namespace kvgate::results {
 
+// How long a writer waits for another process's transaction: long enough for a per-item
+// transaction to finish, short enough that a wedged writer is reported instead of hanging CI.
+inline constexpr int kBusyTimeoutMs = 10000;
+
 class Connection {
  public:
   // create = false opens only an existing file (a missing one is an input error).
@@ -25,6 +29,9 @@ class Connection {
   const std::string& path() const { return path_; }
   // Runs constant SQL without parameters (schema DDL, pragmas), one statement at a time.
   void execute_script(std::string_view sql);
+  // Runs one statement and returns SQLite's result code instead of throwing on SQLITE_BUSY /
+  // SQLITE_LOCKED (other failures still throw), for callers that retry.
+  int execute_busy_aware(std::string_view sql);
   [[noreturn]] void fail(int rc, const std::string& what) const;
 
  private:

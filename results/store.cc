@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <limits>
+#include <thread>
 
 #include "core/error.h"
 #include "results/schema.h"
@@ -112,7 +113,16 @@ void Store::migrate(bool create) {
   c.execute_script("PRAGMA foreign_keys = ON");
   // WAL lets readers (runs list, reports) proceed while a run writes; NORMAL sync is safe in
   // WAL: a crash can lose the last transactions, never corrupt or half-apply one.
-  c.execute_script("PRAGMA journal_mode = WAL");
+  // Switching a new file to WAL needs an exclusive lock, and SQLite answers BUSY at once (not
+  // through the busy handler) while a second process is creating the same file; retry for as
+  // long as the busy timeout would have waited.
+  for (int attempt = 0;; ++attempt) {
+    const int rc = c.execute_busy_aware("PRAGMA journal_mode = WAL");
+    if (rc == 0) break;
+    if (attempt * 20 >= kBusyTimeoutMs)
+      throw_environment_error(c.path() + ": database stayed locked while switching to WAL");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   c.execute_script("PRAGMA synchronous = NORMAL");
   if (found == latest) return;
 

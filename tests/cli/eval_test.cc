@@ -1,0 +1,161 @@
+// End-to-end: kvgate eval / replay on the real default model, read back through the store.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "results/store.h"
+#include "tests/cli/run_cli.h"
+
+namespace kvgate::testing {
+namespace {
+
+#define SKIP_UNLESS_MODEL()                                                                          \
+  if (!default_model_fetched())                                                                      \
+  GTEST_SKIP() << "default model not fetched (" << default_model_file()                              \
+               << " missing); run `kvgate model fetch` first (scripts/test does)"
+
+std::string temp(const std::string& name) {
+  return ::testing::TempDir() + "kvgate_eval_" + std::to_string(::getpid()) + "_" + name;
+}
+
+// Two short generated items per domain, written once per test binary run.
+const std::string& small_evalset() {
+  static const std::string path = [] {
+    const std::string p = temp("small.jsonl");
+    std::remove(p.c_str());
+    for (const char* domain : {"tables", "korean"}) {
+      const std::string part = temp(std::string(domain) + ".jsonl");
+      CliResult r = run_kvgate(std::string("evalset generate --domain ") + domain +
+                               " --seed 7 --n 1 --tokens-min 120 --tokens-max 200 --out " + part);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      std::system(("cat " + part + " >> " + p).c_str());
+    }
+    return p;
+  }();
+  return path;
+}
+
+nlohmann::json eval_json(const std::string& args) {
+  CliResult r = run_kvgate("eval " + args + " --json --threads 2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+std::map<std::string, double> kld_by_config(const nlohmann::json& j) {
+  std::map<std::string, double> out;
+  for (const auto& c : j["configs"]) out[c["kv"].get<std::string>()] = c["kld_mean"].get<double>();
+  return out;
+}
+
+TEST(EvalCli, SameInputsGiveBitIdenticalMetrics) {
+  SKIP_UNLESS_MODEL();
+  const std::string db = temp("det.db");
+  std::remove(db.c_str());
+  const std::string args = "--evalset " + small_evalset() + " --kv fp8,q4_0 --db " + db;
+  const nlohmann::json a = eval_json(args), b = eval_json(args);
+  ASSERT_TRUE(a.contains("run") && b.contains("run"));
+  results::Store store = results::Store::open(db, results::Store::Mode::existing);
+  const auto configs = store.run_configs(a["run"].get<int64_t>());
+  ASSERT_EQ(configs.size(), 3u);
+  int compared = 0;
+  for (const std::string item : {"tables-s7-0000", "korean-s7-0000"}) {
+    for (const auto& c : configs) {
+      auto ma = store.item_metrics(a["run"].get<int64_t>(), item, c.config_id);
+      auto mb = store.item_metrics(b["run"].get<int64_t>(), item, c.config_id);
+      ASSERT_TRUE(ma && mb) << item << " " << c.spec;
+      EXPECT_EQ(ma->kld_mean, mb->kld_mean);  // bit-identical, not approximately equal
+      EXPECT_EQ(ma->kld_p99, mb->kld_p99);
+      EXPECT_EQ(ma->top1_agreement, mb->top1_agreement);
+      EXPECT_EQ(ma->nll_mean, mb->nll_mean);
+      EXPECT_EQ(ma->first_divergence, mb->first_divergence);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 6);
+}
+
+TEST(EvalCli, LimitedRunIsResumedWithoutRedoingItems) {
+  SKIP_UNLESS_MODEL();
+  const std::string db = temp("resume.db");
+  std::remove(db.c_str());
+  const nlohmann::json first = eval_json("--evalset " + small_evalset() + " --kv q8_0 --limit 1 --db " + db);
+  ASSERT_EQ(first["items_run"], 1);
+  CliResult runs = run_kvgate("runs list --json --db " + db);
+  ASSERT_EQ(runs.exit_code, 0) << runs.err;
+  EXPECT_NE(runs.out.find("interrupted"), std::string::npos) << runs.out;
+  const nlohmann::json resumed = eval_json("--resume " + std::to_string(first["run"].get<int64_t>()) + " --db " + db);
+  EXPECT_EQ(resumed["run"], first["run"]);
+  EXPECT_EQ(resumed["items_skipped"], 1);
+  EXPECT_EQ(resumed["items_run"], 1);
+  CliResult again = run_kvgate("eval --resume " + std::to_string(first["run"].get<int64_t>()) + " --db " + db);
+  EXPECT_EQ(again.exit_code, 2) << "a complete run cannot be resumed";
+}
+
+TEST(EvalCli, TwoProcessesWriteOneDatabase) {
+  SKIP_UNLESS_MODEL();
+  const std::string db = temp("concurrent.db");
+  std::remove(db.c_str());
+  CliResult a, b;
+  std::thread t1([&] { a = run_kvgate("eval --evalset " + small_evalset() + " --kv q8_0 --threads 1 --db " + db); });
+  std::thread t2([&] { b = run_kvgate("eval --evalset " + small_evalset() + " --kv fp8 --threads 1 --db " + db); });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  results::Store store = results::Store::open(db, results::Store::Mode::existing);
+  const auto runs = store.list_runs();
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.status, "complete");
+    EXPECT_EQ(r.items, 2);
+  }
+}
+
+TEST(EvalCli, ReplayScoresEveryAssistantTurnWithGrowingContext) {
+  SKIP_UNLESS_MODEL();
+  const std::string trace = temp("session.jsonl"), db = temp("replay.db");
+  std::remove(db.c_str());
+  CliResult g = run_kvgate("evalset generate --domain agentic --seed 3 --n 1 --tokens-min 300 --tokens-max 500 --out " + trace);
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  CliResult r = run_kvgate("replay --trace " + trace + " --kv q4_0 --json --threads 2 --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["configs"].size(), 2u);
+  EXPECT_GT(j["configs"][1]["kld_mean"].get<double>(), 0.0);
+  CliResult show = run_kvgate("runs show latest --json --db " + db);
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("q4_0"), std::string::npos);
+
+  CliResult bad = run_kvgate("replay --trace " + small_evalset() + " --kv q4_0 --db " + db);
+  EXPECT_EQ(bad.exit_code, 2) << "single-answer items are not sessions";
+  EXPECT_NE(bad.err.find("not a session"), std::string::npos) << bad.err;
+}
+
+// The smoke suite: every domain produces rows, and damage follows the bits thrown away.
+TEST(EvalCli, SmokeSuiteOrdersConfigsByDamage) {
+  SKIP_UNLESS_MODEL();
+  const std::string db = temp("smoke.db");
+  std::remove(db.c_str());
+  const nlohmann::json j = eval_json("--suite smoke --kv q8_0,fp8,q4_0,tq3/3,tq2/2 --db " + db);
+  ASSERT_TRUE(j.contains("configs"));
+  EXPECT_EQ(j["items_run"], j["items"]);
+  const auto kld = kld_by_config(j);
+  EXPECT_EQ(kld.at("f16/f16"), 0.0);
+  // 8-bit formats (q8_0 keeps 8 bits per element with a per-32 scale; FP8 E4M3 has 3 mantissa
+  // bits, so its NMSE is ~20x q8_0's) lose far less than 4-bit, which loses less than 3 and 2.
+  EXPECT_LT(kld.at("q8_0/q8_0"), kld.at("fp8_e4m3/fp8_e4m3"));
+  EXPECT_LT(kld.at("fp8_e4m3/fp8_e4m3"), kld.at("q4_0/q4_0"));
+  EXPECT_LT(kld.at("q4_0/q4_0"), kld.at("tq3/u3"));
+  EXPECT_LT(kld.at("tq3/u3"), kld.at("tq2/u2"));
+  results::Store store = results::Store::open(db, results::Store::Mode::existing);
+  const auto summary = store.summarize_run(j["run"].get<int64_t>());
+  for (const auto& s : summary) EXPECT_EQ(s.items, 10) << s.spec;
+}
+
+}  // namespace
+}  // namespace kvgate::testing
