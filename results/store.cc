@@ -382,4 +382,82 @@ std::optional<ItemMetrics> Store::item_metrics(int64_t run_id, const std::string
   return m;
 }
 
+namespace {
+
+ItemMetrics read_item_metrics(const Statement& s, int first) {
+  ItemMetrics m;
+  m.config_id = s.column_int(first);
+  m.scored_tokens = s.column_int(first + 1);
+  m.kld_mean = s.column_double(first + 2);
+  m.kld_max = s.column_double(first + 3);
+  m.kld_p99 = s.column_double(first + 4);
+  m.delta_p_mean = s.column_double(first + 5);
+  m.delta_p_rms = s.column_double(first + 6);
+  m.top1_agreement = s.column_double(first + 7);
+  m.nll_mean = s.column_double(first + 8);
+  m.nll_ref_mean = s.column_double(first + 9);
+  m.generated_tokens = s.column_optional_int(first + 10);
+  m.first_divergence = s.column_optional_int(first + 11);
+  if (auto v = s.column_optional_int(first + 12)) m.exact_match_ref = *v != 0;
+  if (auto v = s.column_optional_int(first + 13)) m.exact_match_gold = *v != 0;
+  return m;
+}
+
+}  // namespace
+
+std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
+  Statement s(*connection_,
+              "SELECT i.item_key, i.domain, m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, "
+              "m.delta_p_mean, m.delta_p_rms, m.top1_agreement, m.nll_mean, m.nll_ref_mean, m.generated_tokens, "
+              "m.first_divergence, m.exact_match_ref, m.exact_match_gold FROM item_metrics m "
+              "JOIN items i ON i.id = m.item_id WHERE i.run_id = ?1 ORDER BY i.item_key, m.config_id");
+  s.bind(1, run_id);
+  std::vector<RunItemMetrics> out;
+  while (s.step()) out.push_back({s.column_text(0), s.column_text(1), read_item_metrics(s, 2)});
+  return out;
+}
+
+std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
+  Statement s(*connection_,
+              "SELECT i.item_key, i.domain, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean, "
+              "t.top1_agreement, t.ttft_ms, t.tpot_ms FROM turn_metrics t JOIN items i ON i.id = t.item_id "
+              "WHERE i.run_id = ?1 ORDER BY i.item_key, t.config_id, t.turn_index");
+  s.bind(1, run_id);
+  std::vector<RunTurnMetrics> out;
+  while (s.step()) {
+    RunTurnMetrics r{s.column_text(0), s.column_text(1), {}};
+    r.turn = {s.column_int(2), s.column_int(3), s.column_int(4), s.column_int(5),
+              s.column_double(6), s.column_double(7), s.column_double(8), s.column_double(9)};
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<GateDecision> Store::gate_decisions_for_candidate(int64_t candidate_run_id) {
+  Statement s(*connection_,
+              "SELECT baseline_run_id, candidate_run_id, config_id, check_name, metric, passed, baseline_value, "
+              "candidate_value, delta, ci_low, ci_high, threshold, detail FROM gate_decisions "
+              "WHERE candidate_run_id = ?1 ORDER BY id");
+  s.bind(1, candidate_run_id);
+  std::vector<GateDecision> out;
+  while (s.step()) {
+    GateDecision d;
+    d.baseline_run_id = s.column_int(0);
+    d.candidate_run_id = s.column_int(1);
+    d.config_id = s.column_optional_int(2);
+    d.check_name = s.column_text(3);
+    d.metric = s.column_text(4);
+    d.passed = s.column_int(5) != 0;
+    d.baseline_value = s.column_double(6);
+    d.candidate_value = s.column_double(7);
+    d.delta = s.column_double(8);
+    d.ci_low = s.column_double(9);
+    d.ci_high = s.column_double(10);
+    d.threshold = s.column_double(11);
+    d.detail = s.column_text(12);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 }  // namespace kvgate::results

@@ -121,6 +121,17 @@ struct GateDecision {
   std::string detail;
 };
 
+// One item's metrics under one config, with the item's identity: what gates and reports pair.
+struct RunItemMetrics {
+  std::string item_key, domain;
+  ItemMetrics metrics;
+};
+
+struct RunTurnMetrics {
+  std::string item_key, domain;
+  TurnMetrics turn;
+};
+
 struct ConfigSummary {
   int64_t config_id = 0;
   std::string spec, role;
@@ -184,6 +195,12 @@ class Store {
   std::set<std::pair<std::string, int64_t>> finished_pairs(int64_t run_id);  // (item_key, config_id)
   std::vector<ConfigSummary> summarize_run(int64_t run_id);
   std::optional<ItemMetrics> item_metrics(int64_t run_id, const std::string& item_key, int64_t config_id);
+  // Every (item, config) metrics row of a run, ordered by item key then config id.
+  std::vector<RunItemMetrics> run_item_metrics(int64_t run_id);
+  // Every per-turn row of a run, ordered by item key, config id, turn index.
+  std::vector<RunTurnMetrics> run_turn_metrics(int64_t run_id);
+  // Gate decisions stored with this run as the candidate, oldest first.
+  std::vector<GateDecision> gate_decisions_for_candidate(int64_t candidate_run_id);
 
  private:
   explicit Store(std::unique_ptr<Connection> connection) : connection_(std::move(connection)) {}

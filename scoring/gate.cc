@@ -1,0 +1,387 @@
+#include "scoring/gate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <span>
+
+#include <fmt/format.h>
+
+#include "core/hash.h"
+#include "scoring/stats.h"
+
+namespace kvgate::scoring {
+
+const char* check_kind_name(CheckKind k) {
+  switch (k) {
+    case CheckKind::comparability: return "comparability";
+    case CheckKind::coverage: return "coverage";
+    case CheckKind::absolute: return "absolute";
+    case CheckKind::regression: return "regression";
+    case CheckKind::latency: return "latency";
+  }
+  return "unknown";
+}
+
+size_t GateOutcome::failed() const {
+  return static_cast<size_t>(std::count_if(checks.begin(), checks.end(), [](const CheckResult& c) { return !c.passed; }));
+}
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+using GroupKey = std::pair<std::string, std::string>;  // (domain, config)
+using ItemKey = std::pair<std::string, std::string>;   // (item_key, config)
+
+std::string check_name(CheckKind kind, const std::string& metric, const std::string& domain, const std::string& config) {
+  std::string where = domain;
+  if (!config.empty()) where += ", " + config;
+  return std::string(check_kind_name(kind)) + "." + metric + "[" + where + "]";
+}
+
+CheckResult make_check(CheckKind kind, const std::string& metric, const std::string& domain, const std::string& config) {
+  CheckResult c;
+  c.kind = kind;
+  c.metric = metric;
+  c.domain = domain;
+  c.config = config;
+  c.name = check_name(kind, metric, domain, config);
+  c.baseline_value = c.candidate_value = c.delta = c.ci_low = c.ci_high = c.threshold = kNaN;
+  return c;
+}
+
+std::string short_list(const std::vector<std::string>& names, size_t shown = 5) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > shown) out += fmt::format(" and {} more", names.size() - shown);
+  return out;
+}
+
+// The numbers a metric reads from one item; NaN when the item did not measure it.
+double metric_value(const GateItem& item, const std::string& metric) {
+  if (metric == "kld_mean") return item.kld_mean;
+  if (metric == "kld_p99") return item.kld_p99;
+  if (metric == "same_top1") return item.top1;
+  if (metric == "accuracy") return item.exact_match_gold ? (*item.exact_match_gold ? 1.0 : 0.0) : kNaN;
+  if (metric == "divergence_rate") return item.diverged ? (*item.diverged ? 1.0 : 0.0) : kNaN;
+  return kNaN;
+}
+
+// +1: a higher value is worse (KLD, divergence); -1: a lower value is worse (agreement, accuracy).
+double worse_sign(const std::string& metric) { return metric == "same_top1" || metric == "accuracy" ? -1.0 : 1.0; }
+
+struct Aggregates {
+  double kld_mean = kNaN, kld_p99 = kNaN, same_top1 = kNaN, divergence_rate = kNaN, accuracy = kNaN;
+  size_t items = 0;
+};
+
+Aggregates aggregate(const std::vector<const GateItem*>& items) {
+  Aggregates a;
+  a.items = items.size();
+  double kld_sum = 0, top1_sum = 0, tokens = 0, diverged = 0, generated = 0, correct = 0, answered = 0;
+  std::vector<double> p99s;
+  for (const GateItem* it : items) {
+    if (it->scored_tokens > 0 && std::isfinite(it->kld_mean) && std::isfinite(it->top1)) {
+      kld_sum += it->kld_mean * static_cast<double>(it->scored_tokens);
+      top1_sum += it->top1 * static_cast<double>(it->scored_tokens);
+      tokens += static_cast<double>(it->scored_tokens);
+    }
+    if (std::isfinite(it->kld_p99)) p99s.push_back(it->kld_p99);
+    if (it->diverged) {
+      generated += 1;
+      diverged += *it->diverged ? 1 : 0;
+    }
+    if (it->exact_match_gold) {
+      answered += 1;
+      correct += *it->exact_match_gold ? 1 : 0;
+    }
+  }
+  if (tokens > 0) {
+    a.kld_mean = kld_sum / tokens;
+    a.same_top1 = top1_sum / tokens;
+  }
+  if (!p99s.empty()) a.kld_p99 = percentile(p99s, 0.99);
+  if (generated > 0) a.divergence_rate = diverged / generated;
+  if (answered > 0) a.accuracy = correct / answered;
+  return a;
+}
+
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "n/a"; }
+
+void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, const GateRun& cand,
+                         std::vector<CheckResult>& out) {
+  std::map<GroupKey, std::vector<const GateItem*>> groups, base_groups;
+  std::map<ItemKey, const GateItem*> by_item;
+  for (const GateItem& it : cand.items) {
+    groups[{it.domain, it.config}].push_back(&it);
+    by_item[{it.item_key, it.config}] = &it;
+  }
+  if (baseline)
+    for (const GateItem& it : baseline->items) base_groups[{it.domain, it.config}].push_back(&it);
+
+  for (const auto& [key, items] : groups) {
+    const auto& [domain, config] = key;
+    if (config == cand.reference_config) continue;  // KLD against itself is zero by construction
+    const AbsoluteLimits lim = policy.limits_for(domain, config).absolute;
+    const Aggregates a = aggregate(items);
+    const auto base_it = base_groups.find(key);
+    const Aggregates b = base_it == base_groups.end() ? Aggregates{} : aggregate(base_it->second);
+
+    auto check = [&](const char* metric, const std::optional<double>& limit, double value, double base_value,
+                     bool upper, const char* what) {
+      if (!limit) return;
+      CheckResult c = make_check(CheckKind::absolute, metric, domain, config);
+      c.candidate_value = value;
+      c.baseline_value = base_value;
+      c.threshold = *limit;
+      c.items = items.size();
+      if (!std::isfinite(value)) {
+        c.detail = fmt::format("{}: not measured on any of {} items, limit {} not checked", what, items.size(), num(*limit));
+      } else {
+        c.passed = upper ? value <= *limit : value >= *limit;
+        c.detail = fmt::format("{} {} {} limit {} over {} items (baseline {})", what, num(value),
+                               c.passed ? (upper ? "<=" : ">=") : (upper ? ">" : "<"), num(*limit), items.size(),
+                               num(base_value));
+      }
+      out.push_back(std::move(c));
+    };
+    check("kld_mean", lim.kld_mean_max, a.kld_mean, b.kld_mean, true, "mean KLD");
+    check("kld_p99", lim.kld_p99_max, a.kld_p99, b.kld_p99, true, "p99 over items of item KLD p99");
+    check("same_top1", lim.same_top1_min, a.same_top1, b.same_top1, false, "same top-1 fraction");
+    check("divergence_rate", lim.divergence_rate_max, a.divergence_rate, b.divergence_rate, true,
+          "greedy divergence rate");
+
+    if (lim.accuracy_drop_max) {
+      // Accuracy drop is measured on the items both this config and the reference answered.
+      double ref_correct = 0, cfg_correct = 0, n = 0;
+      for (const GateItem* it : items) {
+        const auto ref = by_item.find({it->item_key, cand.reference_config});
+        if (!it->exact_match_gold || ref == by_item.end() || !ref->second->exact_match_gold) continue;
+        ref_correct += *ref->second->exact_match_gold ? 1 : 0;
+        cfg_correct += *it->exact_match_gold ? 1 : 0;
+        n += 1;
+      }
+      CheckResult c = make_check(CheckKind::absolute, "accuracy_drop", domain, config);
+      c.threshold = *lim.accuracy_drop_max;
+      c.items = static_cast<size_t>(n);
+      if (n == 0) {
+        c.detail = "accuracy drop: no items with a gold answer under both this config and the reference; not checked";
+      } else {
+        c.baseline_value = ref_correct / n;  // here "baseline" is the reference config of the same run
+        c.candidate_value = cfg_correct / n;
+        c.delta = c.baseline_value - c.candidate_value;
+        c.passed = c.delta <= *lim.accuracy_drop_max;
+        c.detail = fmt::format("gold accuracy {} vs reference {} ({}): drop {} {} limit {} over {} items",
+                               num(c.candidate_value), num(c.baseline_value), cand.reference_config, num(c.delta),
+                               c.passed ? "<=" : ">", num(*lim.accuracy_drop_max), c.items);
+      }
+      out.push_back(std::move(c));
+    }
+  }
+}
+
+void add_regression_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand,
+                           std::vector<CheckResult>& out) {
+  std::map<ItemKey, const GateItem*> base_items;
+  for (const GateItem& it : base.items) base_items[{it.item_key, it.config}] = &it;
+  std::map<GroupKey, std::vector<std::pair<const GateItem*, const GateItem*>>> pairs;
+  for (const GateItem& it : cand.items) {
+    const auto b = base_items.find({it.item_key, it.config});
+    if (b != base_items.end()) pairs[{it.domain, it.config}].emplace_back(b->second, &it);
+  }
+  for (const auto& [key, group] : pairs) {
+    const auto& [domain, config] = key;
+    const RegressionLimits lim = policy.limits_for(domain, config).regression;
+    const bool reference = config == cand.reference_config;
+    const std::pair<const char*, std::optional<double>> metrics[] = {
+        {"kld_mean", lim.kld_mean}, {"kld_p99", lim.kld_p99}, {"same_top1", lim.same_top1},
+        {"accuracy", lim.accuracy}, {"divergence_rate", lim.divergence_rate}};
+    for (const auto& [metric, floor] : metrics) {
+      if (!floor) continue;
+      // The reference config's KLD, agreement and divergence are against itself; only its
+      // answers can regress (a runtime change moves the reference too).
+      if (reference && std::string(metric) != "accuracy") continue;
+      std::vector<double> bv, cv;
+      std::vector<AffectedItem> moved;
+      for (const auto& [b, c] : group) {
+        const double x = metric_value(*b, metric), y = metric_value(*c, metric);
+        if (!std::isfinite(x) || !std::isfinite(y)) continue;
+        bv.push_back(x);
+        cv.push_back(y);
+        moved.push_back({c->item_key, x, y, y - x});
+      }
+      CheckResult c = make_check(CheckKind::regression, metric, domain, config);
+      c.threshold = *floor;
+      c.items = bv.size();
+      if (bv.empty()) {
+        c.detail = fmt::format("{}: no item measured it in both runs; not checked", metric);
+        out.push_back(std::move(c));
+        continue;
+      }
+      const double sign = worse_sign(metric);
+      const uint64_t seed = policy.bootstrap.seed ^ xxhash64(c.name);
+      const BootstrapCi ci = paired_bootstrap_ci(bv, cv, policy.bootstrap.resamples, policy.bootstrap.confidence, seed);
+      double bsum = 0, csum = 0;
+      for (size_t i = 0; i < bv.size(); ++i) {
+        bsum += bv[i];
+        csum += cv[i];
+      }
+      c.baseline_value = bsum / static_cast<double>(bv.size());
+      c.candidate_value = csum / static_cast<double>(cv.size());
+      c.delta = ci.mean_delta;
+      c.ci_low = ci.low;
+      c.ci_high = ci.high;
+      const bool real = sign > 0 ? ci.low > 0 : ci.high < 0;
+      const bool large = sign * ci.mean_delta > *floor;
+      c.passed = !(real && large);
+      // Worst first; ties by item key so the list is deterministic.
+      std::sort(moved.begin(), moved.end(), [sign](const AffectedItem& a, const AffectedItem& b) {
+        if (sign * a.delta != sign * b.delta) return sign * a.delta > sign * b.delta;
+        return a.item_key < b.item_key;
+      });
+      while (!moved.empty() && sign * moved.back().delta <= 0) moved.pop_back();
+      if (moved.size() > 5) moved.resize(5);
+      c.most_affected = moved;
+      std::string items;
+      for (const AffectedItem& m : moved) items += (items.empty() ? "" : ", ") + fmt::format("{} {:+.4g}", m.item_key, m.delta);
+      const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
+      c.detail = fmt::format("{} mean delta {:+.6g} ({}% CI [{:+.6g}, {:+.6g}], {} pairs; baseline {} -> candidate {}): {}",
+                             metric, ci.mean_delta, pct, ci.low, ci.high, bv.size(), num(c.baseline_value),
+                             num(c.candidate_value),
+                             c.passed ? (real ? fmt::format("real but within the {} floor", num(*floor))
+                                              : std::string("interval includes no worsening"))
+                                      : fmt::format("worse by more than the {} floor", num(*floor)));
+      if (!items.empty()) c.detail += "; most moved: " + items;
+      out.push_back(std::move(c));
+    }
+  }
+}
+
+void add_latency_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out) {
+  auto collect = [](const GateRun& run, const std::string& config, bool ttft) {
+    std::vector<double> v;
+    for (const GateTurn& t : run.turns)
+      if (t.config == config && std::isfinite(ttft ? t.ttft_ms : t.tpot_ms)) v.push_back(ttft ? t.ttft_ms : t.tpot_ms);
+    return v;
+  };
+  const std::tuple<const char*, bool, double, std::optional<double>> specs[] = {
+      {"ttft_p50_ratio", true, 0.50, policy.latency.ttft_p50_ratio_max},
+      {"ttft_p95_ratio", true, 0.95, policy.latency.ttft_p95_ratio_max},
+      {"tpot_p50_ratio", false, 0.50, policy.latency.tpot_p50_ratio_max},
+      {"tpot_p95_ratio", false, 0.95, policy.latency.tpot_p95_ratio_max}};
+  const std::set<std::string> base_configs(base.configs.begin(), base.configs.end());
+  for (const std::string& config : cand.configs) {
+    if (!base_configs.count(config)) continue;
+    for (const auto& [metric, ttft, fraction, limit] : specs) {
+      if (!limit) continue;
+      CheckResult c = make_check(CheckKind::latency, metric, "*", config);
+      c.threshold = *limit;
+      const std::vector<double> b = collect(base, config, ttft), v = collect(cand, config, ttft);
+      c.items = v.size();
+      if (b.empty() || v.empty()) {
+        c.detail = fmt::format("{}: no timed turns in {}; not checked", metric, b.empty() ? "the baseline" : "the candidate");
+      } else {
+        c.baseline_value = percentile(b, fraction);
+        c.candidate_value = percentile(v, fraction);
+        c.delta = c.baseline_value > 0 ? c.candidate_value / c.baseline_value : kNaN;
+        c.passed = !(std::isfinite(c.delta) && c.delta > *limit);
+        c.detail = fmt::format("{} p{:.0f} {} ms vs baseline {} ms: ratio {} {} limit {}", ttft ? "TTFT" : "TPOT",
+                               fraction * 100, num(c.candidate_value), num(c.baseline_value), num(c.delta),
+                               c.passed ? "<=" : ">", num(*limit));
+      }
+      out.push_back(std::move(c));
+    }
+  }
+}
+
+void add_comparability_checks(const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out,
+                              std::vector<std::string>& notes) {
+  auto same = [&](const char* metric, const std::string& b, const std::string& c, const char* what) {
+    CheckResult r = make_check(CheckKind::comparability, metric, "*", "");
+    r.passed = b == c;
+    r.detail = r.passed ? fmt::format("same {}: {}", what, c)
+                        : fmt::format("{} differs: baseline run {} has '{}', candidate run {} has '{}'", what, base.id, b,
+                                      cand.id, c);
+    out.push_back(std::move(r));
+  };
+  same("suite", base.suite_name, cand.suite_name, "suite");
+  same("suite_hash", base.suite_hash, cand.suite_hash, "suite content hash");
+  same("model", base.model_sha256, cand.model_sha256, "model SHA-256");
+  same("reference_config", base.reference_config, cand.reference_config, "reference KV config");
+  for (const GateRun* run : {&base, &cand}) {
+    const char* role = run == &base ? "baseline" : "candidate";
+    if (run->status == "complete") continue;
+    if (run->status == "interrupted") {
+      notes.push_back(fmt::format("{} run {} is interrupted (a --limit or killed run): it is gated on the items it holds",
+                                  role, run->id));
+      continue;
+    }
+    CheckResult r = make_check(CheckKind::comparability, std::string(role) + "_status", "*", "");
+    r.passed = false;
+    r.detail = fmt::format("{} run {} is '{}', not a finished run", role, run->id, run->status);
+    out.push_back(std::move(r));
+  }
+}
+
+void add_coverage_checks(const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out,
+                         std::vector<std::string>& notes) {
+  std::set<ItemKey> have;
+  for (const GateItem& it : cand.items) have.insert({it.item_key, it.config});
+  std::set<ItemKey> base_have;
+  for (const GateItem& it : base.items) base_have.insert({it.item_key, it.config});
+  const std::set<std::string> cand_configs(cand.configs.begin(), cand.configs.end());
+  std::set<std::string> configs(base.configs.begin(), base.configs.end());
+  for (const std::string& config : configs) {
+    CheckResult c = make_check(CheckKind::coverage, "items", "*", config);
+    std::vector<std::string> missing;
+    size_t total = 0;
+    for (const GateItem& it : base.items)
+      if (it.config == config) {
+        ++total;
+        if (!have.count({it.item_key, config})) missing.push_back(it.item_key);
+      }
+    c.items = total;
+    c.baseline_value = static_cast<double>(total);
+    c.candidate_value = static_cast<double>(total - missing.size());
+    c.threshold = static_cast<double>(total);
+    if (!cand_configs.count(config)) {
+      c.passed = false;
+      c.detail = fmt::format("the candidate run has no config {} (the baseline has it on {} items)", config, total);
+    } else {
+      c.passed = missing.empty();
+      c.detail = missing.empty() ? fmt::format("all {} baseline items present", total)
+                                 : fmt::format("{} of {} baseline items missing from the candidate: {}", missing.size(),
+                                               total, short_list(missing));
+    }
+    out.push_back(std::move(c));
+  }
+  std::vector<std::string> extra;
+  for (const GateItem& it : cand.items)
+    if (!base_have.count({it.item_key, it.config})) extra.push_back(it.item_key + " @ " + it.config);
+  if (!extra.empty())
+    notes.push_back(fmt::format("{} (item, config) pairs of the candidate have no baseline and were checked only "
+                                "against absolute limits: {}",
+                                extra.size(), short_list(extra)));
+}
+
+}  // namespace
+
+GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, const GateRun& candidate) {
+  GateOutcome o;
+  if (baseline) {
+    add_comparability_checks(*baseline, candidate, o.checks, o.notes);
+    add_coverage_checks(*baseline, candidate, o.checks, o.notes);
+  } else {
+    o.notes.push_back(fmt::format("no baseline run: candidate run {} was checked against absolute limits only", candidate.id));
+  }
+  add_absolute_checks(policy, baseline, candidate, o.checks);
+  if (baseline) {
+    add_regression_checks(policy, *baseline, candidate, o.checks);
+    add_latency_checks(policy, *baseline, candidate, o.checks);
+  }
+  return o;
+}
+
+}  // namespace kvgate::scoring

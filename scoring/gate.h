@@ -1,0 +1,75 @@
+#pragma once
+// Regression gate logic on plain numbers: a candidate run's per-item metrics are checked
+// against a policy's absolute limits and, item by item paired, against a baseline run's.
+//
+// Why paired bootstrap plus a floor: items differ far more from each other than a config
+// changes any one of them, so only per-item deltas see a small real change; and a real but
+// negligible change must not fail a nightly, so the mean delta must also exceed a magnitude.
+// Identical runs give all-zero deltas, an interval of [0, 0], and so can never fire.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scoring/gate_policy.h"
+
+namespace kvgate::scoring {
+
+// One eval item under one KV config. NaN / nullopt: not measured.
+struct GateItem {
+  std::string item_key, domain, config;
+  int64_t scored_tokens = 0;
+  double kld_mean = 0, kld_p99 = 0, top1 = 0;
+  std::optional<bool> exact_match_gold;
+  std::optional<bool> diverged;  // greedy answer differs from the reference config's; nullopt: not generated
+};
+
+struct GateTurn {
+  std::string config;
+  double ttft_ms = 0, tpot_ms = 0;  // NaN when not measured
+};
+
+struct GateRun {
+  int64_t id = 0;
+  std::string status;  // complete | interrupted | running | failed
+  std::string suite_name, suite_hash, model_sha256;
+  std::string reference_config;  // the config the run's KLDs are measured against
+  std::vector<std::string> configs;  // every config of the run, reference included
+  std::vector<GateItem> items;
+  std::vector<GateTurn> turns;
+};
+
+struct AffectedItem {
+  std::string item_key;
+  double baseline = 0, candidate = 0, delta = 0;
+};
+
+enum class CheckKind { comparability, coverage, absolute, regression, latency };
+const char* check_kind_name(CheckKind k);
+
+struct CheckResult {
+  std::string name;    // unique and stable: "regression.kld_mean[tables/q4_0/q4_0]"
+  CheckKind kind = CheckKind::absolute;
+  std::string domain;  // "*" for run-wide checks
+  std::string config;  // "" for run-wide checks
+  std::string metric;
+  bool passed = true;
+  // NaN where a number does not apply (e.g. no baseline for an absolute check).
+  double baseline_value = 0, candidate_value = 0, delta = 0, ci_low = 0, ci_high = 0, threshold = 0;
+  size_t items = 0;  // items (or pairs) the check looked at
+  std::string detail;  // one line a person reads: the numbers and why it passed or failed
+  std::vector<AffectedItem> most_affected;  // worst deltas first (regression checks)
+};
+
+struct GateOutcome {
+  std::vector<CheckResult> checks;
+  std::vector<std::string> notes;  // things a reader should know that are not failures
+  size_t failed() const;
+  bool passed() const { return failed() == 0; }
+};
+
+// baseline == nullptr: no baseline (a first run), so only comparability-free absolute checks
+// run, with a note saying so. Deterministic: the same inputs give bit-identical results.
+GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, const GateRun& candidate);
+
+}  // namespace kvgate::scoring

@@ -1,0 +1,207 @@
+#include "scoring/gate_policy.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace kvgate::scoring {
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void bad(const std::string& source, const std::string& where, const std::string& problem) {
+  throw_input_error(source + ": " + where + ": " + problem);
+}
+
+void reject_unknown_keys(const json& object, const std::set<std::string>& known, const std::string& source,
+                         const std::string& where) {
+  for (const auto& [key, value] : object.items())
+    if (!known.count(key)) {
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      bad(source, where, "unknown key '" + key + "' (known: " + list + ")");
+    }
+}
+
+const json& require_object(const json& value, const std::string& source, const std::string& where) {
+  if (!value.is_object()) bad(source, where, "expected a JSON object");
+  return value;
+}
+
+// Inside a rule, NaN stands for an explicit null: "off here", which must override a less
+// specific rule's limit, unlike an absent key, which inherits it. limits_for() turns it into
+// nullopt.
+constexpr double kExplicitlyOff = std::numeric_limits<double>::quiet_NaN();
+
+// A limit: a finite number >= 0; null for "off"; absent for "inherit".
+std::optional<double> read_limit(const json& object, const char* key, const std::string& source,
+                                 const std::string& where, double upper = INFINITY) {
+  if (!object.contains(key)) return std::nullopt;
+  if (object.at(key).is_null()) return kExplicitlyOff;
+  const json& v = object.at(key);
+  if (!v.is_number()) bad(source, where + "." + key, "expected a number or null");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0 || x > upper)
+    bad(source, where + "." + key,
+        std::isfinite(upper) ? "must be a number in [0, 1]" : "must be a finite number >= 0");
+  return x;
+}
+
+AbsoluteLimits read_absolute(const json& j, const std::string& source, const std::string& where) {
+  require_object(j, source, where);
+  reject_unknown_keys(j, {"kld_mean_max", "kld_p99_max", "same_top1_min", "accuracy_drop_max", "divergence_rate_max"},
+                      source, where);
+  AbsoluteLimits a;
+  a.kld_mean_max = read_limit(j, "kld_mean_max", source, where);
+  a.kld_p99_max = read_limit(j, "kld_p99_max", source, where);
+  a.same_top1_min = read_limit(j, "same_top1_min", source, where, 1.0);
+  a.accuracy_drop_max = read_limit(j, "accuracy_drop_max", source, where, 1.0);
+  a.divergence_rate_max = read_limit(j, "divergence_rate_max", source, where, 1.0);
+  return a;
+}
+
+RegressionLimits read_regression(const json& j, const std::string& source, const std::string& where) {
+  require_object(j, source, where);
+  reject_unknown_keys(j, {"kld_mean", "kld_p99", "same_top1", "accuracy", "divergence_rate"}, source, where);
+  RegressionLimits r;
+  r.kld_mean = read_limit(j, "kld_mean", source, where);
+  r.kld_p99 = read_limit(j, "kld_p99", source, where);
+  r.same_top1 = read_limit(j, "same_top1", source, where, 1.0);
+  r.accuracy = read_limit(j, "accuracy", source, where, 1.0);
+  r.divergence_rate = read_limit(j, "divergence_rate", source, where, 1.0);
+  return r;
+}
+
+std::string read_name(const json& rule, const char* key, const std::string& source, const std::string& where) {
+  if (!rule.contains(key)) return "*";
+  const json& v = rule.at(key);
+  if (!v.is_string() || v.get<std::string>().empty()) bad(source, where + "." + key, "expected a non-empty string (or \"*\")");
+  return v.get<std::string>();
+}
+
+// Later sources overwrite earlier ones only where they set a limit.
+void overlay(std::optional<double>& into, const std::optional<double>& from) {
+  if (from) into = from;
+}
+
+void drop_explicit_off(std::optional<double>& v) {
+  if (v && std::isnan(*v)) v.reset();
+}
+
+void overlay_limits(GateLimits& into, const GateLimits& from) {
+  overlay(into.absolute.kld_mean_max, from.absolute.kld_mean_max);
+  overlay(into.absolute.kld_p99_max, from.absolute.kld_p99_max);
+  overlay(into.absolute.same_top1_min, from.absolute.same_top1_min);
+  overlay(into.absolute.accuracy_drop_max, from.absolute.accuracy_drop_max);
+  overlay(into.absolute.divergence_rate_max, from.absolute.divergence_rate_max);
+  overlay(into.regression.kld_mean, from.regression.kld_mean);
+  overlay(into.regression.kld_p99, from.regression.kld_p99);
+  overlay(into.regression.same_top1, from.regression.same_top1);
+  overlay(into.regression.accuracy, from.regression.accuracy);
+  overlay(into.regression.divergence_rate, from.regression.divergence_rate);
+}
+
+}  // namespace
+
+GateLimits GatePolicy::limits_for(const std::string& domain, const std::string& kv) const {
+  GateLimits out;
+  // Least specific first, so each more specific rule overwrites what it sets.
+  const std::pair<bool, bool> order[] = {{false, false}, {true, false}, {false, true}, {true, true}};
+  for (const auto& [exact_domain, exact_kv] : order)
+    for (const GateRule& r : rules) {
+      const bool domain_ok = exact_domain ? r.domain == domain : r.domain == "*";
+      const bool kv_ok = exact_kv ? r.kv == kv : r.kv == "*";
+      if (domain_ok && kv_ok) overlay_limits(out, r.limits);
+    }
+  for (std::optional<double>* v : {&out.absolute.kld_mean_max, &out.absolute.kld_p99_max, &out.absolute.same_top1_min,
+                                   &out.absolute.accuracy_drop_max, &out.absolute.divergence_rate_max,
+                                   &out.regression.kld_mean, &out.regression.kld_p99, &out.regression.same_top1,
+                                   &out.regression.accuracy, &out.regression.divergence_rate})
+    drop_explicit_off(*v);
+  return out;
+}
+
+GatePolicy parse_gate_policy(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw_input_error_at(source, e.byte, std::string("not valid JSON: ") + e.what());
+  }
+  require_object(j, source, "top level");
+  reject_unknown_keys(j, {"kvgate_gate_policy", "description", "bootstrap", "rules", "latency"}, source, "top level");
+  if (!j.contains("kvgate_gate_policy") || j["kvgate_gate_policy"] != 1)
+    bad(source, "kvgate_gate_policy", "must be 1 (the policy format version this build reads)");
+  GatePolicy p;
+  p.source = source;
+  if (j.contains("description") && !j["description"].is_string()) bad(source, "description", "expected a string");
+  if (j.contains("bootstrap")) {
+    const json& b = require_object(j["bootstrap"], source, "bootstrap");
+    reject_unknown_keys(b, {"resamples", "confidence", "seed"}, source, "bootstrap");
+    if (b.contains("resamples")) {
+      if (!b["resamples"].is_number_integer() || b["resamples"].get<int64_t>() < 100 || b["resamples"].get<int64_t>() > 100000)
+        bad(source, "bootstrap.resamples", "expected an integer in [100, 100000]");
+      p.bootstrap.resamples = b["resamples"].get<size_t>();
+    }
+    if (b.contains("confidence")) {
+      if (!b["confidence"].is_number() || !(b["confidence"].get<double>() > 0.5 && b["confidence"].get<double>() < 1.0))
+        bad(source, "bootstrap.confidence", "expected a number in (0.5, 1)");
+      p.bootstrap.confidence = b["confidence"].get<double>();
+    }
+    if (b.contains("seed")) {
+      if (!b["seed"].is_number_unsigned()) bad(source, "bootstrap.seed", "expected a non-negative integer");
+      p.bootstrap.seed = b["seed"].get<uint64_t>();
+    }
+  }
+  if (!j.contains("rules") || !j["rules"].is_array() || j["rules"].empty())
+    bad(source, "rules", "expected a non-empty array of rules");
+  for (size_t i = 0; i < j["rules"].size(); ++i) {
+    const std::string where = "rules[" + std::to_string(i) + "]";
+    const json& r = require_object(j["rules"][i], source, where);
+    reject_unknown_keys(r, {"domain", "kv", "absolute", "regression", "note"}, source, where);
+    GateRule rule;
+    rule.domain = read_name(r, "domain", source, where);
+    rule.kv = read_name(r, "kv", source, where);
+    if (r.contains("absolute")) rule.limits.absolute = read_absolute(r["absolute"], source, where + ".absolute");
+    if (r.contains("regression")) rule.limits.regression = read_regression(r["regression"], source, where + ".regression");
+    p.rules.push_back(std::move(rule));
+  }
+  if (j.contains("latency")) {
+    const json& l = require_object(j["latency"], source, "latency");
+    reject_unknown_keys(l, {"ttft_p50_ratio_max", "ttft_p95_ratio_max", "tpot_p50_ratio_max", "tpot_p95_ratio_max"},
+                        source, "latency");
+    p.latency.ttft_p50_ratio_max = read_limit(l, "ttft_p50_ratio_max", source, "latency");
+    p.latency.ttft_p95_ratio_max = read_limit(l, "ttft_p95_ratio_max", source, "latency");
+    p.latency.tpot_p50_ratio_max = read_limit(l, "tpot_p50_ratio_max", source, "latency");
+    p.latency.tpot_p95_ratio_max = read_limit(l, "tpot_p95_ratio_max", source, "latency");
+  }
+  canonicalize_policy_kv(p, [](const std::string& s) { return s; });
+  return p;
+}
+
+GatePolicy load_gate_policy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_input_error(path + ": cannot open the gate policy file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_gate_policy(ss.str(), path);
+}
+
+void canonicalize_policy_kv(GatePolicy& policy, const std::function<std::string(const std::string&)>& canonical) {
+  std::set<std::pair<std::string, std::string>> seen;
+  for (size_t i = 0; i < policy.rules.size(); ++i) {
+    GateRule& r = policy.rules[i];
+    if (r.kv != "*") r.kv = canonical(r.kv);
+    if (!seen.emplace(r.domain, r.kv).second)
+      bad(policy.source, "rules[" + std::to_string(i) + "]",
+          "a second rule for domain '" + r.domain + "' and kv '" + r.kv + "' (merge them into one)");
+  }
+}
+
+}  // namespace kvgate::scoring

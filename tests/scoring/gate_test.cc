@@ -1,0 +1,286 @@
+// Gate policy parsing and gate decisions on synthetic runs built from plain numbers.
+#include "scoring/gate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "scoring/gate_policy.h"
+
+namespace kvgate::scoring {
+namespace {
+
+const char* kPolicy = R"({
+  "kvgate_gate_policy": 1,
+  "bootstrap": {"resamples": 1000, "confidence": 0.95, "seed": 7},
+  "rules": [
+    {"domain": "*", "kv": "*",
+     "absolute": {"kld_mean_max": 0.1, "kld_p99_max": 1.0, "same_top1_min": 0.8, "accuracy_drop_max": 0.5,
+                  "divergence_rate_max": 1.0},
+     "regression": {"kld_mean": 0.002, "kld_p99": 0.05, "same_top1": 0.01, "accuracy": 0.1, "divergence_rate": 0.2}},
+    {"domain": "tables", "kv": "*", "absolute": {"kld_mean_max": 0.05}},
+    {"domain": "*", "kv": "q4_0", "absolute": {"kld_mean_max": 0.2, "same_top1_min": null}},
+    {"domain": "tables", "kv": "q4_0", "absolute": {"kld_mean_max": 0.08}}
+  ],
+  "latency": {"tpot_p50_ratio_max": 2.0}
+})";
+
+// A run of `n` items in each of two domains under the reference and one candidate config. The
+// candidate's per-item KLD varies by item (items differ far more than configs change them).
+GateRun make_run(int64_t id, int n, double kld_scale) {
+  GateRun r;
+  r.id = id;
+  r.status = "complete";
+  r.suite_name = "suite:smoke";
+  r.suite_hash = "abc";
+  r.model_sha256 = "sha";
+  r.reference_config = "f16/f16";
+  r.configs = {"f16/f16", "q4_0/q4_0"};
+  for (const char* domain : {"tables", "policy"})
+    for (int i = 0; i < n; ++i) {
+      const std::string key = std::string(domain) + "-" + std::to_string(i);
+      GateItem ref{key, domain, "f16/f16", 100, 0, 0, 1.0, true, false};
+      GateItem q{key, domain, "q4_0/q4_0", 100, kld_scale * (0.01 + 0.004 * (i % 5)), kld_scale * 0.2, 0.95, true, i % 3 == 0};
+      r.items.push_back(ref);
+      r.items.push_back(q);
+      r.turns.push_back({"q4_0/q4_0", 50.0 + i, 10.0 + 0.1 * i});
+    }
+  return r;
+}
+
+// Runs hold canonical specs ("q4_0/q4_0"); the harness canonicalizes the policy's short names
+// with the kernels' parser, which this layer cannot see, so the tests do it by hand.
+GatePolicy test_policy() {
+  GatePolicy p = parse_gate_policy(kPolicy, "p.json");
+  canonicalize_policy_kv(p, [](const std::string& s) { return s + "/" + s; });
+  return p;
+}
+
+const CheckResult* find(const GateOutcome& o, const std::string& name) {
+  for (const CheckResult& c : o.checks)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+TEST(GatePolicy, MostSpecificRuleWinsPerLimit) {
+  const GatePolicy p = parse_gate_policy(kPolicy, "p.json");
+  const GateLimits tq = p.limits_for("tables", "q4_0");
+  EXPECT_DOUBLE_EQ(*tq.absolute.kld_mean_max, 0.08);
+  EXPECT_DOUBLE_EQ(*tq.absolute.kld_p99_max, 1.0);
+  EXPECT_FALSE(tq.absolute.same_top1_min.has_value()) << "null in a more specific rule must not re-enable";
+  EXPECT_DOUBLE_EQ(*p.limits_for("tables", "fp8").absolute.kld_mean_max, 0.05);
+  EXPECT_DOUBLE_EQ(*p.limits_for("policy", "q4_0").absolute.kld_mean_max, 0.2);
+  EXPECT_DOUBLE_EQ(*p.limits_for("policy", "fp8").absolute.kld_mean_max, 0.1);
+  EXPECT_DOUBLE_EQ(*p.latency.tpot_p50_ratio_max, 2.0);
+  EXPECT_FALSE(p.latency.ttft_p50_ratio_max.has_value());
+  EXPECT_EQ(p.bootstrap.resamples, 1000u);
+}
+
+TEST(GatePolicy, NullOverridesAnInheritedLimit) {
+  // The q4_0 rule sets same_top1_min to null: the "*" rule's 0.8 must be switched off.
+  const GatePolicy p = parse_gate_policy(kPolicy, "p.json");
+  EXPECT_TRUE(p.limits_for("policy", "fp8").absolute.same_top1_min.has_value());
+  EXPECT_FALSE(p.limits_for("policy", "q4_0").absolute.same_top1_min.has_value());
+}
+
+void expect_input_error(const std::string& text, const std::string& fragment) {
+  try {
+    parse_gate_policy(text, "bad.json");
+    FAIL() << "accepted: " << text;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("bad.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(fragment), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one-line message: " << msg;
+  }
+}
+
+TEST(GatePolicy, BadFilesNameTheFileAndTheProblem) {
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [", "byte");
+  expect_input_error("{\"rules\": [{}]}", "kvgate_gate_policy");
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": []}", "rules");
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [{\"absolute\": {\"kld_mean\": 1}}]}",
+                     "unknown key 'kld_mean'");
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [{\"absolute\": {\"kld_mean_max\": -1}}]}",
+                     "rules[0].absolute.kld_mean_max");
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [{\"absolute\": {\"same_top1_min\": 1.5}}]}", "[0, 1]");
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [{\"regression\": {\"kld_mean\": \"x\"}}]}",
+                     "expected a number or null");
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [{\"kv\": \"fp8\"}, {\"kv\": \"fp8\"}]}", "second rule");
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [{}], \"bootstrap\": {\"confidence\": 2}}",
+                     "bootstrap.confidence");
+  expect_input_error("[1, 2]", "JSON object");
+}
+
+TEST(GatePolicy, CanonicalizedNamesThatCollideAreRejected) {
+  GatePolicy p = parse_gate_policy(
+      "{\"kvgate_gate_policy\": 1, \"rules\": [{\"kv\": \"fp8\"}, {\"kv\": \"fp8_e4m3\"}]}", "c.json");
+  EXPECT_THROW(canonicalize_policy_kv(p, [](const std::string&) { return std::string("fp8_e4m3/fp8_e4m3"); }), Error);
+}
+
+TEST(Gate, IdenticalRunsNeverFire) {
+  const GatePolicy p = test_policy();
+  const GateRun a = make_run(1, 20, 1.0), b = make_run(2, 20, 1.0);
+  const GateOutcome o = evaluate_gate(p, &a, b);
+  for (const CheckResult& c : o.checks) EXPECT_TRUE(c.passed) << c.name << ": " << c.detail;
+  EXPECT_EQ(o.failed(), 0u);
+  const CheckResult* reg = find(o, "regression.kld_mean[tables, q4_0/q4_0]");
+  ASSERT_NE(reg, nullptr);
+  EXPECT_EQ(reg->delta, 0.0);
+  EXPECT_EQ(reg->ci_low, 0.0);
+  EXPECT_EQ(reg->ci_high, 0.0);
+  EXPECT_EQ(reg->items, 20u);
+  ASSERT_NE(find(o, "latency.tpot_p50_ratio[*, q4_0/q4_0]"), nullptr);
+}
+
+TEST(Gate, WorseDomainFailsAndNamesItsItems) {
+  const GatePolicy p = test_policy();
+  const GateRun base = make_run(1, 20, 1.0);
+  GateRun cand = make_run(2, 20, 1.0);
+  // Only the policy domain gets worse, and item policy-3 the most.
+  for (GateItem& it : cand.items)
+    if (it.domain == "policy" && it.config == "q4_0/q4_0") it.kld_mean += it.item_key == "policy-3" ? 0.05 : 0.01;
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  const CheckResult* worse = find(o, "regression.kld_mean[policy, q4_0/q4_0]");
+  ASSERT_NE(worse, nullptr);
+  EXPECT_FALSE(worse->passed);
+  EXPECT_NEAR(worse->delta, 0.012, 1e-12);
+  EXPECT_GT(worse->ci_low, 0.0);
+  EXPECT_LE(worse->ci_low, worse->delta);
+  EXPECT_GE(worse->ci_high, worse->delta);
+  ASSERT_FALSE(worse->most_affected.empty());
+  EXPECT_EQ(worse->most_affected.front().item_key, "policy-3");
+  EXPECT_NE(worse->detail.find("policy-3"), std::string::npos) << worse->detail;
+  const CheckResult* same = find(o, "regression.kld_mean[tables, q4_0/q4_0]");
+  ASSERT_NE(same, nullptr);
+  EXPECT_TRUE(same->passed);
+  EXPECT_EQ(o.failed(), 1u);
+}
+
+TEST(Gate, RealButTinyChangeStaysUnderTheFloor) {
+  const GatePolicy p = test_policy();
+  const GateRun base = make_run(1, 20, 1.0);
+  GateRun cand = make_run(2, 20, 1.0);
+  for (GateItem& it : cand.items)
+    if (it.config == "q4_0/q4_0") it.kld_mean += 0.001;  // consistent, so the interval excludes 0; below the 0.002 floor
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  const CheckResult* c = find(o, "regression.kld_mean[tables, q4_0/q4_0]");
+  ASSERT_NE(c, nullptr);
+  EXPECT_GT(c->ci_low, 0.0);
+  EXPECT_TRUE(c->passed) << c->detail;
+}
+
+TEST(Gate, LargeButNoisyChangeDoesNotFire) {
+  const GatePolicy p = test_policy();
+  const GateRun base = make_run(1, 20, 1.0);
+  GateRun cand = make_run(2, 20, 1.0);
+  // Half the items much worse, half much better: mean delta near 0, interval spans 0.
+  int k = 0;
+  for (GateItem& it : cand.items)
+    if (it.domain == "tables" && it.config == "q4_0/q4_0") it.kld_mean += (k++ % 2 ? 0.03 : -0.025);
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  const CheckResult* c = find(o, "regression.kld_mean[tables, q4_0/q4_0]");
+  ASSERT_NE(c, nullptr);
+  EXPECT_GT(c->delta, 0.002);
+  EXPECT_LT(c->ci_low, 0.0);
+  EXPECT_TRUE(c->passed) << c->detail;
+}
+
+TEST(Gate, ImprovementIsNotARegression) {
+  const GatePolicy p = test_policy();
+  const GateRun base = make_run(1, 20, 1.0), cand = make_run(2, 20, 0.5);
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  EXPECT_EQ(o.failed(), 0u);
+  EXPECT_LT(find(o, "regression.kld_mean[tables, q4_0/q4_0]")->delta, 0.0);
+}
+
+TEST(Gate, AbsoluteLimitsUseTheMostSpecificRule) {
+  const GatePolicy p = test_policy();
+  // Mean KLD of the candidate config = 0.018 * 5 = 0.09: over the tables/q4_0 limit 0.08,
+  // under the policy/q4_0 limit 0.2.
+  const GateRun cand = make_run(2, 20, 5.0);
+  const GateOutcome o = evaluate_gate(p, nullptr, cand);
+  const CheckResult* t = find(o, "absolute.kld_mean[tables, q4_0/q4_0]");
+  const CheckResult* q = find(o, "absolute.kld_mean[policy, q4_0/q4_0]");
+  ASSERT_NE(t, nullptr);
+  ASSERT_NE(q, nullptr);
+  EXPECT_NEAR(t->candidate_value, 0.09, 1e-12);
+  EXPECT_DOUBLE_EQ(t->threshold, 0.08);
+  EXPECT_FALSE(t->passed);
+  EXPECT_TRUE(q->passed);
+  EXPECT_EQ(find(o, "absolute.same_top1[policy, q4_0/q4_0]"), nullptr) << "switched off by null";
+  ASSERT_EQ(o.notes.size(), 1u);
+  EXPECT_NE(o.notes[0].find("no baseline"), std::string::npos);
+  EXPECT_EQ(find(o, "absolute.kld_mean[tables, f16/f16]"), nullptr) << "the reference is not checked against itself";
+}
+
+TEST(Gate, AccuracyDropIsAgainstTheReferenceConfig) {
+  const GatePolicy p = test_policy();
+  GateRun cand = make_run(2, 10, 1.0);
+  int wrong = 0;
+  for (GateItem& it : cand.items)
+    if (it.domain == "tables" && it.config == "q4_0/q4_0" && wrong < 6) it.exact_match_gold = false, ++wrong;
+  const GateOutcome o = evaluate_gate(p, nullptr, cand);
+  const CheckResult* c = find(o, "absolute.accuracy_drop[tables, q4_0/q4_0]");
+  ASSERT_NE(c, nullptr);
+  EXPECT_DOUBLE_EQ(c->baseline_value, 1.0);
+  EXPECT_DOUBLE_EQ(c->candidate_value, 0.4);
+  EXPECT_NEAR(c->delta, 0.6, 1e-12);
+  EXPECT_FALSE(c->passed);
+}
+
+TEST(Gate, MissingItemsConfigsAndMismatchedRunsFail) {
+  const GatePolicy p = test_policy();
+  const GateRun base = make_run(1, 5, 1.0);
+  GateRun cand = make_run(2, 5, 1.0);
+  cand.items.erase(cand.items.begin() + 1);  // tables-0 under q4_0
+  cand.model_sha256 = "other";
+  cand.status = "failed";
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  const CheckResult* cov = find(o, "coverage.items[*, q4_0/q4_0]");
+  ASSERT_NE(cov, nullptr);
+  EXPECT_FALSE(cov->passed);
+  EXPECT_NE(cov->detail.find("tables-0"), std::string::npos) << cov->detail;
+  EXPECT_FALSE(find(o, "comparability.model[*]")->passed);
+  EXPECT_TRUE(find(o, "comparability.suite[*]")->passed);
+  EXPECT_FALSE(find(o, "comparability.candidate_status[*]")->passed);
+
+  GateRun fewer_configs = make_run(3, 5, 1.0);
+  fewer_configs.configs = {"f16/f16"};
+  std::erase_if(fewer_configs.items, [](const GateItem& it) { return it.config == "q4_0/q4_0"; });
+  const GateOutcome o2 = evaluate_gate(p, &base, fewer_configs);
+  EXPECT_FALSE(find(o2, "coverage.items[*, q4_0/q4_0]")->passed);
+}
+
+TEST(Gate, LatencyRatioLimit) {
+  const GatePolicy p = test_policy();
+  const GateRun base = make_run(1, 10, 1.0);
+  GateRun cand = make_run(2, 10, 1.0);
+  for (GateTurn& t : cand.turns) t.tpot_ms *= 2.5;
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  const CheckResult* c = find(o, "latency.tpot_p50_ratio[*, q4_0/q4_0]");
+  ASSERT_NE(c, nullptr);
+  EXPECT_NEAR(c->delta, 2.5, 1e-12);
+  EXPECT_FALSE(c->passed);
+}
+
+TEST(Gate, DeterministicAcrossCalls) {
+  const GatePolicy p = test_policy();
+  const GateRun base = make_run(1, 30, 1.0);
+  GateRun cand = make_run(2, 30, 1.0);
+  for (size_t i = 0; i < cand.items.size(); ++i) cand.items[i].kld_mean += 0.0005 * static_cast<double>(i % 7);
+  const GateOutcome a = evaluate_gate(p, &base, cand), b = evaluate_gate(p, &base, cand);
+  ASSERT_EQ(a.checks.size(), b.checks.size());
+  for (size_t i = 0; i < a.checks.size(); ++i) {
+    EXPECT_EQ(a.checks[i].name, b.checks[i].name);
+    EXPECT_EQ(std::memcmp(&a.checks[i].ci_low, &b.checks[i].ci_low, sizeof(double)), 0);
+    EXPECT_EQ(std::memcmp(&a.checks[i].ci_high, &b.checks[i].ci_high, sizeof(double)), 0);
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::scoring
