@@ -21,5 +21,7 @@ void add_runs_commands(CLI::App& app, CommandContext& ctx);
 void add_infer_commands(CLI::App& app, CommandContext& ctx);
 void add_eval_commands(CLI::App& app, CommandContext& ctx);
 void add_workload_commands(CLI::App& app, CommandContext& ctx);
+void add_gate_commands(CLI::App& app, CommandContext& ctx);
+void add_report_commands(CLI::App& app, CommandContext& ctx);
 
 }  // namespace kvgate::harness

@@ -1,0 +1,314 @@
+// `kvgate gate`: compares a candidate run with a baseline run item by item under a gate policy,
+// prints and stores every check's decision, and exits 1 when any check fails. JUnit XML lets a
+// CI system show each check as a test case; the Markdown report is for PR comments.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "harness/commands.h"
+#include "kernels/kv_config.h"
+#include "results/store.h"
+#include "scoring/gate.h"
+#include "scoring/gate_policy.h"
+
+namespace kvgate::harness {
+namespace {
+
+struct GateArgs {
+  std::string baseline, candidate = "latest", policy, db, junit, report;
+  bool json = false;
+  bool allow_missing_baseline = false;
+};
+
+// "latest:smoke" matches runs of the built-in suite (stored as "suite:smoke") and runs whose
+// suite name is exactly what was given (an eval set or trace path).
+bool suite_matches(const std::string& stored, const std::string& wanted) {
+  return wanted.empty() || stored == wanted || stored == "suite:" + wanted;
+}
+
+bool has_failed_gate(results::Store& store, int64_t run_id) {
+  for (const results::GateDecision& d : store.gate_decisions_for_candidate(run_id))
+    if (!d.passed) return true;
+  return false;
+}
+
+// RUN | latest[:SUITE] | passing[:SUITE]. `latest` is the latest complete run; `passing` the
+// latest complete run that no stored gate decision failed. As a baseline (before != nullopt)
+// both pick a run older than the candidate, and `passing` one of the candidate's model.
+std::optional<results::RunRecord> select_run(results::Store& store, const std::string& ref,
+                                             std::optional<int64_t> before, const std::string& model_sha256) {
+  const size_t colon = ref.find(':');
+  const std::string head = ref.substr(0, colon);
+  const std::string suite = colon == std::string::npos ? "" : ref.substr(colon + 1);
+  if (head != "latest" && head != "passing") return store.resolve_run(ref);
+  if (colon != std::string::npos && suite.empty()) throw_usage_error("run '" + ref + "': give a suite name after ':'");
+  const std::vector<results::RunRecord> runs = store.list_runs();
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    if (it->status != "complete" || !suite_matches(it->info.suite_name, suite)) continue;
+    if (before && it->id >= *before) continue;
+    if (head == "passing" && (it->info.model_sha256 != model_sha256 || has_failed_gate(store, it->id))) continue;
+    return *it;
+  }
+  return std::nullopt;
+}
+
+scoring::GateRun load_gate_run(results::Store& store, const results::RunRecord& run) {
+  scoring::GateRun g;
+  g.id = run.id;
+  g.status = run.status;
+  g.suite_name = run.info.suite_name;
+  g.suite_hash = run.info.suite_hash;
+  g.model_sha256 = run.info.model_sha256;
+  std::map<int64_t, std::string> spec_of;
+  for (const results::RunConfigRecord& c : store.run_configs(run.id)) {
+    spec_of[c.config_id] = c.spec;
+    g.configs.push_back(c.spec);
+    if (c.role == "reference") g.reference_config = c.spec;
+  }
+  auto spec = [&](int64_t id) {
+    const auto it = spec_of.find(id);
+    return it == spec_of.end() ? "config#" + std::to_string(id) : it->second;
+  };
+  for (const results::RunItemMetrics& r : store.run_item_metrics(run.id)) {
+    scoring::GateItem it;
+    it.item_key = r.item_key;
+    it.domain = r.domain;
+    it.config = spec(r.metrics.config_id);
+    it.scored_tokens = r.metrics.scored_tokens;
+    it.kld_mean = r.metrics.kld_mean;
+    it.kld_p99 = r.metrics.kld_p99;
+    it.top1 = r.metrics.top1_agreement;
+    it.exact_match_gold = r.metrics.exact_match_gold;
+    if (r.metrics.generated_tokens) it.diverged = r.metrics.first_divergence.has_value();
+    g.items.push_back(std::move(it));
+  }
+  for (const results::RunTurnMetrics& t : store.run_turn_metrics(run.id))
+    g.turns.push_back({spec(t.turn.config_id), t.turn.ttft_ms, t.turn.tpot_ms});
+  return g;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t' ? ' ' : ch;
+    }
+  }
+  return out;
+}
+
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += ch == '|' ? std::string("\\|") : ch == '\n' ? std::string(" ") : std::string(1, ch);
+  return out;
+}
+
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "-"; }
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw_environment_error(path + ": cannot write");
+}
+
+std::string junit_xml(const scoring::GateOutcome& o, const std::string& title) {
+  std::map<std::string, std::vector<const scoring::CheckResult*>> by_kind;
+  for (const scoring::CheckResult& c : o.checks) by_kind[scoring::check_kind_name(c.kind)].push_back(&c);
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += fmt::format("<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\">\n", xml_escape(title), o.checks.size(), o.failed());
+  for (const auto& [kind, checks] : by_kind) {
+    size_t failures = 0;
+    for (const auto* c : checks) failures += c->passed ? 0 : 1;
+    x += fmt::format("  <testsuite name=\"kvgate.gate.{}\" tests=\"{}\" failures=\"{}\">\n", kind, checks.size(), failures);
+    for (const auto* c : checks) {
+      x += fmt::format("    <testcase classname=\"kvgate.gate.{}\" name=\"{}\"", kind, xml_escape(c->name));
+      if (c->passed) {
+        x += fmt::format("><system-out>{}</system-out></testcase>\n", xml_escape(c->detail));
+      } else {
+        x += fmt::format("><failure message=\"{}\" type=\"{}\">{}</failure></testcase>\n", xml_escape(c->detail), kind,
+                         xml_escape(c->detail));
+      }
+    }
+    x += "  </testsuite>\n";
+  }
+  if (!o.notes.empty()) {
+    // Notes ride in a passing test case so every CI viewer shows them next to the checks.
+    x += "  <testsuite name=\"kvgate.gate.notes\" tests=\"1\" failures=\"0\">\n    <testcase classname=\"kvgate.gate.notes\" "
+         "name=\"notes\"><system-out>";
+    for (const std::string& n : o.notes) x += xml_escape(n) + "\n";
+    x += "</system-out></testcase>\n  </testsuite>\n";
+  }
+  x += "</testsuites>\n";
+  return x;
+}
+
+std::string markdown_report(const scoring::GateOutcome& o, const std::string& headline) {
+  std::string md = "## kvgate gate: " + std::string(o.passed() ? "PASS" : "FAIL") + "\n\n" + headline + "\n\n";
+  md += fmt::format("{} checks, {} failed.\n\n", o.checks.size(), o.failed());
+  if (o.failed() > 0) {
+    md += "### Failing checks\n\n| check | domain | config | baseline | candidate | delta | CI | limit | items most affected |\n"
+          "|---|---|---|---|---|---|---|---|---|\n";
+    for (const scoring::CheckResult& c : o.checks) {
+      if (c.passed) continue;
+      std::string items;
+      for (const auto& m : c.most_affected) items += (items.empty() ? "" : ", ") + fmt::format("{} ({:+.4g})", m.item_key, m.delta);
+      const std::string ci = std::isfinite(c.ci_low) ? fmt::format("[{:+.4g}, {:+.4g}]", c.ci_low, c.ci_high) : "-";
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", md_cell(c.kind == scoring::CheckKind::regression ||
+                                                                                      c.kind == scoring::CheckKind::absolute
+                                                                                  ? std::string(scoring::check_kind_name(c.kind)) + " " + c.metric
+                                                                                  : c.name),
+                        md_cell(c.domain), md_cell(c.config.empty() ? "-" : c.config), num(c.baseline_value),
+                        num(c.candidate_value), num(c.delta), ci, num(c.threshold), md_cell(items.empty() ? "-" : items));
+    }
+    md += "\nDetails:\n\n";
+    for (const scoring::CheckResult& c : o.checks)
+      if (!c.passed) md += "- `" + c.name + "`: " + c.detail + "\n";
+    md += "\n";
+  }
+  if (!o.notes.empty()) {
+    md += "### Notes\n\n";
+    for (const std::string& n : o.notes) md += "- " + n + "\n";
+    md += "\n";
+  }
+  md += "<details><summary>All checks</summary>\n\n| check | result | detail |\n|---|---|---|\n";
+  for (const scoring::CheckResult& c : o.checks)
+    md += fmt::format("| `{}` | {} | {} |\n", md_cell(c.name), c.passed ? "pass" : "**FAIL**", md_cell(c.detail));
+  md += "\n</details>\n";
+  return md;
+}
+
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<results::RunRecord>& base,
+                            const results::RunRecord& cand, const std::string& policy, const std::string& db) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const scoring::CheckResult& c : o.checks) {
+    nlohmann::json affected = nlohmann::json::array();
+    for (const auto& m : c.most_affected)
+      affected.push_back({{"item", m.item_key}, {"baseline", m.baseline}, {"candidate", m.candidate}, {"delta", m.delta}});
+    checks.push_back({{"name", c.name},
+                      {"kind", scoring::check_kind_name(c.kind)},
+                      {"metric", c.metric},
+                      {"domain", c.domain},
+                      {"config", c.config},
+                      {"passed", c.passed},
+                      {"baseline_value", number_or_null(c.baseline_value)},
+                      {"candidate_value", number_or_null(c.candidate_value)},
+                      {"delta", number_or_null(c.delta)},
+                      {"ci_low", number_or_null(c.ci_low)},
+                      {"ci_high", number_or_null(c.ci_high)},
+                      {"threshold", number_or_null(c.threshold)},
+                      {"items", c.items},
+                      {"most_affected", affected},
+                      {"detail", c.detail}});
+  }
+  return {{"passed", o.passed()},
+          {"failed", o.failed()},
+          {"checks_total", o.checks.size()},
+          {"baseline", base ? nlohmann::json(base->id) : nlohmann::json(nullptr)},
+          {"candidate", cand.id},
+          {"policy", policy},
+          {"db", db},
+          {"notes", o.notes},
+          {"checks", checks}};
+}
+
+void run_gate(const GateArgs& a, CommandContext& ctx) {
+  scoring::GatePolicy policy = scoring::load_gate_policy(a.policy);
+  scoring::canonicalize_policy_kv(policy, [&](const std::string& spec) {
+    try {
+      return kernels::parse_kv_config(spec).canonical();
+    } catch (const Error& e) {
+      throw_input_error(a.policy + ": rule kv '" + spec + "': " + e.what());
+    }
+  });
+  results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
+  const std::optional<results::RunRecord> cand = select_run(store, a.candidate, std::nullopt, "");
+  if (!cand) throw_input_error(store.path() + ": no complete run matches --candidate " + a.candidate);
+  const std::optional<results::RunRecord> base = select_run(store, a.baseline, cand->id, cand->info.model_sha256);
+  if (!base && !a.allow_missing_baseline)
+    throw_input_error(store.path() + ": no complete run before candidate run " + std::to_string(cand->id) +
+                      " matches --baseline " + a.baseline + " (first run of a suite? pass --allow-missing-baseline)");
+
+  const scoring::GateRun cand_run = load_gate_run(store, *cand);
+  std::optional<scoring::GateRun> base_run;
+  if (base) base_run = load_gate_run(store, *base);
+  const scoring::GateOutcome outcome = scoring::evaluate_gate(policy, base_run ? &*base_run : nullptr, cand_run);
+
+  std::map<std::string, int64_t> config_ids;
+  for (const results::RunRecord* r : {&*cand, base ? &*base : nullptr})
+    if (r)
+      for (const results::RunConfigRecord& c : store.run_configs(r->id)) config_ids.emplace(c.spec, c.config_id);
+  for (const scoring::CheckResult& c : outcome.checks) {
+    results::GateDecision d;
+    // A first run has no baseline; its decisions name the candidate on both sides.
+    d.baseline_run_id = base ? base->id : cand->id;
+    d.candidate_run_id = cand->id;
+    if (const auto it = config_ids.find(c.config); it != config_ids.end()) d.config_id = it->second;
+    d.check_name = c.name;
+    d.metric = c.metric;
+    d.passed = c.passed;
+    d.baseline_value = c.baseline_value;
+    d.candidate_value = c.candidate_value;
+    d.delta = c.delta;
+    d.ci_low = c.ci_low;
+    d.ci_high = c.ci_high;
+    d.threshold = c.threshold;
+    d.detail = c.detail;
+    store.add_gate_decision(d);
+  }
+
+  const std::string headline =
+      base ? fmt::format("Baseline run {} ({}, {} items) vs candidate run {} ({}, {} items), policy `{}`.", base->id,
+                         base->info.suite_name, base->items, cand->id, cand->info.suite_name, cand->items, a.policy)
+           : fmt::format("Candidate run {} ({}, {} items), no baseline, policy `{}`.", cand->id, cand->info.suite_name,
+                         cand->items, a.policy);
+  if (!a.junit.empty()) write_file(a.junit, junit_xml(outcome, "kvgate gate " + std::to_string(cand->id)));
+  if (!a.report.empty()) write_file(a.report, markdown_report(outcome, headline));
+
+  if (a.json) {
+    std::printf("%s\n", outcome_json(outcome, base, *cand, a.policy, store.path()).dump(2).c_str());
+  } else {
+    std::printf("%s\n", headline.c_str());
+    for (const scoring::CheckResult& c : outcome.checks)
+      if (!c.passed) std::printf("FAIL %s: %s\n", c.name.c_str(), c.detail.c_str());
+    for (const std::string& n : outcome.notes) std::printf("note: %s\n", n.c_str());
+    std::printf("gate %s: %zu of %zu checks failed\n", outcome.passed() ? "PASSED" : "FAILED", outcome.failed(),
+                outcome.checks.size());
+  }
+  if (!outcome.passed()) ctx.exit_code = 1;
+}
+
+}  // namespace
+
+void add_gate_commands(CLI::App& app, CommandContext& ctx) {
+  auto a = std::make_shared<GateArgs>();
+  CLI::App* g = app.add_subcommand("gate", "Compare a candidate run with a baseline run under a gate policy (exit 1 on failure)");
+  g->add_option("--baseline", a->baseline, "Baseline: RUN id, latest[:SUITE] or passing[:SUITE] (older than the candidate)")
+      ->required();
+  g->add_option("--candidate", a->candidate, "Candidate: RUN id or latest[:SUITE]")->capture_default_str();
+  g->add_option("--policy", a->policy, "Gate policy JSON (see docs/gates.md; ci/gates/default.json)")->required();
+  g->add_option("--db", a->db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
+  g->add_option("--junit", a->junit, "Write the checks as JUnit XML test cases to FILE");
+  g->add_option("--report", a->report, "Write a Markdown report (for PR comments) to FILE");
+  g->add_flag("--allow-missing-baseline", a->allow_missing_baseline,
+              "When no baseline run matches, check absolute limits only and pass with a note (a suite's first night)");
+  g->add_flag("--json", a->json, "Machine-readable output");
+  g->callback([a, &ctx] { run_gate(*a, ctx); });
+}
+
+}  // namespace kvgate::harness

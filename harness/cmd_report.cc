@@ -1,0 +1,84 @@
+// `kvgate report`: renders one run (optionally against a baseline run) as a self-contained HTML
+// page and/or a Markdown summary. Only reads the results store.
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "harness/commands.h"
+#include "harness/report_html.h"
+#include "results/store.h"
+
+namespace kvgate::harness {
+namespace {
+
+struct ReportArgs {
+  std::string run = "latest", baseline, db, html, md;
+  bool json = false;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw_environment_error(path + ": cannot write the report");
+}
+
+double file_size_or_nan(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<double>(st.st_size) : std::nan("");
+}
+
+void run_report(const ReportArgs& a) {
+  if (a.html.empty() && a.md.empty()) throw_usage_error("kvgate report: give --html FILE and/or --md FILE");
+  results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
+  ReportInput in;
+  in.run = store.resolve_run(a.run);
+  in.configs = store.run_configs(in.run.id);
+  in.items = store.run_item_metrics(in.run.id);
+  in.turns = store.run_turn_metrics(in.run.id);
+  in.weight_bytes = file_size_or_nan(in.run.info.model_path);
+  if (!a.baseline.empty()) {
+    in.baseline = store.resolve_run(a.baseline);
+    in.baseline_configs = store.run_configs(in.baseline->id);
+    in.baseline_items = store.run_item_metrics(in.baseline->id);
+  }
+  if (!a.html.empty()) write_file(a.html, render_report_html(in));
+  if (!a.md.empty()) write_file(a.md, render_report_markdown(in));
+  if (a.json) {
+    nlohmann::json j = {{"run", in.run.id},
+                        {"baseline", in.baseline ? nlohmann::json(in.baseline->id) : nlohmann::json(nullptr)},
+                        {"html", a.html.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.html)},
+                        {"md", a.md.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.md)},
+                        {"charts", report_chart_ids()},
+                        {"items", in.run.items},
+                        {"configs", in.configs.size()}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("report for run %lld%s:%s%s\n", static_cast<long long>(in.run.id),
+                in.baseline ? (" vs baseline " + std::to_string(in.baseline->id)).c_str() : "",
+                a.html.empty() ? "" : (" " + a.html).c_str(), a.md.empty() ? "" : (" " + a.md).c_str());
+  }
+}
+
+}  // namespace
+
+void add_report_commands(CLI::App& app, CommandContext& ctx) {
+  auto a = std::make_shared<ReportArgs>();
+  CLI::App* r = app.add_subcommand("report", "Render a run as a self-contained HTML report and a Markdown summary");
+  r->add_option("--run", a->run, "Run id or latest")->capture_default_str();
+  r->add_option("--baseline", a->baseline, "Baseline run id (adds per-item deltas)");
+  r->add_option("--db", a->db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
+  r->add_option("--html", a->html, "Write the HTML report to FILE");
+  r->add_option("--md", a->md, "Write the Markdown summary to FILE");
+  r->add_flag("--json", a->json, "Machine-readable output");
+  r->callback([a] { run_report(*a); });
+}
+
+}  // namespace kvgate::harness

@@ -1,0 +1,544 @@
+#include "harness/report_html.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "scoring/stats.h"
+
+namespace kvgate::harness {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// Colour-blind-safe (Okabe–Ito) palette; configs keep their colour across every chart.
+constexpr const char* kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
+
+std::string esc(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += static_cast<unsigned char>(ch) < 0x20 && ch != '\n' ? ' ' : ch;
+    }
+  }
+  return out;
+}
+
+std::string num(double v, int digits = 4) {
+  return std::isfinite(v) ? fmt::format("{:.{}g}", v, digits) : std::string("-");
+}
+
+double pct(std::vector<double> v, double f) { return v.empty() ? kNaN : scoring::percentile(v, f); }
+
+struct ConfigStats {
+  std::string spec, role;
+  std::string color;
+  double bits = kNaN, kv_bytes = kNaN;
+  int64_t items = 0, tokens = 0;
+  double kld_mean = kNaN, top1 = kNaN, kld_p99 = kNaN, kld_max = kNaN, accuracy = kNaN, divergence = kNaN;
+  double ttft_p50 = kNaN, ttft_p95 = kNaN, ttft_p99 = kNaN, tpot_p50 = kNaN, tpot_p95 = kNaN, tpot_p99 = kNaN;
+};
+
+struct DomainStats {
+  int64_t items = 0;
+  double kld_mean = kNaN, top1 = kNaN, accuracy = kNaN;
+  double baseline_kld_mean = kNaN;  // paired: the same items in the baseline run
+  int64_t paired = 0;
+};
+
+struct MovedItem {
+  std::string item_key, domain, spec;
+  double baseline = 0, candidate = 0;
+};
+
+struct Analysis {
+  std::vector<ConfigStats> configs;  // reference first, as the store orders them
+  std::map<std::string, size_t> config_index;
+  std::set<std::string> domains;
+  std::map<std::pair<std::string, std::string>, DomainStats> by_domain;  // (domain, spec)
+  std::map<std::string, std::map<int64_t, std::pair<double, int64_t>>> drift;  // spec -> turn -> (sum, n)
+  int64_t sessions = 0;
+  std::vector<MovedItem> moved;
+};
+
+Analysis analyze(const ReportInput& in) {
+  Analysis a;
+  std::map<int64_t, std::string> spec_of;
+  for (const results::RunConfigRecord& c : in.configs) {
+    ConfigStats s;
+    s.spec = c.spec;
+    s.role = c.role;
+    s.bits = c.bits_per_element;
+    s.kv_bytes = c.kv_bytes_per_token;
+    s.color = kPalette[a.configs.size() % std::size(kPalette)];
+    a.config_index[c.spec] = a.configs.size();
+    spec_of[c.config_id] = c.spec;
+    a.configs.push_back(s);
+  }
+  std::map<std::string, std::vector<const results::RunItemMetrics*>> per_config;
+  std::map<std::pair<std::string, std::string>, std::vector<const results::RunItemMetrics*>> per_domain;
+  for (const results::RunItemMetrics& r : in.items) {
+    const auto it = spec_of.find(r.metrics.config_id);
+    if (it == spec_of.end()) continue;
+    per_config[it->second].push_back(&r);
+    per_domain[{r.domain, it->second}].push_back(&r);
+    a.domains.insert(r.domain);
+  }
+  struct Sums {
+    double kld = 0, top1 = 0, tokens = 0, correct = 0, answered = 0, diverged = 0, generated = 0;
+    void add(const results::ItemMetrics& m) {
+      if (m.scored_tokens > 0 && std::isfinite(m.kld_mean) && std::isfinite(m.top1_agreement)) {
+        kld += m.kld_mean * static_cast<double>(m.scored_tokens);
+        top1 += m.top1_agreement * static_cast<double>(m.scored_tokens);
+        tokens += static_cast<double>(m.scored_tokens);
+      }
+      if (m.exact_match_gold) {
+        answered += 1;
+        correct += *m.exact_match_gold ? 1 : 0;
+      }
+      if (m.generated_tokens) {
+        generated += 1;
+        diverged += m.first_divergence ? 1 : 0;
+      }
+    }
+  };
+  for (ConfigStats& s : a.configs) {
+    Sums sum;
+    std::vector<double> p99s;
+    for (const auto* r : per_config[s.spec]) {
+      sum.add(r->metrics);
+      if (std::isfinite(r->metrics.kld_p99)) p99s.push_back(r->metrics.kld_p99);
+      if (std::isfinite(r->metrics.kld_max)) s.kld_max = std::isfinite(s.kld_max) ? std::max(s.kld_max, r->metrics.kld_max) : r->metrics.kld_max;
+      s.tokens += r->metrics.scored_tokens;
+    }
+    s.items = static_cast<int64_t>(per_config[s.spec].size());
+    if (sum.tokens > 0) {
+      s.kld_mean = sum.kld / sum.tokens;
+      s.top1 = sum.top1 / sum.tokens;
+    }
+    if (sum.answered > 0) s.accuracy = sum.correct / sum.answered;
+    if (sum.generated > 0) s.divergence = sum.diverged / sum.generated;
+    s.kld_p99 = pct(p99s, 0.99);
+    std::vector<double> ttft, tpot;
+    for (const results::RunTurnMetrics& t : in.turns)
+      if (spec_of.count(t.turn.config_id) && spec_of[t.turn.config_id] == s.spec) {
+        if (std::isfinite(t.turn.ttft_ms)) ttft.push_back(t.turn.ttft_ms);
+        if (std::isfinite(t.turn.tpot_ms)) tpot.push_back(t.turn.tpot_ms);
+      }
+    s.ttft_p50 = pct(ttft, 0.5), s.ttft_p95 = pct(ttft, 0.95), s.ttft_p99 = pct(ttft, 0.99);
+    s.tpot_p50 = pct(tpot, 0.5), s.tpot_p95 = pct(tpot, 0.95), s.tpot_p99 = pct(tpot, 0.99);
+  }
+
+  // Baseline rows are paired by item key and config spec, never by database ids.
+  std::map<std::pair<std::string, std::string>, const results::RunItemMetrics*> base;
+  std::map<int64_t, std::string> base_spec;
+  for (const results::RunConfigRecord& c : in.baseline_configs) base_spec[c.config_id] = c.spec;
+  for (const results::RunItemMetrics& r : in.baseline_items)
+    if (base_spec.count(r.metrics.config_id)) base[{r.item_key, base_spec[r.metrics.config_id]}] = &r;
+
+  for (const auto& [key, rows] : per_domain) {
+    DomainStats d;
+    Sums sum, base_sum;
+    for (const auto* r : rows) {
+      sum.add(r->metrics);
+      const auto b = base.find({r->item_key, key.second});
+      if (b != base.end()) {
+        base_sum.add(b->second->metrics);
+        ++d.paired;
+        if (std::isfinite(r->metrics.kld_mean) && std::isfinite(b->second->metrics.kld_mean))
+          a.moved.push_back({r->item_key, r->domain, key.second, b->second->metrics.kld_mean, r->metrics.kld_mean});
+      }
+    }
+    d.items = static_cast<int64_t>(rows.size());
+    if (sum.tokens > 0) d.kld_mean = sum.kld / sum.tokens, d.top1 = sum.top1 / sum.tokens;
+    if (sum.answered > 0) d.accuracy = sum.correct / sum.answered;
+    if (base_sum.tokens > 0) d.baseline_kld_mean = base_sum.kld / base_sum.tokens;
+    a.by_domain[key] = d;
+  }
+  std::sort(a.moved.begin(), a.moved.end(), [](const MovedItem& x, const MovedItem& y) {
+    const double dx = std::fabs(x.candidate - x.baseline), dy = std::fabs(y.candidate - y.baseline);
+    if (dx != dy) return dx > dy;
+    return std::tie(x.item_key, x.spec) < std::tie(y.item_key, y.spec);
+  });
+  while (!a.moved.empty() && a.moved.back().candidate == a.moved.back().baseline) a.moved.pop_back();
+  if (a.moved.size() > 12) a.moved.resize(12);
+
+  // Drift is over sessions only: items with more than one turn, where context grows per turn.
+  std::map<std::string, int64_t> turns_of_item;
+  for (const results::RunTurnMetrics& t : in.turns)
+    turns_of_item[t.item_key] = std::max(turns_of_item[t.item_key], t.turn.turn_index + 1);
+  std::set<std::string> sessions;
+  for (const results::RunTurnMetrics& t : in.turns) {
+    if (turns_of_item[t.item_key] < 2 || !spec_of.count(t.turn.config_id) || !std::isfinite(t.turn.kld_mean)) continue;
+    sessions.insert(t.item_key);
+    auto& cell = a.drift[spec_of[t.turn.config_id]][t.turn.turn_index];
+    cell.first += t.turn.kld_mean;
+    cell.second += 1;
+  }
+  a.sessions = static_cast<int64_t>(sessions.size());
+  return a;
+}
+
+// ---- SVG ---------------------------------------------------------------------------------
+
+// Round numbers for an axis from 0 (or lo) to at least hi.
+std::vector<double> ticks(double lo, double hi) {
+  if (!(hi > lo)) hi = lo + 1;
+  const double raw = (hi - lo) / 4;
+  const double mag = std::pow(10, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  std::vector<double> out;
+  for (double v = std::floor(lo / step) * step; v <= hi + step * 0.999; v += step) out.push_back(v);
+  return out;
+}
+
+struct Frame {
+  double w = 680, h = 300, left = 70, right = 20, top = 30, bottom = 50;
+  double x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  double px(double x) const { return left + (x - x0) / (x1 - x0) * (w - left - right); }
+  double py(double y) const { return h - bottom - (y - y0) / (y1 - y0) * (h - top - bottom); }
+};
+
+std::string svg_open(const std::string& id, const Frame& f, const std::string& title) {
+  return fmt::format(
+      "<svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
+      "role=\"img\"><title>{}</title><rect x=\"0\" y=\"0\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"#fff\"/>"
+      "<text x=\"{:.0f}\" y=\"18\" class=\"t\">{}</text>",
+      id, f.w, f.h, f.w, f.h, esc(title), f.w, f.h, f.left, esc(title));
+}
+
+std::string axes(const Frame& f, const std::vector<double>& xt, const std::vector<double>& yt, const std::string& xlabel,
+                 const std::string& ylabel) {
+  std::string s;
+  for (double y : yt)
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"g\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
+                     "class=\"yl\">{}</text>",
+                     f.left, f.py(y), f.w - f.right, f.py(y), f.left - 6, f.py(y) + 4, num(y, 6));
+  for (double x : xt)
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", f.px(x), f.h - f.bottom + 16, num(x, 6));
+  s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"a\"/>", f.left, f.h - f.bottom,
+                   f.w - f.right, f.h - f.bottom);
+  s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"a\"/>", f.left, f.top, f.left,
+                   f.h - f.bottom);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", (f.left + f.w - f.right) / 2, f.h - 12, esc(xlabel));
+  s += fmt::format("<text x=\"14\" y=\"{:.1f}\" class=\"xl\" transform=\"rotate(-90 14 {:.1f})\">{}</text>",
+                   (f.top + f.h - f.bottom) / 2, (f.top + f.h - f.bottom) / 2, esc(ylabel));
+  return s;
+}
+
+std::string empty_note(const Frame& f, const std::string& text) {
+  return fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" class=\"xl\">{}</text>", f.w / 2, f.h / 2, esc(text));
+}
+
+std::string chart_quality_bits(const Analysis& a) {
+  Frame f;
+  std::string s = svg_open("chart-quality-bits", f, "Mean KLD vs effective bits per element (each point a KV config)");
+  double xmax = 0, ymax = 0;
+  for (const ConfigStats& c : a.configs)
+    if (std::isfinite(c.bits) && std::isfinite(c.kld_mean)) xmax = std::max(xmax, c.bits), ymax = std::max(ymax, c.kld_mean);
+  const std::vector<double> xt = ticks(0, xmax), yt = ticks(0, ymax);
+  f.x0 = 0, f.x1 = xt.back(), f.y0 = 0, f.y1 = yt.back();
+  s += axes(f, xt, yt, "effective bits per element (K and V)", "mean KLD vs reference");
+  for (const ConfigStats& c : a.configs) {
+    if (!std::isfinite(c.bits) || !std::isfinite(c.kld_mean)) continue;
+    s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"6\" fill=\"{}\"><title>{}: {} bits, mean KLD {}</title></circle>",
+                     f.px(c.bits), f.py(c.kld_mean), c.color, esc(c.spec), num(c.bits), num(c.kld_mean));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>", f.px(c.bits) + 9, f.py(c.kld_mean) - 6, esc(c.spec));
+  }
+  return s + "</svg>";
+}
+
+struct BarSeries {
+  std::string name, color;
+  std::vector<double> values;  // one per row
+};
+
+// Horizontal grouped bars: one group per row label, one bar per series.
+std::string grouped_bars(const std::string& id, const std::string& title, const std::vector<std::string>& rows,
+                         const std::vector<BarSeries>& series, const std::string& xlabel) {
+  Frame f;
+  f.left = 200;
+  const double bar = 12, gap = 10;
+  const double group = bar * static_cast<double>(series.size()) + gap;
+  f.h = f.top + f.bottom + 20 + group * static_cast<double>(std::max<size_t>(rows.size(), 1));
+  std::string s = svg_open(id, f, title);
+  double xmax = 0;
+  for (const BarSeries& b : series)
+    for (double v : b.values)
+      if (std::isfinite(v)) xmax = std::max(xmax, v);
+  const std::vector<double> xt = ticks(0, xmax);
+  f.x0 = 0, f.x1 = xt.back();
+  for (double x : xt)
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"g\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
+                     "class=\"xl\">{}</text>",
+                     f.px(x), f.top + 20, f.px(x), f.h - f.bottom, f.px(x), f.h - f.bottom + 16, num(x, 6));
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", (f.left + f.w - f.right) / 2, f.h - 12, esc(xlabel));
+  // Legend on one line under the title.
+  double lx = f.left;
+  for (const BarSeries& b : series) {
+    s += fmt::format("<rect x=\"{:.1f}\" y=\"28\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"37\" class=\"pl\">{}</text>",
+                     lx, b.color, lx + 14, esc(b.name));
+    lx += 24 + 7 * static_cast<double>(b.name.size());
+  }
+  if (rows.empty()) return s + empty_note(f, "no data") + "</svg>";
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const double gy = f.top + 24 + group * static_cast<double>(r);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"yl\">{}</text>", f.left - 6, gy + group / 2, esc(rows[r]));
+    for (size_t k = 0; k < series.size(); ++k) {
+      const double v = series[k].values[r];
+      const double y = gy + bar * static_cast<double>(k);
+      if (!std::isfinite(v)) {
+        s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">n/a</text>", f.left + 4, y + 10);
+        continue;
+      }
+      s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"><title>{} {}: {}</title></rect>"
+                       "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>",
+                       f.left, y, std::max(0.5, f.px(v) - f.left), bar - 2, series[k].color, esc(rows[r]),
+                       esc(series[k].name), num(v), f.px(v) + 4, y + 9, num(v));
+    }
+  }
+  return s + "</svg>";
+}
+
+std::string chart_drift(const Analysis& a) {
+  Frame f;
+  std::string s = svg_open("chart-drift", f, "Drift over turns: mean KLD per assistant turn of replayed sessions");
+  int64_t tmax = 0;
+  double ymax = 0;
+  for (const auto& [spec, turns] : a.drift)
+    for (const auto& [t, cell] : turns) tmax = std::max(tmax, t), ymax = std::max(ymax, cell.first / static_cast<double>(cell.second));
+  const std::vector<double> xt = ticks(0, static_cast<double>(std::max<int64_t>(tmax, 1))), yt = ticks(0, ymax);
+  f.x0 = 0, f.x1 = xt.back(), f.y0 = 0, f.y1 = yt.back();
+  s += axes(f, xt, yt, "turn index", "mean KLD");
+  if (a.drift.empty()) return s + empty_note(f, "no multi-turn sessions in this run") + "</svg>";
+  double ly = f.top + 4;
+  for (const auto& [spec, turns] : a.drift) {
+    const auto ci = a.config_index.find(spec);
+    const std::string color = ci == a.config_index.end() ? "#777" : a.configs[ci->second].color;
+    std::string pts;
+    for (const auto& [t, cell] : turns)
+      pts += fmt::format("{:.1f},{:.1f} ", f.px(static_cast<double>(t)), f.py(cell.first / static_cast<double>(cell.second)));
+    s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", pts, color);
+    for (const auto& [t, cell] : turns)
+      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} turn {}: {}</title></circle>",
+                       f.px(static_cast<double>(t)), f.py(cell.first / static_cast<double>(cell.second)), color, esc(spec), t,
+                       num(cell.first / static_cast<double>(cell.second)));
+    s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
+                     "class=\"pl\">{}</text>",
+                     f.w - f.right - 150, ly, color, f.w - f.right - 136, ly + 9, esc(spec));
+    ly += 14;
+  }
+  return s + "</svg>";
+}
+
+std::string th(const std::vector<std::string>& cols) {
+  std::string s = "<tr>";
+  for (const std::string& c : cols) s += "<th>" + esc(c) + "</th>";
+  return s + "</tr>";
+}
+
+std::string td(const std::vector<std::string>& cols) {
+  std::string s = "<tr>";
+  for (const std::string& c : cols) s += "<td>" + esc(c) + "</td>";
+  return s + "</tr>";
+}
+
+std::string percent(double v) { return std::isfinite(v) ? fmt::format("{:.1f}%", 100 * v) : "-"; }
+
+std::string bytes(double v) {
+  if (!std::isfinite(v)) return "-";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  return fmt::format("{:.4g} {}", v, units[u]);
+}
+
+std::vector<const ConfigStats*> candidates(const Analysis& a) {
+  std::vector<const ConfigStats*> out;
+  for (const ConfigStats& c : a.configs)
+    if (c.role != "reference") out.push_back(&c);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& report_chart_ids() {
+  static const std::vector<std::string> ids = {"chart-quality-bits", "chart-domains", "chart-drift",
+                                               "chart-kld-tails",    "chart-latency", "chart-memory"};
+  return ids;
+}
+
+std::string render_report_html(const ReportInput& in) {
+  const Analysis a = analyze(in);
+  const auto& i = in.run.info;
+  std::string h =
+      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>kvgate report: run " +
+      std::to_string(in.run.id) + "</title>\n<style>\n"
+      "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1000px}"
+      "table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;font-size:13px}"
+      "th{background:#f2f2f2}td:first-child,th:first-child{text-align:left}"
+      "svg{display:block;margin:8px 0;border:1px solid #ddd}svg .t{font-size:13px;font-weight:600}"
+      "svg .xl{font-size:11px;text-anchor:middle;fill:#333}svg .yl{font-size:11px;text-anchor:end;fill:#333}"
+      "svg .pl{font-size:11px;fill:#222}svg .g{stroke:#eee}svg .a{stroke:#555}.note{color:#666;font-size:13px}\n"
+      "</style>\n</head>\n<body>\n";
+  h += fmt::format("<h1>kvgate report: run {}</h1>\n<p>{} &#183; status {} &#183; {} items &#183; model {} (sha256 {}) &#183; "
+                   "started {} &#183; git {} &#183; {} threads on {}</p>\n",
+                   in.run.id, esc(i.suite_name), esc(in.run.status), in.run.items, esc(i.model_path),
+                   esc(i.model_sha256.substr(0, 12)), esc(in.run.started_at), esc(i.git_sha), i.threads, esc(i.cpu));
+  if (in.baseline)
+    h += fmt::format("<p>Baseline: run {} ({}, {} items, status {}). Deltas pair items by key and KV config.</p>\n",
+                     in.baseline->id, esc(in.baseline->info.suite_name), in.baseline->items, esc(in.baseline->status));
+
+  h += "<h2>Summary per KV config</h2>\n<table>" +
+       th({"kv config", "role", "bits", "items", "scored tokens", "mean KLD", "same top-1", "item KLD p99 (p99)",
+           "KLD max", "gold accuracy", "greedy divergence"});
+  for (const ConfigStats& c : a.configs)
+    h += td({c.spec, c.role, num(c.bits), std::to_string(c.items), std::to_string(c.tokens), num(c.kld_mean),
+             percent(c.top1), num(c.kld_p99), num(c.kld_max), percent(c.accuracy), percent(c.divergence)});
+  h += "</table>\n";
+
+  h += "<h2>Quality vs effective bits</h2>\n" + chart_quality_bits(a) + "\n";
+
+  h += "<h2>Per-domain breakdown</h2>\n";
+  {
+    std::vector<std::string> rows;
+    std::vector<BarSeries> series;
+    for (const ConfigStats* c : candidates(a)) series.push_back({c->spec, c->color, {}});
+    for (const std::string& d : a.domains) {
+      rows.push_back(d);
+      for (BarSeries& b : series) {
+        const auto it = a.by_domain.find({d, b.name});
+        b.values.push_back(it == a.by_domain.end() ? kNaN : it->second.kld_mean);
+      }
+    }
+    h += grouped_bars("chart-domains", "Mean KLD per eval domain and KV config", rows, series, "mean KLD") + "\n";
+    std::vector<std::string> cols = {"domain", "kv config", "items", "mean KLD", "same top-1", "gold accuracy"};
+    if (in.baseline) cols.insert(cols.end(), {"baseline mean KLD", "Δ mean KLD", "paired items"});
+    h += "<table>" + th(cols);
+    for (const auto& [key, d] : a.by_domain) {
+      std::vector<std::string> row = {key.first, key.second, std::to_string(d.items), num(d.kld_mean), percent(d.top1),
+                                      percent(d.accuracy)};
+      if (in.baseline)
+        row.insert(row.end(), {num(d.baseline_kld_mean),
+                               std::isfinite(d.baseline_kld_mean) ? fmt::format("{:+.4g}", d.kld_mean - d.baseline_kld_mean) : "-",
+                               std::to_string(d.paired)});
+      h += td(row);
+    }
+    h += "</table>\n";
+  }
+
+  h += fmt::format("<h2>Drift over turns</h2>\n<p class=\"note\">{} multi-turn sessions; each point is the mean over "
+                   "sessions of that turn's mean KLD (context grows with the turn index).</p>\n",
+                   a.sessions);
+  h += chart_drift(a) + "\n";
+
+  h += "<h2>KLD distribution tails</h2>\n";
+  {
+    std::vector<std::string> rows;
+    BarSeries p99{"p99 over items of item KLD p99", "#0072B2", {}}, mx{"max token KLD", "#D55E00", {}};
+    for (const ConfigStats* c : candidates(a)) {
+      rows.push_back(c->spec);
+      p99.values.push_back(c->kld_p99);
+      mx.values.push_back(c->kld_max);
+    }
+    h += grouped_bars("chart-kld-tails", "KLD tails per KV config", rows, {p99, mx}, "KLD") + "\n";
+  }
+
+  h += "<h2>Latency</h2>\n";
+  {
+    std::vector<std::string> rows;
+    BarSeries t50{"TTFT p50", "#0072B2", {}}, t95{"TTFT p95", "#56B4E9", {}}, o50{"TPOT p50", "#E69F00", {}},
+        o95{"TPOT p95", "#D55E00", {}};
+    for (const ConfigStats& c : a.configs) {
+      rows.push_back(c.spec);
+      t50.values.push_back(c.ttft_p50);
+      t95.values.push_back(c.ttft_p95);
+      o50.values.push_back(c.tpot_p50);
+      o95.values.push_back(c.tpot_p95);
+    }
+    h += grouped_bars("chart-latency", "TTFT and TPOT percentiles per KV config (ms, over all turns)", rows,
+                      {t50, t95, o50, o95}, "milliseconds") +
+         "\n<table>" + th({"kv config", "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p50", "TPOT p95", "TPOT p99"});
+    for (const ConfigStats& c : a.configs)
+      h += td({c.spec, num(c.ttft_p50), num(c.ttft_p95), num(c.ttft_p99), num(c.tpot_p50), num(c.tpot_p95), num(c.tpot_p99)});
+    h += "</table>\n";
+  }
+
+  h += "<h2>Memory</h2>\n";
+  {
+    std::vector<std::string> rows;
+    BarSeries kv{"KV bytes per token", "#009E73", {}};
+    for (const ConfigStats& c : a.configs) {
+      rows.push_back(c.spec);
+      kv.values.push_back(c.kv_bytes);
+    }
+    h += grouped_bars("chart-memory", "KV cache bytes per token per KV config (weights: " + bytes(in.weight_bytes) + ")",
+                      rows, {kv}, "bytes per token") +
+         "\n<table>" + th({"kv config", "KV bytes / token", "KV at 8k tokens", "KV at 32k tokens", "weights", "32k KV / weights"});
+    for (const ConfigStats& c : a.configs)
+      h += td({c.spec, num(c.kv_bytes, 6), bytes(c.kv_bytes * 8192), bytes(c.kv_bytes * 32768), bytes(in.weight_bytes),
+               std::isfinite(in.weight_bytes) && in.weight_bytes > 0 ? num(c.kv_bytes * 32768 / in.weight_bytes, 3) : "-"});
+    h += "</table>\n";
+  }
+
+  if (in.baseline) {
+    h += "<h2>Items that moved most against the baseline</h2>\n<table>" +
+         th({"item", "domain", "kv config", "baseline KLD", "candidate KLD", "Δ"});
+    for (const MovedItem& m : a.moved)
+      h += td({m.item_key, m.domain, m.spec, num(m.baseline), num(m.candidate), fmt::format("{:+.4g}", m.candidate - m.baseline)});
+    h += "</table>\n";
+    if (a.moved.empty()) h += "<p class=\"note\">No item's mean KLD changed.</p>\n";
+  }
+  h += "</body>\n</html>\n";
+  return h;
+}
+
+std::string render_report_markdown(const ReportInput& in) {
+  const Analysis a = analyze(in);
+  std::string md = fmt::format("## kvgate report: run {} ({}, {} items, {})\n\n", in.run.id, in.run.info.suite_name,
+                               in.run.items, in.run.status);
+  if (in.baseline) md += fmt::format("Baseline: run {} ({}).\n\n", in.baseline->id, in.baseline->info.suite_name);
+  md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | TTFT p50 ms | TPOT p50 ms | KV B/token |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const ConfigStats& c : a.configs)
+    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.spec, c.role == "reference" ? " (ref)" : "",
+                      num(c.bits), num(c.kld_mean), num(c.kld_p99), percent(c.top1), percent(c.accuracy), num(c.ttft_p50),
+                      num(c.tpot_p50), num(c.kv_bytes, 6));
+  md += "\n**Per domain (mean KLD)**\n\n| domain |";
+  const auto cands = candidates(a);
+  for (const ConfigStats* c : cands) md += " " + c->spec + " |";
+  md += "\n|---|";
+  for (size_t k = 0; k < cands.size(); ++k) md += "---:|";
+  md += "\n";
+  for (const std::string& d : a.domains) {
+    md += "| " + d + " |";
+    for (const ConfigStats* c : cands) {
+      const auto it = a.by_domain.find({d, c->spec});
+      std::string cell = it == a.by_domain.end() ? "-" : num(it->second.kld_mean);
+      if (it != a.by_domain.end() && std::isfinite(it->second.baseline_kld_mean))
+        cell += fmt::format(" ({:+.3g})", it->second.kld_mean - it->second.baseline_kld_mean);
+      md += " " + cell + " |";
+    }
+    md += "\n";
+  }
+  if (in.baseline && !a.moved.empty()) {
+    md += "\n**Items that moved most** (mean KLD, baseline → candidate)\n\n";
+    for (const MovedItem& m : a.moved)
+      md += fmt::format("- `{}` ({}, {}): {} → {} ({:+.4g})\n", m.item_key, m.domain, m.spec, num(m.baseline),
+                        num(m.candidate), m.candidate - m.baseline);
+  }
+  return md;
+}
+
+}  // namespace kvgate::harness

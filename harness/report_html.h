@@ -1,0 +1,31 @@
+#pragma once
+// `kvgate report` rendering: one self-contained HTML page (inline SVG, no scripts, no network;
+// well-formed XHTML so a strict parser can check it) and a Markdown summary for PR comments.
+// Every number comes from the results store rows passed in here.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "results/store.h"
+
+namespace kvgate::harness {
+
+struct ReportInput {
+  results::RunRecord run;
+  std::vector<results::RunConfigRecord> configs;
+  std::vector<results::RunItemMetrics> items;
+  std::vector<results::RunTurnMetrics> turns;
+  double weight_bytes = 0;  // the model file's size; NaN when the file is gone
+  std::optional<results::RunRecord> baseline;
+  std::vector<results::RunConfigRecord> baseline_configs;
+  std::vector<results::RunItemMetrics> baseline_items;
+};
+
+// The ids of the charts every report carries, in page order (scripts/check-report-html looks
+// for each of them in the rendered page).
+const std::vector<std::string>& report_chart_ids();
+
+std::string render_report_html(const ReportInput& in);
+std::string render_report_markdown(const ReportInput& in);
+
+}  // namespace kvgate::harness
