@@ -1,0 +1,344 @@
+// `kvgate gate` and `kvgate report` end to end: synthetic databases written through the results
+// API for the gate's rules, and two real eval runs of the default model for the must-holds
+// (identical runs pass; a worse candidate fails naming domain and items; the HTML renders).
+//
+// The worse candidate is built honestly rather than by running a lower-bit config under the
+// same label: it is a copy, through the results API, of a real run with the q4_0 rows' KLD
+// raised on every item (more on one), which is exactly what a kernel regression in q4_0 would
+// leave in the database. The gate sees only rows, so it cannot tell the difference.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "results/store.h"
+#include "tests/cli/run_cli.h"
+
+namespace kvgate::testing {
+namespace {
+
+std::string policy_path() { return std::string(KVGATE_SOURCE_DIR) + "/ci/gates/default.json"; }
+
+void remove_db(const std::string& db) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
+}
+
+int count(const std::string& haystack, const std::string& needle) {
+  int n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+results::RunInfo synthetic_info(const std::string& suite) {
+  results::RunInfo info;
+  info.command = "kvgate eval --suite " + suite;
+  info.git_sha = "abc";
+  info.build_flags = "Release";
+  info.host = info.cpu = info.gpu = info.backend = "test";
+  info.model_path = "/models/m.gguf";
+  info.model_sha256 = std::string(64, 'a');
+  info.suite_name = "suite:" + suite;
+  info.suite_hash = "h-" + suite;
+  info.seed = 1;
+  info.threads = 1;
+  info.kvgate_version = "test";
+  return info;
+}
+
+// 4 tables and 4 policy items under f16 (reference) and q4_0; `kld_shift(item_key)` is added to
+// the q4_0 KLD of each item; `skip` leaves one item out.
+template <typename Shift>
+int64_t synthetic_run(results::Store& store, const results::RunInfo& info, Shift kld_shift,
+                      const std::string& skip = "", results::RunStatus status = results::RunStatus::complete) {
+  const int64_t run = store.begin_run(info);
+  const int64_t ref = store.add_config({"f16/f16", "r", 16.0});
+  const int64_t q4 = store.add_config({"q4_0/q4_0", "q", 4.5});
+  store.attach_config(run, ref, results::ConfigRole::reference, 23040);
+  store.attach_config(run, q4, results::ConfigRole::candidate, 6480);
+  for (const char* domain : {"tables", "policy"})
+    for (int i = 0; i < 4; ++i) {
+      const std::string key = std::string(domain) + "-" + std::to_string(i);
+      if (key == skip) continue;
+      results::ItemWriter w = store.begin_item(run, {key, domain, "es", "h-" + key});
+      for (int64_t config : {ref, q4}) {
+        results::ItemMetrics m;
+        m.config_id = config;
+        m.scored_tokens = 50;
+        const double kld = config == ref ? 0.0 : 0.05 + 0.01 * i + kld_shift(key);
+        m.kld_mean = kld;
+        m.kld_max = 4 * kld;
+        m.kld_p99 = 3 * kld;
+        m.top1_agreement = config == ref ? 1.0 : 0.95;
+        m.generated_tokens = 8;
+        if (config != ref && i == 0) m.first_divergence = 3;
+        m.exact_match_gold = true;
+        w.add_metrics(m);
+        w.add_turn({config, 0, 300, 50, kld, m.top1_agreement, 100.0 + i, 10.0});
+      }
+      w.commit();
+    }
+  store.finish_run(run, status);
+  return run;
+}
+
+class GateCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    db_ = ::testing::TempDir() + "kvgate_gate_cli_" + std::to_string(::getpid()) + "_" + info->name() + ".db";
+    remove_db(db_);
+  }
+  void TearDown() override { remove_db(db_); }
+  std::string gate(const std::string& args) { return "gate --db " + db_ + " --policy " + policy_path() + " " + args; }
+  std::string db_;
+};
+
+auto no_shift = [](const std::string&) { return 0.0; };
+
+TEST_F(GateCli, IdenticalSyntheticRunsPassAndStoreDecisions) {
+  {
+    results::Store store = results::Store::open(db_);
+    synthetic_run(store, synthetic_info("smoke"), no_shift);
+    synthetic_run(store, synthetic_info("smoke"), no_shift);
+  }
+  const CliResult r = run_kvgate(gate("--baseline 1 --candidate 2 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["failed"], 0);
+  EXPECT_TRUE(j["passed"].get<bool>());
+  EXPECT_GT(j["checks_total"].get<int>(), 10);
+  results::Store store = results::Store::open(db_, results::Store::Mode::existing);
+  const auto decisions = store.gate_decisions_for_candidate(2);
+  EXPECT_EQ(decisions.size(), j["checks"].size());
+  for (const auto& d : decisions) EXPECT_TRUE(d.passed) << d.check_name << ": " << d.detail;
+}
+
+TEST_F(GateCli, WorseDomainFailsWithExit1NamingDomainItemsAndNumbers) {
+  {
+    results::Store store = results::Store::open(db_);
+    synthetic_run(store, synthetic_info("smoke"), no_shift);
+    synthetic_run(store, synthetic_info("smoke"), [](const std::string& key) {
+      return key.rfind("policy", 0) == 0 ? (key == "policy-2" ? 0.02 : 0.006) : 0.0;
+    });
+  }
+  const std::string junit = db_ + ".junit.xml", md = db_ + ".md";
+  const CliResult r =
+      run_kvgate(gate("--baseline latest:smoke --candidate latest:smoke --junit " + junit + " --report " + md));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL regression.kld_mean[policy, q4_0/q4_0]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("policy-2 +0.02"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CI ["), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL regression.kld_mean[tables"), std::string::npos) << r.out;
+  const std::string xml = slurp(junit);
+  EXPECT_EQ(count(xml, "<testcase "), count(xml, "</testcase>"));
+  EXPECT_GE(count(xml, "<failure "), 1) << xml;
+  EXPECT_NE(xml.find("name=\"regression.kld_mean[policy, q4_0/q4_0]\"><failure"), std::string::npos) << xml;
+  const std::string report = slurp(md);
+  EXPECT_NE(report.find("FAIL"), std::string::npos);
+  EXPECT_NE(report.find("| policy | q4_0/q4_0 |"), std::string::npos) << report;
+  EXPECT_NE(report.find("policy-2 (+0.02)"), std::string::npos) << report;
+  std::remove(junit.c_str());
+  std::remove(md.c_str());
+  results::Store store = results::Store::open(db_, results::Store::Mode::existing);
+  bool stored_failure = false;
+  for (const auto& d : store.gate_decisions_for_candidate(2)) stored_failure |= !d.passed;
+  EXPECT_TRUE(stored_failure);
+}
+
+TEST_F(GateCli, MissingItemsAndOtherModelFail) {
+  {
+    results::Store store = results::Store::open(db_);
+    synthetic_run(store, synthetic_info("smoke"), no_shift);
+    results::RunInfo other = synthetic_info("smoke");
+    other.model_sha256 = std::string(64, 'b');
+    synthetic_run(store, other, no_shift, "tables-1");
+  }
+  const CliResult r = run_kvgate(gate("--baseline 1 --candidate 2"));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL comparability.model[*]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAIL coverage.items[*, q4_0/q4_0]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tables-1"), std::string::npos) << r.out;
+}
+
+TEST_F(GateCli, BaselineSelection) {
+  {
+    results::Store store = results::Store::open(db_);
+    synthetic_run(store, synthetic_info("smoke"), no_shift);                                       // 1
+    synthetic_run(store, synthetic_info("nightly"), no_shift);                                     // 2
+    synthetic_run(store, synthetic_info("smoke"), no_shift, "", results::RunStatus::interrupted);  // 3
+    synthetic_run(store, synthetic_info("smoke"), [](const std::string&) { return 0.05; });        // 4: worse
+    synthetic_run(store, synthetic_info("smoke"), no_shift);                                       // 5
+  }
+  // Run 4 is worse than run 1 and fails its gate, which the database then remembers.
+  CliResult r = run_kvgate(gate("--baseline 1 --candidate 4"));
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  // "latest" is the latest complete run of the suite before the candidate: 4 (3 is interrupted).
+  r = run_kvgate(gate("--baseline latest:smoke --candidate 5 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["baseline"], 4);
+  // "passing" also skips runs that failed a gate: 1.
+  r = run_kvgate(gate("--baseline passing:smoke --candidate 5 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["baseline"], 1);
+  r = run_kvgate(gate("--baseline latest:nightly --candidate latest:nightly"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("--allow-missing-baseline"), std::string::npos) << r.err;
+  r = run_kvgate(gate("--baseline latest:nightly --candidate latest:nightly --allow-missing-baseline --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["baseline"].is_null());
+  EXPECT_EQ(j["candidate"], 2);
+  ASSERT_FALSE(j["notes"].empty());
+  EXPECT_NE(j["notes"][0].get<std::string>().find("no baseline"), std::string::npos);
+}
+
+TEST_F(GateCli, BadPolicyAndBadRunsExit2) {
+  {
+    results::Store store = results::Store::open(db_);
+    synthetic_run(store, synthetic_info("smoke"), no_shift);
+  }
+  const std::string bad = db_ + ".policy.json";
+  {
+    std::ofstream out(bad);
+    out << "{\"kvgate_gate_policy\": 1, \"rules\": [{\"kv\": \"q4_0\", \"absolute\": {\"kld_mean_max\": \"high\"}}]}";
+  }
+  CliResult r = run_kvgate("gate --db " + db_ + " --policy " + bad + " --baseline 1 --candidate 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rules[0].absolute.kld_mean_max"), std::string::npos) << r.err;
+  {
+    std::ofstream out(bad);
+    out << "{\"kvgate_gate_policy\": 1, \"rules\": [{\"kv\": \"q9_9\"}]}";
+  }
+  r = run_kvgate("gate --db " + db_ + " --policy " + bad + " --baseline 1 --candidate 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("q9_9"), std::string::npos) << r.err;
+  std::remove(bad.c_str());
+  EXPECT_EQ(run_kvgate(gate("--baseline 1 --candidate 7")).exit_code, 2);
+  EXPECT_EQ(run_kvgate(gate("--baseline nope --candidate 1")).exit_code, 2);
+  EXPECT_EQ(run_kvgate("gate --db " + db_ + " --policy /nonexistent.json --baseline 1 --candidate 1").exit_code, 2);
+  EXPECT_EQ(run_kvgate("report --db " + db_ + " --run 1").exit_code, 2) << "needs --html or --md";
+}
+
+// Two real eval runs of the default model, made once for the tests below.
+class GateRealRuns : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!default_model_fetched()) return;
+    db_ = ::testing::TempDir() + "kvgate_gate_real_" + std::to_string(::getpid()) + ".db";
+    remove_db(db_);
+    for (int i = 0; i < 2; ++i) {
+      const CliResult r = run_kvgate("eval --suite smoke --limit 2 --kv fp8,q4_0 --threads 2 --json --db " + db_);
+      if (r.exit_code != 0) {
+        setup_error_ = r.err;
+        return;
+      }
+    }
+    // Run 3: run 2's rows copied through the results API with q4_0 worse on every item.
+    results::Store store = results::Store::open(db_, results::Store::Mode::existing);
+    const results::RunRecord src = *store.find_run(2);
+    const int64_t run = store.begin_run(src.info);
+    std::string q4_spec;
+    for (const auto& c : store.run_configs(2)) {
+      store.attach_config(run, c.config_id,
+                          c.role == "reference" ? results::ConfigRole::reference : results::ConfigRole::candidate,
+                          c.kv_bytes_per_token);
+      if (c.spec.rfind("q4_0", 0) == 0) q4_id_ = c.config_id;
+    }
+    std::string current;
+    std::optional<results::ItemWriter> w;
+    for (const results::RunItemMetrics& r : store.run_item_metrics(2)) {
+      if (r.item_key != current) {
+        if (w) w->commit();
+        w.emplace(store.begin_item(run, {r.item_key, r.domain, "copied", "copied-" + r.item_key}));
+        current = r.item_key;
+      }
+      results::ItemMetrics m = r.metrics;
+      if (m.config_id == q4_id_) {
+        m.kld_mean *= 1.5;
+        m.kld_p99 *= 1.5;
+        m.kld_max *= 1.5;
+      }
+      w->add_metrics(m);
+    }
+    if (w) w->commit();
+    store.finish_run(run, results::RunStatus::complete);
+  }
+  static void TearDownTestSuite() {
+    if (!db_.empty()) remove_db(db_);
+  }
+  void SetUp() override {
+    if (!default_model_fetched()) GTEST_SKIP() << "default model not fetched (kvgate model fetch)";
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+  static std::string db_, setup_error_;
+  static int64_t q4_id_;
+};
+std::string GateRealRuns::db_, GateRealRuns::setup_error_;
+int64_t GateRealRuns::q4_id_ = 0;
+
+// One test, not three: gtest_discover_tests runs each test in its own process, and each
+// process would redo the two eval runs.
+TEST_F(GateRealRuns, IdenticalRunsPassWorseCandidateFailsReportRenders) {
+  {
+    SCOPED_TRACE("two identical eval runs pass with zero failing checks");
+    const CliResult r = run_kvgate("gate --json --baseline 1 --candidate 2 --policy " + policy_path() + " --db " + db_);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["failed"], 0);
+    int regressions = 0;
+    for (const auto& c : j["checks"]) {
+      EXPECT_TRUE(c["passed"].get<bool>()) << c["name"] << ": " << c["detail"];
+      if (c["kind"] == "regression" && c["metric"] == "kld_mean") {
+        ++regressions;
+        EXPECT_EQ(c["delta"], 0.0) << "eval is deterministic, so paired deltas are exactly zero";
+      }
+    }
+    EXPECT_EQ(regressions, 2) << "fp8 and q4_0 in the one domain --limit 2 reaches";
+  }
+  {
+    SCOPED_TRACE("a worse candidate fails and the report names the domain and items");
+    const std::string md = db_ + ".gate.md";
+    const CliResult r =
+        run_kvgate("gate --baseline 2 --candidate 3 --policy " + policy_path() + " --db " + db_ + " --report " + md);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("FAIL regression.kld_mean[tables, q4_0/q4_0]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("most moved: tables-"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("fp8_e4m3/fp8_e4m3]:"), std::string::npos) << "fp8 rows were copied unchanged: " << r.out;
+    const std::string report = slurp(md);
+    EXPECT_NE(report.find("| tables | q4_0/q4_0 |"), std::string::npos) << report;
+    std::remove(md.c_str());
+  }
+  {
+    SCOPED_TRACE("the HTML report renders in headless chromium with every chart");
+    const std::string html = db_ + ".report.html", md = db_ + ".report.md";
+    const CliResult r =
+        run_kvgate("report --json --run 3 --baseline 2 --db " + db_ + " --html " + html + " --md " + md);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string page = slurp(html);
+    for (const auto& id : nlohmann::json::parse(r.out)["charts"])
+      EXPECT_NE(page.find("<svg id=\"" + id.get<std::string>() + "\""), std::string::npos) << id;
+    EXPECT_NE(page.find("tables"), std::string::npos);
+    const std::string summary = slurp(md);
+    EXPECT_NE(summary.find("Items that moved most"), std::string::npos) << summary;
+    EXPECT_NE(summary.find("(tables, q4_0/q4_0)"), std::string::npos) << summary;
+
+    const std::string cmd =
+        std::string(KVGATE_SOURCE_DIR) + "/scripts/check-report-html " + html + " >" + html + ".log 2>&1";
+    const int status = std::system(cmd.c_str());
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const std::string log = slurp(html + ".log");
+    std::remove(html.c_str());
+    std::remove(md.c_str());
+    std::remove((html + ".log").c_str());
+    if (code == 77) GTEST_SKIP() << log;
+    EXPECT_EQ(code, 0) << log;
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::testing
