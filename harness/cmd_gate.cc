@@ -1,6 +1,7 @@
 // `kvgate gate`: compares a candidate run with a baseline run item by item under a gate policy,
 // prints and stores every check's decision, and exits 1 when any check fails. JUnit XML lets a
 // CI system show each check as a test case; the Markdown report is for PR comments.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -24,6 +25,7 @@ namespace {
 
 struct GateArgs {
   std::string baseline, candidate = "latest", policy, db, junit, report;
+  std::vector<std::string> pair_configs;  // "BASE=CAND": compare the baseline's BASE config with the candidate's CAND
   bool json = false;
   bool allow_missing_baseline = false;
 };
@@ -247,7 +249,29 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
   const scoring::GateRun cand_run = load_gate_run(store, *cand);
   std::optional<scoring::GateRun> base_run;
   if (base) base_run = load_gate_run(store, *base);
-  const scoring::GateOutcome outcome = scoring::evaluate_gate(policy, base_run ? &*base_run : nullptr, cand_run);
+  std::vector<std::string> pairing_notes;
+  for (const std::string& pair : a.pair_configs) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+      throw_usage_error("--pair-config '" + pair + "': expected BASE_SPEC=CANDIDATE_SPEC");
+    if (!base_run) throw_usage_error("--pair-config needs a baseline run");
+    const std::string from = kernels::parse_kv_config(pair.substr(0, eq)).canonical();
+    const std::string to = kernels::parse_kv_config(pair.substr(eq + 1)).canonical();
+    if (std::find(base_run->configs.begin(), base_run->configs.end(), from) == base_run->configs.end())
+      throw_input_error(store.path() + ": baseline run " + std::to_string(base->id) + " has no config " + from);
+    if (std::find(cand_run.configs.begin(), cand_run.configs.end(), to) == cand_run.configs.end())
+      throw_input_error(store.path() + ": candidate run " + std::to_string(cand->id) + " has no config " + to);
+    // The baseline's rows are relabelled, so pairs, checks and policy rules use the candidate's spec.
+    for (std::string& c : base_run->configs)
+      if (c == from) c = to;
+    for (scoring::GateItem& it : base_run->items)
+      if (it.config == from) it.config = to;
+    for (scoring::GateTurn& t : base_run->turns)
+      if (t.config == from) t.config = to;
+    pairing_notes.push_back("baseline config " + from + " is compared with candidate config " + to);
+  }
+  scoring::GateOutcome outcome = scoring::evaluate_gate(policy, base_run ? &*base_run : nullptr, cand_run);
+  outcome.notes.insert(outcome.notes.begin(), pairing_notes.begin(), pairing_notes.end());
 
   std::map<std::string, int64_t> config_ids;
   for (const results::RunRecord* r : {&*cand, base ? &*base : nullptr})
@@ -305,6 +329,9 @@ void add_gate_commands(CLI::App& app, CommandContext& ctx) {
   g->add_option("--db", a->db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
   g->add_option("--junit", a->junit, "Write the checks as JUnit XML test cases to FILE");
   g->add_option("--report", a->report, "Write a Markdown report (for PR comments) to FILE");
+  g->add_option("--pair-config", a->pair_configs,
+                "BASE=CAND: compare the baseline run's config BASE with the candidate run's CAND (a pre-rollout "
+                "comparison of two KV configs); repeatable");
   g->add_flag("--allow-missing-baseline", a->allow_missing_baseline,
               "When no baseline run matches, check absolute limits only and pass with a note (a suite's first night)");
   g->add_flag("--json", a->json, "Machine-readable output");
