@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/kernel_benchmarks.h"
+#include "kernels/kv_config.h"
 #include "core/error.h"
 #include "harness/commands.h"
+#include "harness/model_bench.h"
 
 namespace kvgate::harness {
 namespace {
@@ -85,6 +87,40 @@ void run_kernels(const BenchFlags& flags, bool as_json) {
   }
 }
 
+void run_model(const ModelBenchOptions& o, bool as_json) {
+  const ModelBenchReport r = run_model_bench(o);
+  if (as_json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const ModelBenchRow& row : r.rows) {
+      nlohmann::json decode = nlohmann::json::array();
+      for (size_t i = 0; i < row.contexts.size(); ++i)
+        decode.push_back({{"context", row.contexts[i]}, {"tok_per_s", row.decode_tok_s[i]},
+                          {"gb_per_s", row.decode_gb_s[i]}, {"ratio_to_copy", row.decode_gb_s[i] / r.copy_gb_s}});
+      rows.push_back({{"kv", row.kv}, {"prefill_tok_per_s", row.prefill_tok_s}, {"prefill_gflop_per_s", row.prefill_gflop_s},
+                      {"prefill_ratio_to_sgemm", row.prefill_gflop_s / r.sgemm_gflop_s}, {"decode", decode}});
+    }
+    const nlohmann::json j = {{"model", r.model},           {"threads", r.threads},
+                              {"weight_bytes", r.weight_bytes}, {"flops_per_token", r.flops_per_token},
+                              {"sgemm_gflop_per_s", r.sgemm_gflop_s}, {"copy_gb_per_s", r.copy_gb_s},
+                              {"prefill_tokens", o.prefill_tokens}, {"configs", rows}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("model %s, %d threads, %.1f MB of weights, %.3f GFLOP per token\n", r.model.c_str(), r.threads,
+              r.weight_bytes / 1e6, r.flops_per_token / 1e9);
+  std::printf("bounds measured now: sgemm %.1f GFLOP/s (prefill's tiled matmul on F32), memcpy %.2f GB/s\n",
+              r.sgemm_gflop_s, r.copy_gb_s);
+  std::printf("%-20s %12s %8s", "kv config", "prefill t/s", "/sgemm");
+  for (int c : o.decode_contexts) std::printf(" %11s %8s", ("dec@" + std::to_string(c) + " t/s").c_str(), "/copy");
+  std::printf("\n");
+  for (const ModelBenchRow& row : r.rows) {
+    std::printf("%-20s %12.1f %8.2f", row.kv.c_str(), row.prefill_tok_s, row.prefill_gflop_s / r.sgemm_gflop_s);
+    for (size_t i = 0; i < row.contexts.size(); ++i)
+      std::printf(" %11.1f %8.2f", row.decode_tok_s[i], row.decode_gb_s[i] / r.copy_gb_s);
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 void add_bench_commands(CLI::App& app, CommandContext&) {
@@ -99,6 +135,24 @@ void add_bench_commands(CLI::App& app, CommandContext&) {
   kernels->add_option("--min-time", flags->min_time, "Minimum seconds per measurement (default 0.2)");
   kernels->add_flag("--json", *as_json, "Print one JSON object");
   kernels->callback([flags, as_json] { run_kernels(*flags, *as_json); });
+
+  CLI::App* model = bench_cmd->add_subcommand(
+      "model", "Prefill and decode tokens/s of the runtime vs sgemm GFLOP/s and copy bandwidth measured now");
+  auto mo = std::make_shared<ModelBenchOptions>();
+  auto kv_list = std::make_shared<std::string>("f16,q4_0");
+  auto model_json = std::make_shared<bool>(false);
+  model->add_option("--model", mo->model, "GGUF model (default: the fetched default model)");
+  model->add_option("--kv", *kv_list, "Comma-separated KV configs (default f16,q4_0)");
+  model->add_option("--contexts", mo->decode_contexts, "Decode context lengths (default 1024 4096)")->delimiter(',');
+  model->add_option("--prefill-tokens", mo->prefill_tokens, "Prefill chunk (default 512)");
+  model->add_option("--decode-steps", mo->decode_steps, "Decode steps timed per context (default 16)");
+  model->add_option("--threads", mo->threads, "Worker threads (0 = all cores)");
+  model->add_flag("--json", *model_json, "Print one JSON object");
+  model->callback([mo, kv_list, model_json] {
+    mo->kv.clear();
+    for (const kernels::KvConfig& c : kernels::parse_kv_config_list(*kv_list)) mo->kv.push_back(c.canonical());
+    run_model(*mo, *model_json);
+  });
 }
 
 }  // namespace kvgate::harness
