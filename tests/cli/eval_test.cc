@@ -19,11 +19,6 @@
 namespace kvgate::testing {
 namespace {
 
-#define SKIP_UNLESS_MODEL()                                                                          \
-  if (!default_model_fetched())                                                                      \
-  GTEST_SKIP() << "default model not fetched (" << default_model_file()                              \
-               << " missing); run `kvgate model fetch` first (scripts/test does)"
-
 std::string temp(const std::string& name) {
   return ::testing::TempDir() + "kvgate_eval_" + std::to_string(::getpid()) + "_" + name;
 }
@@ -58,7 +53,7 @@ std::map<std::string, double> kld_by_config(const nlohmann::json& j) {
 }
 
 TEST(EvalCli, SameInputsGiveBitIdenticalMetrics) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const std::string db = temp("det.db");
   std::remove(db.c_str());
   const std::string args = "--evalset " + small_evalset() + " --kv fp8,q4_0 --db " + db;
@@ -85,7 +80,7 @@ TEST(EvalCli, SameInputsGiveBitIdenticalMetrics) {
 }
 
 TEST(EvalCli, LimitedRunIsResumedWithoutRedoingItems) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const std::string db = temp("resume.db");
   std::remove(db.c_str());
   const nlohmann::json first = eval_json("--evalset " + small_evalset() + " --kv q8_0 --limit 1 --db " + db);
@@ -104,7 +99,7 @@ TEST(EvalCli, LimitedRunIsResumedWithoutRedoingItems) {
 // kill -9 in the middle of a run: the database keeps whole items only, the run is listed as
 // incomplete, and --resume finishes it without redoing what was stored.
 TEST(EvalCli, KilledRunLeavesConsistentDatabaseAndResumes) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const std::string db = temp("killed.db");
   std::remove(db.c_str());
   const pid_t pid = ::fork();
@@ -151,7 +146,7 @@ TEST(EvalCli, KilledRunLeavesConsistentDatabaseAndResumes) {
 }
 
 TEST(EvalCli, TwoProcessesWriteOneDatabase) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const std::string db = temp("concurrent.db");
   std::remove(db.c_str());
   CliResult a, b;
@@ -171,7 +166,7 @@ TEST(EvalCli, TwoProcessesWriteOneDatabase) {
 }
 
 TEST(EvalCli, ReplayScoresEveryAssistantTurnWithGrowingContext) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const std::string trace = temp("session.jsonl"), db = temp("replay.db");
   std::remove(db.c_str());
   CliResult g = run_kvgate("evalset generate --domain agentic --seed 3 --n 1 --tokens-min 300 --tokens-max 500 --out " + trace);
@@ -192,7 +187,7 @@ TEST(EvalCli, ReplayScoresEveryAssistantTurnWithGrowingContext) {
 
 // The smoke suite: every domain produces rows, and damage follows the bits thrown away.
 TEST(EvalCli, SmokeSuiteOrdersConfigsByDamage) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const std::string db = temp("smoke.db");
   std::remove(db.c_str());
   const nlohmann::json j = eval_json("--suite smoke --kv q8_0,fp8,q4_0,tq3/3,tq2/2 --db " + db);

@@ -9,15 +9,10 @@
 namespace kvgate::testing {
 namespace {
 
-#define SKIP_UNLESS_MODEL()                                                                          \
-  if (!default_model_fetched())                                                                      \
-  GTEST_SKIP() << "default model not fetched (" << default_model_file()                              \
-               << " missing); run `kvgate model fetch` first (scripts/test does)"
-
 const std::string kSample = std::string(KVGATE_SOURCE_DIR) + "/tests/data/perplexity_sample.txt";
 
 TEST(InferCli, GreedyContinuationOfAFactIsSensible) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   CliResult r = run_kvgate("generate --prompt 'The capital of France is' -n 8 --kv f32 --json --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -26,7 +21,7 @@ TEST(InferCli, GreedyContinuationOfAFactIsSensible) {
 }
 
 TEST(InferCli, ChatAnswerOfHundredTokensMentionsParis) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   CliResult r = run_kvgate("generate --chat --prompt 'What is the capital of France?' -n 100 --kv f16 --json --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -35,7 +30,7 @@ TEST(InferCli, ChatAnswerOfHundredTokensMentionsParis) {
 }
 
 TEST(InferCli, PerplexityIsDeterministicAndPlausible) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const std::string cmd = "perplexity --file " + kSample + " --ctx 128 --chunks 3 --kv f16 --json --threads 2";
   CliResult a = run_kvgate(cmd), b = run_kvgate(cmd);
   ASSERT_EQ(a.exit_code, 0) << a.err;
@@ -49,7 +44,7 @@ TEST(InferCli, PerplexityIsDeterministicAndPlausible) {
 
 // KL divergence against the f32 reference orders configs by how much they throw away.
 TEST(InferCli, KldOrdersConfigsByBitWidth) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   auto mean_kld = [](const std::string& kv) {
     CliResult r = run_kvgate("perplexity --file " + kSample + " --ctx 128 --chunks 2 --kv " + kv +
                              " --ref f32 --json --threads 2");
@@ -65,7 +60,7 @@ TEST(InferCli, KldOrdersConfigsByBitWidth) {
 }
 
 TEST(InferCli, BadInputsExitTwo) {
-  SKIP_UNLESS_MODEL();
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   EXPECT_EQ(run_kvgate("perplexity --file /nonexistent/file.txt --ctx 128").exit_code, 2);
   EXPECT_EQ(run_kvgate("generate --prompt hi --kv not_a_format").exit_code, 2);
   EXPECT_EQ(run_kvgate("generate").exit_code, 2);

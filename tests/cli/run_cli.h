@@ -27,6 +27,12 @@ inline std::string default_model_file() {
 
 inline bool default_model_fetched() { return std::ifstream(default_model_file()).good(); }
 
+// Tests that run the real default model skip, saying why, where it has not been fetched.
+#define KVGATE_SKIP_UNLESS_DEFAULT_MODEL()                                                          \
+  if (!::kvgate::testing::default_model_fetched())                                                  \
+  GTEST_SKIP() << "default model not fetched (" << ::kvgate::testing::default_model_file()          \
+               << " missing); run `kvgate model fetch` first (scripts/test does)"
+
 inline std::string kvgate_binary() { return std::string(KVGATE_BINARY_DIR) + "/bin/kvgate"; }
 
 inline std::string slurp(const std::string& path) {

@@ -73,9 +73,7 @@ Deviation compare_set(const Model& model, const nlohmann::json& set, const char*
 class GoldenForward : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!kvgate::testing::default_model_fetched())
-      GTEST_SKIP() << "default model not fetched (" << kvgate::testing::default_model_file()
-                   << " missing); run `kvgate model fetch` first (scripts/test does)";
+    KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
     model_ = Model::load(kvgate::testing::default_model_file());
   }
   std::unique_ptr<Model> model_;
