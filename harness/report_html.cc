@@ -305,7 +305,7 @@ std::string grouped_bars(const std::string& id, const std::string& title, const 
       s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"><title>{} {}: {}</title></rect>"
                        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>",
                        f.left, y, std::max(0.5, f.px(v) - f.left), bar - 2, series[k].color, esc(rows[r]),
-                       esc(series[k].name), num(v), f.px(v) + 4, y + 9, num(v));
+                       esc(series[k].name), num(v, 6), f.px(v) + 4, y + 9, num(v, 5));
     }
   }
   return s + "</svg>";
