@@ -485,7 +485,7 @@ std::string render_report_html(const ReportInput& in) {
     }
     h += grouped_bars("chart-memory", "KV cache bytes per token per KV config (weights: " + bytes(in.weight_bytes) + ")",
                       rows, {kv}, "bytes per token") +
-         "\n<table>" + th({"kv config", "KV bytes / token", "KV at 8k tokens", "KV at 32k tokens", "weights", "32k KV / weights"});
+         "\n<table>" + th({"kv config", "KV bytes / token", "KV at 8k tokens", "KV at 32k tokens", "weights (model file)", "32k KV / weights"});
     for (const ConfigStats& c : a.configs)
       h += td({c.spec, num(c.kv_bytes, 6), bytes(c.kv_bytes * 8192), bytes(c.kv_bytes * 32768), bytes(in.weight_bytes),
                std::isfinite(in.weight_bytes) && in.weight_bytes > 0 ? num(c.kv_bytes * 32768 / in.weight_bytes, 3) : "-"});
