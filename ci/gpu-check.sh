@@ -11,18 +11,21 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVGATE_CUDA=ON -DKVGATE_BENC
   -DCMAKE_CUDA_COMPILER="$nvcc" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 3; }
 cmake --build "$build" -j "$(nproc)" --target gpu_cuda_tests >"$build.build.log" 2>&1 || { tail -50 "$build.build.log"; exit 3; }
 built=$(date +%s)
-"$build/tests/gpu/gpu_cuda_tests" --gtest_brief=1 2>&1 | tee "$build.gpu_tests.log"
-status=${PIPESTATUS[0]}
+# One run per suite so the table can say which kernels failed: conversions, then KV kernels.
+count() { local n; n=$(grep -Eo "\[  $1 *\] [0-9]+ test" "$2" | grep -Eo '[0-9]+' | head -1); echo "${n:-0}"; }
+status=0
+rows=()
+for suite in GpuConvert GpuKv; do
+  log="$build.$suite.log"
+  "$build/tests/gpu/gpu_cuda_tests" --gtest_brief=1 --gtest_filter="*$suite*" >"$log" 2>&1 || status=1
+  grep -E '^\[  (FAILED|SKIPPED) ' "$log" | head -20
+  rows+=("| $(printf '%-10s' "$suite") | $(printf '%6s' "$(count PASSED "$log")") | $(printf '%7s' "$(count SKIPPED "$log")") | $(printf '%6s' "$(count FAILED "$log")") |")
+done
 done_at=$(date +%s)
-passed=$(grep -Eo '\[  PASSED  \] [0-9]+' "$build.gpu_tests.log" | grep -Eo '[0-9]+$' || echo 0)
-skipped=$(grep -Eo '\[  SKIPPED \] [0-9]+' "$build.gpu_tests.log" | grep -Eo '[0-9]+$' || echo 0)
-failed=$(grep -Eo '\[  FAILED  \] [0-9]+ test' "$build.gpu_tests.log" | grep -Eo '^[^0-9]*[0-9]+' | grep -Eo '[0-9]+' || echo 0)
 echo
-echo "| check                     | result |"
-echo "|---------------------------|--------|"
-echo "| build (s)                 | $((built - start)) |"
-echo "| GPU tests passed          | $passed |"
-echo "| GPU tests skipped         | $skipped |"
-echo "| GPU tests failed          | $failed |"
-echo "| test time (s)             | $((done_at - built)) |"
+echo "| suite      | passed | skipped | failed |"
+echo "|------------|--------|---------|--------|"
+printf '%s\n' "${rows[@]}"
+echo
+echo "build $((built - start)) s, tests $((done_at - built)) s, exit $status"
 exit "$status"
