@@ -180,6 +180,10 @@ GatePolicy parse_gate_policy(const std::string& text, const std::string& source)
     p.latency.ttft_p95_ratio_max = read_limit(l, "ttft_p95_ratio_max", source, "latency");
     p.latency.tpot_p50_ratio_max = read_limit(l, "tpot_p50_ratio_max", source, "latency");
     p.latency.tpot_p95_ratio_max = read_limit(l, "tpot_p95_ratio_max", source, "latency");
+    // Latency limits have no rules to inherit from: null and absent both mean off.
+    for (std::optional<double>* v : {&p.latency.ttft_p50_ratio_max, &p.latency.ttft_p95_ratio_max,
+                                     &p.latency.tpot_p50_ratio_max, &p.latency.tpot_p95_ratio_max})
+      drop_explicit_off(*v);
   }
   canonicalize_policy_kv(p, [](const std::string& s) { return s; });
   return p;

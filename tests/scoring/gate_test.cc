@@ -25,7 +25,7 @@ const char* kPolicy = R"({
     {"domain": "*", "kv": "q4_0", "absolute": {"kld_mean_max": 0.2, "same_top1_min": null}},
     {"domain": "tables", "kv": "q4_0", "absolute": {"kld_mean_max": 0.08}}
   ],
-  "latency": {"tpot_p50_ratio_max": 2.0}
+  "latency": {"tpot_p50_ratio_max": 2.0, "ttft_p50_ratio_max": null}
 })";
 
 // A run of `n` items in each of two domains under the reference and one candidate config. The
@@ -135,6 +135,8 @@ TEST(Gate, IdenticalRunsNeverFire) {
   EXPECT_EQ(reg->ci_high, 0.0);
   EXPECT_EQ(reg->items, 20u);
   ASSERT_NE(find(o, "latency.tpot_p50_ratio[*, q4_0/q4_0]"), nullptr);
+  EXPECT_EQ(find(o, "latency.ttft_p50_ratio[*, q4_0/q4_0]"), nullptr) << "null is off";
+  EXPECT_EQ(find(o, "latency.tpot_p95_ratio[*, q4_0/q4_0]"), nullptr) << "absent is off";
 }
 
 TEST(Gate, WorseDomainFailsAndNamesItsItems) {
