@@ -272,7 +272,7 @@ class GateRealRuns : public ::testing::Test {
     if (!db_.empty()) remove_db(db_);
   }
   void SetUp() override {
-    if (!default_model_fetched()) GTEST_SKIP() << "default model not fetched (kvgate model fetch)";
+    KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
   }
   static std::string db_, setup_error_;
