@@ -42,6 +42,8 @@ size_t target_tokens(Rng& rng, TokenRange range);
 Message system_message(std::string content);
 Message user_message(std::string content);
 Message assistant_message(std::string content);
+// A single-question item: system prompt, the user's text, and the scored gold answer.
+EvalItem answer_item(std::string system, std::string user, std::string answer, nlohmann::json meta);
 
 EvalItem make_tables_item(Rng& rng, size_t target);
 EvalItem make_diffs_item(Rng& rng, size_t target);

@@ -176,14 +176,7 @@ EvalItem make_diffs_item(Rng& rng, size_t target) {
     meta["constant"] = before.constants[changed_constant].first;
   }
   text += "Question: " + question + "\nAnswer with the exact text only.";
-  EvalItem item;
-  item.messages = {system_message("You are a careful code reviewer. Reply with the exact text only."),
-                   user_message(text), assistant_message(answer)};
-  item.score = ScoreKind::answer;
-  item.answer = answer;
-  item.has_answer = true;
-  item.meta = meta;
-  return item;
+  return answer_item("You are a careful code reviewer. Reply with the exact text only.", text, answer, meta);
 }
 
 }  // namespace kvgate::evalsets::gen

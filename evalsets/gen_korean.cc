@@ -83,14 +83,8 @@ EvalItem make_korean_item(Rng& rng, size_t target) {
     default: question = who.name + " 씨의 기록에 나오는 금액은 얼마입니까?"; answer = who.amount; field = "amount"; break;
   }
   text += "질문: " + question + "\n정확한 값만 답하십시오.";
-  EvalItem item;
-  item.messages = {system_message("당신은 주어진 자료에 대한 질문에 답합니다. 정확한 값만 답하십시오."),
-                   user_message(text), assistant_message(answer)};
-  item.score = ScoreKind::answer;
-  item.answer = answer;
-  item.has_answer = true;
-  item.meta = {{"person", who.name}, {"field", field}, {"records", people.size()}};
-  return item;
+  return answer_item("당신은 주어진 자료에 대한 질문에 답합니다. 정확한 값만 답하십시오.", text, answer,
+                     {{"person", who.name}, {"field", field}, {"records", people.size()}});
 }
 
 }  // namespace kvgate::evalsets::gen

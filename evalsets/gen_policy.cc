@@ -97,7 +97,7 @@ EvalItem make_policy_item(Rng& rng, size_t target) {
   // ~25 tokens per filler clause; sections get clauses until the target is reached.
   const size_t n_sections = std::clamp<size_t>(target / 150, n_topics + 1, 40);
   const size_t total_clauses = std::max<size_t>(n_sections * 2, target > 150 ? (target - 150) / 25 : 0);
-  std::vector<std::vector<std::string>> section_clauses(n_sections);  // texts with {ref} placeholders resolved later
+  std::vector<std::vector<std::string>> section_clauses(n_sections);  // texts with {ref} markers resolved later
   std::vector<std::string> titles(n_sections);
   // Base clauses go in the first sections, each in its own section; exceptions go later, each
   // in a different section, so answering needs the cross-reference.
@@ -169,16 +169,10 @@ EvalItem make_policy_item(Rng& rng, size_t target) {
   const std::string question = exception ? topic.exception_question : topic.base_question;
   const std::string answer = value_text(topic.unit, exception ? asked.exc_value : asked.base_value);
   text += "Question: " + question + "\nAnswer with the exact value only.";
-  EvalItem item;
-  item.messages = {system_message("You answer questions about the policy you are given. Reply with the exact value only."),
-                   user_message(text), assistant_message(answer)};
-  item.score = ScoreKind::answer;
-  item.answer = answer;
-  item.has_answer = true;
-  item.meta = {{"question", exception ? "exception" : "base"},
-               {"base_clause", base_ids[asked.topic]},
-               {"exception_clause", exc_ids[asked.topic]}};
-  return item;
+  return answer_item("You answer questions about the policy you are given. Reply with the exact value only.", text, answer,
+                     {{"question", exception ? "exception" : "base"},
+                      {"base_clause", base_ids[asked.topic]},
+                      {"exception_clause", exc_ids[asked.topic]}});
 }
 
 }  // namespace kvgate::evalsets::gen

@@ -111,14 +111,7 @@ EvalItem make_tables_item(Rng& rng, size_t target) {
     meta["key"] = row.order_id;
   }
   text += "\nQuestion: " + question + "\nAnswer with the exact value only.";
-  EvalItem item;
-  item.messages = {system_message("You answer questions about the data you are given. Reply with the exact value only."),
-                   user_message(text), assistant_message(answer)};
-  item.score = ScoreKind::answer;
-  item.answer = answer;
-  item.has_answer = true;
-  item.meta = meta;
-  return item;
+  return answer_item("You answer questions about the data you are given. Reply with the exact value only.", text, answer, meta);
 }
 
 }  // namespace kvgate::evalsets::gen

@@ -57,6 +57,16 @@ Message system_message(std::string content) { return Message{"system", std::move
 Message user_message(std::string content) { return Message{"user", std::move(content), {}, {}, {}}; }
 Message assistant_message(std::string content) { return Message{"assistant", std::move(content), {}, {}, {}}; }
 
+EvalItem answer_item(std::string system, std::string user, std::string answer, nlohmann::json meta) {
+  EvalItem item;
+  item.messages = {system_message(std::move(system)), user_message(std::move(user)), assistant_message(answer)};
+  item.score = ScoreKind::answer;
+  item.answer = std::move(answer);
+  item.has_answer = true;
+  item.meta = std::move(meta);
+  return item;
+}
+
 }  // namespace gen
 
 const std::vector<std::string>& generator_domains() {

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "harness/commands.h"
+#include "harness/report_html.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
 #include "scoring/gate.h"
@@ -97,20 +98,6 @@ scoring::GateRun load_gate_run(results::Store& store, const results::RunRecord& 
   return g;
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t' ? ' ' : ch;
-    }
-  }
-  return out;
-}
 
 std::string md_cell(const std::string& s) {
   std::string out;

@@ -16,19 +16,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Colour-blind-safe (Okabe–Ito) palette; configs keep their colour across every chart.
 constexpr const char* kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
 
-std::string esc(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += static_cast<unsigned char>(ch) < 0x20 && ch != '\n' ? ' ' : ch;
-    }
-  }
-  return out;
-}
 
 std::string num(double v, int digits = 4) {
   return std::isfinite(v) ? fmt::format("{:.{}g}", v, digits) : std::string("-");
@@ -215,7 +202,7 @@ std::string svg_open(const std::string& id, const Frame& f, const std::string& t
       "<svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
       "role=\"img\"><title>{}</title><rect x=\"0\" y=\"0\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"#fff\"/>"
       "<text x=\"{:.0f}\" y=\"18\" class=\"t\">{}</text>",
-      id, f.w, f.h, f.w, f.h, esc(title), f.w, f.h, f.left, esc(title));
+      id, f.w, f.h, f.w, f.h, xml_escape(title), f.w, f.h, f.left, xml_escape(title));
 }
 
 std::string axes(const Frame& f, const std::vector<double>& xt, const std::vector<double>& yt, const std::string& xlabel,
@@ -231,14 +218,14 @@ std::string axes(const Frame& f, const std::vector<double>& xt, const std::vecto
                    f.w - f.right, f.h - f.bottom);
   s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"a\"/>", f.left, f.top, f.left,
                    f.h - f.bottom);
-  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", (f.left + f.w - f.right) / 2, f.h - 12, esc(xlabel));
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", (f.left + f.w - f.right) / 2, f.h - 12, xml_escape(xlabel));
   s += fmt::format("<text x=\"14\" y=\"{:.1f}\" class=\"xl\" transform=\"rotate(-90 14 {:.1f})\">{}</text>",
-                   (f.top + f.h - f.bottom) / 2, (f.top + f.h - f.bottom) / 2, esc(ylabel));
+                   (f.top + f.h - f.bottom) / 2, (f.top + f.h - f.bottom) / 2, xml_escape(ylabel));
   return s;
 }
 
 std::string empty_note(const Frame& f, const std::string& text) {
-  return fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" class=\"xl\">{}</text>", f.w / 2, f.h / 2, esc(text));
+  return fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" class=\"xl\">{}</text>", f.w / 2, f.h / 2, xml_escape(text));
 }
 
 std::string chart_quality_bits(const Analysis& a) {
@@ -253,8 +240,8 @@ std::string chart_quality_bits(const Analysis& a) {
   for (const ConfigStats& c : a.configs) {
     if (!std::isfinite(c.bits) || !std::isfinite(c.kld_mean)) continue;
     s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"6\" fill=\"{}\"><title>{}: {} bits, mean KLD {}</title></circle>",
-                     f.px(c.bits), f.py(c.kld_mean), c.color, esc(c.spec), num(c.bits), num(c.kld_mean));
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>", f.px(c.bits) + 9, f.py(c.kld_mean) - 6, esc(c.spec));
+                     f.px(c.bits), f.py(c.kld_mean), c.color, xml_escape(c.spec), num(c.bits), num(c.kld_mean));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>", f.px(c.bits) + 9, f.py(c.kld_mean) - 6, xml_escape(c.spec));
   }
   return s + "</svg>";
 }
@@ -283,18 +270,18 @@ std::string grouped_bars(const std::string& id, const std::string& title, const 
     s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"g\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
                      "class=\"xl\">{}</text>",
                      f.px(x), f.top + 20, f.px(x), f.h - f.bottom, f.px(x), f.h - f.bottom + 16, num(x, 6));
-  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", (f.left + f.w - f.right) / 2, f.h - 12, esc(xlabel));
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", (f.left + f.w - f.right) / 2, f.h - 12, xml_escape(xlabel));
   // Legend on one line under the title.
   double lx = f.left;
   for (const BarSeries& b : series) {
     s += fmt::format("<rect x=\"{:.1f}\" y=\"28\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"37\" class=\"pl\">{}</text>",
-                     lx, b.color, lx + 14, esc(b.name));
+                     lx, b.color, lx + 14, xml_escape(b.name));
     lx += 24 + 7 * static_cast<double>(b.name.size());
   }
   if (rows.empty()) return s + empty_note(f, "no data") + "</svg>";
   for (size_t r = 0; r < rows.size(); ++r) {
     const double gy = f.top + 24 + group * static_cast<double>(r);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"yl\">{}</text>", f.left - 6, gy + group / 2, esc(rows[r]));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"yl\">{}</text>", f.left - 6, gy + group / 2, xml_escape(rows[r]));
     for (size_t k = 0; k < series.size(); ++k) {
       const double v = series[k].values[r];
       const double y = gy + bar * static_cast<double>(k);
@@ -304,8 +291,8 @@ std::string grouped_bars(const std::string& id, const std::string& title, const 
       }
       s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"><title>{} {}: {}</title></rect>"
                        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>",
-                       f.left, y, std::max(0.5, f.px(v) - f.left), bar - 2, series[k].color, esc(rows[r]),
-                       esc(series[k].name), num(v, 6), f.px(v) + 4, y + 9, num(v, 5));
+                       f.left, y, std::max(0.5, f.px(v) - f.left), bar - 2, series[k].color, xml_escape(rows[r]),
+                       xml_escape(series[k].name), num(v, 6), f.px(v) + 4, y + 9, num(v, 5));
     }
   }
   return s + "</svg>";
@@ -332,11 +319,11 @@ std::string chart_drift(const Analysis& a) {
     s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", pts, color);
     for (const auto& [t, cell] : turns)
       s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} turn {}: {}</title></circle>",
-                       f.px(static_cast<double>(t)), f.py(cell.first / static_cast<double>(cell.second)), color, esc(spec), t,
+                       f.px(static_cast<double>(t)), f.py(cell.first / static_cast<double>(cell.second)), color, xml_escape(spec), t,
                        num(cell.first / static_cast<double>(cell.second)));
     s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
                      "class=\"pl\">{}</text>",
-                     f.w - f.right - 150, ly, color, f.w - f.right - 136, ly + 9, esc(spec));
+                     f.w - f.right - 150, ly, color, f.w - f.right - 136, ly + 9, xml_escape(spec));
     ly += 14;
   }
   return s + "</svg>";
@@ -344,13 +331,13 @@ std::string chart_drift(const Analysis& a) {
 
 std::string th(const std::vector<std::string>& cols) {
   std::string s = "<tr>";
-  for (const std::string& c : cols) s += "<th>" + esc(c) + "</th>";
+  for (const std::string& c : cols) s += "<th>" + xml_escape(c) + "</th>";
   return s + "</tr>";
 }
 
 std::string td(const std::vector<std::string>& cols) {
   std::string s = "<tr>";
-  for (const std::string& c : cols) s += "<td>" + esc(c) + "</td>";
+  for (const std::string& c : cols) s += "<td>" + xml_escape(c) + "</td>";
   return s + "</tr>";
 }
 
@@ -394,11 +381,11 @@ std::string render_report_html(const ReportInput& in) {
       "</style>\n</head>\n<body>\n";
   h += fmt::format("<h1>kvgate report: run {}</h1>\n<p>{} &#183; status {} &#183; {} items &#183; model {} (sha256 {}) &#183; "
                    "started {} &#183; git {} &#183; {} threads on {}</p>\n",
-                   in.run.id, esc(i.suite_name), esc(in.run.status), in.run.items, esc(i.model_path),
-                   esc(i.model_sha256.substr(0, 12)), esc(in.run.started_at), esc(i.git_sha), i.threads, esc(i.cpu));
+                   in.run.id, xml_escape(i.suite_name), xml_escape(in.run.status), in.run.items, xml_escape(i.model_path),
+                   xml_escape(i.model_sha256.substr(0, 12)), xml_escape(in.run.started_at), xml_escape(i.git_sha), i.threads, xml_escape(i.cpu));
   if (in.baseline)
     h += fmt::format("<p>Baseline: run {} ({}, {} items, status {}). Deltas pair items by key and KV config.</p>\n",
-                     in.baseline->id, esc(in.baseline->info.suite_name), in.baseline->items, esc(in.baseline->status));
+                     in.baseline->id, xml_escape(in.baseline->info.suite_name), in.baseline->items, xml_escape(in.baseline->status));
 
   h += "<h2>Summary per KV config</h2>\n<table>" +
        th({"kv config", "role", "bits", "items", "scored tokens", "mean KLD", "same top-1", "item KLD p99 (p99)",
@@ -539,6 +526,21 @@ std::string render_report_markdown(const ReportInput& in) {
                         num(m.candidate), m.candidate - m.baseline);
   }
   return md;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t' ? ' ' : ch;
+    }
+  }
+  return out;
 }
 
 }  // namespace kvgate::harness

@@ -26,6 +26,9 @@ struct ReportInput {
 const std::vector<std::string>& report_chart_ids();
 
 std::string render_report_html(const ReportInput& in);
+// Escapes text for XML/XHTML content and attribute values (JUnit files and the report); other
+// control characters than newline and tab become spaces, since XML 1.0 cannot carry them.
+std::string xml_escape(const std::string& s);
 std::string render_report_markdown(const ReportInput& in);
 
 }  // namespace kvgate::harness
