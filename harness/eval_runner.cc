@@ -245,6 +245,9 @@ EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm
       }
 
       // Teacher-forced pass over the scored span: row j predicts token j of the span.
+      // Token classes depend only on the span's tokens, not on the config.
+      std::vector<scoring::TokenClass> token_classes;
+      for (const int32_t tok : seg.tokens) token_classes.push_back(scoring::classify_token(lm.tokenizer.piece(tok, false)));
       results::TurnMetrics base_turn;
       base_turn.turn_index = turn_index;
       base_turn.context_tokens = context_tokens;
@@ -271,7 +274,7 @@ EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm
           st.same_top1 += cmp.same_top1;
           turn_kld += cmp.kld;
           turn_same += cmp.same_top1;
-          const scoring::TokenClass cls = scoring::classify_token(lm.tokenizer.piece(static_cast<int32_t>(target), false));
+          const scoring::TokenClass cls = token_classes[static_cast<size_t>(j)];
           results::TokenClassMetrics& tc = st.classes[cls];
           tc.config_id = st.config_id;
           tc.token_class = std::string(scoring::token_class_name(cls));
