@@ -370,22 +370,55 @@ struct UniformDec : NoBlockScale {
 // ---- generic drivers ----
 // One row's contribution to a dot product over one block: raw . q, scaled by the block's d
 // (and q4_1's m times the block's query sum).
+// The arithmetic of one row's block once its codes are decoded: shared by the path that decodes
+// per query and the one that decodes a tile once for all queries, so both give the same bits.
 template <class D>
-KVGATE_AVX2_INLINE __m256 dot_block(const uint8_t* blk, const __m256* qv, __m256 qsum, __m256 acc) {
+KVGATE_AVX2_INLINE __m256 dot_decoded(const __m256* v, float d, float m, const __m256* qv, __m256 qsum, __m256 acc) {
   constexpr int V = D::kElems / 8;
-  __m256 v[V];
-  D::decode(blk, v);
   if constexpr (D::kBlockScaled) {
     __m256 p = _mm256_mul_ps(v[0], qv[0]);
     for (int k = 1; k < V; ++k) p = _mm256_fmadd_ps(v[k], qv[k], p);
-    acc = _mm256_fmadd_ps(p, _mm256_set1_ps(D::block_d(blk)), acc);
-    if constexpr (D::kBlockMin) acc = _mm256_fmadd_ps(qsum, _mm256_set1_ps(D::block_m(blk)), acc);
+    acc = _mm256_fmadd_ps(p, _mm256_set1_ps(d), acc);
+    if constexpr (D::kBlockMin) acc = _mm256_fmadd_ps(qsum, _mm256_set1_ps(m), acc);
     return acc;
   } else {
     for (int k = 0; k < V; ++k) acc = _mm256_fmadd_ps(v[k], qv[k], acc);
     return acc;
   }
 }
+
+template <class D>
+KVGATE_AVX2_INLINE __m256 dot_block(const uint8_t* blk, const __m256* qv, __m256 qsum, __m256 acc) {
+  constexpr int V = D::kElems / 8;
+  __m256 v[V];
+  D::decode(blk, v);
+  return dot_decoded<D>(v, D::kBlockScaled ? D::block_d(blk) : 1.0f, D::kBlockMin ? D::block_m(blk) : 0.0f, qv, qsum,
+                        acc);
+}
+
+// Four consecutive rows with every block decoded once, so a tile is decoded once for all the
+// query rows of a call (a prefill chunk times the GQA group) instead of once per query row. The
+// values are exactly those the per-query path decodes, so results do not change.
+inline constexpr int kTileRows = 4;
+inline constexpr int kTileMaxHeadDim = 1024;  // kv_format.cc's limit
+template <class D>
+struct DecodedTile {
+  static constexpr int kMaxBlocks = kTileMaxHeadDim / D::kElems;
+  __m256 v[kTileRows][kTileMaxHeadDim / 8];
+  float d[kTileRows][kMaxBlocks];
+  float m[kTileRows][kMaxBlocks];
+
+  KVGATE_AVX2_INLINE void decode(const uint8_t* const* r, int nb) {
+    constexpr int V = D::kElems / 8;
+    for (int i = 0; i < kTileRows; ++i)
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* blk = r[i] + D::kHeader + static_cast<size_t>(b) * D::kBytes;
+        D::decode(blk, &v[i][b * V]);
+        d[i][b] = D::kBlockScaled ? D::block_d(blk) : 1.0f;
+        m[i][b] = D::kBlockMin ? D::block_m(blk) : 0.0f;
+      }
+  }
+};
 
 template <class D>
 KVGATE_AVX2_INLINE __m256 query_block_sum(const __m256* qv) {
@@ -408,6 +441,33 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
     return score;
   };
   int t = 0;
+  if (n_q > 1 && f.head_dim <= kTileMaxHeadDim) {
+    DecodedTile<D> tile;
+    for (; t + kTileRows <= n_tokens; t += kTileRows) {
+      const uint8_t* r[kTileRows];
+      for (int i = 0; i < kTileRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * rb;
+      tile.decode(r, nb);
+      for (int qi = 0; qi < n_q; ++qi) {
+        const float* qp = q + static_cast<size_t>(qi) * f.head_dim;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, qtotal = a0;
+        for (int b = 0; b < nb; ++b) {
+          __m256 qv[V];
+          for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
+          const __m256 qsum = (D::kBlockMin || D::kRowMin) ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+          if constexpr (D::kRowMin) qtotal = _mm256_add_ps(qtotal, qsum);
+          a0 = dot_decoded<D>(&tile.v[0][b * V], tile.d[0][b], tile.m[0][b], qv, qsum, a0);
+          a1 = dot_decoded<D>(&tile.v[1][b * V], tile.d[1][b], tile.m[1][b], qv, qsum, a1);
+          a2 = dot_decoded<D>(&tile.v[2][b * V], tile.d[2][b], tile.m[2][b], qv, qsum, a2);
+          a3 = dot_decoded<D>(&tile.v[3][b * V], tile.d[3][b], tile.m[3][b], qv, qsum, a3);
+        }
+        float* out = scores + static_cast<size_t>(qi) * n_tokens + t;
+        out[0] = finish(a0, qtotal, r[0]);
+        out[1] = finish(a1, qtotal, r[1]);
+        out[2] = finish(a2, qtotal, r[2]);
+        out[3] = finish(a3, qtotal, r[3]);
+      }
+    }
+  }
   for (; t + 4 <= n_tokens; t += 4) {
     const uint8_t* r0 = rows + static_cast<size_t>(t) * rb;
     const uint8_t* r1 = r0 + rb;
@@ -451,18 +511,18 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
   }
 }
 
-// acc += sum over R rows of w_r * value_r for one block; w already carries the row scale, and
-// row_add is sum_r weight_r * zero_r for the u{b} formats.
+// acc += sum over R rows of w_r * value_r for one block whose codes are decoded (v[i] points at
+// row i's V vectors, d and m are its block's scale and min); w already carries the row scale,
+// and row_add is sum_r weight_r * zero_r for the u{b} formats.
 template <class D, int R>
-KVGATE_AVX2_INLINE void axpy_block(const uint8_t* const* r, const float* w, float row_add, size_t off, float* ab) {
+KVGATE_AVX2_INLINE void axpy_decoded(const __m256* const* v, const float* d, const float* m, const float* w,
+                                     float row_add, float* ab) {
   constexpr int V = D::kElems / 8;
-  __m256 v[R][V];
   __m256 wd[R];
   float add = row_add;
   for (int i = 0; i < R; ++i) {
-    D::decode(r[i] + off, v[i]);
-    wd[i] = _mm256_set1_ps(D::kBlockScaled ? w[i] * D::block_d(r[i] + off) : w[i]);
-    if constexpr (D::kBlockMin) add += w[i] * D::block_m(r[i] + off);
+    wd[i] = _mm256_set1_ps(D::kBlockScaled ? w[i] * d[i] : w[i]);
+    if constexpr (D::kBlockMin) add += w[i] * m[i];
   }
   for (int k = 0; k < V; ++k) {
     __m256 s = _mm256_loadu_ps(ab + 8 * k);
@@ -472,12 +532,51 @@ KVGATE_AVX2_INLINE void axpy_block(const uint8_t* const* r, const float* w, floa
   }
 }
 
+template <class D, int R>
+KVGATE_AVX2_INLINE void axpy_block(const uint8_t* const* r, const float* w, float row_add, size_t off, float* ab) {
+  constexpr int V = D::kElems / 8;
+  __m256 v[R][V];
+  const __m256* vp[R];
+  float d[R], m[R];
+  for (int i = 0; i < R; ++i) {
+    D::decode(r[i] + off, v[i]);
+    vp[i] = v[i];
+    d[i] = D::kBlockScaled ? D::block_d(r[i] + off) : 1.0f;
+    m[i] = D::kBlockMin ? D::block_m(r[i] + off) : 0.0f;
+  }
+  axpy_decoded<D, R>(vp, d, m, w, row_add, ab);
+}
+
 template <class D>
 KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
                                 float* acc) {
   const int nb = f.head_dim / D::kElems;
   const size_t rb = f.row_bytes;
   int t = 0;
+  if (n_q > 1 && f.head_dim <= kTileMaxHeadDim) {
+    constexpr int V = D::kElems / 8;
+    DecodedTile<D> tile;
+    for (; t + kTileRows <= n_tokens; t += kTileRows) {
+      const uint8_t* r[kTileRows];
+      for (int i = 0; i < kTileRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * rb;
+      tile.decode(r, nb);
+      for (int qi = 0; qi < n_q; ++qi) {
+        const float* wq = weights + static_cast<size_t>(qi) * n_tokens + t;
+        float w[kTileRows], row_add = 0.0f;
+        for (int i = 0; i < kTileRows; ++i) {
+          w[i] = wq[i] * D::kRawFactor * D::row_scale(r[i], f.scale);
+          if constexpr (D::kRowMin) row_add += wq[i] * D::row_min(r[i]);
+        }
+        float* a = acc + static_cast<size_t>(qi) * f.head_dim;
+        for (int b = 0; b < nb; ++b) {
+          const __m256* vp[kTileRows] = {&tile.v[0][b * V], &tile.v[1][b * V], &tile.v[2][b * V], &tile.v[3][b * V]};
+          const float d[kTileRows] = {tile.d[0][b], tile.d[1][b], tile.d[2][b], tile.d[3][b]};
+          const float m[kTileRows] = {tile.m[0][b], tile.m[1][b], tile.m[2][b], tile.m[3][b]};
+          axpy_decoded<D, kTileRows>(vp, d, m, w, row_add, a + b * D::kElems);
+        }
+      }
+    }
+  }
   for (; t + 4 <= n_tokens; t += 4) {
     const uint8_t* r[4] = {rows + static_cast<size_t>(t) * rb, rows + static_cast<size_t>(t + 1) * rb,
                            rows + static_cast<size_t>(t + 2) * rb, rows + static_cast<size_t>(t + 3) * rb};

@@ -242,5 +242,34 @@ TEST(FormatRoundTrip, DotRowsHandlesEveryTokenCount) {
   }
 }
 
+// The fused paths decode a tile once for all query rows when a call has several (prefill chunks,
+// GQA groups) and per query row otherwise; both must give the same bits, or a metric would
+// depend on how many queries shared a call.
+TEST(FormatRoundTrip, ManyQueryRowsEqualOneRowAtATimeBitForBit) {
+  for (const Case& c : all_cases()) {
+    SCOPED_TRACE(c.label);
+    Encoded e = encode(c, 16);
+    const int hd = c.head_dim, n_q = 5;
+    const size_t nt = static_cast<size_t>(e.tokens);
+    if (c.info->for_keys) {
+      const std::vector<float> q = gaussian(static_cast<size_t>(n_q) * hd, 21);
+      std::vector<float> qp(q.size());
+      for (int qi = 0; qi < n_q; ++qi) e.codec->prepare_query(q.data() + qi * hd, qp.data() + qi * hd);
+      std::vector<float> together(n_q * nt, NAN), alone(n_q * nt, NAN);
+      e.codec->dot_rows(qp.data(), n_q, e.bytes.data(), e.tokens, together.data());
+      for (int qi = 0; qi < n_q; ++qi) e.codec->dot_rows(qp.data() + qi * hd, 1, e.bytes.data(), e.tokens, alone.data() + qi * nt);
+      EXPECT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * sizeof(float))) << "dot_rows";
+    }
+    if (c.info->for_values) {
+      const std::vector<float> w = gaussian(n_q * nt, 22);
+      std::vector<float> together(static_cast<size_t>(n_q) * hd, 0.5f), alone = together;
+      e.codec->axpy_rows(w.data(), n_q, e.bytes.data(), e.tokens, together.data());
+      for (int qi = 0; qi < n_q; ++qi)
+        e.codec->axpy_rows(w.data() + qi * nt, 1, e.bytes.data(), e.tokens, alone.data() + qi * hd);
+      EXPECT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * sizeof(float))) << "axpy_rows";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::kernels
