@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/float_convert.h"
 #include "kernels/format_families.h"
+#include "kernels/simd_avx2.h"
 
 namespace kvgate::kernels {
 namespace {
@@ -134,26 +135,23 @@ class KiviKeyCodec final : public Codec {
     for (int c = 0; c < head_dim_; ++c) acc[c] += w * row[c];
   }
 
-  // q . (code * scale + min) = sum code * (q scale) + sum q min: the fp16 scales and minima are
-  // decoded once per group and query instead of once per token.
+  // Each token's key is decoded once per call (the fp16 scales and minima once per group) and
+  // dotted with every query row, so a prefill chunk or GQA group pays the bit unpacking once.
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
-    float q_scale[1024];
-    for (int qi = 0; qi < n_q; ++qi) {
-      const float* qrow = q + static_cast<size_t>(qi) * head_dim_;
-      for (int g0 = 0; g0 < n_tokens; g0 += group_) {
-        const uint8_t* src = groups + static_cast<size_t>(g0 / group_) * group_bytes();
-        float q_min = 0.0f;
-        for (int c = 0; c < head_dim_; ++c) {
-          q_scale[c] = qrow[c] * load_f16(src + 2 * c);
-          q_min += qrow[c] * load_f16(src + 2 * (head_dim_ + c));
-        }
-        const uint8_t* codes = src + 4 * static_cast<size_t>(head_dim_);
-        for (int t = 0; t < group_; ++t) {
-          float sum = q_min;
-          for (int c = 0; c < head_dim_; ++c)
-            sum += q_scale[c] * static_cast<float>(get_code(codes, static_cast<size_t>(t) * head_dim_ + c, bits_));
-          scores[static_cast<size_t>(qi) * n_tokens + g0 + t] = sum;
-        }
+    float scale[1024], min[1024], key[1024];
+    for (int g0 = 0; g0 < n_tokens; g0 += group_) {
+      const uint8_t* src = groups + static_cast<size_t>(g0 / group_) * group_bytes();
+      for (int c = 0; c < head_dim_; ++c) {
+        scale[c] = load_f16(src + 2 * c);
+        min[c] = load_f16(src + 2 * (head_dim_ + c));
+      }
+      const uint8_t* codes = src + 4 * static_cast<size_t>(head_dim_);
+      for (int t = 0; t < group_ && g0 + t < n_tokens; ++t) {
+        for (int c = 0; c < head_dim_; ++c)
+          key[c] = static_cast<float>(get_code(codes, static_cast<size_t>(t) * head_dim_ + c, bits_)) * scale[c] + min[c];
+        for (int qi = 0; qi < n_q; ++qi)
+          scores[static_cast<size_t>(qi) * n_tokens + g0 + t] =
+              simd::dot_f32(q + static_cast<size_t>(qi) * head_dim_, key, head_dim_);
       }
     }
   }
@@ -221,6 +219,26 @@ class KiviValueCodec final : public Codec {
     float row[1024];
     dequantize_ref(src, row);
     for (int c = 0; c < head_dim_; ++c) acc[c] += w * row[c];
+  }
+
+  // One dequantization per token for all query rows of the call (see the key codec).
+  void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
+    float row[1024];
+    for (int t = 0; t < n_tokens; ++t) {
+      dequantize_ref(groups + static_cast<size_t>(t) * group_bytes(), row);
+      for (int qi = 0; qi < n_q; ++qi)
+        scores[static_cast<size_t>(qi) * n_tokens + t] = simd::dot_f32(q + static_cast<size_t>(qi) * head_dim_, row, head_dim_);
+    }
+  }
+
+  void axpy_rows(const float* weights, int n_q, const uint8_t* groups, int n_tokens, float* acc) const override {
+    float row[1024];
+    for (int t = 0; t < n_tokens; ++t) {
+      dequantize_ref(groups + static_cast<size_t>(t) * group_bytes(), row);
+      for (int qi = 0; qi < n_q; ++qi)
+        simd::axpy_f32(weights[static_cast<size_t>(qi) * n_tokens + t], row, acc + static_cast<size_t>(qi) * head_dim_,
+                       head_dim_);
+    }
   }
 
  private:
