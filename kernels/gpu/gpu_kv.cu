@@ -1,26 +1,35 @@
 // One kernel source for CUDA (nvcc) and HIP (clang -xhip); see vendor.h.
 //
-// Bit-exactness with the CPU reference rests on three things: the same scalar conversions
-// (core/float_convert.h), the same operations in the same order (division where the CPU
-// divides, 1/d then multiply where ggml does), and no contraction into FMA — the CPU kernels
-// build with -ffp-contract=off, so every multiply-add here goes through __fmul_rn/__fadd_rn,
-// which compilers never fuse (and kernels/gpu/CMakeLists.txt turns contraction off as well).
+// Quantization runs kernels/gpu/kv_rows.h one thread per row, so its bytes are the CPU codec's
+// (no FMA contraction: kernels/gpu/CMakeLists.txt passes --fmad=false / -ffp-contract=off, and
+// kv_rows.h rounds each operation explicitly).
+//
+// Attention (paged_attention_kernel) is flash-decoding over the paged cache. A thread block
+// serves one KV head, one split of the sequence and up to kRows "rows" (query position x query
+// head of the GQA group), so every page it loads is used by all the query heads sharing that KV
+// head, and a prefill chunk is a grid of such row blocks. Each warp takes 32-token tiles: lane l
+// scores token l against every row (q in shared memory), the warp updates each row's online
+// softmax with shuffles, then each lane accumulates its own span of head_dim over the tile's 32
+// values. Warps, then splits, are merged in a fixed order, so results do not vary run to run.
 #include "kernels/gpu/gpu_kv.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <climits>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
-#include "core/float_convert.h"
 #include "kernels/gpu/vendor.h"
 
 namespace kvgate::kernels::gpu {
 namespace {
 
-constexpr int kGgmlBlock = 32;
-constexpr int kThreads = 256;  // == kMaxKvHeadDim: one thread per element in attention
+constexpr int kWarp = 32;
+constexpr int kWarps = 4;  // warps per attention block
+constexpr int kAttentionThreads = kWarp * kWarps;
+constexpr int kRowThreads = 128;  // quantize/append: one thread per row
 
 void check(gpuError_t err, const char* what) {
   if (err != gpuSuccess)
@@ -29,244 +38,281 @@ void check(gpuError_t err, const char* what) {
 
 struct DeviceBuffer {
   void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) { check(gpuMalloc(&ptr, bytes ? bytes : 1), "malloc"); }
-  ~DeviceBuffer() { (void)gpuFree(ptr); }  // nothing useful to do with a failure here
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) { resize(n); }
+  ~DeviceBuffer() { release(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void release() {
+    if (ptr) (void)gpuFree(ptr);  // nothing useful to do with a failure here
+    ptr = nullptr;
+    bytes = 0;
+  }
+  void resize(size_t n) {
+    if (n <= bytes && ptr) return;
+    release();
+    check(gpuMalloc(&ptr, n ? n : 1), "malloc");
+    bytes = n;
+  }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
 };
 
-__host__ __device__ size_t ggml_block_bytes(KvFormat f) {
-  return f == KvFormat::q8_0 ? 34 : f == KvFormat::q4_0 ? 18 : 20;
-}
-__host__ __device__ bool is_ggml(KvFormat f) {
-  return f == KvFormat::q8_0 || f == KvFormat::q4_0 || f == KvFormat::q4_1;
-}
-__host__ __device__ size_t row_bytes(KvFormat f, int head_dim) {
-  if (is_ggml(f)) return static_cast<size_t>(head_dim / kGgmlBlock) * ggml_block_bytes(f);
-  if (f == KvFormat::fp8_e4m3) return static_cast<size_t>(head_dim);
-  return 4 + static_cast<size_t>(head_dim);  // f32 scale + one byte per element
+unsigned blocks_for(size_t items, int threads) { return static_cast<unsigned>((items + threads - 1) / threads); }
+
+__global__ void quantize_rows_kernel(KvFormat f, int head_dim, float scale, const float* x, size_t n_rows,
+                                     uint8_t* out) {
+  const size_t r = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= n_rows) return;
+  encode_row(f, head_dim, scale, x + r * head_dim, out + r * row_bytes(f, head_dim));
 }
 
-// Rows are unaligned, so multi-byte fields go byte by byte, little-endian as on the CPU.
-__device__ __forceinline__ void store_f32(uint8_t* p, float v) {
-  const uint32_t u = f32_bits(v);
-  for (int k = 0; k < 4; ++k) p[k] = static_cast<uint8_t>(u >> (8 * k));
-}
-__device__ __forceinline__ float load_f32(const uint8_t* p) {
-  return f32_from_bits(p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24));
-}
-__device__ __forceinline__ void store_u16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-
-// What static_cast<int8_t>(float) gives in the x86-64 build of the CPU reference: cvttss2si to
-// 32 bits (NaN and out-of-range give INT_MIN), then the low byte. The GPU's own conversion
-// saturates instead, which would differ for NaN inputs.
-__device__ __forceinline__ int x86_trunc_to_int8(float v) {
-  const int wide = (v >= -2147483648.0f && v < 2147483648.0f) ? static_cast<int>(v) : INT_MIN;
-  return static_cast<int8_t>(static_cast<uint8_t>(wide & 0xff));
+__global__ void dequantize_rows_kernel(KvFormat f, int head_dim, float scale, const uint8_t* in, size_t n_rows,
+                                       float* y) {
+  const size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n_rows * head_dim) return;
+  const size_t r = e / head_dim;
+  y[e] = decode_element(f, in + r * row_bytes(f, head_dim), static_cast<int>(e % head_dim), scale);
 }
 
-// std::nearbyint then clamp in the float domain, so NaN lands on `lo` (formats_pth.cc).
-__device__ __forceinline__ int round_clamp(float v, int lo, int hi) {
-  const float r = rintf(v);
-  if (!(r >= static_cast<float>(lo))) return lo;
-  if (r > static_cast<float>(hi)) return hi;
-  return static_cast<int>(r);
+// ---- the paged cache ----
+
+struct PagedRows {
+  uint8_t* pool;
+  size_t row_bytes;
+  const int32_t* page_table;
+  int n_kv_heads;
+  int page_tokens;
+
+  __device__ __forceinline__ uint8_t* row(int token, int kv_head) const {
+    const size_t page = static_cast<size_t>(page_table[token / page_tokens]);
+    return pool + ((page * n_kv_heads + kv_head) * page_tokens + token % page_tokens) * row_bytes;
+  }
+};
+
+// One thread per (new token, KV head, K or V) row.
+__global__ void append_kernel(PagedRows keys, PagedRows values, KvSideFormat kf, KvSideFormat vf, int head_dim,
+                              const float* k, const float* v, int first_token, int n_new) {
+  const size_t item = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t rows = static_cast<size_t>(n_new) * keys.n_kv_heads;
+  if (item >= 2 * rows) return;
+  const bool is_value = item >= rows;
+  const size_t r = is_value ? item - rows : item;
+  const int token = first_token + static_cast<int>(r / keys.n_kv_heads);
+  const int head = static_cast<int>(r % keys.n_kv_heads);
+  const float* src = (is_value ? v : k) + r * head_dim;
+  if (is_value) encode_row(vf.format, head_dim, vf.scale, src, values.row(token, head));
+  else encode_row(kf.format, head_dim, kf.scale, src, keys.row(token, head));
 }
 
-// std::max(a, b) semantics ((a < b) ? b : a): a NaN candidate never replaces the running max,
-// which makes the result order-independent and so safe for a tree reduction.
-__device__ __forceinline__ float max_ignoring_nan(float a, float b) { return a < b ? b : a; }
+struct AttentionParams {
+  PagedRows keys, values;
+  KvSideFormat kf, vf;
+  int head_dim;
+  int n_tokens;   // tokens in the cache
+  int n_heads;    // query heads
+  int group;      // query heads per KV head
+  int n_queries;  // query positions, the last n_queries of the sequence
+  const float* q;
+  float softmax_scale;
+  int split_tokens;
+  int n_splits;
+  float* partial;  // [n_splits][n_queries * n_heads][head_dim + 2]: acc, then max, sum
+  float* out;      // [n_queries][n_heads][head_dim]
+};
 
-__device__ float block_abs_max(const float* x, int n, float* shared) {
-  float amax = 0.0f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) amax = max_ignoring_nan(amax, fabsf(x[i]));
-  shared[threadIdx.x] = amax;
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, gpu_shfl_xor(v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v += gpu_shfl_xor(v, o);
+  return v;
+}
+
+// EPL: head_dim elements per lane (head_dim <= 32 * EPL); kRows: rows per block.
+template <int EPL, int kRows>
+__global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(AttentionParams p) {
+  __shared__ float q_s[kRows][EPL * kWarp];
+  __shared__ float p_s[kWarps][kRows][kWarp];
+  __shared__ float warp_m[kWarps][kRows], warp_l[kWarps][kRows];
+  __shared__ float acc_s[kRows][EPL * kWarp];
+
+  const int split = blockIdx.x, kv_head = blockIdx.y;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int D = p.head_dim;
+  const int rows_per_kv_head = p.n_queries * p.group;
+  const int row0 = blockIdx.z * kRows;
+  const int n_rows = min(kRows, rows_per_kv_head - row0);
+  const int first_pos = p.n_tokens - p.n_queries;
+
+  int pos[kRows];  // each row's query position; rows past n_rows see nothing
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) pos[r] = r < n_rows ? first_pos + (row0 + r) / p.group : -1;
+  for (int e = threadIdx.x; e < kRows * EPL * kWarp; e += blockDim.x) {
+    const int r = e / (EPL * kWarp), i = e % (EPL * kWarp);
+    float v = 0.0f;
+    if (r < n_rows && i < D) {
+      const int g = row0 + r;
+      const int head = kv_head * p.group + g % p.group;
+      v = p.q[(static_cast<size_t>(g / p.group) * p.n_heads + head) * D + i] * p.softmax_scale;
+    }
+    q_s[r][i] = v;
+  }
   __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) shared[threadIdx.x] = max_ignoring_nan(shared[threadIdx.x], shared[threadIdx.x + stride]);
+
+  const int split_begin = split * p.split_tokens;
+  const int visible_end = min(p.n_tokens, first_pos + (row0 + n_rows - 1) / p.group + 1);
+  const int split_end = min(split_begin + p.split_tokens, visible_end);
+
+  float m_run[kRows], l_run[kRows], acc[kRows][EPL];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    m_run[r] = -INFINITY;
+    l_run[r] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) acc[r][e] = 0.0f;
+  }
+  const int own = lane * EPL;  // this lane's span of head_dim in the value pass
+  const int own_n = max(0, min(EPL, D - own));
+
+  for (int t0 = split_begin + warp * kWarp; t0 < split_end; t0 += kWarps * kWarp) {
+    const int t = t0 + lane;
+    const bool valid = t < split_end;
+    float s[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) s[r] = 0.0f;
+    if (valid) {
+      const uint8_t* key = p.keys.row(t, kv_head);
+      for (int i0 = 0; i0 < D; i0 += EPL) {
+        float k[EPL];
+        decode_span<EPL>(p.kf.format, key, i0, min(EPL, D - i0), p.kf.scale, k);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int e = 0; e < EPL; ++e) s[r] = fmaf(q_s[r][i0 + e], k[e], s[r]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (!valid || t > pos[r]) s[r] = -INFINITY;
+      const float m_new = fmaxf(m_run[r], warp_max(s[r]));
+      // A row that has seen nothing yet keeps m = -inf and weight 0 (no exp(-inf - -inf)).
+      const float pr = m_new == -INFINITY ? 0.0f : expf(s[r] - m_new);
+      const float correction = m_new == -INFINITY ? 1.0f : expf(m_run[r] - m_new);
+      l_run[r] = l_run[r] * correction + warp_sum(pr);
+      m_run[r] = m_new;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc[r][e] *= correction;
+      p_s[warp][r][lane] = pr;
+    }
+    gpu_syncwarp();
+    const int tile_n = min(kWarp, split_end - t0);
+    if (own_n > 0) {
+      for (int j = 0; j < tile_n; ++j) {
+        float v[EPL];
+        decode_span<EPL>(p.vf.format, p.values.row(t0 + j, kv_head), own, own_n, p.vf.scale, v);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const float w = p_s[warp][r][j];
+#pragma unroll
+          for (int e = 0; e < EPL; ++e) acc[r][e] = fmaf(w, v[e], acc[r][e]);
+        }
+      }
+    }
+    gpu_syncwarp();
+  }
+
+  // Merge the warps in warp order.
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      warp_m[warp][r] = m_run[r];
+      warp_l[warp][r] = l_run[r];
+    }
+  }
+  __syncthreads();
+  float block_m[kRows], block_l[kRows], factor[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    block_m[r] = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) block_m[r] = fmaxf(block_m[r], warp_m[w][r]);
+    block_l[r] = 0.0f;
+    for (int w = 0; w < kWarps; ++w)
+      if (warp_m[w][r] != -INFINITY) block_l[r] += warp_l[w][r] * expf(warp_m[w][r] - block_m[r]);
+    factor[r] = m_run[r] == -INFINITY ? 0.0f : expf(m_run[r] - block_m[r]);
+  }
+  for (int w = 0; w < kWarps; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int e = 0; e < EPL; ++e) {
+          const float mine = acc[r][e] * factor[r];
+          acc_s[r][own + e] = w == 0 ? mine : acc_s[r][own + e] + mine;
+        }
+    }
     __syncthreads();
   }
-  const float result = shared[0];
-  __syncthreads();
-  return result;
-}
 
-// ---- ggml blocks, operation for operation as kernels/formats_ggml.cc ----
-
-__device__ void quantize_q8_0(const float* x, uint8_t* b) {
-  float amax = 0.0f;
-  for (int j = 0; j < kGgmlBlock; ++j) amax = fmaxf(amax, fabsf(x[j]));
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  store_u16(b, f32_to_f16(d));
-  for (int j = 0; j < kGgmlBlock; ++j) b[2 + j] = static_cast<uint8_t>(x86_trunc_to_int8(roundf(__fmul_rn(x[j], id))));
-}
-
-__device__ float signed_abs_max(const float* x) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < kGgmlBlock; ++j) {
-    if (amax < fabsf(x[j])) {
-      amax = fabsf(x[j]);
-      max = x[j];
-    }
-  }
-  return max;
-}
-
-__device__ void quantize_q4_0(const float* x, uint8_t* b) {
-  const float d = __fdiv_rn(signed_abs_max(x), -8.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  store_u16(b, f32_to_f16(d));
-  for (int j = 0; j < 16; ++j) {
-    const int xi0 = min(15, x86_trunc_to_int8(__fadd_rn(__fmul_rn(x[j], id), 8.5f)));
-    const int xi1 = min(15, x86_trunc_to_int8(__fadd_rn(__fmul_rn(x[16 + j], id), 8.5f)));
-    b[2 + j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
-  }
-}
-
-__device__ void quantize_q4_1(const float* x, uint8_t* b) {
-  float lo = FLT_MAX, hi = -FLT_MAX;
-  for (int j = 0; j < kGgmlBlock; ++j) {
-    if (x[j] < lo) lo = x[j];
-    if (x[j] > hi) hi = x[j];
-  }
-  const float d = __fdiv_rn(__fsub_rn(hi, lo), 15.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  store_u16(b, f32_to_f16(d));
-  store_u16(b + 2, f32_to_f16(lo));
-  for (int j = 0; j < 16; ++j) {
-    const int xi0 = min(15, x86_trunc_to_int8(__fadd_rn(__fmul_rn(__fsub_rn(x[j], lo), id), 0.5f)));
-    const int xi1 = min(15, x86_trunc_to_int8(__fadd_rn(__fmul_rn(__fsub_rn(x[16 + j], lo), id), 0.5f)));
-    b[4 + j] = static_cast<uint8_t>(xi0 | (xi1 << 4));
-  }
-}
-
-// One thread block per row. Per-token-head formats reduce the row's absmax across the block;
-// ggml formats give each 32-element block to one thread (ggml's own scan is sequential and
-// order-dependent — "first element of largest magnitude" — so it is not split further).
-__global__ void quantize_rows_kernel(KvFormat f, int head_dim, float scale, const float* x, uint8_t* out) {
-  __shared__ float shared[kThreads];
-  const float* row = x + static_cast<size_t>(blockIdx.x) * head_dim;
-  uint8_t* dst = out + static_cast<size_t>(blockIdx.x) * row_bytes(f, head_dim);
-  switch (f) {
-    case KvFormat::int8_pth:
-    case KvFormat::fp8_pth: {
-      const bool int8 = f == KvFormat::int8_pth;
-      const float row_scale = __fdiv_rn(block_abs_max(row, head_dim, shared), int8 ? 127.0f : 448.0f);
-      if (threadIdx.x == 0) store_f32(dst, row_scale);
-      for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
-        if (row_scale == 0.0f) dst[4 + i] = 0;
-        else if (int8) dst[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(round_clamp(__fdiv_rn(row[i], row_scale), -127, 127)));
-        else dst[4 + i] = f32_to_fp8(__fdiv_rn(row[i], row_scale), Fp8Kind::e4m3fn);
+  // Write this block's rows: the output itself when there is one split, else a partial.
+  for (int e = threadIdx.x; e < n_rows * D; e += blockDim.x) {
+    const int r = e / D, i = e % D;
+    const int g = row0 + r;
+    const size_t out_row = static_cast<size_t>(g / p.group) * p.n_heads + kv_head * p.group + g % p.group;
+    if (p.n_splits == 1) {
+      p.out[out_row * D + i] = acc_s[r][i] / block_l[r];
+    } else {
+      float* part = p.partial + (static_cast<size_t>(split) * p.n_queries * p.n_heads + out_row) * (D + 2);
+      part[i] = acc_s[r][i];
+      if (i == 0) {
+        part[D] = block_m[r];
+        part[D + 1] = block_l[r];
       }
-      break;
     }
-    case KvFormat::fp8_e4m3:
-      for (int i = threadIdx.x; i < head_dim; i += blockDim.x) dst[i] = f32_to_fp8(__fdiv_rn(row[i], scale), Fp8Kind::e4m3fn);
-      break;
-    case KvFormat::q8_0:
-    case KvFormat::q4_0:
-    case KvFormat::q4_1:
-      for (int blk = threadIdx.x; blk < head_dim / kGgmlBlock; blk += blockDim.x) {
-        const float* bx = row + blk * kGgmlBlock;
-        uint8_t* bd = dst + blk * ggml_block_bytes(f);
-        if (f == KvFormat::q8_0) quantize_q8_0(bx, bd);
-        else if (f == KvFormat::q4_0) quantize_q4_0(bx, bd);
-        else quantize_q4_1(bx, bd);
-      }
-      break;
   }
 }
 
-// Element i of a row, as the CPU decode_row_ref computes it.
-__device__ __forceinline__ float dequantize_element(KvFormat f, const uint8_t* row, int i, float scale) {
-  switch (f) {
-    case KvFormat::int8_pth:
-      return __fmul_rn(static_cast<float>(static_cast<int8_t>(row[4 + i])), load_f32(row));
-    case KvFormat::fp8_pth:
-      return __fmul_rn(fp8_to_f32(row[4 + i], Fp8Kind::e4m3fn), load_f32(row));
-    case KvFormat::fp8_e4m3:
-      return __fmul_rn(fp8_to_f32(row[i], Fp8Kind::e4m3fn), scale);
-    default: break;
-  }
-  const uint8_t* b = row + (i / kGgmlBlock) * ggml_block_bytes(f);
-  const int j = i % kGgmlBlock;
-  const float d = f16_to_f32(load_u16(b));
-  if (f == KvFormat::q8_0) return __fmul_rn(static_cast<float>(static_cast<int8_t>(b[2 + j])), d);
-  const int hdr = f == KvFormat::q4_0 ? 2 : 4;
-  const int q = j < 16 ? (b[hdr + j] & 0x0f) : (b[hdr + j - 16] >> 4);
-  if (f == KvFormat::q4_0) return __fmul_rn(static_cast<float>(q - 8), d);
-  return __fadd_rn(__fmul_rn(static_cast<float>(q), d), f16_to_f32(load_u16(b + 2)));
-}
-
-__global__ void dequantize_rows_kernel(KvFormat f, int head_dim, float scale, const uint8_t* in, float* y) {
-  const uint8_t* row = in + static_cast<size_t>(blockIdx.x) * row_bytes(f, head_dim);
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x)
-    y[static_cast<size_t>(blockIdx.x) * head_dim + i] = dequantize_element(f, row, i, scale);
-}
-
-// Split-sequence decode attention (flash-decoding): block (chunk c, query head h) runs an online
-// softmax over its chunk's tokens and leaves (max, sum of exp, unnormalized output) for the
-// merge kernel. Thread i owns output element i; the q.k dot is a fixed-order tree reduction,
-// so results are deterministic run to run.
-__global__ void attention_chunk_kernel(DecodeAttentionArgs a, const uint8_t* keys, const uint8_t* values,
-                                       const float* q, float* partial_max, float* partial_sum, float* partial_acc) {
-  __shared__ float shared[kThreads];
-  const int chunk = blockIdx.x, head = blockIdx.y, i = threadIdx.x;
-  const int n_chunks = gridDim.x;
-  const bool owns = i < a.head_dim;
-  const float qi = owns ? q[static_cast<size_t>(head) * a.head_dim + i] : 0.0f;
-  const size_t key_bytes = row_bytes(a.key_format, a.head_dim), value_bytes = row_bytes(a.value_format, a.head_dim);
-  const int begin = chunk * a.chunk_tokens;
-  const int end = min(a.n_tokens, begin + a.chunk_tokens);
-  float running_max = -INFINITY, running_sum = 0.0f, acc = 0.0f;
-  for (int t = begin; t < end; ++t) {
-    shared[i] = owns ? qi * dequantize_element(a.key_format, keys + t * key_bytes, i, a.key_scale) : 0.0f;
-    __syncthreads();
-    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-      if (i < stride) shared[i] += shared[i + stride];
-      __syncthreads();
+// One block per output row (query position x query head): splits merged in split order.
+__global__ void merge_splits_kernel(int head_dim, int n_splits, size_t n_out_rows, const float* partial, float* out) {
+  const size_t row = blockIdx.x;
+  const int D = head_dim;
+  float m = -INFINITY;
+  for (int s = 0; s < n_splits; ++s) m = fmaxf(m, partial[(s * n_out_rows + row) * (D + 2) + D]);
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    float acc = 0.0f, l = 0.0f;
+    for (int s = 0; s < n_splits; ++s) {
+      const float* part = partial + (s * n_out_rows + row) * (D + 2);
+      if (part[D] == -INFINITY) continue;
+      const float w = expf(part[D] - m);
+      acc += part[i] * w;
+      l += part[D + 1] * w;
     }
-    const float score = shared[0] * a.softmax_scale;
-    __syncthreads();  // shared[0] is overwritten by the next token
-    const float new_max = fmaxf(running_max, score);
-    const float correction = expf(running_max - new_max);  // exp(-inf) = 0 on the first token
-    const float p = expf(score - new_max);
-    running_sum = running_sum * correction + p;
-    if (owns) acc = acc * correction + p * dequantize_element(a.value_format, values + t * value_bytes, i, a.value_scale);
-    running_max = new_max;
+    out[row * D + i] = acc / l;
   }
-  const size_t slot = static_cast<size_t>(head) * n_chunks + chunk;
-  if (i == 0) {
-    partial_max[slot] = running_max;
-    partial_sum[slot] = running_sum;
-  }
-  if (owns) partial_acc[slot * a.head_dim + i] = acc;
-}
-
-__global__ void attention_merge_kernel(int head_dim, int n_chunks, const float* partial_max, const float* partial_sum,
-                                       const float* partial_acc, float* out) {
-  const int head = blockIdx.x, i = threadIdx.x;
-  if (i >= head_dim) return;
-  const size_t base = static_cast<size_t>(head) * n_chunks;
-  float global_max = -INFINITY;
-  for (int c = 0; c < n_chunks; ++c) global_max = fmaxf(global_max, partial_max[base + c]);
-  float sum = 0.0f, acc = 0.0f;
-  for (int c = 0; c < n_chunks; ++c) {
-    const float w = expf(partial_max[base + c] - global_max);
-    sum += partial_sum[base + c] * w;
-    acc += partial_acc[(base + c) * head_dim + i] * w;
-  }
-  out[static_cast<size_t>(head) * head_dim + i] = acc / sum;
 }
 
 void require_scale(KvFormat f, float scale) {
-  if (f == KvFormat::fp8_e4m3 && !(scale > 0.0f && scale < FLT_MAX))
-    throw_usage_error("GPU KV format fp8_e4m3: scale must be a positive finite number, got " + std::to_string(scale));
+  if (is_per_tensor_fp8(f) && !(scale > 0.0f && scale < FLT_MAX))
+    throw_usage_error(std::string("GPU KV format ") + kv_format_name(f) +
+                      ": scale must be a positive finite number, got " + std::to_string(scale));
+}
+
+template <int EPL, int kRows>
+void launch_attention(const AttentionParams& p, int n_kv_heads) {
+  const int row_blocks = (p.n_queries * p.group + kRows - 1) / kRows;
+  paged_attention_kernel<EPL, kRows><<<dim3(p.n_splits, n_kv_heads, row_blocks), kAttentionThreads>>>(p);
+}
+
+int multiprocessor_count() {
+  static const int count = [] {
+    gpuDeviceProp_t prop;
+    return gpuGetDeviceProperties(&prop, 0) == gpuSuccess ? prop.multiProcessorCount : 1;
+  }();
+  return count;
 }
 
 }  // namespace
@@ -279,8 +325,19 @@ const char* kv_format_name(KvFormat format) {
     case KvFormat::q4_0: return "q4_0";
     case KvFormat::q4_1: return "q4_1";
     case KvFormat::fp8_e4m3: return "fp8_e4m3";
+    case KvFormat::f16: return "f16";
+    case KvFormat::bf16: return "bf16";
+    case KvFormat::fp8_e5m2: return "fp8_e5m2";
+    case KvFormat::fp8_e4m3fnuz: return "fp8_e4m3fnuz";
+    case KvFormat::int4_pth: return "int4_pth";
   }
   throw_usage_error("GPU KV format: unknown enumerator " + std::to_string(static_cast<int>(format)));
+}
+
+std::optional<KvFormat> kv_format_named(std::string_view name) {
+  for (KvFormat f : kAllKvFormats)
+    if (name == kv_format_name(f)) return f;
+  return std::nullopt;
 }
 
 size_t kv_row_bytes(KvFormat format, int head_dim) {
@@ -290,6 +347,8 @@ size_t kv_row_bytes(KvFormat format, int head_dim) {
   if (is_ggml(format) && head_dim % kGgmlBlock != 0)
     throw_usage_error(std::string("GPU KV format ") + kv_format_name(format) + ": head_dim must be a multiple of 32, got " +
                       std::to_string(head_dim));
+  if (format == KvFormat::int4_pth && head_dim % 2 != 0)
+    throw_usage_error(std::string("GPU KV format int4_pth: head_dim must be even, got ") + std::to_string(head_dim));
   return row_bytes(format, head_dim);
 }
 
@@ -297,12 +356,10 @@ void quantize_rows(KvFormat format, int head_dim, float scale, const float* x, s
   const size_t bytes = kv_row_bytes(format, head_dim);
   require_scale(format, scale);
   if (n_rows == 0) return;
-  if (n_rows > 0x7fffffffu) throw_usage_error("GPU quantize_rows: at most 2^31-1 rows per call, got " + std::to_string(n_rows));
   DeviceBuffer dx(n_rows * head_dim * sizeof(float)), dout(n_rows * bytes);
   check(gpuMemcpy(dx.ptr, x, n_rows * head_dim * sizeof(float), gpuMemcpyHostToDevice), "upload");
-  quantize_rows_kernel<<<static_cast<unsigned>(n_rows), kThreads>>>(format, head_dim, scale,
-                                                                      static_cast<const float*>(dx.ptr),
-                                                                      static_cast<uint8_t*>(dout.ptr));
+  quantize_rows_kernel<<<blocks_for(n_rows, kRowThreads), kRowThreads>>>(format, head_dim, scale, dx.as<float>(), n_rows,
+                                                                           dout.as<uint8_t>());
   check(gpuGetLastError(), "quantize launch");
   check(gpuMemcpy(out, dout.ptr, n_rows * bytes, gpuMemcpyDeviceToHost), "download");
 }
@@ -311,45 +368,232 @@ void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* 
   const size_t bytes = kv_row_bytes(format, head_dim);
   require_scale(format, scale);
   if (n_rows == 0) return;
-  if (n_rows > 0x7fffffffu) throw_usage_error("GPU dequantize_rows: at most 2^31-1 rows per call, got " + std::to_string(n_rows));
-  DeviceBuffer din(n_rows * bytes), dy(n_rows * head_dim * sizeof(float));
+  const size_t n = n_rows * head_dim;
+  DeviceBuffer din(n_rows * bytes), dy(n * sizeof(float));
   check(gpuMemcpy(din.ptr, in, n_rows * bytes, gpuMemcpyHostToDevice), "upload");
-  dequantize_rows_kernel<<<static_cast<unsigned>(n_rows), kThreads>>>(format, head_dim, scale,
-                                                                        static_cast<const uint8_t*>(din.ptr),
-                                                                        static_cast<float*>(dy.ptr));
+  dequantize_rows_kernel<<<blocks_for(n, kRowThreads), kRowThreads>>>(format, head_dim, scale, din.as<uint8_t>(), n_rows,
+                                                                        dy.as<float>());
   check(gpuGetLastError(), "dequantize launch");
-  check(gpuMemcpy(y, dy.ptr, n_rows * head_dim * sizeof(float), gpuMemcpyDeviceToHost), "download");
+  check(gpuMemcpy(y, dy.ptr, n * sizeof(float), gpuMemcpyDeviceToHost), "download");
 }
 
-void decode_attention(const DecodeAttentionArgs& args, const uint8_t* keys, const uint8_t* values, const float* q,
-                      float* out) {
-  const size_t key_bytes = kv_row_bytes(args.key_format, args.head_dim);
-  const size_t value_bytes = kv_row_bytes(args.value_format, args.head_dim);
-  require_scale(args.key_format, args.key_scale);
-  require_scale(args.value_format, args.value_scale);
-  if (args.n_tokens < 1) throw_usage_error("GPU decode_attention: n_tokens must be >= 1, got " + std::to_string(args.n_tokens));
-  if (args.n_query_heads < 1 || args.n_query_heads > 65535)
-    throw_usage_error("GPU decode_attention: n_query_heads must be in 1..65535, got " + std::to_string(args.n_query_heads));
-  if (args.chunk_tokens < 1)
-    throw_usage_error("GPU decode_attention: chunk_tokens must be >= 1, got " + std::to_string(args.chunk_tokens));
-  const int n_chunks = (args.n_tokens + args.chunk_tokens - 1) / args.chunk_tokens;
-  const size_t n_tokens = static_cast<size_t>(args.n_tokens), heads = static_cast<size_t>(args.n_query_heads);
-  const size_t slots = heads * n_chunks;
-  DeviceBuffer dk(n_tokens * key_bytes), dv(n_tokens * value_bytes), dq(heads * args.head_dim * sizeof(float));
-  DeviceBuffer dmax(slots * sizeof(float)), dsum(slots * sizeof(float)), dacc(slots * args.head_dim * sizeof(float));
-  DeviceBuffer dout(heads * args.head_dim * sizeof(float));
-  check(gpuMemcpy(dk.ptr, keys, n_tokens * key_bytes, gpuMemcpyHostToDevice), "upload keys");
-  check(gpuMemcpy(dv.ptr, values, n_tokens * value_bytes, gpuMemcpyHostToDevice), "upload values");
-  check(gpuMemcpy(dq.ptr, q, heads * args.head_dim * sizeof(float), gpuMemcpyHostToDevice), "upload queries");
-  attention_chunk_kernel<<<dim3(n_chunks, args.n_query_heads), kThreads>>>(
-      args, static_cast<const uint8_t*>(dk.ptr), static_cast<const uint8_t*>(dv.ptr), static_cast<const float*>(dq.ptr),
-      static_cast<float*>(dmax.ptr), static_cast<float*>(dsum.ptr), static_cast<float*>(dacc.ptr));
+struct DevicePagedKv::Impl {
+  PagedKvShape shape;
+  int capacity = 0;
+  int length = 0;
+  int pages = 0;
+  size_t key_row = 0, value_row = 0;
+  DeviceBuffer keys, values, page_table;
+  DeviceBuffer staging_k, staging_v, staging_q, staging_out, partial;
+
+  PagedRows rows(const DeviceBuffer& pool, size_t row_bytes) const {
+    return PagedRows{pool.as<uint8_t>(), row_bytes, page_table.as<int32_t>(), shape.n_kv_heads, shape.page_tokens};
+  }
+  size_t row_offset(int token, int kv_head, const std::vector<int32_t>& order, size_t row_bytes) const {
+    const size_t page = static_cast<size_t>(order[token / shape.page_tokens]);
+    return ((page * shape.n_kv_heads + kv_head) * shape.page_tokens + token % shape.page_tokens) * row_bytes;
+  }
+  std::vector<int32_t> order;
+};
+
+DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std::vector<int32_t> page_order)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.shape = shape;
+  m.key_row = kv_row_bytes(shape.key.format, shape.head_dim);
+  m.value_row = kv_row_bytes(shape.value.format, shape.head_dim);
+  require_scale(shape.key.format, shape.key.scale);
+  require_scale(shape.value.format, shape.value.scale);
+  if (shape.n_kv_heads < 1 || shape.page_tokens < 1 || capacity_tokens < 1)
+    throw_usage_error("GPU paged KV: n_kv_heads, page_tokens and capacity must be >= 1, got " +
+                      std::to_string(shape.n_kv_heads) + ", " + std::to_string(shape.page_tokens) + ", " +
+                      std::to_string(capacity_tokens));
+  m.capacity = capacity_tokens;
+  m.pages = (capacity_tokens + shape.page_tokens - 1) / shape.page_tokens;
+  if (page_order.empty()) {
+    page_order.resize(m.pages);
+    for (int i = 0; i < m.pages; ++i) page_order[i] = i;
+  }
+  std::vector<bool> seen(m.pages, false);
+  if (static_cast<int>(page_order.size()) != m.pages)
+    throw_usage_error("GPU paged KV: page order has " + std::to_string(page_order.size()) + " pages, the capacity needs " +
+                      std::to_string(m.pages));
+  for (int32_t page : page_order) {
+    if (page < 0 || page >= m.pages || seen[page])
+      throw_usage_error("GPU paged KV: page order is not a permutation of 0.." + std::to_string(m.pages - 1));
+    seen[page] = true;
+  }
+  m.order = page_order;
+  const size_t slots = static_cast<size_t>(m.pages) * shape.page_tokens * shape.n_kv_heads;
+  m.keys.resize(slots * m.key_row);
+  m.values.resize(slots * m.value_row);
+  m.page_table.resize(page_order.size() * sizeof(int32_t));
+  check(gpuMemcpy(m.page_table.ptr, page_order.data(), page_order.size() * sizeof(int32_t), gpuMemcpyHostToDevice),
+        "upload page table");
+}
+
+DevicePagedKv::~DevicePagedKv() = default;
+
+const PagedKvShape& DevicePagedKv::shape() const { return impl_->shape; }
+int DevicePagedKv::length() const { return impl_->length; }
+int DevicePagedKv::capacity() const { return impl_->capacity; }
+size_t DevicePagedKv::kv_bytes_per_token() const {
+  return (impl_->key_row + impl_->value_row) * static_cast<size_t>(impl_->shape.n_kv_heads);
+}
+
+void DevicePagedKv::append_device(const float* k, const float* v, int n_new) {
+  Impl& m = *impl_;
+  if (n_new < 0 || n_new > m.capacity - m.length)
+    throw_usage_error("GPU paged KV: cannot append " + std::to_string(n_new) + " tokens to " + std::to_string(m.length) +
+                      " of capacity " + std::to_string(m.capacity));
+  if (n_new == 0) return;
+  const size_t items = 2 * static_cast<size_t>(n_new) * m.shape.n_kv_heads;
+  append_kernel<<<blocks_for(items, kRowThreads), kRowThreads>>>(m.rows(m.keys, m.key_row), m.rows(m.values, m.value_row),
+                                                                  m.shape.key, m.shape.value, m.shape.head_dim, k, v,
+                                                                  m.length, n_new);
+  check(gpuGetLastError(), "append launch");
+  m.length += n_new;
+}
+
+void DevicePagedKv::append(const float* k, const float* v, int n_new) {
+  Impl& m = *impl_;
+  if (n_new <= 0) return append_device(nullptr, nullptr, n_new);
+  const size_t bytes = static_cast<size_t>(n_new) * m.shape.n_kv_heads * m.shape.head_dim * sizeof(float);
+  m.staging_k.resize(bytes);
+  m.staging_v.resize(bytes);
+  check(gpuMemcpy(m.staging_k.ptr, k, bytes, gpuMemcpyHostToDevice), "upload keys");
+  check(gpuMemcpy(m.staging_v.ptr, v, bytes, gpuMemcpyHostToDevice), "upload values");
+  append_device(m.staging_k.as<float>(), m.staging_v.as<float>(), n_new);
+  check(gpuDeviceSynchronize(), "append");
+}
+
+void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
+                                     int split_tokens) {
+  Impl& m = *impl_;
+  const PagedKvShape& s = m.shape;
+  if (n_heads < 1 || n_heads % s.n_kv_heads != 0)
+    throw_usage_error("GPU attention: " + std::to_string(n_heads) + " query heads are not a multiple of the cache's " +
+                      std::to_string(s.n_kv_heads) + " KV heads");
+  if (n_queries < 1 || n_queries > m.length)
+    throw_usage_error("GPU attention: " + std::to_string(n_queries) + " queries, but the cache holds " +
+                      std::to_string(m.length) + " tokens (append a chunk's K/V before attending)");
+  if (split_tokens < 0 || split_tokens % kWarp != 0)
+    throw_usage_error("GPU attention: split_tokens must be 0 or a positive multiple of 32, got " +
+                      std::to_string(split_tokens));
+  AttentionParams p{};
+  p.keys = m.rows(m.keys, m.key_row);
+  p.values = m.rows(m.values, m.value_row);
+  p.kf = s.key;
+  p.vf = s.value;
+  p.head_dim = s.head_dim;
+  p.n_tokens = m.length;
+  p.n_heads = n_heads;
+  p.group = n_heads / s.n_kv_heads;
+  p.n_queries = n_queries;
+  p.q = q;
+  p.softmax_scale = softmax_scale;
+  const int epl = s.head_dim <= 32 ? 1 : s.head_dim <= 64 ? 2 : s.head_dim <= 128 ? 4 : 8;
+  const int rows = epl == 8 ? 8 : 16;
+  if (split_tokens == 0) {
+    // Enough splits that the grid covers the device about twice, none shorter than 256 tokens.
+    const int row_blocks = (n_queries * p.group + rows - 1) / rows;
+    const int base_blocks = row_blocks * s.n_kv_heads;
+    const int want = std::max(1, (2 * multiprocessor_count() + base_blocks - 1) / base_blocks);
+    const int max_splits = std::max(1, m.length / 256);
+    const int splits = std::min(want, max_splits);
+    split_tokens = ((m.length + splits - 1) / splits + kWarp - 1) / kWarp * kWarp;
+  }
+  p.split_tokens = split_tokens;
+  p.n_splits = (m.length + split_tokens - 1) / split_tokens;
+  p.out = out;
+  const size_t out_rows = static_cast<size_t>(n_queries) * n_heads;
+  if (p.n_splits > 1) {
+    m.partial.resize(static_cast<size_t>(p.n_splits) * out_rows * (s.head_dim + 2) * sizeof(float));
+    p.partial = m.partial.as<float>();
+  }
+  switch (epl) {
+    case 1: launch_attention<1, 16>(p, s.n_kv_heads); break;
+    case 2: launch_attention<2, 16>(p, s.n_kv_heads); break;
+    case 4: launch_attention<4, 16>(p, s.n_kv_heads); break;
+    default: launch_attention<8, 8>(p, s.n_kv_heads); break;
+  }
   check(gpuGetLastError(), "attention launch");
-  attention_merge_kernel<<<args.n_query_heads, kThreads>>>(args.head_dim, n_chunks, static_cast<const float*>(dmax.ptr),
-                                                           static_cast<const float*>(dsum.ptr),
-                                                           static_cast<const float*>(dacc.ptr), static_cast<float*>(dout.ptr));
-  check(gpuGetLastError(), "attention merge launch");
-  check(gpuMemcpy(out, dout.ptr, heads * args.head_dim * sizeof(float), gpuMemcpyDeviceToHost), "download");
+  if (p.n_splits > 1) {
+    merge_splits_kernel<<<static_cast<unsigned>(out_rows), 128>>>(s.head_dim, p.n_splits, out_rows, p.partial, out);
+    check(gpuGetLastError(), "attention merge launch");
+  }
+}
+
+void DevicePagedKv::attention(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
+                              int split_tokens) {
+  Impl& m = *impl_;
+  const size_t bytes = static_cast<size_t>(std::max(n_queries, 0)) * std::max(n_heads, 0) * m.shape.head_dim * sizeof(float);
+  m.staging_q.resize(bytes);
+  m.staging_out.resize(bytes);
+  if (bytes) check(gpuMemcpy(m.staging_q.ptr, q, bytes, gpuMemcpyHostToDevice), "upload queries");
+  attention_device(n_heads, m.staging_q.as<float>(), n_queries, softmax_scale, m.staging_out.as<float>(), split_tokens);
+  check(gpuMemcpy(out, m.staging_out.ptr, bytes, gpuMemcpyDeviceToHost), "download attention");
+}
+
+std::vector<uint8_t> DevicePagedKv::key_row(int token, int kv_head) const {
+  const Impl& m = *impl_;
+  if (token < 0 || token >= m.length || kv_head < 0 || kv_head >= m.shape.n_kv_heads)
+    throw_usage_error("GPU paged KV: no row for token " + std::to_string(token) + ", head " + std::to_string(kv_head));
+  std::vector<uint8_t> row(m.key_row);
+  check(gpuMemcpy(row.data(), m.keys.as<uint8_t>() + m.row_offset(token, kv_head, m.order, m.key_row), m.key_row,
+                  gpuMemcpyDeviceToHost),
+        "download key row");
+  return row;
+}
+
+std::vector<uint8_t> DevicePagedKv::value_row(int token, int kv_head) const {
+  const Impl& m = *impl_;
+  if (token < 0 || token >= m.length || kv_head < 0 || kv_head >= m.shape.n_kv_heads)
+    throw_usage_error("GPU paged KV: no row for token " + std::to_string(token) + ", head " + std::to_string(kv_head));
+  std::vector<uint8_t> row(m.value_row);
+  check(gpuMemcpy(row.data(), m.values.as<uint8_t>() + m.row_offset(token, kv_head, m.order, m.value_row), m.value_row,
+                  gpuMemcpyDeviceToHost),
+        "download value row");
+  return row;
+}
+
+namespace {
+// Mean milliseconds per call of `launch` over `iterations`, after one warm-up call.
+template <class Fn>
+double time_ms(int iterations, Fn&& launch) {
+  launch();
+  check(gpuDeviceSynchronize(), "warm-up");
+  gpuEvent_t start, stop;
+  check(gpuEventCreate(&start), "event");
+  check(gpuEventCreate(&stop), "event");
+  check(gpuEventRecord(start, 0), "event record");
+  for (int i = 0; i < iterations; ++i) launch();
+  check(gpuEventRecord(stop, 0), "event record");
+  check(gpuEventSynchronize(stop), "event sync");
+  float ms = 0.0f;
+  check(gpuEventElapsedTime(&ms, start, stop), "event time");
+  (void)gpuEventDestroy(start);
+  (void)gpuEventDestroy(stop);
+  return static_cast<double>(ms) / std::max(iterations, 1);
+}
+}  // namespace
+
+double DevicePagedKv::time_attention_ms(int n_heads, int n_queries, int iterations, int split_tokens) {
+  Impl& m = *impl_;
+  const size_t floats = static_cast<size_t>(n_queries) * n_heads * m.shape.head_dim;
+  DeviceBuffer q(floats * sizeof(float)), out(floats * sizeof(float));
+  std::vector<float> host(floats);
+  for (size_t i = 0; i < floats; ++i) host[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+  check(gpuMemcpy(q.ptr, host.data(), floats * sizeof(float), gpuMemcpyHostToDevice), "upload queries");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(m.shape.head_dim));
+  return time_ms(iterations, [&] { attention_device(n_heads, q.as<float>(), n_queries, scale, out.as<float>(), split_tokens); });
+}
+
+double device_copy_gbps(size_t bytes, int iterations) {
+  DeviceBuffer src(bytes), dst(bytes);
+  check(gpuMemset(src.ptr, 1, bytes), "memset");
+  const double ms = time_ms(iterations, [&] { check(gpuMemcpy(dst.ptr, src.ptr, bytes, gpuMemcpyDeviceToDevice), "copy"); });
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
 }
 
 }  // namespace kvgate::kernels::gpu

@@ -1,48 +1,100 @@
 #pragma once
-// Host API of the GPU KV-cache kernels: quantize-on-append, dequantize, and fused decode
-// attention reading the quantized rows directly. Every kernel writes exactly the bytes of the
-// CPU codec's quantize_ref for the same format (kernels/formats_pth.cc, formats_ggml.cc,
-// formats_fp8.cc) because it runs the same scalar arithmetic in the same order; tests/gpu
-// compares them byte for byte on a device.
+// Host API of the GPU KV-cache kernels: quantize-on-append into a paged device cache, and fused
+// attention (decode steps and prefill chunks) that reads the quantized pages directly.
 //
-// A row is one token of one KV head (head_dim elements), stored in the CPU codec's group layout;
-// rows are back to back with no padding, so a row may start at any byte offset.
+// Quantization is bit-identical to the CPU codecs' quantize_ref: the kernels run the per-row
+// functions of kernels/gpu/kv_rows.h, which tests/kernels/gpu_rows_test.cc checks against the
+// CPU codecs on the host and tests/gpu checks again on a device. Attention is float32 with an
+// online softmax, split along the sequence (flash-decoding) and merged in a fixed order, so it
+// is deterministic run to run; tests/gpu bounds its NMSE against a float64 reference.
+//
+// This header does not include the vendor runtime, so host code and tests build with any C++
+// compiler; device pointers are plain pointers.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "kernels/gpu/kv_rows.h"
 
 namespace kvgate::kernels::gpu {
 
-// The formats with GPU kernels; names equal the CPU registry's (kernels::find_format).
-enum class KvFormat : uint8_t { int8_pth, fp8_pth, q8_0, q4_0, q4_1, fp8_e4m3 };
-
-inline constexpr int kMaxKvHeadDim = 256;  // one thread per element in the attention kernel
+inline constexpr int kMaxKvHeadDim = 256;
 
 const char* kv_format_name(KvFormat format);
-// Bytes of one row; throws kvgate::Error (usage) if head_dim does not fit the format
-// (1..256, and a multiple of 32 for the ggml blocks).
+std::optional<KvFormat> kv_format_named(std::string_view name);
+// Bytes of one row; throws kvgate::Error (usage) if head_dim does not fit the format (1..256,
+// even for int4_pth, a multiple of 32 for the ggml blocks).
 size_t kv_row_bytes(KvFormat format, int head_dim);
 
 // x: [n_rows][head_dim] floats -> out: n_rows * kv_row_bytes bytes. `scale` is the per-tensor
-// scale of fp8_e4m3 (stored = fp8(x / scale)); the other formats ignore it. Host buffers in and
-// out; throws kvgate::Error (usage) on bad arguments, (environment) on a driver failure.
+// scale of the fp8_e4m3/e5m2/e4m3fnuz formats (stored = fp8(x / scale)); the others ignore it.
+// Host buffers in and out; throws kvgate::Error (usage) on bad arguments, (environment) on a
+// driver failure.
 void quantize_rows(KvFormat format, int head_dim, float scale, const float* x, size_t n_rows, uint8_t* out);
 void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* in, size_t n_rows, float* y);
 
-struct DecodeAttentionArgs {
-  KvFormat key_format = KvFormat::q8_0;
-  KvFormat value_format = KvFormat::q8_0;
-  int head_dim = 128;
-  float key_scale = 1.0f;     // per-tensor scales (fp8_e4m3 only)
-  float value_scale = 1.0f;
-  int n_tokens = 0;           // >= 1
-  int n_query_heads = 1;      // the GQA group sharing this KV head
-  float softmax_scale = 1.0f; // usually 1/sqrt(head_dim)
-  int chunk_tokens = 64;      // the sequence is split into chunks of this many tokens, then merged
+struct KvSideFormat {
+  KvFormat format = KvFormat::f16;
+  float scale = 1.0f;  // per-tensor scale (fp8_e4m3/e5m2/e4m3fnuz only)
 };
 
-// One decode step for one KV head: out[h] = softmax(scale * q[h] . K) V for every query head h of
-// the group. keys/values: n_tokens rows each; q, out: [n_query_heads][head_dim]. Host buffers.
-void decode_attention(const DecodeAttentionArgs& args, const uint8_t* keys, const uint8_t* values, const float* q,
-                      float* out);
+struct PagedKvShape {
+  int head_dim = 128;
+  int n_kv_heads = 8;
+  int page_tokens = 32;
+  KvSideFormat key, value;
+};
+
+// One sequence's KV cache for one layer, on the device. Rows live in a pool of pages, each page
+// holding page_tokens rows per KV head (page-major, then head, then slot), and the sequence's
+// page table maps logical page i (tokens [i * page_tokens, (i + 1) * page_tokens)) to a pool
+// page, so a kernel reads the cache the way a paged serving engine lays it out.
+class DevicePagedKv {
+ public:
+  // page_order: the pool page of each logical page (a permutation of 0..pages-1); empty means
+  // in order. Throws kvgate::Error (usage) on a bad shape, (environment) when the device fails.
+  DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std::vector<int32_t> page_order = {});
+  ~DevicePagedKv();
+  DevicePagedKv(const DevicePagedKv&) = delete;
+  DevicePagedKv& operator=(const DevicePagedKv&) = delete;
+
+  const PagedKvShape& shape() const;
+  int length() const;
+  int capacity() const;
+  // Quantized K and V bytes of one token over all KV heads (what a decode step reads per token).
+  size_t kv_bytes_per_token() const;
+
+  // k, v: [n_new][n_kv_heads][head_dim]; quantized on the device into the next n_new slots.
+  void append(const float* k, const float* v, int n_new);         // host buffers
+  void append_device(const float* k, const float* v, int n_new);  // device buffers
+
+  // q, out: [n_queries][n_heads][head_dim]. Query i sits at position length() - n_queries + i
+  // and attends causally to tokens 0..its position; query head h reads KV head
+  // h / (n_heads / n_kv_heads). split_tokens: tokens per sequence split (a multiple of 32;
+  // 0 picks enough splits to fill the device).
+  void attention(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
+                 int split_tokens = 0);  // host buffers
+  void attention_device(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
+                        int split_tokens = 0);  // device buffers
+
+  // The stored bytes of one row (tests compare them with the CPU codec's).
+  std::vector<uint8_t> key_row(int token, int kv_head) const;
+  std::vector<uint8_t> value_row(int token, int kv_head) const;
+
+  // Mean device milliseconds of one attention_device call (q and out allocated here), timed
+  // with device events over `iterations` launches after a warm-up; for benchmarks.
+  double time_attention_ms(int n_heads, int n_queries, int iterations, int split_tokens = 0);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Device-to-device copy of a `bytes` buffer: (bytes read + bytes written) per second, in GB/s,
+// the bound the attention benchmark compares against.
+double device_copy_gbps(size_t bytes, int iterations);
 
 }  // namespace kvgate::kernels::gpu

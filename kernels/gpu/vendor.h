@@ -19,6 +19,18 @@ using gpuDeviceProp_t = hipDeviceProp_t;
 #define gpuGetDeviceProperties hipGetDeviceProperties
 #define gpuGetLastError hipGetLastError
 #define gpuGetErrorString hipGetErrorString
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+using gpuEvent_t = hipEvent_t;
+#define gpuEventCreate hipEventCreate
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuEventDestroy hipEventDestroy
+// kvgate's kernels think in 32-lane warps. A 64-lane AMD wavefront holds two of them: shuffles
+// stay inside each 32-lane half (width 32), and the lanes of a wavefront run in lockstep, so a
+// warp-level barrier only has to stop the compiler from reordering shared-memory accesses.
+#define gpu_shfl_xor(v, mask) __shfl_xor((v), (mask), 32)
+#define gpu_syncwarp() __builtin_amdgcn_wave_barrier()
 #else
 #include <cuda_runtime.h>
 #define KVGATE_GPU_VENDOR "cuda"
@@ -37,4 +49,13 @@ using gpuDeviceProp_t = cudaDeviceProp;
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 #define gpuGetLastError cudaGetLastError
 #define gpuGetErrorString cudaGetErrorString
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+using gpuEvent_t = cudaEvent_t;
+#define gpuEventCreate cudaEventCreate
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuEventDestroy cudaEventDestroy
+#define gpu_shfl_xor(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#define gpu_syncwarp() __syncwarp()
 #endif

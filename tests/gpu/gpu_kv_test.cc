@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #include "core/error.h"
@@ -18,10 +19,9 @@ namespace {
 
 constexpr float kFp8TensorScale = 0.0625f;  // so the test data's range uses the e4m3 exponents
 
-bool is_ggml(KvFormat f) { return f == KvFormat::q8_0 || f == KvFormat::q4_0 || f == KvFormat::q4_1; }
 // Odd sizes where the format allows them, so no kernel can lean on a power-of-two shape.
-int head_dim_for(KvFormat f) { return is_ggml(f) ? 96 : 67; }
-float scale_for(KvFormat f) { return f == KvFormat::fp8_e4m3 ? kFp8TensorScale : 1.0f; }
+int head_dim_for(KvFormat f) { return is_ggml(f) ? 96 : f == KvFormat::int4_pth ? 70 : 67; }
+float scale_for(KvFormat f) { return is_per_tensor_fp8(f) ? kFp8TensorScale : 1.0f; }
 
 std::unique_ptr<Codec> cpu_codec(KvFormat f, int head_dim) {
   FormatOptions options;
@@ -61,11 +61,11 @@ class GpuKv : public ::testing::TestWithParam<KvFormat> {
 // Runs without a device: the host API's layout must agree with the CPU registry before any
 // byte comparison means anything.
 TEST(GpuKvLayout, RowBytesEqualCpuGroupBytesAndBadShapesAreUsageErrors) {
-  for (KvFormat f : {KvFormat::int8_pth, KvFormat::fp8_pth, KvFormat::q8_0, KvFormat::q4_0, KvFormat::q4_1,
-                     KvFormat::fp8_e4m3}) {
+  for (KvFormat f : kAllKvFormats) {
     for (int head_dim : {32, 64, 96, 128, 256}) {
       EXPECT_EQ(kv_row_bytes(f, head_dim), cpu_codec(f, head_dim)->group_bytes()) << kv_format_name(f) << " d=" << head_dim;
     }
+    EXPECT_EQ(kv_format_named(kv_format_name(f)), f);
     try {
       kv_row_bytes(f, 0);
       ADD_FAILURE() << kv_format_name(f) << ": head_dim 0 accepted";
@@ -74,8 +74,31 @@ TEST(GpuKvLayout, RowBytesEqualCpuGroupBytesAndBadShapesAreUsageErrors) {
     }
     EXPECT_THROW(kv_row_bytes(f, kMaxKvHeadDim + 32), Error);
   }
+  EXPECT_FALSE(kv_format_named("tq3").has_value());
   EXPECT_THROW(kv_row_bytes(KvFormat::q4_0, 67), Error);
+  EXPECT_THROW(kv_row_bytes(KvFormat::int4_pth, 67), Error);
   EXPECT_EQ(kv_row_bytes(KvFormat::int8_pth, 67), cpu_codec(KvFormat::int8_pth, 67)->group_bytes());
+}
+
+// Runs without a device: shapes and scales are checked before any driver call.
+TEST(GpuKvLayout, BadCacheShapesAndScalesAreUsageErrors) {
+  PagedKvShape shape;
+  shape.head_dim = 64;
+  shape.n_kv_heads = 0;
+  EXPECT_THROW(DevicePagedKv(shape, 16), Error);
+  shape.n_kv_heads = 2;
+  shape.key.format = KvFormat::fp8_e4m3;
+  shape.key.scale = 0.0f;
+  EXPECT_THROW(DevicePagedKv(shape, 16), Error);
+  shape.key.scale = 1.0f;
+  shape.page_tokens = 8;
+  EXPECT_THROW(DevicePagedKv(shape, 16, {0, 0}), Error);  // not a permutation
+  EXPECT_THROW(DevicePagedKv(shape, 16, {0}), Error);     // too few pages
+  float x = 1.0f;
+  uint8_t code = 0;
+  EXPECT_THROW(quantize_rows(KvFormat::fp8_e4m3, 1, 0.0f, &x, 1, &code), Error);
+  EXPECT_THROW(quantize_rows(KvFormat::fp8_e5m2, 1, NAN, &x, 1, &code), Error);
+  EXPECT_THROW(quantize_rows(KvFormat::q8_0, 40, 1.0f, &x, 1, &code), Error);
 }
 
 TEST_P(GpuKv, QuantizeWritesTheCpuCodecBytes) {
@@ -110,108 +133,138 @@ TEST_P(GpuKv, DequantizeEqualsCpuCodecBitForBit) {
                                              << got[i] << " want " << want[i];
 }
 
-// Float64 softmax attention over the CPU codec's dequantized rows.
-std::vector<double> reference_attention(const Codec& codec, const std::vector<uint8_t>& keys,
-                                        const std::vector<uint8_t>& values, int n_tokens, const std::vector<float>& q,
-                                        int n_q, double softmax_scale) {
-  const int d = codec.head_dim();
-  const size_t row = codec.group_bytes();
-  std::vector<float> k(static_cast<size_t>(n_tokens) * d), v(k.size());
-  for (int t = 0; t < n_tokens; ++t) {
-    codec.dequantize_ref(keys.data() + t * row, k.data() + static_cast<size_t>(t) * d);
-    codec.dequantize_ref(values.data() + t * row, v.data() + static_cast<size_t>(t) * d);
+// A cache of 3 KV heads, 16-token pages stored in a scrambled pool order, filled in chunks of
+// odd sizes, plus the CPU codec's view of the same data.
+struct Filled {
+  static constexpr int kKvHeads = 3, kPageTokens = 16;
+  int d = 0, n_tokens = 0;
+  std::unique_ptr<Codec> codec;
+  std::unique_ptr<DevicePagedKv> cache;
+  std::vector<float> k, v;  // [n_tokens][kKvHeads][d]
+};
+
+Filled fill(KvFormat f, int n_tokens, uint64_t seed) {
+  Filled c;
+  c.d = head_dim_for(f);
+  c.n_tokens = n_tokens;
+  c.codec = cpu_codec(f, c.d);
+  PagedKvShape shape;
+  shape.head_dim = c.d;
+  shape.n_kv_heads = Filled::kKvHeads;
+  shape.page_tokens = Filled::kPageTokens;
+  shape.key = shape.value = KvSideFormat{f, scale_for(f)};
+  const int pages = (n_tokens + Filled::kPageTokens - 1) / Filled::kPageTokens;
+  std::vector<int32_t> order(pages);
+  std::iota(order.begin(), order.end(), 0);
+  Rng shuffle(seed + 1);
+  for (int i = pages - 1; i > 0; --i) std::swap(order[i], order[shuffle.below(static_cast<uint64_t>(i) + 1)]);
+  c.cache = std::make_unique<DevicePagedKv>(shape, n_tokens, order);
+  Rng rng(seed);
+  const size_t per_token = static_cast<size_t>(Filled::kKvHeads) * c.d;
+  c.k.resize(per_token * n_tokens);
+  c.v.resize(c.k.size());
+  for (float& e : c.k) e = static_cast<float>(rng.normal());
+  for (float& e : c.v) e = static_cast<float>(rng.normal());
+  for (int t = 0; t < n_tokens;) {
+    const int n = std::min(n_tokens - t, 1 + (t * 13) % 37);
+    c.cache->append(c.k.data() + t * per_token, c.v.data() + t * per_token, n);
+    t += n;
   }
-  std::vector<double> out(static_cast<size_t>(n_q) * d, 0.0);
-  for (int h = 0; h < n_q; ++h) {
-    std::vector<double> s(n_tokens);
-    double max = -INFINITY;
-    for (int t = 0; t < n_tokens; ++t) {
-      double dot = 0.0;
-      for (int i = 0; i < d; ++i) dot += static_cast<double>(q[static_cast<size_t>(h) * d + i]) * k[static_cast<size_t>(t) * d + i];
-      s[t] = dot * softmax_scale;
-      max = std::max(max, s[t]);
+  return c;
+}
+
+TEST_P(GpuKv, AppendStoresTheCpuCodecBytesInPagedOrder) {
+  const KvFormat f = GetParam();
+  Filled c = fill(f, 83, 21);
+  ASSERT_EQ(c.cache->length(), 83);
+  std::vector<uint8_t> want(c.codec->group_bytes());
+  for (int t = 0; t < c.n_tokens; ++t)
+    for (int h = 0; h < Filled::kKvHeads; ++h) {
+      const size_t at = (static_cast<size_t>(t) * Filled::kKvHeads + h) * c.d;
+      c.codec->quantize_ref(c.k.data() + at, want.data());
+      ASSERT_EQ(c.cache->key_row(t, h), want) << kv_format_name(f) << " key token " << t << " head " << h;
+      c.codec->quantize_ref(c.v.data() + at, want.data());
+      ASSERT_EQ(c.cache->value_row(t, h), want) << kv_format_name(f) << " value token " << t << " head " << h;
     }
-    double sum = 0.0;
-    for (int t = 0; t < n_tokens; ++t) sum += s[t] = std::exp(s[t] - max);
-    for (int t = 0; t < n_tokens; ++t)
-      for (int i = 0; i < d; ++i) out[static_cast<size_t>(h) * d + i] += s[t] / sum * v[static_cast<size_t>(t) * d + i];
+  EXPECT_THROW(c.cache->append(c.k.data(), c.v.data(), 1), Error);  // full
+}
+
+// Float64 causal softmax attention over the CPU codec's dequantized rows: query i of n_q sits
+// at position n_tokens - n_q + i; query head h reads KV head h / group.
+std::vector<double> reference_attention(const Filled& c, const std::vector<float>& q, int n_heads, int n_q,
+                                        double softmax_scale) {
+  const int d = c.d, group = n_heads / Filled::kKvHeads;
+  std::vector<float> k(c.k.size()), v(c.v.size());
+  std::vector<uint8_t> row(c.codec->group_bytes());
+  for (size_t r = 0; r < c.k.size() / d; ++r) {
+    c.codec->quantize_ref(c.k.data() + r * d, row.data());
+    c.codec->dequantize_ref(row.data(), k.data() + r * d);
+    c.codec->quantize_ref(c.v.data() + r * d, row.data());
+    c.codec->dequantize_ref(row.data(), v.data() + r * d);
+  }
+  std::vector<double> out(static_cast<size_t>(n_q) * n_heads * d, 0.0);
+  for (int qi = 0; qi < n_q; ++qi) {
+    const int visible = c.n_tokens - n_q + qi + 1;
+    for (int h = 0; h < n_heads; ++h) {
+      const int kvh = h / group;
+      const float* qv = q.data() + (static_cast<size_t>(qi) * n_heads + h) * d;
+      std::vector<double> s(visible);
+      double max = -INFINITY;
+      for (int t = 0; t < visible; ++t) {
+        const float* kr = k.data() + (static_cast<size_t>(t) * Filled::kKvHeads + kvh) * d;
+        double dot = 0.0;
+        for (int i = 0; i < d; ++i) dot += static_cast<double>(qv[i]) * kr[i];
+        s[t] = dot * softmax_scale;
+        max = std::max(max, s[t]);
+      }
+      double sum = 0.0;
+      for (int t = 0; t < visible; ++t) sum += s[t] = std::exp(s[t] - max);
+      double* o = out.data() + (static_cast<size_t>(qi) * n_heads + h) * d;
+      for (int t = 0; t < visible; ++t) {
+        const float* vr = v.data() + (static_cast<size_t>(t) * Filled::kKvHeads + kvh) * d;
+        for (int i = 0; i < d; ++i) o[i] += s[t] / sum * vr[i];
+      }
+    }
   }
   return out;
 }
 
-TEST_P(GpuKv, SplitDecodeAttentionMatchesFloat64Reference) {
-  const KvFormat f = GetParam();
-  const int d = head_dim_for(f), n_tokens = 301, n_q = 4;  // a GQA group of 4 query heads
-  const auto codec = cpu_codec(f, d);
-  const size_t row = codec->group_bytes();
-  Rng rng(14);
-  std::vector<float> kx(static_cast<size_t>(n_tokens) * d), vx(kx.size()), q(static_cast<size_t>(n_q) * d);
-  for (float& e : kx) e = static_cast<float>(rng.normal());
-  for (float& e : vx) e = static_cast<float>(rng.normal());
+void expect_attention_matches(KvFormat f, int n_tokens, int n_q, int group) {
+  Filled c = fill(f, n_tokens, 31 + n_q);
+  const int n_heads = Filled::kKvHeads * group;
+  Rng rng(41);
+  std::vector<float> q(static_cast<size_t>(n_q) * n_heads * c.d);
   for (float& e : q) e = static_cast<float>(2.0 * rng.normal());  // peaked enough that the softmax matters
-  std::vector<uint8_t> keys(row * n_tokens), values(row * n_tokens);
-  for (int t = 0; t < n_tokens; ++t) {
-    codec->quantize_ref(kx.data() + static_cast<size_t>(t) * d, keys.data() + t * row);
-    codec->quantize_ref(vx.data() + static_cast<size_t>(t) * d, values.data() + t * row);
-  }
-  const double softmax_scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const std::vector<double> want = reference_attention(*codec, keys, values, n_tokens, q, n_q, softmax_scale);
+  const double softmax_scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+  const std::vector<double> want = reference_attention(c, q, n_heads, n_q, softmax_scale);
   double energy = 0.0;
   for (double w : want) energy += w * w;
   ASSERT_GT(energy, 0.0);
-
-  // Chunks of 7 (43 partials and a ragged tail), 64 and one chunk covering everything.
-  for (int chunk : {7, 64, 1000}) {
-    DecodeAttentionArgs args;
-    args.key_format = args.value_format = f;
-    args.head_dim = d;
-    args.key_scale = args.value_scale = scale_for(f);
-    args.n_tokens = n_tokens;
-    args.n_query_heads = n_q;
-    args.softmax_scale = static_cast<float>(softmax_scale);
-    args.chunk_tokens = chunk;
+  // 32-token splits (many partials, a ragged tail), 64, automatic, and one split over everything.
+  for (int split : {32, 64, 0, 4096}) {
     std::vector<float> got(want.size(), NAN);  // poisoned: an unwritten element fails the NaN check
-    decode_attention(args, keys.data(), values.data(), q.data(), got.data());
+    c.cache->attention(n_heads, q.data(), n_q, static_cast<float>(softmax_scale), got.data(), split);
     double err = 0.0;
     for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_FALSE(std::isnan(got[i])) << kv_format_name(f) << " chunk " << chunk << " element " << i;
+      ASSERT_FALSE(std::isnan(got[i])) << kv_format_name(f) << " split " << split << " element " << i;
       err += (got[i] - want[i]) * (got[i] - want[i]);
     }
-    EXPECT_LT(err / energy, 1e-6) << kv_format_name(f) << " chunk " << chunk;
+    EXPECT_LT(err / energy, 1e-6) << kv_format_name(f) << " split " << split << " n_q " << n_q;
+    std::vector<float> again(want.size(), NAN);
+    c.cache->attention(n_heads, q.data(), n_q, static_cast<float>(softmax_scale), again.data(), split);
+    EXPECT_EQ(0, std::memcmp(got.data(), again.data(), got.size() * sizeof(float))) << "not deterministic, split " << split;
   }
 }
 
-// Runs without a device: argument checks come before any driver call.
-TEST(GpuKvLayout, BadAttentionAndScaleArgumentsAreUsageErrors) {
-  for (KvFormat f : {KvFormat::int8_pth, KvFormat::fp8_pth, KvFormat::q8_0, KvFormat::q4_0, KvFormat::q4_1,
-                     KvFormat::fp8_e4m3}) {
-    DecodeAttentionArgs args;
-    args.key_format = args.value_format = f;
-    args.head_dim = head_dim_for(f);
-    args.key_scale = args.value_scale = scale_for(f);
-    args.n_tokens = 0;
-    const std::vector<float> q(args.head_dim);
-    std::vector<float> out(args.head_dim);
-    try {
-      decode_attention(args, nullptr, nullptr, q.data(), out.data());
-      ADD_FAILURE() << kv_format_name(f) << ": n_tokens 0 accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.exit_code(), 2) << e.what();
-    }
-    args.n_tokens = 1;
-    args.chunk_tokens = 0;
-    EXPECT_THROW(decode_attention(args, nullptr, nullptr, q.data(), out.data()), Error) << kv_format_name(f);
-  }
-  float x = 1.0f;
-  uint8_t code = 0;
-  EXPECT_THROW(quantize_rows(KvFormat::fp8_e4m3, 1, 0.0f, &x, 1, &code), Error);
-  EXPECT_THROW(quantize_rows(KvFormat::fp8_e4m3, 1, NAN, &x, 1, &code), Error);
-  EXPECT_THROW(quantize_rows(KvFormat::q8_0, 40, 1.0f, &x, 1, &code), Error);
+TEST_P(GpuKv, DecodeAttentionMatchesFloat64Reference) {
+  expect_attention_matches(GetParam(), 301, 1, 4);  // GQA groups of 4 query heads
 }
 
-INSTANTIATE_TEST_SUITE_P(GpuFormats, GpuKv,
-                         ::testing::Values(KvFormat::int8_pth, KvFormat::fp8_pth, KvFormat::q8_0, KvFormat::q4_0,
-                                           KvFormat::q4_1, KvFormat::fp8_e4m3),
+TEST_P(GpuKv, PrefillChunkIsCausalAndMatchesFloat64Reference) {
+  expect_attention_matches(GetParam(), 301, 37, 3);  // 37 query positions x 3 heads = rows across blocks
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuFormats, GpuKv, ::testing::ValuesIn(kAllKvFormats),
                          [](const ::testing::TestParamInfo<KvFormat>& info) { return std::string(kv_format_name(info.param)); });
 
 }  // namespace

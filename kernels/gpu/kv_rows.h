@@ -1,0 +1,312 @@
+#pragma once
+// The per-row arithmetic of the GPU KV formats, written once for the device and the host.
+//
+// gpu_kv.cu runs these functions on the device; tests/kernels/gpu_rows_test.cc runs the very
+// same functions on the host and checks them byte for byte against the CPU codecs
+// (kernels/formats_*.cc), so bit-identical quantization is tested even on a machine without a
+// GPU. What keeps the two compilations equal: every multiply, add and divide goes through rn_*
+// below (correctly rounded on the device, plain operators in host code built with
+// -ffp-contract=off, as kernels/ is), the conversions are core/float_convert.h's, and float to
+// int8 casts reproduce what the x86-64 build of the CPU reference does.
+//
+// A row is one token of one KV head (head_dim elements) in the CPU codec's byte layout.
+#include <cfloat>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/float_convert.h"
+#include "core/host_device.h"
+
+namespace kvgate::kernels::gpu {
+
+// The formats with GPU kernels; names equal the CPU registry's (kernels::find_format).
+enum class KvFormat : uint8_t {
+  int8_pth,
+  fp8_pth,
+  q8_0,
+  q4_0,
+  q4_1,
+  fp8_e4m3,
+  f16,
+  bf16,
+  fp8_e5m2,
+  fp8_e4m3fnuz,
+  int4_pth,
+};
+inline constexpr KvFormat kAllKvFormats[] = {
+    KvFormat::f16,      KvFormat::bf16,     KvFormat::fp8_e4m3, KvFormat::fp8_e5m2, KvFormat::fp8_e4m3fnuz,
+    KvFormat::int8_pth, KvFormat::fp8_pth,  KvFormat::int4_pth, KvFormat::q8_0,     KvFormat::q4_0,
+    KvFormat::q4_1,
+};
+
+inline constexpr int kGgmlBlock = 32;
+
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+KVGATE_HD float rn_mul(float a, float b) { return __fmul_rn(a, b); }
+KVGATE_HD float rn_add(float a, float b) { return __fadd_rn(a, b); }
+KVGATE_HD float rn_sub(float a, float b) { return __fsub_rn(a, b); }
+KVGATE_HD float rn_div(float a, float b) { return __fdiv_rn(a, b); }
+#else
+KVGATE_HD float rn_mul(float a, float b) { return a * b; }
+KVGATE_HD float rn_add(float a, float b) { return a + b; }
+KVGATE_HD float rn_sub(float a, float b) { return a - b; }
+KVGATE_HD float rn_div(float a, float b) { return a / b; }
+#endif
+
+KVGATE_HD bool is_ggml(KvFormat f) { return f == KvFormat::q8_0 || f == KvFormat::q4_0 || f == KvFormat::q4_1; }
+KVGATE_HD bool is_per_tensor_fp8(KvFormat f) {
+  return f == KvFormat::fp8_e4m3 || f == KvFormat::fp8_e5m2 || f == KvFormat::fp8_e4m3fnuz;
+}
+KVGATE_HD bool has_row_scale(KvFormat f) {
+  return f == KvFormat::int8_pth || f == KvFormat::fp8_pth || f == KvFormat::int4_pth;
+}
+KVGATE_HD Fp8Kind fp8_kind(KvFormat f) {
+  return f == KvFormat::fp8_e5m2 ? Fp8Kind::e5m2 : f == KvFormat::fp8_e4m3fnuz ? Fp8Kind::e4m3fnuz : Fp8Kind::e4m3fn;
+}
+KVGATE_HD size_t ggml_block_bytes(KvFormat f) { return f == KvFormat::q8_0 ? 34 : f == KvFormat::q4_0 ? 18 : 20; }
+
+// Bytes of one row. Callers check the head_dim first (gpu_kv.h: kv_row_bytes).
+KVGATE_HD size_t row_bytes(KvFormat f, int head_dim) {
+  const size_t d = static_cast<size_t>(head_dim);
+  if (is_ggml(f)) return d / kGgmlBlock * ggml_block_bytes(f);
+  if (f == KvFormat::f16 || f == KvFormat::bf16) return 2 * d;
+  if (is_per_tensor_fp8(f)) return d;
+  if (f == KvFormat::int4_pth) return 4 + d / 2;
+  return 4 + d;  // int8_pth, fp8_pth: f32 scale + one byte per element
+}
+
+// Rows are packed back to back, so multi-byte fields are unaligned: byte by byte, little-endian.
+KVGATE_HD void store_u16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+KVGATE_HD uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+KVGATE_HD void store_f32(uint8_t* p, float v) {
+  const uint32_t u = f32_bits(v);
+  for (int k = 0; k < 4; ++k) p[k] = static_cast<uint8_t>(u >> (8 * k));
+}
+KVGATE_HD float load_f32(const uint8_t* p) {
+  return f32_from_bits(p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24));
+}
+
+// static_cast<int8_t>(float) as the x86-64 CPU reference executes it: cvttss2si to 32 bits (NaN
+// and out-of-range give INT_MIN), then the low byte. A GPU's own conversion saturates instead.
+KVGATE_HD int x86_trunc_to_int8(float v) {
+  const int wide = (v >= -2147483648.0f && v < 2147483648.0f) ? static_cast<int>(v) : INT_MIN;
+  return static_cast<int8_t>(static_cast<uint8_t>(static_cast<unsigned>(wide) & 0xffu));
+}
+
+// std::nearbyint, then a clamp in the float domain so NaN lands on `lo` (formats_pth.cc).
+KVGATE_HD int round_clamp(float v, int lo, int hi) {
+  const float r = rintf(v);
+  if (!(r >= static_cast<float>(lo))) return lo;
+  if (r > static_cast<float>(hi)) return hi;
+  return static_cast<int>(r);
+}
+
+// std::max(acc, |x|) over the row: a NaN element never replaces the running maximum.
+KVGATE_HD float row_abs_max(const float* x, int n) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float a = fabsf(x[i]);
+    amax = amax < a ? a : amax;
+  }
+  return amax;
+}
+
+// ---- ggml blocks, operation for operation as kernels/formats_ggml.cc ----
+
+KVGATE_HD void encode_q8_0(const float* x, uint8_t* b) {
+  float amax = 0.0f;
+  for (int j = 0; j < kGgmlBlock; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  const float d = rn_div(amax, 127.0f);
+  const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
+  store_u16(b, f32_to_f16(d));
+  for (int j = 0; j < kGgmlBlock; ++j) b[2 + j] = static_cast<uint8_t>(x86_trunc_to_int8(roundf(rn_mul(x[j], id))));
+}
+
+// ggml's "signed value of the first element with the largest magnitude".
+KVGATE_HD float signed_abs_max(const float* x) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kGgmlBlock; ++j) {
+    if (amax < fabsf(x[j])) {
+      amax = fabsf(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+KVGATE_HD void encode_q4_0(const float* x, uint8_t* b) {
+  const float d = rn_div(signed_abs_max(x), -8.0f);
+  const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
+  store_u16(b, f32_to_f16(d));
+  for (int j = 0; j < 16; ++j) {
+    const int lo = x86_trunc_to_int8(rn_add(rn_mul(x[j], id), 8.5f));
+    const int hi = x86_trunc_to_int8(rn_add(rn_mul(x[16 + j], id), 8.5f));
+    b[2 + j] = static_cast<uint8_t>((lo < 15 ? lo : 15) | ((hi < 15 ? hi : 15) << 4));
+  }
+}
+
+KVGATE_HD void encode_q4_1(const float* x, uint8_t* b) {
+  float lo = FLT_MAX, hi = -FLT_MAX;
+  for (int j = 0; j < kGgmlBlock; ++j) {
+    if (x[j] < lo) lo = x[j];
+    if (x[j] > hi) hi = x[j];
+  }
+  const float d = rn_div(rn_sub(hi, lo), 15.0f);
+  const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
+  store_u16(b, f32_to_f16(d));
+  store_u16(b + 2, f32_to_f16(lo));
+  for (int j = 0; j < 16; ++j) {
+    const int c0 = x86_trunc_to_int8(rn_add(rn_mul(rn_sub(x[j], lo), id), 0.5f));
+    const int c1 = x86_trunc_to_int8(rn_add(rn_mul(rn_sub(x[16 + j], lo), id), 0.5f));
+    b[4 + j] = static_cast<uint8_t>((c0 < 15 ? c0 : 15) | ((c1 < 15 ? c1 : 15) << 4));
+  }
+}
+
+// One row, sequentially, exactly as the CPU codec's quantize_ref. `tensor_scale` is the
+// per-tensor scale of the fp8_e4m3/e5m2/e4m3fnuz formats (stored = fp8(x / scale)).
+KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const float* x, uint8_t* dst) {
+  switch (f) {
+    case KvFormat::f16:
+      for (int i = 0; i < head_dim; ++i) store_u16(dst + 2 * i, f32_to_f16(x[i]));
+      return;
+    case KvFormat::bf16:
+      for (int i = 0; i < head_dim; ++i) store_u16(dst + 2 * i, f32_to_bf16(x[i]));
+      return;
+    case KvFormat::fp8_e4m3:
+    case KvFormat::fp8_e5m2:
+    case KvFormat::fp8_e4m3fnuz:
+      for (int i = 0; i < head_dim; ++i) dst[i] = f32_to_fp8(rn_div(x[i], tensor_scale), fp8_kind(f));
+      return;
+    case KvFormat::int8_pth: {
+      const float scale = rn_div(row_abs_max(x, head_dim), 127.0f);
+      store_f32(dst, scale);
+      for (int i = 0; i < head_dim; ++i)
+        dst[4 + i] = static_cast<uint8_t>(static_cast<int8_t>(scale == 0.0f ? 0 : round_clamp(rn_div(x[i], scale), -127, 127)));
+      return;
+    }
+    case KvFormat::fp8_pth: {
+      const float scale = rn_div(row_abs_max(x, head_dim), 448.0f);
+      store_f32(dst, scale);
+      for (int i = 0; i < head_dim; ++i) dst[4 + i] = scale == 0.0f ? 0 : f32_to_fp8(rn_div(x[i], scale), Fp8Kind::e4m3fn);
+      return;
+    }
+    case KvFormat::int4_pth: {
+      const float scale = rn_div(row_abs_max(x, head_dim), 7.0f);
+      store_f32(dst, scale);
+      for (int i = 0; i + 1 < head_dim; i += 2) {
+        const int lo = scale == 0.0f ? 0 : round_clamp(rn_div(x[i], scale), -8, 7);
+        const int hi = scale == 0.0f ? 0 : round_clamp(rn_div(x[i + 1], scale), -8, 7);
+        dst[4 + i / 2] = static_cast<uint8_t>((lo + 8) | ((hi + 8) << 4));
+      }
+      return;
+    }
+    case KvFormat::q8_0:
+    case KvFormat::q4_0:
+    case KvFormat::q4_1:
+      for (int blk = 0; blk < head_dim / kGgmlBlock; ++blk) {
+        const float* bx = x + blk * kGgmlBlock;
+        uint8_t* bd = dst + blk * ggml_block_bytes(f);
+        if (f == KvFormat::q8_0) encode_q8_0(bx, bd);
+        else if (f == KvFormat::q4_0) encode_q4_0(bx, bd);
+        else encode_q4_1(bx, bd);
+      }
+      return;
+  }
+}
+
+// Element i of a row, as the CPU codec's dequantize_ref computes it.
+KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tensor_scale) {
+  switch (f) {
+    case KvFormat::f16: return f16_to_f32(load_u16(row + 2 * i));
+    case KvFormat::bf16: return bf16_to_f32(load_u16(row + 2 * i));
+    case KvFormat::fp8_e4m3:
+    case KvFormat::fp8_e5m2:
+    case KvFormat::fp8_e4m3fnuz: return rn_mul(fp8_to_f32(row[i], fp8_kind(f)), tensor_scale);
+    case KvFormat::int8_pth: return rn_mul(static_cast<float>(static_cast<int8_t>(row[4 + i])), load_f32(row));
+    case KvFormat::fp8_pth: return rn_mul(fp8_to_f32(row[4 + i], Fp8Kind::e4m3fn), load_f32(row));
+    case KvFormat::int4_pth: {
+      const uint8_t b = row[4 + i / 2];
+      return rn_mul(static_cast<float>(((i & 1) ? (b >> 4) : (b & 0x0f)) - 8), load_f32(row));
+    }
+    case KvFormat::q8_0:
+    case KvFormat::q4_0:
+    case KvFormat::q4_1: break;
+  }
+  const uint8_t* b = row + (i / kGgmlBlock) * ggml_block_bytes(f);
+  const int j = i % kGgmlBlock;
+  const float d = f16_to_f32(load_u16(b));
+  if (f == KvFormat::q8_0) return rn_mul(static_cast<float>(static_cast<int8_t>(b[2 + j])), d);
+  const int hdr = f == KvFormat::q4_0 ? 2 : 4;
+  const int q = j < 16 ? (b[hdr + j] & 0x0f) : (b[hdr + j - 16] >> 4);
+  if (f == KvFormat::q4_0) return rn_mul(static_cast<float>(q - 8), d);
+  return rn_add(rn_mul(static_cast<float>(q), d), f16_to_f32(load_u16(b + 2)));
+}
+
+// Elements [i0, i0 + n) of a row (n <= N; y[k] = 0 for k >= n), each equal to decode_element's.
+// i0 is a multiple of N and N divides 32, so a span lies inside one ggml block and the row or
+// block scale is read once: the attention kernels decode their rows through this.
+template <int N>
+KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float tensor_scale, float* y) {
+  switch (f) {
+    case KvFormat::f16:
+      for (int k = 0; k < N; ++k) y[k] = k < n ? f16_to_f32(load_u16(row + 2 * (i0 + k))) : 0.0f;
+      return;
+    case KvFormat::bf16:
+      for (int k = 0; k < N; ++k) y[k] = k < n ? bf16_to_f32(load_u16(row + 2 * (i0 + k))) : 0.0f;
+      return;
+    case KvFormat::fp8_e4m3:
+    case KvFormat::fp8_e5m2:
+    case KvFormat::fp8_e4m3fnuz: {
+      const Fp8Kind kind = fp8_kind(f);
+      for (int k = 0; k < N; ++k) y[k] = k < n ? rn_mul(fp8_to_f32(row[i0 + k], kind), tensor_scale) : 0.0f;
+      return;
+    }
+    case KvFormat::int8_pth: {
+      const float s = load_f32(row);
+      for (int k = 0; k < N; ++k) y[k] = k < n ? rn_mul(static_cast<float>(static_cast<int8_t>(row[4 + i0 + k])), s) : 0.0f;
+      return;
+    }
+    case KvFormat::fp8_pth: {
+      const float s = load_f32(row);
+      for (int k = 0; k < N; ++k) y[k] = k < n ? rn_mul(fp8_to_f32(row[4 + i0 + k], Fp8Kind::e4m3fn), s) : 0.0f;
+      return;
+    }
+    case KvFormat::int4_pth: {
+      const float s = load_f32(row);
+      for (int k = 0; k < N; ++k) {
+        const int i = i0 + k;
+        const uint8_t b = row[4 + i / 2];
+        y[k] = k < n ? rn_mul(static_cast<float>(((i & 1) ? (b >> 4) : (b & 0x0f)) - 8), s) : 0.0f;
+      }
+      return;
+    }
+    case KvFormat::q8_0:
+    case KvFormat::q4_0:
+    case KvFormat::q4_1: break;
+  }
+  const uint8_t* b = row + (i0 / kGgmlBlock) * ggml_block_bytes(f);
+  const int j0 = i0 % kGgmlBlock;
+  const float d = f16_to_f32(load_u16(b));
+  if (f == KvFormat::q8_0) {
+    for (int k = 0; k < N; ++k) y[k] = k < n ? rn_mul(static_cast<float>(static_cast<int8_t>(b[2 + j0 + k])), d) : 0.0f;
+    return;
+  }
+  const int hdr = f == KvFormat::q4_0 ? 2 : 4;
+  const float m = f == KvFormat::q4_1 ? f16_to_f32(load_u16(b + 2)) : 0.0f;
+  for (int k = 0; k < N; ++k) {
+    const int j = j0 + k;
+    const int q = j < 16 ? (b[hdr + j] & 0x0f) : (b[hdr + j - 16] >> 4);
+    const float v = f == KvFormat::q4_0 ? rn_mul(static_cast<float>(q - 8), d) : rn_add(rn_mul(static_cast<float>(q), d), m);
+    y[k] = k < n ? v : 0.0f;
+  }
+}
+
+KVGATE_HD void decode_row(KvFormat f, int head_dim, float tensor_scale, const uint8_t* row, float* y) {
+  for (int i = 0; i < head_dim; ++i) y[i] = decode_element(f, row, i, tensor_scale);
+}
+
+}  // namespace kvgate::kernels::gpu

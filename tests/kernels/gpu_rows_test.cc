@@ -1,0 +1,162 @@
+// The GPU kernels' per-row arithmetic (kernels/gpu/kv_rows.h), compiled for the host, against
+// the CPU codecs byte for byte. gpu_kv.cu runs the same functions on the device, so this is the
+// bit-exactness check that does not need a GPU; tests/gpu repeats it on a device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/float_convert.h"
+#include "core/rng.h"
+#include "kernels/gpu/kv_rows.h"
+#include "kernels/kv_format.h"
+
+namespace kvgate::kernels::gpu {
+namespace {
+
+const char* name_of(KvFormat f) {
+  switch (f) {
+    case KvFormat::int8_pth: return "int8_pth";
+    case KvFormat::fp8_pth: return "fp8_pth";
+    case KvFormat::q8_0: return "q8_0";
+    case KvFormat::q4_0: return "q4_0";
+    case KvFormat::q4_1: return "q4_1";
+    case KvFormat::fp8_e4m3: return "fp8_e4m3";
+    case KvFormat::f16: return "f16";
+    case KvFormat::bf16: return "bf16";
+    case KvFormat::fp8_e5m2: return "fp8_e5m2";
+    case KvFormat::fp8_e4m3fnuz: return "fp8_e4m3fnuz";
+    case KvFormat::int4_pth: return "int4_pth";
+  }
+  return "?";
+}
+
+// Odd shapes where the format allows them; a tensor scale that moves data across exponents.
+int head_dim_for(KvFormat f) { return is_ggml(f) ? 96 : f == KvFormat::int4_pth ? 70 : 67; }
+float tensor_scale_for(KvFormat f) { return is_per_tensor_fp8(f) ? 0.0625f : 1.0f; }
+
+// Magnitudes from 2^-20 to 2^10 and the edge cases: zeros, NaN, infinities, subnormals, exact
+// halves (rounding ties) and a row whose largest magnitude is negative.
+std::vector<float> probe_rows(int head_dim, int n_rows, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> x(static_cast<size_t>(head_dim) * n_rows);
+  for (int r = 0; r < n_rows; ++r) {
+    const double magnitude = std::ldexp(1.0, static_cast<int>(rng.below(31)) - 20);
+    for (int i = 0; i < head_dim; ++i) x[static_cast<size_t>(r) * head_dim + i] = static_cast<float>(rng.normal() * magnitude);
+  }
+  auto row = [&](int r) { return x.data() + static_cast<size_t>(r) * head_dim; };
+  std::fill(row(0), row(1), 0.0f);
+  row(1)[5] = NAN;
+  row(2)[3] = INFINITY;
+  row(2)[40] = -INFINITY;
+  for (int i = 0; i < head_dim; ++i) row(3)[i] = std::ldexp(static_cast<float>(i % 7) - 3.0f, -140);
+  for (int i = 0; i < head_dim; ++i) row(4)[i] = 0.5f * static_cast<float>(i % 17) - 4.0f;
+  row(5)[7] = -1000.0f;
+  return x;
+}
+
+bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || f32_bits(a) == f32_bits(b); }
+
+TEST(GpuRows, EveryGpuFormatIsARegisteredCpuFormatOfTheSameSize) {
+  for (KvFormat f : kAllKvFormats) {
+    SCOPED_TRACE(name_of(f));
+    const int d = head_dim_for(f);
+    FormatOptions options;
+    options.scale = tensor_scale_for(f);
+    const auto codec = make_codec(name_of(f), d, options);
+    EXPECT_EQ(codec->token_group(), 1);
+    EXPECT_EQ(codec->group_bytes(), row_bytes(f, d));
+  }
+}
+
+TEST(GpuRows, EncodeAndDecodeEqualTheCpuReferenceBitForBit) {
+  constexpr int kRows = 64;
+  for (KvFormat f : kAllKvFormats) {
+    SCOPED_TRACE(name_of(f));
+    const int d = head_dim_for(f);
+    const float scale = tensor_scale_for(f);
+    FormatOptions options;
+    options.scale = scale;
+    const auto codec = make_codec(name_of(f), d, options);
+    const size_t rb = row_bytes(f, d);
+    const std::vector<float> x = probe_rows(d, kRows, 7);
+    std::vector<uint8_t> cpu(rb * kRows, 0xa5), shared(rb * kRows, 0x5a);
+    std::vector<float> cpu_y(x.size(), -7.0f), shared_y(x.size(), 7.0f);
+    for (int r = 0; r < kRows; ++r) {
+      codec->quantize_ref(x.data() + r * d, cpu.data() + r * rb);
+      encode_row(f, d, scale, x.data() + r * d, shared.data() + r * rb);
+      codec->dequantize_ref(cpu.data() + r * rb, cpu_y.data() + r * d);
+      decode_row(f, d, scale, cpu.data() + r * rb, shared_y.data() + r * d);
+    }
+    for (int r = 0; r < kRows; ++r) {
+      EXPECT_EQ(0, std::memcmp(cpu.data() + r * rb, shared.data() + r * rb, rb)) << "encoded row " << r;
+      for (int i = 0; i < d; ++i)
+        if (!same_float(cpu_y[static_cast<size_t>(r) * d + i], shared_y[static_cast<size_t>(r) * d + i])) {
+          ADD_FAILURE() << "decoded row " << r << " element " << i << ": cpu " << cpu_y[static_cast<size_t>(r) * d + i]
+                        << " shared " << shared_y[static_cast<size_t>(r) * d + i];
+          break;
+        }
+    }
+  }
+}
+
+// Every code of the one-byte formats decodes as the CPU does (NaN codes, subnormals, -0).
+TEST(GpuRows, EveryByteCodeDecodesAsTheCpu) {
+  for (KvFormat f : kAllKvFormats) {
+    if (is_ggml(f) || f == KvFormat::f16 || f == KvFormat::bf16) continue;
+    SCOPED_TRACE(name_of(f));
+    const int d = f == KvFormat::int4_pth ? 512 : 256;
+    FormatOptions options;
+    options.scale = tensor_scale_for(f);
+    const auto codec = make_codec(name_of(f), d, options);
+    std::vector<uint8_t> row(row_bytes(f, d));
+    const size_t header = has_row_scale(f) ? 4 : 0;
+    if (header) store_f32(row.data(), 0.37f);
+    for (size_t i = header; i < row.size(); ++i) row[i] = static_cast<uint8_t>(i - header);
+    std::vector<float> cpu(d), shared(d);
+    codec->dequantize_ref(row.data(), cpu.data());
+    decode_row(f, d, options.scale, row.data(), shared.data());
+    for (int i = 0; i < d; ++i) EXPECT_TRUE(same_float(cpu[i], shared[i])) << "element " << i;
+  }
+}
+
+template <int N>
+void expect_spans_equal_elements(KvFormat f, int d, float scale, const std::vector<uint8_t>& rows, int n_rows) {
+  const size_t rb = row_bytes(f, d);
+  for (int r = 0; r < n_rows; ++r) {
+    const uint8_t* row = rows.data() + r * rb;
+    for (int i0 = 0; i0 < d; i0 += N) {
+      float span[N];
+      const int n = d - i0 < N ? d - i0 : N;
+      decode_span<N>(f, row, i0, n, scale, span);
+      for (int k = 0; k < N; ++k) {
+        const float want = k < n ? decode_element(f, row, i0 + k, scale) : 0.0f;
+        ASSERT_TRUE(same_float(span[k], want)) << "N " << N << " row " << r << " element " << i0 + k;
+      }
+    }
+  }
+}
+
+// The attention kernels decode spans; each element must be what decode_element (and so the
+// CPU codec) gives, including a ragged last span.
+TEST(GpuRows, SpansDecodeExactlyAsElements) {
+  constexpr int kRows = 16;
+  for (KvFormat f : kAllKvFormats) {
+    SCOPED_TRACE(name_of(f));
+    const int d = head_dim_for(f);
+    const float scale = tensor_scale_for(f);
+    const size_t rb = row_bytes(f, d);
+    const std::vector<float> x = probe_rows(d, kRows, 8);
+    std::vector<uint8_t> rows(rb * kRows);
+    for (int r = 0; r < kRows; ++r) encode_row(f, d, scale, x.data() + r * d, rows.data() + r * rb);
+    expect_spans_equal_elements<1>(f, d, scale, rows, kRows);
+    expect_spans_equal_elements<2>(f, d, scale, rows, kRows);
+    expect_spans_equal_elements<4>(f, d, scale, rows, kRows);
+    expect_spans_equal_elements<8>(f, d, scale, rows, kRows);
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::kernels::gpu
