@@ -2,11 +2,14 @@
 # One prepared run for a GPU machine (about 10 minutes on an H200, the build included):
 #   1. build the CUDA kernels, their tests and the decode-attention benchmark (Release);
 #   2. run the GPU tests: every kernel against the CPU reference (bit-identical quantization,
-#      attention within an NMSE bound of float64, poisoned outputs, NaN checks);
+#      attention within an NMSE bound of float64, poisoned outputs, NaN checks), and the GPU
+#      forward pass against the CPU runtime on a small random Llama written by the test (and on
+#      the default model when it is in $KVGATE_HOME; the device machine cannot fetch it);
 #   3. run the benchmark: fused decode attention per KV format at 8k and 32k tokens against the
 #      device copy bandwidth measured in the same run;
 #   4. print the short tables last.
-# The model runtime has no GPU backend yet, so there is no GPU-vs-CPU eval step (issue 8).
+# The eval/replay commands do not run on the GPU yet (no --backend), so the GPU-vs-CPU check is
+# the forward-pass comparison in step 2 (issue 8).
 # Usage: ci/gpu-check.sh [build-dir]. Exit 0 when every test passed, 1 when one failed, 3 when
 # the build or the device failed.
 set -uo pipefail
@@ -25,10 +28,11 @@ built=$(date +%s)
 count() { local n; n=$(grep -Eo "\[  $1 *\] [0-9]+ test" "$2" | grep -Eo '[0-9]+' | head -1); echo "${n:-0}"; }
 status=0
 rows=()
-for suite in AllElementFormats/GpuConvert GpuKvLayout GpuFormats/GpuKv; do
+for suite in AllElementFormats/GpuConvert GpuKvLayout GpuFormats/GpuKv GpuKvShape GpuSmallModelFixture \
+  KvConfigs/GpuSmallModel KvConfigs/GpuDefaultModel; do
   log="$build.${suite//\//_}.log"
   timeout 300 "$build/tests/gpu/gpu_cuda_tests" --gtest_brief=1 --gtest_filter="$suite.*" >"$log" 2>&1 || status=1
-  grep -E '^\[  (FAILED|SKIPPED) |Failure|Expected|Which is|NMSE|split' "$log" | head -30
+  grep -E '^\[  (FAILED|SKIPPED) |Failure|Expected|Which is|NMSE|split|prefill:' "$log" | head -30
   rows+=("| $(printf '%-28s' "$suite") | $(printf '%6s' "$(count PASSED "$log")") | $(printf '%7s' "$(count SKIPPED "$log")") | $(printf '%6s' "$(count FAILED "$log")") |")
 done
 tested=$(date +%s)

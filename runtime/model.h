@@ -34,6 +34,13 @@ class Model {
   const std::string& path() const { return path_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
 
+  // The weights as loaded, for backends that keep their own copy (runtime/gpu_model.h).
+  const WeightMatrix& token_embedding() const { return token_embd_; }
+  const WeightMatrix& output() const { return output_; }  // token_embedding() when tied
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  const std::vector<float>& rope_inv_freq() const { return rope_inv_freq_; }  // [n_rot / 2]
+
   // Builds an empty cache for `config` sized for `max_tokens` tokens over all sequences.
   std::unique_ptr<kernels::PagedKvCache> make_cache(const kernels::KvConfig& config, int64_t max_tokens) const;
 

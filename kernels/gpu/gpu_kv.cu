@@ -18,6 +18,7 @@
 #include <climits>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -533,6 +534,42 @@ void DevicePagedKv::attention(int n_heads, const float* q, int n_queries, float 
   if (bytes) check(gpuMemcpy(m.staging_q.ptr, q, bytes, gpuMemcpyHostToDevice), "upload queries");
   attention_device(n_heads, m.staging_q.as<float>(), n_queries, softmax_scale, m.staging_out.as<float>(), split_tokens);
   check(gpuMemcpy(out, m.staging_out.ptr, bytes, gpuMemcpyDeviceToHost), "download attention");
+}
+
+void DevicePagedKv::truncate(int n) {
+  if (n < 0 || n > impl_->length)
+    throw_usage_error("GPU paged KV: cannot truncate " + std::to_string(impl_->length) + " tokens to " + std::to_string(n));
+  impl_->length = n;
+}
+
+void DevicePagedKv::copy_prefix_from(const DevicePagedKv& source, int n) {
+  Impl& m = *impl_;
+  const Impl& src = *source.impl_;
+  const PagedKvShape &a = m.shape, &b = src.shape;
+  if (a.head_dim != b.head_dim || a.n_kv_heads != b.n_kv_heads || a.page_tokens != b.page_tokens ||
+      a.key.format != b.key.format || a.value.format != b.value.format || a.key.scale != b.key.scale ||
+      a.value.scale != b.value.scale)
+    throw_usage_error("GPU paged KV: copy between caches of different shapes or formats");
+  if (n < 0 || n > src.length || n > m.capacity)
+    throw_usage_error("GPU paged KV: cannot copy " + std::to_string(n) + " tokens from a cache of " +
+                      std::to_string(src.length) + " into one of capacity " + std::to_string(m.capacity));
+  // Whole pages, one copy per page (a run of consecutive pool pages when both orders agree).
+  const size_t page_slots = static_cast<size_t>(a.n_kv_heads) * a.page_tokens;
+  const int pages = (n + a.page_tokens - 1) / a.page_tokens;
+  for (int i = 0; i < pages;) {
+    int run = 1;
+    while (i + run < pages && m.order[i + run] == m.order[i] + run && src.order[i + run] == src.order[i] + run) ++run;
+    for (const auto& [dst_pool, src_pool, row] : {std::tuple{&m.keys, &src.keys, m.key_row},
+                                                 std::tuple{&m.values, &src.values, m.value_row}}) {
+      const size_t page_bytes = page_slots * row;
+      check(gpuMemcpy(dst_pool->as<uint8_t>() + static_cast<size_t>(m.order[i]) * page_bytes,
+                      src_pool->as<uint8_t>() + static_cast<size_t>(src.order[i]) * page_bytes, run * page_bytes,
+                      gpuMemcpyDeviceToDevice),
+            "copy pages");
+    }
+    i += run;
+  }
+  m.length = n;
 }
 
 std::vector<uint8_t> DevicePagedKv::key_row(int token, int kv_head) const {

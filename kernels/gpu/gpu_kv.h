@@ -80,6 +80,12 @@ class DevicePagedKv {
   void attention_device(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
                         int split_tokens = 0);  // device buffers
 
+  // Forgets every token from position n on (n <= length()); later appends overwrite them.
+  void truncate(int n);
+  // Makes this cache hold the first n tokens of `source` (same shape, n <= its length and this
+  // capacity), e.g. to probe a continuation without disturbing the source sequence.
+  void copy_prefix_from(const DevicePagedKv& source, int n);
+
   // The stored bytes of one row (tests compare them with the CPU codec's).
   std::vector<uint8_t> key_row(int token, int kv_head) const;
   std::vector<uint8_t> value_row(int token, int kv_head) const;

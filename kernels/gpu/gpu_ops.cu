@@ -1,0 +1,197 @@
+// One kernel source for CUDA (nvcc) and HIP (clang -xhip); see vendor.h and gpu_ops.h.
+#include "kernels/gpu/gpu_ops.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "kernels/gpu/vendor.h"
+
+namespace kvgate::kernels::gpu {
+namespace {
+
+void check(gpuError_t err, const char* what) {
+  if (err != gpuSuccess)
+    throw_environment_error(std::string("GPU ") + KVGATE_GPU_VENDOR + " " + what + ": " + gpuGetErrorString(err));
+}
+
+unsigned blocks_for(size_t items, int threads) { return static_cast<unsigned>((items + threads - 1) / threads); }
+
+__global__ void gather_rows_kernel(const float* table, int cols, const int32_t* ids, int n, float* out) {
+  const size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= static_cast<size_t>(n) * cols) return;
+  const size_t i = e / cols, j = e % cols;
+  out[e] = table[static_cast<size_t>(ids[i]) * cols + j];
+}
+
+constexpr int kNormThreads = 256;
+
+__global__ void rms_norm_kernel(const float* x, int dim, const float* weight, float eps, float* out) {
+  __shared__ double partial[kNormThreads];
+  const float* row = x + static_cast<size_t>(blockIdx.x) * dim;
+  double ss = 0.0;
+  for (int j = threadIdx.x; j < dim; j += blockDim.x) ss += static_cast<double>(row[j]) * row[j];
+  partial[threadIdx.x] = ss;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  const float scale = static_cast<float>(1.0 / sqrt(partial[0] / dim + eps));
+  float* o = out + static_cast<size_t>(blockIdx.x) * dim;
+  for (int j = threadIdx.x; j < dim; j += blockDim.x) o[j] = row[j] * scale * weight[j];
+}
+
+// 64 x 64 output tile per block, 16-deep k slices through shared memory, 4 x 4 outputs per
+// thread. Each output sums over k in order, so the result does not depend on the launch.
+constexpr int kTile = 64, kDepth = 16, kGemmThreads = 256;
+
+__global__ void __launch_bounds__(kGemmThreads) gemm_xwt_kernel(const float* x, int n, const float* w, int rows,
+                                                                   int cols, float* y) {
+  __shared__ float xs[kDepth][kTile + 1];
+  __shared__ float ws[kDepth][kTile + 1];
+  const int m0 = blockIdx.y * kTile, r0 = blockIdx.x * kTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float acc[4][4] = {};
+  for (int k0 = 0; k0 < cols; k0 += kDepth) {
+    for (int e = threadIdx.x; e < kTile * kDepth; e += kGemmThreads) {
+      const int row = e / kDepth, k = e % kDepth;
+      const int m = m0 + row, r = r0 + row, kk = k0 + k;
+      xs[k][row] = (m < n && kk < cols) ? x[static_cast<size_t>(m) * cols + kk] : 0.0f;
+      ws[k][row] = (r < rows && kk < cols) ? w[static_cast<size_t>(r) * cols + kk] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kDepth; ++k) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        a[i] = xs[k][ty * 4 + i];
+        b[i] = ws[k][tx * 4 + i];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int m = m0 + ty * 4 + i;
+    if (m >= n) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = r0 + tx * 4 + j;
+      if (r < rows) y[static_cast<size_t>(m) * rows + r] = acc[i][j];
+    }
+  }
+}
+
+__global__ void rope_pairs_kernel(float* x, int n, int heads, int head_dim, int half_rot, int64_t pos0,
+                                  const float* inv_freq) {
+  const size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= static_cast<size_t>(n) * half_rot * heads) return;
+  const int h = static_cast<int>(e % heads);
+  const int p = static_cast<int>((e / heads) % half_rot);
+  const size_t i = e / (static_cast<size_t>(heads) * half_rot);
+  const double angle = static_cast<double>(pos0 + static_cast<int64_t>(i)) * static_cast<double>(inv_freq[p]);
+  const float c = static_cast<float>(cos(angle)), s = static_cast<float>(sin(angle));
+  float* v = x + (i * heads + h) * head_dim + 2 * p;
+  const float a = v[0], b = v[1];
+  v[0] = a * c - b * s;
+  v[1] = a * s + b * c;
+}
+
+__global__ void silu_mul_kernel(float* gate, const float* up, size_t n) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float g = gate[i];
+  gate[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+__global__ void add_into_kernel(float* y, const float* x, size_t n) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+constexpr int kThreads = 256;
+
+}  // namespace
+
+DeviceMemory::DeviceMemory(size_t bytes) { reserve(bytes); }
+DeviceMemory::~DeviceMemory() {
+  if (ptr_) (void)gpuFree(ptr_);  // nothing useful to do with a failure here
+}
+DeviceMemory::DeviceMemory(DeviceMemory&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&& other) noexcept {
+  if (this != &other) {
+    if (ptr_) (void)gpuFree(ptr_);
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceMemory::reserve(size_t bytes) {
+  if (ptr_ && bytes <= bytes_) return;
+  if (ptr_) (void)gpuFree(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+  check(gpuMalloc(&ptr_, bytes ? bytes : 1), ("malloc of " + std::to_string(bytes) + " bytes").c_str());
+  bytes_ = bytes;
+}
+
+void DeviceMemory::upload(const void* host, size_t bytes, size_t offset) {
+  if (offset + bytes > bytes_) throw_usage_error("GPU upload of " + std::to_string(bytes) + " bytes past the allocation");
+  if (bytes) check(gpuMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, gpuMemcpyHostToDevice), "upload");
+}
+
+void DeviceMemory::download(void* host, size_t bytes, size_t offset) const {
+  if (offset + bytes > bytes_) throw_usage_error("GPU download of " + std::to_string(bytes) + " bytes past the allocation");
+  if (bytes) check(gpuMemcpy(host, static_cast<const char*>(ptr_) + offset, bytes, gpuMemcpyDeviceToHost), "download");
+}
+
+void device_synchronize() { check(gpuDeviceSynchronize(), "synchronize"); }
+
+void gather_rows(const float* table, int cols, const int32_t* ids, int n, float* out) {
+  if (n <= 0) return;
+  gather_rows_kernel<<<blocks_for(static_cast<size_t>(n) * cols, kThreads), kThreads>>>(table, cols, ids, n, out);
+  check(gpuGetLastError(), "gather launch");
+}
+
+void rms_norm_rows(const float* x, int n, int dim, const float* weight, float eps, float* out) {
+  if (n <= 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(n), kNormThreads>>>(x, dim, weight, eps, out);
+  check(gpuGetLastError(), "rms_norm launch");
+}
+
+void gemm_xwt(const float* x, int n, const float* w, int rows, int cols, float* y) {
+  if (n <= 0 || rows <= 0) return;
+  const dim3 grid(static_cast<unsigned>((rows + kTile - 1) / kTile), static_cast<unsigned>((n + kTile - 1) / kTile));
+  gemm_xwt_kernel<<<grid, kGemmThreads>>>(x, n, w, rows, cols, y);
+  check(gpuGetLastError(), "gemm launch");
+}
+
+void rope_pairs(float* x, int n, int heads, int head_dim, int n_rot, int64_t pos0, const float* inv_freq) {
+  const size_t items = static_cast<size_t>(n) * (n_rot / 2) * heads;
+  if (items == 0) return;
+  rope_pairs_kernel<<<blocks_for(items, kThreads), kThreads>>>(x, n, heads, head_dim, n_rot / 2, pos0, inv_freq);
+  check(gpuGetLastError(), "rope launch");
+}
+
+void silu_mul(float* gate, const float* up, size_t n) {
+  if (n == 0) return;
+  silu_mul_kernel<<<blocks_for(n, kThreads), kThreads>>>(gate, up, n);
+  check(gpuGetLastError(), "silu launch");
+}
+
+void add_into(float* y, const float* x, size_t n) {
+  if (n == 0) return;
+  add_into_kernel<<<blocks_for(n, kThreads), kThreads>>>(y, x, n);
+  check(gpuGetLastError(), "add launch");
+}
+
+}  // namespace kvgate::kernels::gpu

@@ -1,0 +1,54 @@
+#pragma once
+// Device memory and the dense kernels a decoder forward pass needs besides attention (gather,
+// RMSNorm, GEMM against a row-major weight, RoPE, SwiGLU, residual add). All float32, fixed
+// reduction orders, so a forward pass is deterministic run to run. Pointers are device
+// pointers; launches go to the default stream and are ordered with each other and with
+// DevicePagedKv's. Vendor-neutral header: host code builds with any C++ compiler.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kvgate::kernels::gpu {
+
+// An owned device allocation (RAII); throws kvgate::Error (environment) when the device fails.
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  explicit DeviceMemory(size_t bytes);
+  ~DeviceMemory();
+  DeviceMemory(DeviceMemory&& other) noexcept;
+  DeviceMemory& operator=(DeviceMemory&& other) noexcept;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  // Grows (discarding the contents) when `bytes` exceeds the current size.
+  void reserve(size_t bytes);
+  void upload(const void* host, size_t bytes, size_t offset = 0);
+  void download(void* host, size_t bytes, size_t offset = 0) const;
+  size_t size() const { return bytes_; }
+  float* floats() const { return static_cast<float*>(ptr_); }
+  int32_t* ints() const { return static_cast<int32_t*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Waits for the device's queued work; throws on an asynchronous kernel failure.
+void device_synchronize();
+
+// out[i][:] = table[ids[i]][:]; ids are checked on the host by the caller.
+void gather_rows(const float* table, int cols, const int32_t* ids, int n, float* out);
+// out[i] = x[i] / rms(x[i]) * weight, rms accumulated in double (as the CPU runtime does).
+void rms_norm_rows(const float* x, int n, int dim, const float* weight, float eps, float* out);
+// y[n][rows] = x[n][cols] . w^T with w row-major [rows][cols].
+void gemm_xwt(const float* x, int n, const float* w, int rows, int cols, float* y);
+// Rotates adjacent pairs (v[2p], v[2p+1]) of each head's first n_rot elements by
+// (pos0 + token) * inv_freq[p]; angles in double, as the CPU runtime computes them.
+void rope_pairs(float* x, int n, int heads, int head_dim, int n_rot, int64_t pos0, const float* inv_freq);
+// gate[i] = silu(gate[i]) * up[i].
+void silu_mul(float* gate, const float* up, size_t n);
+// y[i] += x[i].
+void add_into(float* y, const float* x, size_t n);
+
+}  // namespace kvgate::kernels::gpu

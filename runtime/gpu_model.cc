@@ -1,0 +1,174 @@
+#include "runtime/gpu_model.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+
+namespace kvgate::runtime {
+namespace {
+
+namespace gpu = kernels::gpu;
+
+std::string gpu_format_list() {
+  std::string names;
+  for (gpu::KvFormat f : gpu::kAllKvFormats) names += std::string(names.empty() ? "" : ", ") + gpu::kv_format_name(f);
+  return names;
+}
+
+gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::FormatSpec& spec, const char* side) {
+  const auto f = gpu::kv_format_named(spec.format->name);
+  kernels::FormatOptions plain;
+  plain.scale = spec.options.scale;
+  const bool options_ok = spec.options == plain && (spec.options.scale == 1.0f || (f && gpu::is_per_tensor_fp8(*f)));
+  if (!f || !options_ok)
+    throw_usage_error("KV config " + config.canonical() + ": the GPU backend has no kernel for the " + side +
+                      " format " + spec.canonical() + " (GPU formats, without options: " + gpu_format_list() +
+                      "; fp8_* take :scale=)");
+  return gpu::KvSideFormat{*f, spec.options.scale};
+}
+
+gpu::DeviceMemory upload_floats(const std::vector<float>& host) {
+  gpu::DeviceMemory d(host.size() * sizeof(float));
+  d.upload(host.data(), host.size() * sizeof(float));
+  return d;
+}
+
+// The whole matrix in float32 on the device ([rows][cols], row-major as ggml stores it).
+gpu::DeviceMemory upload_matrix(const WeightMatrix& w, uint64_t& total) {
+  std::vector<float> host(static_cast<size_t>(w.rows) * w.cols);
+  for (int64_t r = 0; r < w.rows; ++r) dequantize_weight_row(w, r, host.data() + static_cast<size_t>(r) * w.cols);
+  total += host.size() * sizeof(float);
+  return upload_floats(host);
+}
+
+}  // namespace
+
+gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch& arch, int layer) {
+  const int n_layers = static_cast<int>(arch.n_layers);
+  gpu::PagedKvShape shape;
+  shape.head_dim = static_cast<int>(arch.head_dim);
+  shape.n_kv_heads = static_cast<int>(arch.n_kv_heads);
+  shape.page_tokens = 32;  // as Model::make_cache
+  shape.key = gpu_side(config, config.key_for_layer(layer, n_layers), "key");
+  shape.value = gpu_side(config, config.value_for_layer(layer, n_layers), "value");
+  return shape;
+}
+
+int64_t GpuSequence::length() const { return layers_.empty() ? 0 : layers_.front()->length(); }
+
+void GpuSequence::truncate(int64_t n) {
+  for (auto& layer : layers_) layer->truncate(static_cast<int>(n));
+}
+
+std::unique_ptr<GpuSequence> GpuSequence::fork(int64_t n) const {
+  auto copy = std::make_unique<GpuSequence>();
+  copy->capacity_ = capacity_;
+  copy->shapes_ = shapes_;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    copy->layers_.push_back(std::make_unique<gpu::DevicePagedKv>(shapes_[l], static_cast<int>(capacity_)));
+    copy->layers_.back()->copy_prefix_from(*layers_[l], static_cast<int>(n));
+  }
+  return copy;
+}
+
+std::unique_ptr<GpuModel> GpuModel::upload(const Model& model) {
+  std::unique_ptr<GpuModel> g(new GpuModel());
+  g->arch_ = model.arch();
+  g->n_rot_ = static_cast<int>(model.rope_inv_freq().size() * 2);
+  uint64_t& total = g->device_weight_bytes_;
+  g->token_embd_ = upload_matrix(model.token_embedding(), total);
+  g->tied_output_ = model.output().data == model.token_embedding().data;
+  if (!g->tied_output_) g->output_ = upload_matrix(model.output(), total);
+  g->output_norm_ = upload_floats(model.output_norm());
+  g->rope_inv_freq_ = upload_floats(model.rope_inv_freq());
+  for (const LayerWeights& w : model.layers()) {
+    Layer l;
+    l.attn_norm = upload_floats(w.attn_norm);
+    l.wq = upload_matrix(w.wq, total);
+    l.wk = upload_matrix(w.wk, total);
+    l.wv = upload_matrix(w.wv, total);
+    l.wo = upload_matrix(w.wo, total);
+    l.ffn_norm = upload_floats(w.ffn_norm);
+    l.w_gate = upload_matrix(w.w_gate, total);
+    l.w_up = upload_matrix(w.w_up, total);
+    l.w_down = upload_matrix(w.w_down, total);
+    g->layers_.push_back(std::move(l));
+  }
+  gpu::device_synchronize();
+  return g;
+}
+
+std::unique_ptr<GpuSequence> GpuModel::start(const kernels::KvConfig& config, int64_t max_tokens) const {
+  if (max_tokens < 1 || max_tokens > (int64_t{1} << 30))
+    throw_usage_error("GPU sequence capacity must be 1..2^30 tokens, got " + std::to_string(max_tokens));
+  auto seq = std::make_unique<GpuSequence>();
+  seq->capacity_ = max_tokens;
+  for (int l = 0; l < static_cast<int>(arch_.n_layers); ++l) {
+    seq->shapes_.push_back(gpu_kv_shape(config, arch_, l));
+    seq->layers_.push_back(std::make_unique<gpu::DevicePagedKv>(seq->shapes_.back(), static_cast<int>(max_tokens)));
+  }
+  return seq;
+}
+
+void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) const {
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) return;
+  const int E = static_cast<int>(arch_.n_embd), H = static_cast<int>(arch_.n_heads);
+  const int KV = static_cast<int>(arch_.n_kv_heads), D = static_cast<int>(arch_.head_dim);
+  const int F = static_cast<int>(arch_.n_ff), V = static_cast<int>(arch_.n_vocab);
+  for (int32_t t : tokens)
+    if (t < 0 || t >= V)
+      throw_input_error("token id " + std::to_string(t) + " is outside the vocabulary (0.." + std::to_string(V - 1) + ")");
+  if (seq.length() + n > seq.capacity())
+    throw_usage_error("GPU sequence: " + std::to_string(n) + " tokens do not fit after " + std::to_string(seq.length()) +
+                      " of capacity " + std::to_string(seq.capacity()));
+  const int64_t pos0 = seq.length();
+  const size_t f = sizeof(float);
+  ids_.reserve(static_cast<size_t>(n) * sizeof(int32_t));
+  x_.reserve(static_cast<size_t>(n) * E * f);
+  xn_.reserve(static_cast<size_t>(n) * E * f);
+  q_.reserve(static_cast<size_t>(n) * H * D * f);
+  k_.reserve(static_cast<size_t>(n) * KV * D * f);
+  v_.reserve(static_cast<size_t>(n) * KV * D * f);
+  att_.reserve(static_cast<size_t>(n) * H * D * f);
+  proj_.reserve(static_cast<size_t>(n) * E * f);
+  gate_.reserve(static_cast<size_t>(n) * F * f);
+  up_.reserve(static_cast<size_t>(n) * F * f);
+
+  ids_.upload(tokens.data(), tokens.size() * sizeof(int32_t));
+  gpu::gather_rows(token_embd_.floats(), E, ids_.ints(), n, x_.floats());
+  const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const size_t residual = static_cast<size_t>(n) * E;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& w = layers_[l];
+    gpu::rms_norm_rows(x_.floats(), n, E, w.attn_norm.floats(), arch_.rms_eps, xn_.floats());
+    gpu::gemm_xwt(xn_.floats(), n, w.wq.floats(), H * D, E, q_.floats());
+    gpu::gemm_xwt(xn_.floats(), n, w.wk.floats(), KV * D, E, k_.floats());
+    gpu::gemm_xwt(xn_.floats(), n, w.wv.floats(), KV * D, E, v_.floats());
+    gpu::rope_pairs(q_.floats(), n, H, D, n_rot_, pos0, rope_inv_freq_.floats());
+    gpu::rope_pairs(k_.floats(), n, KV, D, n_rot_, pos0, rope_inv_freq_.floats());
+    // Keys are quantized after RoPE and the chunk attends to its own quantized K/V, as on the CPU.
+    seq.layers_[l]->append_device(k_.floats(), v_.floats(), n);
+    seq.layers_[l]->attention_device(H, q_.floats(), n, softmax_scale, att_.floats());
+    gpu::gemm_xwt(att_.floats(), n, w.wo.floats(), E, H * D, proj_.floats());
+    gpu::add_into(x_.floats(), proj_.floats(), residual);
+
+    gpu::rms_norm_rows(x_.floats(), n, E, w.ffn_norm.floats(), arch_.rms_eps, xn_.floats());
+    gpu::gemm_xwt(xn_.floats(), n, w.w_gate.floats(), F, E, gate_.floats());
+    gpu::gemm_xwt(xn_.floats(), n, w.w_up.floats(), F, E, up_.floats());
+    gpu::silu_mul(gate_.floats(), up_.floats(), static_cast<size_t>(n) * F);
+    gpu::gemm_xwt(gate_.floats(), n, w.w_down.floats(), E, F, proj_.floats());
+    gpu::add_into(x_.floats(), proj_.floats(), residual);
+  }
+  const int first = all_logits ? 0 : n - 1;
+  const int rows = n - first;
+  logits_.reserve(static_cast<size_t>(rows) * V * f);
+  gpu::rms_norm_rows(x_.floats() + static_cast<size_t>(first) * E, rows, E, output_norm_.floats(), arch_.rms_eps,
+                     xn_.floats());
+  const gpu::DeviceMemory& head = tied_output_ ? token_embd_ : output_;
+  gpu::gemm_xwt(xn_.floats(), rows, head.floats(), V, E, logits_.floats());
+  logits_.download(logits, static_cast<size_t>(rows) * V * f);
+}
+
+}  // namespace kvgate::runtime

@@ -1,0 +1,72 @@
+#pragma once
+// The forward pass of runtime/model.h on a GPU (built with KVGATE_CUDA or KVGATE_HIP): the same
+// Llama decoder, weights dequantized to float32 and uploaded once, activations on the device,
+// and each layer's K/V in kernels/gpu's paged device cache in the format under test, attended
+// by the fused kernels that read the quantized pages. Logits come back to the host.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/gpu/gpu_kv.h"
+#include "kernels/gpu/gpu_ops.h"
+#include "kernels/kv_config.h"
+#include "runtime/model.h"
+
+namespace kvgate::runtime {
+
+// The device cache shape of `config` at `layer`: both sides must be formats with GPU kernels
+// (kernels/gpu/kv_rows.h) with no option but an fp8 per-tensor scale. Throws Error (usage)
+// naming the config and listing the GPU formats otherwise.
+kernels::gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch& arch, int layer);
+
+// One sequence's KV cache on the device: one paged cache per layer.
+class GpuSequence {
+ public:
+  int64_t length() const;
+  int64_t capacity() const { return capacity_; }
+  // Forgets tokens from position n on, so a probe can run ahead and step back.
+  void truncate(int64_t n);
+  // A new sequence holding the first n tokens of this one (capacity: this one's).
+  std::unique_ptr<GpuSequence> fork(int64_t n) const;
+
+ private:
+  friend class GpuModel;
+  std::vector<std::unique_ptr<kernels::gpu::DevicePagedKv>> layers_;
+  std::vector<kernels::gpu::PagedKvShape> shapes_;
+  int64_t capacity_ = 0;
+};
+
+class GpuModel {
+ public:
+  // Dequantizes every weight of `model` to float32 and uploads it; the model must outlive
+  // nothing here (everything needed is copied). Throws Error (environment) on a device failure.
+  static std::unique_ptr<GpuModel> upload(const Model& model);
+
+  const ModelArch& arch() const { return arch_; }
+  uint64_t device_weight_bytes() const { return device_weight_bytes_; }
+
+  std::unique_ptr<GpuSequence> start(const kernels::KvConfig& config, int64_t max_tokens) const;
+
+  // Runs `tokens` at positions [seq.length(), +n), appending their K/V in every layer; logits
+  // (host memory): [n][n_vocab] when all_logits, else [1][n_vocab] for the last token.
+  void forward(GpuSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) const;
+
+ private:
+  struct Layer {
+    kernels::gpu::DeviceMemory attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+  };
+  GpuModel() = default;
+
+  ModelArch arch_;
+  int n_rot_ = 0;
+  kernels::gpu::DeviceMemory token_embd_, output_, output_norm_, rope_inv_freq_;
+  bool tied_output_ = false;
+  std::vector<Layer> layers_;
+  uint64_t device_weight_bytes_ = 0;
+  // Activation buffers, grown to the largest chunk seen (forward is not reentrant).
+  mutable kernels::gpu::DeviceMemory ids_, x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, logits_;
+};
+
+}  // namespace kvgate::runtime

@@ -1,0 +1,262 @@
+// The GPU forward pass (runtime/gpu_model.h) against the CPU runtime on the default model: the
+// same prompt through both, per KV format. The CPU runtime is itself checked against llama.cpp
+// (tests/runtime/golden_forward_test.cc). Skips without a device or the default model.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/float_convert.h"
+#include "core/rng.h"
+#include "core/thread_pool.h"
+#include "kernels/gpu/gpu_convert.h"
+#include "kernels/kv_config.h"
+#include "runtime/gpu_model.h"
+#include "runtime/model.h"
+#include "tests/cli/run_cli.h"
+#include "tests/runtime/gguf_writer.h"
+
+namespace kvgate::runtime {
+namespace {
+
+std::vector<int32_t> prompt_ids(int n, int vocab) {
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((1000 + 7919 * i) % vocab);
+  return ids;
+}
+
+struct RowDiff {
+  double max_logprob = 0;  // over each row's top-20 CPU tokens
+  int top1_mismatch = 0;
+};
+
+double log_sum_exp(const float* row, size_t n) {
+  double mx = row[0];
+  for (size_t i = 1; i < n; ++i) mx = std::max<double>(mx, row[i]);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(row[i] - mx);
+  return mx + std::log(sum);
+}
+
+RowDiff compare_rows(const std::vector<float>& cpu, const std::vector<float>& gpu, size_t vocab) {
+  RowDiff d;
+  for (size_t r = 0; r < cpu.size() / vocab; ++r) {
+    const float* a = cpu.data() + r * vocab;
+    const float* b = gpu.data() + r * vocab;
+    for (size_t i = 0; i < vocab; ++i) EXPECT_FALSE(std::isnan(b[i])) << "row " << r << " token " << i;
+    const double la = log_sum_exp(a, vocab), lb = log_sum_exp(b, vocab);
+    std::vector<size_t> order(vocab);
+    for (size_t i = 0; i < vocab; ++i) order[i] = i;
+    std::partial_sort(order.begin(), order.begin() + 20, order.end(), [&](size_t x, size_t y) { return a[x] > a[y]; });
+    for (int k = 0; k < 20; ++k)
+      d.max_logprob = std::max(d.max_logprob, std::fabs((a[order[k]] - la) - (b[order[k]] - lb)));
+    const size_t top_b = static_cast<size_t>(std::max_element(b, b + vocab) - b);
+    if (top_b != order[0] && a[order[0]] - a[order[1]] > 0.05) ++d.top1_mismatch;
+  }
+  return d;
+}
+
+// A small random Llama written as GGUF (2 layers, embedding 256, 4 heads of 64 over 2 KV heads,
+// FFN 512, vocabulary 300; F32 weights except a Q8_0 FFN gate), so the GPU forward is checked on
+// machines that cannot fetch the default model.
+std::string write_small_llama() {
+  using namespace kvgate::testing;
+  constexpr uint32_t E = 256, H = 4, KV = 2, D = 64, F = 512, V = 300, L = 2;
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_string("general.name", "small-random");
+  w.add<uint32_t>("llama.block_count", kU32, L);
+  w.add<uint32_t>("llama.context_length", kU32, 1024);
+  w.add<uint32_t>("llama.embedding_length", kU32, E);
+  w.add<uint32_t>("llama.feed_forward_length", kU32, F);
+  w.add<uint32_t>("llama.attention.head_count", kU32, H);
+  w.add<uint32_t>("llama.attention.head_count_kv", kU32, KV);
+  w.add<float>("llama.rope.freq_base", kF32, 10000.0f);
+  w.add<float>("llama.attention.layer_norm_rms_epsilon", kF32, 1e-5f);
+  std::vector<std::string> tokens;
+  for (uint32_t i = 0; i < V; ++i) {
+    std::string token = "t";
+    token += std::to_string(i);
+    tokens.push_back(token);
+  }
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  Rng rng(77);
+  auto f32 = [&](size_t n, double mean, double sd) {
+    std::vector<uint8_t> bytes(n * 4);
+    for (size_t i = 0; i < n; ++i) {
+      const float v = static_cast<float>(mean + sd * rng.normal());
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    }
+    return bytes;
+  };
+  auto q8_0 = [&](size_t n, double sd) {  // n / 32 blocks: fp16 scale, 32 int8 codes
+    std::vector<uint8_t> bytes;
+    for (size_t b = 0; b < n / 32; ++b) {
+      const uint16_t d = f32_to_f16(static_cast<float>(sd / 40.0));
+      bytes.push_back(static_cast<uint8_t>(d));
+      bytes.push_back(static_cast<uint8_t>(d >> 8));
+      for (int j = 0; j < 32; ++j) bytes.push_back(static_cast<uint8_t>(static_cast<int8_t>(rng.below(161)) - 80));
+    }
+    return bytes;
+  };
+  const double s = 1.0 / std::sqrt(static_cast<double>(E));
+  w.add_tensor("token_embd.weight", kTF32, {E, V}, f32(static_cast<size_t>(E) * V, 0.0, 1.0));
+  w.add_tensor("output_norm.weight", kTF32, {E}, f32(E, 1.0, 0.1));
+  w.add_tensor("output.weight", kTF32, {E, V}, f32(static_cast<size_t>(E) * V, 0.0, 3.0 * s));
+  for (uint32_t l = 0; l < L; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    w.add_tensor(p + "attn_norm.weight", kTF32, {E}, f32(E, 1.0, 0.1));
+    w.add_tensor(p + "attn_q.weight", kTF32, {E, H * D}, f32(static_cast<size_t>(E) * H * D, 0.0, 2.0 * s));
+    w.add_tensor(p + "attn_k.weight", kTF32, {E, KV * D}, f32(static_cast<size_t>(E) * KV * D, 0.0, 2.0 * s));
+    w.add_tensor(p + "attn_v.weight", kTF32, {E, KV * D}, f32(static_cast<size_t>(E) * KV * D, 0.0, s));
+    w.add_tensor(p + "attn_output.weight", kTF32, {H * D, E}, f32(static_cast<size_t>(E) * H * D, 0.0, s));
+    w.add_tensor(p + "ffn_norm.weight", kTF32, {E}, f32(E, 1.0, 0.1));
+    w.add_tensor(p + "ffn_gate.weight", kTQ8_0, {E, F}, q8_0(static_cast<size_t>(E) * F, s));
+    w.add_tensor(p + "ffn_up.weight", kTF32, {E, F}, f32(static_cast<size_t>(E) * F, 0.0, s));
+    w.add_tensor(p + "ffn_down.weight", kTF32, {F, E}, f32(static_cast<size_t>(E) * F, 0.0, 1.0 / std::sqrt(F)));
+  }
+  const std::string path = ::testing::TempDir() + "kvgate_small_llama.gguf";
+  write_file(path, w.finish());
+  return path;
+}
+
+// A 150-token prompt in two chunks (the second attends to the first's cached K/V), all logits,
+// then 8 greedy decode steps on a fork: the GPU matches the CPU up to float32 summation order,
+// leaves the forked-from sequence alone, and repeats itself bit for bit.
+void expect_gpu_matches_cpu(const Model& model, const GpuModel& gpu_model, const char* spec) {
+  const kernels::KvConfig config = kernels::parse_kv_config(spec);
+  const size_t vocab = model.arch().n_vocab;
+  const std::vector<int32_t> ids = prompt_ids(150, static_cast<int>(vocab));
+  const std::span<const int32_t> first(ids.data(), 100), second(ids.data() + 100, 50);
+
+  ThreadPool pool(2);
+  auto cache = model.make_cache(config, 200);
+  const kernels::SeqId seq = cache->create_sequence();
+  std::vector<float> cpu(ids.size() * vocab), gpu(ids.size() * vocab, NAN);
+  model.forward(pool, *cache, seq, first, true, cpu.data());
+  model.forward(pool, *cache, seq, second, true, cpu.data() + 100 * vocab);
+
+  auto gseq = gpu_model.start(config, 200);
+  gpu_model.forward(*gseq, first, true, gpu.data());
+  gpu_model.forward(*gseq, second, true, gpu.data() + 100 * vocab);
+  EXPECT_EQ(gseq->length(), 150);
+  const RowDiff prefill = compare_rows(cpu, gpu, vocab);
+  std::printf("%s prefill: max top-20 log-prob difference %.5f, top-1 mismatches %d\n", spec, prefill.max_logprob,
+              prefill.top1_mismatch);
+  EXPECT_LT(prefill.max_logprob, 0.02) << spec;
+  EXPECT_EQ(prefill.top1_mismatch, 0) << spec;
+
+  const kernels::SeqId cpu_fork = cache->fork(seq, 150);
+  auto gfork = gseq->fork(150);
+  std::vector<float> cpu_row(cpu.end() - static_cast<long>(vocab), cpu.end()), gpu_row(vocab);
+  std::vector<float> cpu_steps, gpu_steps;
+  for (int step = 0; step < 8; ++step) {
+    const int32_t tok = static_cast<int32_t>(std::max_element(cpu_row.begin(), cpu_row.end()) - cpu_row.begin());
+    model.forward(pool, *cache, cpu_fork, std::span<const int32_t>(&tok, 1), false, cpu_row.data());
+    gpu_model.forward(*gfork, std::span<const int32_t>(&tok, 1), false, gpu_row.data());
+    cpu_steps.insert(cpu_steps.end(), cpu_row.begin(), cpu_row.end());
+    gpu_steps.insert(gpu_steps.end(), gpu_row.begin(), gpu_row.end());
+  }
+  EXPECT_EQ(gseq->length(), 150);
+  EXPECT_EQ(gfork->length(), 158);
+  const RowDiff decode = compare_rows(cpu_steps, gpu_steps, vocab);
+  EXPECT_LT(decode.max_logprob, 0.02) << spec;
+  EXPECT_EQ(decode.top1_mismatch, 0) << spec;
+
+  auto again = gpu_model.start(config, 200);
+  std::vector<float> repeat(100 * vocab);
+  gpu_model.forward(*again, first, true, repeat.data());
+  EXPECT_TRUE(std::equal(repeat.begin(), repeat.end(), gpu.begin())) << spec << ": not deterministic";
+}
+
+std::string test_name(const ::testing::TestParamInfo<const char*>& info) {
+  std::string name = info.param;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+class GpuSmallModel : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (kernels::gpu::device_count() == 0) GTEST_SKIP() << "no " << kernels::gpu::vendor() << " device present";
+    model_ = Model::load(write_small_llama());
+    gpu_ = GpuModel::upload(*model_);
+  }
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<GpuModel> gpu_;
+};
+
+TEST_P(GpuSmallModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, *gpu_, GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuSmallModel,
+                         ::testing::Values("f16", "bf16", "q8_0", "fp8", "fp8_e5m2", "q4_0/q4_1", "int8_pth",
+                                           "int4_pth", "fp8_pth@0=f16"),
+                         test_name);
+
+class GpuDefaultModel : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (kernels::gpu::device_count() == 0) GTEST_SKIP() << "no " << kernels::gpu::vendor() << " device present";
+    KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+    model_ = Model::load(kvgate::testing::default_model_file());
+    gpu_ = GpuModel::upload(*model_);
+  }
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<GpuModel> gpu_;
+};
+
+TEST_P(GpuDefaultModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, *gpu_, GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuDefaultModel, ::testing::Values("f16", "q8_0", "q4_0"), test_name);
+
+// Runs without a device: the fixture the GPU comparison relies on is a valid model whose
+// logits are spread enough for top-1 comparisons to mean something.
+TEST(GpuSmallModelFixture, LoadsAndRunsOnTheCpu) {
+  const auto model = Model::load(write_small_llama());
+  const size_t vocab = model->arch().n_vocab;
+  ASSERT_EQ(model->arch().head_dim, 64u);
+  ThreadPool pool(2);
+  auto cache = model->make_cache(kernels::parse_kv_config("f16"), 64);
+  const kernels::SeqId seq = cache->create_sequence();
+  const std::vector<int32_t> ids = prompt_ids(40, static_cast<int>(vocab));
+  std::vector<float> logits(ids.size() * vocab);
+  model->forward(pool, *cache, seq, ids, true, logits.data());
+  for (size_t r = 0; r < ids.size(); ++r) {
+    const float* row = logits.data() + r * vocab;
+    const auto [lo, hi] = std::minmax_element(row, row + vocab);
+    ASSERT_TRUE(std::isfinite(*lo) && std::isfinite(*hi)) << "row " << r;
+    EXPECT_GT(*hi - *lo, 1.0f) << "row " << r << ": logits too flat to compare top-1";
+  }
+}
+
+// Runs without a device: a config the GPU kernels cannot store is a usage error naming it.
+TEST(GpuKvShape, ConfigsWithoutGpuKernelsAreUsageErrors) {
+  ModelArch arch;
+  arch.n_layers = 2;
+  arch.n_kv_heads = 3;
+  arch.head_dim = 64;
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q8_0/q4_0"), arch, 0).value.format, kernels::gpu::KvFormat::q4_0);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("fp8_e4m3:scale=0.5"), arch, 1).key.scale, 0.5f);
+  for (const char* spec : {"tq3/4", "kivi4", "q4_0:rot=hadamard", "u4"}) {
+    try {
+      gpu_kv_shape(kernels::parse_kv_config(spec), arch, 0);
+      ADD_FAILURE() << spec << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2) << spec;
+      EXPECT_NE(std::string(e.what()).find("GPU"), std::string::npos) << e.what();
+    }
+  }
+  // Per-layer overrides map layer by layer.
+  const auto mixed = kernels::parse_kv_config("q4_0@0=f16");
+  EXPECT_EQ(gpu_kv_shape(mixed, arch, 0).key.format, kernels::gpu::KvFormat::f16);
+  EXPECT_EQ(gpu_kv_shape(mixed, arch, 1).key.format, kernels::gpu::KvFormat::q4_0);
+}
+
+}  // namespace
+}  // namespace kvgate::runtime
