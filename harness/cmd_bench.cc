@@ -12,6 +12,7 @@
 #include "bench/kernel_benchmarks.h"
 #include "kernels/kv_config.h"
 #include "core/error.h"
+#include "harness/backend.h"
 #include "harness/commands.h"
 #include "harness/model_bench.h"
 
@@ -99,17 +100,25 @@ void run_model(const ModelBenchOptions& o, bool as_json) {
       rows.push_back({{"kv", row.kv}, {"prefill_tok_per_s", row.prefill_tok_s}, {"prefill_gflop_per_s", row.prefill_gflop_s},
                       {"prefill_ratio_to_sgemm", row.prefill_gflop_s / r.sgemm_gflop_s}, {"decode", decode}});
     }
-    const nlohmann::json j = {{"model", r.model},           {"threads", r.threads},
+    const nlohmann::json j = {{"model", r.model},           {"backend", r.backend}, {"device", r.device},
+                              {"threads", r.threads},
                               {"weight_bytes", r.weight_bytes}, {"flops_per_token", r.flops_per_token},
                               {"sgemm_gflop_per_s", r.sgemm_gflop_s}, {"copy_gb_per_s", r.copy_gb_s},
                               {"prefill_tokens", o.prefill_tokens}, {"configs", rows}};
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("model %s, %d threads, %.1f MB of weights, %.3f GFLOP per token\n", r.model.c_str(), r.threads,
-              r.weight_bytes / 1e6, r.flops_per_token / 1e9);
-  std::printf("bounds measured now: sgemm %.1f GFLOP/s (prefill's tiled matmul on F32), memcpy %.2f GB/s\n",
-              r.sgemm_gflop_s, r.copy_gb_s);
+  if (r.backend == "cpu") {
+    std::printf("model %s, %d threads, %.1f MB of weights, %.3f GFLOP per token\n", r.model.c_str(), r.threads,
+                r.weight_bytes / 1e6, r.flops_per_token / 1e9);
+    std::printf("bounds measured now: sgemm %.1f GFLOP/s (prefill's tiled matmul on F32), memcpy %.2f GB/s\n",
+                r.sgemm_gflop_s, r.copy_gb_s);
+  } else {
+    std::printf("model %s on %s (%s), %.1f MB of float32 weights on the device, %.3f GFLOP per token\n", r.model.c_str(),
+                r.device.c_str(), r.backend.c_str(), r.weight_bytes / 1e6, r.flops_per_token / 1e9);
+    std::printf("bounds measured now: GEMM %.1f GFLOP/s (the forward's own kernel, F32), device copy %.1f GB/s read\n",
+                r.sgemm_gflop_s, r.copy_gb_s);
+  }
   std::printf("%-20s %12s %8s", "kv config", "prefill t/s", "/sgemm");
   for (int c : o.decode_contexts) std::printf(" %11s %8s", ("dec@" + std::to_string(c) + " t/s").c_str(), "/copy");
   std::printf("\n");
@@ -147,6 +156,7 @@ void add_bench_commands(CLI::App& app, CommandContext&) {
   model->add_option("--prefill-tokens", mo->prefill_tokens, "Prefill chunk (default 512)");
   model->add_option("--decode-steps", mo->decode_steps, "Decode steps timed per context (default 16)");
   model->add_option("--threads", mo->threads, "Worker threads (0 = all cores)");
+  add_backend_option(model, mo->backend);
   model->add_flag("--json", *model_json, "Print one JSON object");
   model->callback([mo, kv_list, model_json] {
     mo->kv.clear();

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "evalsets/suite.h"
+#include "harness/backend.h"
 #include "harness/build_info.h"
 #include "harness/commands.h"
 #include "harness/eval_runner.h"
@@ -170,6 +171,7 @@ void run_eval_cmd(const EvalArgs& a, bool replay) {
   }
 
   LoadedModel lm = load_model(model_flag);
+  const std::unique_ptr<runtime::Engine> engine = make_engine(a.options.backend, *lm.model, a.options.threads);
   const kernels::KvShape shape{static_cast<int>(lm.model->arch().n_layers), static_cast<int>(lm.model->arch().n_kv_heads),
                                static_cast<int>(lm.model->arch().head_dim)};
   if (run_id == 0) {
@@ -179,7 +181,8 @@ void run_eval_cmd(const EvalArgs& a, bool replay) {
     info.build_flags = std::string(kBuildType) + " backends=" + kBackends;
     info.host = host_name();
     info.cpu = cpu_model_name();
-    info.backend = "cpu";
+    info.backend = engine->backend();
+    if (!engine->device().empty()) info.gpu = engine->device();
     info.model_path = lm.model->path();
     info.model_sha256 = sha256_file_hex(lm.model->path());
     info.suite_name = w.source;
@@ -199,7 +202,7 @@ void run_eval_cmd(const EvalArgs& a, bool replay) {
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   EvalResult r;
   try {
-    r = run_eval(store, run_id, lm, w.items, w.hash, ref, candidates, config_ids, a.options, [&](const std::string& what) {
+    r = run_eval(store, run_id, lm, *engine, w.items, w.hash, ref, candidates, config_ids, a.options, [&](const std::string& what) {
       if (live) std::fprintf(stderr, "\r\033[K[run %lld] %s", static_cast<long long>(run_id), what.c_str());
     });
   } catch (...) {
@@ -220,6 +223,7 @@ void add_common(CLI::App* c, EvalArgs& a) {
   c->add_option("--model", a.model, "GGUF model (default: the fetched default model)");
   c->add_option("--db", a.db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
   c->add_option("--threads", a.options.threads, "Worker threads (0 = all cores)");
+  add_backend_option(c, a.options.backend);
   c->add_option("--limit", a.options.limit, "Run only the first N items (the run stays resumable)");
   c->add_option("--max-new-tokens", a.options.max_new_tokens, "Greedy tokens per scored span")->capture_default_str();
   c->add_option("--resume", a.resume, "Finish an interrupted run without redoing its finished items");

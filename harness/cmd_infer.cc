@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "harness/backend.h"
 #include "harness/commands.h"
 #include "harness/inference.h"
 #include "runtime/chat_template.h"
@@ -45,7 +46,7 @@ std::vector<runtime::ChatMessage> read_messages(const std::string& path) {
 }
 
 struct GenerateArgs {
-  std::string prompt, messages_file, kv = "none", model;
+  std::string prompt, messages_file, kv = "none", model, backend = "cpu";
   int n = 64;
   int threads = 0;
   bool chat = false, ignore_eos = false, json = false;
@@ -72,13 +73,12 @@ void run_generate(const GenerateArgs& a) {
     throw_usage_error(fmt::format("prompt ({} tokens) + -n {} exceeds the model's context of {} tokens", prompt.size(),
                                   a.n, ctx_limit));
 
-  ThreadPool pool(a.threads);
-  auto cache = lm.model->make_cache(config, static_cast<int64_t>(prompt.size()) + a.n);
-  const kernels::SeqId seq = cache->create_sequence();
+  const std::unique_ptr<runtime::Engine> engine = make_engine(a.backend, *lm.model, a.threads);
+  const std::unique_ptr<runtime::EngineSequence> seq = engine->start(config, static_cast<int64_t>(prompt.size()) + a.n);
   std::vector<float> logits(lm.model->arch().n_vocab);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<double> token_times;
-  lm.model->forward(pool, *cache, seq, prompt, false, logits.data());
+  engine->forward(*seq, prompt, false, logits.data());
   std::vector<int32_t> out;
   const bool live = !a.json && ::isatty(STDOUT_FILENO);
   for (int i = 0; i < a.n; ++i) {
@@ -93,7 +93,7 @@ void run_generate(const GenerateArgs& a) {
       std::fputs(lm.tokenizer.piece(best, false).c_str(), stdout);
       std::fflush(stdout);
     }
-    if (i + 1 < a.n) lm.model->forward(pool, *cache, seq, std::span<const int32_t>(&best, 1), false, logits.data());
+    if (i + 1 < a.n) engine->forward(*seq, std::span<const int32_t>(&best, 1), false, logits.data());
   }
   const double ttft = token_times.empty() ? 0.0 : token_times.front();
   const double tpot = token_times.size() > 1 ? (token_times.back() - ttft) / static_cast<double>(token_times.size() - 1) : 0.0;
@@ -112,7 +112,7 @@ void run_generate(const GenerateArgs& a) {
 }
 
 struct PerplexityArgs {
-  std::string file, kv = "f16", ref, model;
+  std::string file, kv = "f16", ref, model, backend = "cpu";
   int threads = 0;
   bool json = false;
   PerplexityOptions options;
@@ -130,9 +130,9 @@ void run_perplexity_cmd(const PerplexityArgs& a) {
   if (!a.ref.empty()) ref = kernels::parse_kv_config(a.ref);
   LoadedModel lm = load_model(a.model);
   const std::vector<int32_t> tokens = lm.tokenizer.encode(read_file(a.file), false);
-  ThreadPool pool(a.threads);
+  const std::unique_ptr<runtime::Engine> engine = make_engine(a.backend, *lm.model, a.threads);
   const bool live = !a.json && ::isatty(STDERR_FILENO);
-  const PerplexityResult r = run_perplexity(pool, lm, tokens, candidate, ref ? &*ref : nullptr, a.options,
+  const PerplexityResult r = run_perplexity(*engine, lm, tokens, candidate, ref ? &*ref : nullptr, a.options,
                                             [&](int done, int total) {
                                               if (live) std::fprintf(stderr, "\rchunk %d/%d", done, total);
                                             });
@@ -185,6 +185,7 @@ void add_infer_commands(CLI::App& app, CommandContext&) {
   g->add_option("-n", gen->n, "Tokens to generate")->capture_default_str();
   g->add_option("--model", gen->model, "GGUF model (default: the fetched default model)");
   g->add_option("--threads", gen->threads, "Worker threads (0 = all cores)");
+  add_backend_option(g, gen->backend);
   g->add_flag("--ignore-eos", gen->ignore_eos, "Keep generating past the end-of-sequence token");
   g->add_flag("--json", gen->json, "Machine-readable output");
   g->callback([gen] { run_generate(*gen); });
@@ -199,6 +200,7 @@ void add_infer_commands(CLI::App& app, CommandContext&) {
   p->add_option("--ref", ppl->ref, "Reference KV config: report KLD, Δp and top-1 agreement against it");
   p->add_option("--model", ppl->model, "GGUF model (default: the fetched default model)");
   p->add_option("--threads", ppl->threads, "Worker threads (0 = all cores)");
+  add_backend_option(p, ppl->backend);
   p->add_flag("--json", ppl->json, "Machine-readable output");
   p->callback([ppl] { run_perplexity_cmd(*ppl); });
 }

@@ -106,8 +106,7 @@ struct ConfigState {
   const kernels::KvConfig* config = nullptr;
   int64_t config_id = 0;
   bool reference = false;
-  std::unique_ptr<kernels::PagedKvCache> cache;
-  kernels::SeqId seq = 0;
+  std::unique_ptr<runtime::EngineSequence> seq;
   std::vector<float> last_row;  // logits that predict the next token to be appended
   double pending_prefill_ms = 0;
   // item-level per-token values
@@ -148,14 +147,14 @@ bool matches_gold(std::string generated, std::string gold) {
 
 }  // namespace
 
-EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm, const std::vector<evalsets::EvalItem>& items,
+EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm, runtime::Engine& engine,
+                    const std::vector<evalsets::EvalItem>& items,
                     const std::string& evalset_hash, const kernels::KvConfig& ref,
                     const std::vector<kernels::KvConfig>& candidates, const std::vector<int64_t>& config_ids,
                     const EvalOptions& options, const std::function<void(const std::string&)>& progress) {
   const auto t_start = Clock::now();
   const runtime::Model& model = *lm.model;
   const size_t vocab = model.arch().n_vocab;
-  ThreadPool pool(options.threads);
   const auto finished = store.finished_pairs(run_id);
   const size_t n_configs = candidates.size() + 1;
   KVGATE_CHECK(config_ids.size() == n_configs, "one config id per config");
@@ -191,8 +190,7 @@ EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm
       st.config_id = config_ids[c];
       st.reference = c == 0;
       // Room for the item plus one greedy probe per scored span.
-      st.cache = model.make_cache(*st.config, total_tokens + options.max_new_tokens + 64);
-      st.seq = st.cache->create_sequence();
+      st.seq = engine.start(*st.config, total_tokens + options.max_new_tokens + 64);
       st.last_row.assign(vocab, 0.0f);
     }
 
@@ -204,18 +202,18 @@ EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm
       if (seg.target < 0) {
         for (ConfigState& st : states) {
           const auto t0 = Clock::now();
-          model.forward(pool, *st.cache, st.seq, seg.tokens, false, st.last_row.data());
+          engine.forward(*st.seq, seg.tokens, false, st.last_row.data());
           st.pending_prefill_ms += ms_since(t0);
         }
         continue;
       }
-      const int64_t context_tokens = states[0].cache->length(states[0].seq);
+      const int64_t context_tokens = states[0].seq->length();
       // Greedy probe on a fork of each config's sequence: TTFT (the new turn's prefill with the
       // prefix cached, plus the first token) and TPOT, and the answer each config would give.
       const int max_new = static_cast<int>(std::min<int64_t>(options.max_new_tokens, n + 4));
       for (size_t c = 0; c < n_configs; ++c) {
         ConfigState& st = states[c];
-        const kernels::SeqId fork = st.cache->fork(st.seq, context_tokens);
+        const std::unique_ptr<runtime::EngineSequence> fork = st.seq->fork(context_tokens);
         std::vector<float> logits = st.last_row;
         std::vector<int32_t> greedy;
         results::LatencySamples lat;
@@ -227,9 +225,8 @@ EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm
           lat.token_times_ms.push_back(st.pending_prefill_ms + ms_since(t0));
           if (lm.tokenizer.eos_id() && tok == *lm.tokenizer.eos_id()) break;
           greedy.push_back(tok);
-          if (g + 1 < max_new) model.forward(pool, *st.cache, fork, std::span<const int32_t>(&tok, 1), false, logits.data());
+          if (g + 1 < max_new) engine.forward(*fork, std::span<const int32_t>(&tok, 1), false, logits.data());
         }
-        st.cache->release(fork);
         st.pending_prefill_ms = 0;
         st.latency.push_back(std::move(lat));
         if (c == 0) ref_greedy = greedy;
@@ -258,7 +255,7 @@ EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm
         // predictions[j] = (j == 0 ? last_row : forward row j - 1)
         out.resize(static_cast<size_t>(n + 1) * vocab);
         std::copy(st.last_row.begin(), st.last_row.end(), out.begin());
-        model.forward(pool, *st.cache, st.seq, seg.tokens, true, out.data() + vocab);
+        engine.forward(*st.seq, seg.tokens, true, out.data() + vocab);
         std::copy(out.end() - static_cast<int64_t>(vocab), out.end(), st.last_row.begin());
         double turn_kld = 0;
         int64_t turn_same = 0;

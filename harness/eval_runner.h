@@ -15,6 +15,7 @@
 #include "harness/inference.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
+#include "runtime/engine.h"
 
 namespace kvgate::harness {
 
@@ -33,7 +34,8 @@ std::vector<Segment> segment_item(const evalsets::EvalItem& item, const runtime:
                                   const runtime::Tokenizer& tokenizer);
 
 struct EvalOptions {
-  int threads = 0;
+  int threads = 0;          // CPU workers of the engine the caller makes
+  std::string backend = "cpu";
   int max_new_tokens = 32;  // greedy tokens per scored span (fewer if the span is shorter)
   int limit = 0;            // items to run (0 = all)
 };
@@ -60,9 +62,10 @@ struct EvalResult {
   double seconds = 0;
 };
 
-// Runs `items` into run `run_id` (already begun, configs attached in order ref, candidates).
-// Items whose every config is already stored (a resumed run) are skipped.
-EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm, const std::vector<evalsets::EvalItem>& items,
+// Runs `items` into run `run_id` (already begun, configs attached in order ref, candidates) on
+// `engine`. Items whose every config is already stored (a resumed run) are skipped.
+EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm, runtime::Engine& engine,
+                    const std::vector<evalsets::EvalItem>& items,
                     const std::string& evalset_hash, const kernels::KvConfig& ref,
                     const std::vector<kernels::KvConfig>& candidates, const std::vector<int64_t>& config_ids,
                     const EvalOptions& options, const std::function<void(const std::string&)>& progress);

@@ -17,19 +17,17 @@ LoadedModel load_model(const std::string& model_flag) {
   return lm;
 }
 
-void teacher_force(ThreadPool& pool, const runtime::Model& model, const kernels::KvConfig& config,
+void teacher_force(runtime::Engine& engine, const kernels::KvConfig& config,
                    const std::vector<int32_t>& tokens, int chunk_tokens, int64_t first_scored,
                    const std::function<void(int64_t, const float*)>& on_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
-  const size_t vocab = model.arch().n_vocab;
-  auto cache = model.make_cache(config, n);
-  const kernels::SeqId seq = cache->create_sequence();
+  const size_t vocab = engine.arch().n_vocab;
+  const std::unique_ptr<runtime::EngineSequence> seq = engine.start(config, n);
   std::vector<float> logits;
   for (int64_t start = 0; start < n; start += chunk_tokens) {
     const int64_t len = std::min<int64_t>(chunk_tokens, n - start);
     logits.resize(static_cast<size_t>(len) * vocab);
-    model.forward(pool, *cache, seq, std::span<const int32_t>(tokens.data() + start, static_cast<size_t>(len)), true,
-                  logits.data());
+    engine.forward(*seq, std::span<const int32_t>(tokens.data() + start, static_cast<size_t>(len)), true, logits.data());
     for (int64_t i = 0; i < len; ++i) {
       const int64_t pos = start + i;
       if (pos >= first_scored && pos + 1 < n) on_logits(pos, logits.data() + static_cast<size_t>(i) * vocab);
@@ -37,7 +35,7 @@ void teacher_force(ThreadPool& pool, const runtime::Model& model, const kernels:
   }
 }
 
-PerplexityResult run_perplexity(ThreadPool& pool, const LoadedModel& lm, const std::vector<int32_t>& tokens,
+PerplexityResult run_perplexity(runtime::Engine& engine, const LoadedModel& lm, const std::vector<int32_t>& tokens,
                                 const kernels::KvConfig& candidate, const kernels::KvConfig* ref,
                                 const PerplexityOptions& options,
                                 const std::function<void(int done, int total)>& progress) {
@@ -64,11 +62,11 @@ PerplexityResult run_perplexity(ThreadPool& pool, const LoadedModel& lm, const s
     if (lm.tokenizer.add_bos() && lm.tokenizer.bos_id()) chunk[0] = *lm.tokenizer.bos_id();
     if (ref) {
       ref_rows.assign(static_cast<size_t>(options.ctx - first - 1) * vocab, 0.0f);
-      teacher_force(pool, *lm.model, *ref, chunk, options.batch, first, [&](int64_t pos, const float* row) {
+      teacher_force(engine, *ref, chunk, options.batch, first, [&](int64_t pos, const float* row) {
         std::copy(row, row + vocab, ref_rows.begin() + static_cast<int64_t>(pos - first) * static_cast<int64_t>(vocab));
       });
     }
-    teacher_force(pool, *lm.model, candidate, chunk, options.batch, first, [&](int64_t pos, const float* row) {
+    teacher_force(engine, candidate, chunk, options.batch, first, [&](int64_t pos, const float* row) {
       const uint32_t target = static_cast<uint32_t>(chunk[static_cast<size_t>(pos + 1)]);
       std::span<const float> q(row, vocab);
       if (ref) {

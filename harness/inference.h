@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "kernels/kv_config.h"
+#include "runtime/engine.h"
 #include "runtime/model.h"
 #include "runtime/tokenizer.h"
 #include "scoring/kld_report.h"
@@ -25,7 +25,7 @@ LoadedModel load_model(const std::string& model_flag);
 
 // One config's pass over a token sequence with a fresh cache: logits[i] predicts tokens[i+1].
 // Calls on_logits(i, logits_row) for positions [first_scored, n-1), in order.
-void teacher_force(ThreadPool& pool, const runtime::Model& model, const kernels::KvConfig& config,
+void teacher_force(runtime::Engine& engine, const kernels::KvConfig& config,
                    const std::vector<int32_t>& tokens, int chunk_tokens, int64_t first_scored,
                    const std::function<void(int64_t, const float*)>& on_logits);
 
@@ -49,7 +49,7 @@ struct PerplexityResult {
 // empty cache, and only the second half of each chunk is scored. With `ref`, the reference
 // pass runs on the same chunk right before the candidate, in the same process, and only the
 // scored rows of its logits are kept (never the whole text's).
-PerplexityResult run_perplexity(ThreadPool& pool, const LoadedModel& lm, const std::vector<int32_t>& tokens,
+PerplexityResult run_perplexity(runtime::Engine& engine, const LoadedModel& lm, const std::vector<int32_t>& tokens,
                                 const kernels::KvConfig& candidate, const kernels::KvConfig* ref,
                                 const PerplexityOptions& options,
                                 const std::function<void(int done, int total)>& progress);

@@ -8,8 +8,13 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
+#include "harness/backend.h"
 #include "harness/inference.h"
 #include "runtime/weights.h"
+#if defined(KVGATE_HAVE_GPU_RUNTIME)
+#include "kernels/gpu/gpu_kv.h"
+#include "kernels/gpu/gpu_ops.h"
+#endif
 
 namespace kvgate::harness {
 namespace {
@@ -55,6 +60,28 @@ double measure_sgemm_gflop_s(ThreadPool& pool, int rows, int cols, int n) {
   return best;
 }
 
+#if defined(KVGATE_HAVE_GPU_RUNTIME)
+// The GPU forward's own GEMM kernel on the model's FFN shape, timed around a device sync.
+double measure_gpu_gemm_gflop_s(int rows, int cols, int n) {
+  namespace gpu = kernels::gpu;
+  gpu::DeviceMemory w(sizeof(float) * static_cast<size_t>(rows) * cols), x(sizeof(float) * static_cast<size_t>(n) * cols),
+      y(sizeof(float) * static_cast<size_t>(n) * rows);
+  std::vector<float> host(static_cast<size_t>(rows) * cols, 0.5f);
+  w.upload(host.data(), host.size() * sizeof(float));
+  host.assign(static_cast<size_t>(n) * cols, 0.25f);
+  x.upload(host.data(), host.size() * sizeof(float));
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    gpu::device_synchronize();
+    const auto t0 = Clock::now();
+    for (int k = 0; k < 10; ++k) gpu::gemm_xwt(x.floats(), n, w.floats(), rows, cols, y.floats());
+    gpu::device_synchronize();
+    best = std::max(best, 10 * 2.0 * rows * cols * n / seconds_since(t0) / 1e9);
+  }
+  return best;
+}
+#endif
+
 }  // namespace
 
 ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
@@ -62,17 +89,28 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
   LoadedModel lm = load_model(o.model);
   const runtime::Model& model = *lm.model;
   const runtime::ModelArch& a = model.arch();
-  ThreadPool pool(o.threads);
+  const std::unique_ptr<runtime::Engine> engine = make_engine(o.backend, model, o.threads);
   ModelBenchReport r;
   r.model = model.path();
-  r.threads = pool.size();
-  r.weight_bytes = static_cast<double>(model.weight_bytes());
+  r.backend = engine->backend();
+  r.device = engine->device();
+  r.threads = o.threads > 0 ? o.threads : ThreadPool(0).size();
+  r.weight_bytes = static_cast<double>(engine->weight_bytes());
   const double E = a.n_embd, F = a.n_ff, Q = static_cast<double>(a.n_heads) * a.head_dim,
                KV = static_cast<double>(a.n_kv_heads) * a.head_dim;
   // q, k, v, o projections + gate, up, down per layer, and the output head.
   r.flops_per_token = 2.0 * (a.n_layers * (E * Q + 2 * E * KV + Q * E + 3 * E * F) + E * a.n_vocab);
-  r.copy_gb_s = measure_copy_gb_s();
-  r.sgemm_gflop_s = measure_sgemm_gflop_s(pool, static_cast<int>(a.n_ff), static_cast<int>(a.n_embd), o.prefill_tokens);
+  if (r.backend == "cpu") {
+    ThreadPool pool(o.threads);
+    r.copy_gb_s = measure_copy_gb_s();
+    r.sgemm_gflop_s = measure_sgemm_gflop_s(pool, static_cast<int>(a.n_ff), static_cast<int>(a.n_embd), o.prefill_tokens);
+  } else {
+#if defined(KVGATE_HAVE_GPU_RUNTIME)
+    // Bytes read per second, as for the CPU: a device copy reads and writes each byte once.
+    r.copy_gb_s = kernels::gpu::device_copy_gbps(size_t{1} << 30, 10) / 2;
+    r.sgemm_gflop_s = measure_gpu_gemm_gflop_s(static_cast<int>(a.n_ff), static_cast<int>(a.n_embd), o.prefill_tokens);
+#endif
+  }
 
   const int max_ctx = *std::max_element(o.decode_contexts.begin(), o.decode_contexts.end());
   if (max_ctx + o.decode_steps > static_cast<int>(a.n_ctx_train))
@@ -89,26 +127,24 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
     ModelBenchRow row;
     row.kv = config.canonical();
     {
-      auto cache = model.make_cache(config, o.prefill_tokens);
-      const kernels::SeqId seq = cache->create_sequence();
+      const auto seq = engine->start(config, o.prefill_tokens);
       const auto t0 = Clock::now();
-      model.forward(pool, *cache, seq, std::span<const int32_t>(filler.data(), static_cast<size_t>(o.prefill_tokens)), false,
-                    logits.data());
+      engine->forward(*seq, std::span<const int32_t>(filler.data(), static_cast<size_t>(o.prefill_tokens)), false,
+                      logits.data());
       const double s = seconds_since(t0);
       row.prefill_tok_s = o.prefill_tokens / s;
       row.prefill_gflop_s = row.prefill_tok_s * r.flops_per_token / 1e9;
     }
     for (int ctx : o.decode_contexts) {
-      auto cache = model.make_cache(config, ctx + o.decode_steps);
-      const kernels::SeqId seq = cache->create_sequence();
+      const auto seq = engine->start(config, ctx + o.decode_steps);
       for (int start = 0; start < ctx; start += 512) {
         const int len = std::min(512, ctx - start);
-        model.forward(pool, *cache, seq, std::span<const int32_t>(filler.data() + start, static_cast<size_t>(len)), false,
-                      logits.data());
+        engine->forward(*seq, std::span<const int32_t>(filler.data() + start, static_cast<size_t>(len)), false,
+                        logits.data());
       }
       int32_t tok = 42;
       const auto t0 = Clock::now();
-      for (int i = 0; i < o.decode_steps; ++i) model.forward(pool, *cache, seq, std::span<const int32_t>(&tok, 1), false, logits.data());
+      for (int i = 0; i < o.decode_steps; ++i) engine->forward(*seq, std::span<const int32_t>(&tok, 1), false, logits.data());
       const double per_token = seconds_since(t0) / o.decode_steps;
       row.contexts.push_back(ctx);
       row.decode_tok_s.push_back(1.0 / per_token);

@@ -14,6 +14,7 @@ struct ModelBenchOptions {
   int prefill_tokens = 512;
   int decode_steps = 16;
   int threads = 0;
+  std::string backend = "cpu";
 };
 
 struct ModelBenchRow {
@@ -25,10 +26,11 @@ struct ModelBenchRow {
 
 struct ModelBenchReport {
   std::string model;
+  std::string backend, device;  // device: the GPU's name, empty on the CPU
   int threads = 0;
-  double weight_bytes = 0;
+  double weight_bytes = 0;     // what one decode step reads of the weights on this backend
   double flops_per_token = 0;  // matmul FLOPs of one token's forward (2 x multiply-adds)
-  double sgemm_gflop_s = 0;    // the bound for prefill
+  double sgemm_gflop_s = 0;    // the bound for prefill (the backend's own GEMM, F32 weights)
   double copy_gb_s = 0;        // the bound for decode (bytes read per second by memcpy)
   std::vector<ModelBenchRow> rows;
 };

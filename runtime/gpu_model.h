@@ -12,6 +12,7 @@
 #include "kernels/gpu/gpu_kv.h"
 #include "kernels/gpu/gpu_ops.h"
 #include "kernels/kv_config.h"
+#include "runtime/engine.h"
 #include "runtime/model.h"
 
 namespace kvgate::runtime {
@@ -68,5 +69,9 @@ class GpuModel {
   // Activation buffers, grown to the largest chunk seen (forward is not reentrant).
   mutable kernels::gpu::DeviceMemory ids_, x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, logits_;
 };
+
+// The Engine (runtime/engine.h) over a GpuModel uploaded from `model`; backend() is the vendor
+// ("cuda" or "hip") and device() the GPU's name. Throws Error (environment) without a device.
+std::unique_ptr<Engine> make_gpu_engine(const Model& model);
 
 }  // namespace kvgate::runtime

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <string>
 
 #include "tests/cli/run_cli.h"
@@ -67,6 +68,29 @@ TEST(InferCli, BadInputsExitTwo) {
   CliResult r = run_kvgate("perplexity --file " + kSample + " --ctx 100000");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("fewer than one chunk"), std::string::npos) << r.err;
+}
+
+// --backend picks where the model runs. cpu always works; a GPU backend works in a GPU build
+// with a device, and otherwise is an environment error (exit 3) that says what is missing.
+TEST(InferCli, BackendFlag) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  EXPECT_EQ(run_kvgate("generate --prompt hi -n 2 --backend cpu --json --threads 2").exit_code, 0);
+  CliResult bad = run_kvgate("generate --prompt hi -n 2 --backend tpu");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("expected cpu, cuda or hip"), std::string::npos) << bad.err;
+  for (const std::string backend : {"cuda", "hip"}) {
+    CliResult r = run_kvgate("generate --prompt hi -n 2 --json --backend " + backend);
+    if (r.exit_code == 0) continue;  // a GPU build on a machine with that device
+    EXPECT_EQ(r.exit_code, 3) << backend << ": " << r.err;
+    EXPECT_NE(r.err.find("--backend " + backend), std::string::npos) << r.err;
+  }
+  const std::string db = ::testing::TempDir() + "kvgate_backend_flag.db";
+  std::remove(db.c_str());
+  ASSERT_EQ(run_kvgate("eval --suite smoke --limit 1 --kv q8_0 --backend cpu --threads 2 --json --db " + db).exit_code, 0);
+  CliResult runs = run_kvgate("runs show 1 --json --db " + db);
+  ASSERT_EQ(runs.exit_code, 0) << runs.err;
+  EXPECT_EQ(nlohmann::json::parse(runs.out)["backend"], "cpu") << runs.out;
+  std::remove(db.c_str());
 }
 
 }  // namespace

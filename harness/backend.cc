@@ -1,0 +1,27 @@
+#include "harness/backend.h"
+
+#include "core/error.h"
+#include "harness/build_info.h"
+#if defined(KVGATE_HAVE_GPU_RUNTIME)
+#include "runtime/gpu_model.h"
+#endif
+
+namespace kvgate::harness {
+
+void add_backend_option(CLI::App* command, std::string& backend) {
+  command->add_option("--backend", backend, "Where the model runs: cpu, or cuda / hip in a GPU build")->capture_default_str();
+}
+
+std::unique_ptr<runtime::Engine> make_engine(const std::string& backend, const runtime::Model& model, int threads) {
+  if (backend == "cpu") return runtime::make_cpu_engine(model, threads);
+  if (backend != "cuda" && backend != "hip")
+    throw_usage_error("--backend: expected cpu, cuda or hip, got '" + backend + "'");
+#if defined(KVGATE_HAVE_GPU_RUNTIME)
+  if (backend == KVGATE_GPU_RUNTIME_VENDOR) return runtime::make_gpu_engine(model);
+#endif
+  throw_environment_error("--backend " + backend + ": this kvgate was built without a " + backend +
+                          " runtime (its backends: " + kBackends + "); configure with -DKVGATE_" +
+                          (backend == "cuda" ? "CUDA" : "HIP") + "=ON (scripts/install-deps --gpu installs the toolchains)");
+}
+
+}  // namespace kvgate::harness

@@ -1,0 +1,20 @@
+#pragma once
+// --backend cpu|cuda|hip for the commands that run the model (eval, replay, perplexity,
+// generate, bench model): where runtime::Engine runs the forward passes.
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "runtime/engine.h"
+
+namespace kvgate::harness {
+
+void add_backend_option(CLI::App* command, std::string& backend);
+
+// The engine for `backend` over `model` (threads: CPU workers). An unknown name is a usage
+// error; a backend this build lacks, or a GPU backend without a visible device, is an
+// environment error (exit 3) that says how to get it.
+std::unique_ptr<runtime::Engine> make_engine(const std::string& backend, const runtime::Model& model, int threads);
+
+}  // namespace kvgate::harness

@@ -1,0 +1,57 @@
+#include "runtime/engine.h"
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace kvgate::runtime {
+namespace {
+
+class CpuSequence final : public EngineSequence {
+ public:
+  CpuSequence(std::shared_ptr<kernels::PagedKvCache> cache, kernels::SeqId seq) : cache_(std::move(cache)), seq_(seq) {}
+  ~CpuSequence() override { cache_->release(seq_); }
+  CpuSequence(const CpuSequence&) = delete;
+  CpuSequence& operator=(const CpuSequence&) = delete;
+
+  int64_t length() const override { return cache_->length(seq_); }
+  std::unique_ptr<EngineSequence> fork(int64_t n) override {
+    return std::make_unique<CpuSequence>(cache_, cache_->fork(seq_, n));  // shares pages, copy on write
+  }
+  kernels::PagedKvCache& cache() { return *cache_; }
+  kernels::SeqId id() const { return seq_; }
+
+ private:
+  std::shared_ptr<kernels::PagedKvCache> cache_;  // shared with the forks
+  kernels::SeqId seq_;
+};
+
+class CpuEngine final : public Engine {
+ public:
+  CpuEngine(const Model& model, int threads) : model_(model), pool_(threads) {}
+  std::string backend() const override { return "cpu"; }
+  std::string device() const override { return ""; }
+  const ModelArch& arch() const override { return model_.arch(); }
+  uint64_t weight_bytes() const override { return model_.weight_bytes(); }
+  std::unique_ptr<EngineSequence> start(const kernels::KvConfig& config, int64_t max_tokens) override {
+    std::shared_ptr<kernels::PagedKvCache> cache = model_.make_cache(config, max_tokens);
+    const kernels::SeqId seq = cache->create_sequence();
+    return std::make_unique<CpuSequence>(std::move(cache), seq);
+  }
+  void forward(EngineSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) override {
+    auto* cpu = dynamic_cast<CpuSequence*>(&seq);
+    if (!cpu) throw_usage_error("CPU engine: a sequence from another backend");
+    model_.forward(pool_, cpu->cache(), cpu->id(), tokens, all_logits, logits);
+  }
+
+ private:
+  const Model& model_;
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_cpu_engine(const Model& model, int threads) {
+  return std::make_unique<CpuEngine>(model, threads);
+}
+
+}  // namespace kvgate::runtime
