@@ -4,6 +4,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/gpu/gpu_convert.h"
+#include "kernels/gpu/tq_params.h"
 
 namespace kvgate::runtime {
 namespace {
@@ -16,16 +18,27 @@ std::string gpu_format_list() {
   return names;
 }
 
-gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::FormatSpec& spec, const char* side) {
+gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::FormatSpec& spec, const char* side,
+                           int head_dim) {
   const auto f = gpu::kv_format_named(spec.format->name);
-  kernels::FormatOptions plain;
-  plain.scale = spec.options.scale;
-  const bool options_ok = spec.options == plain && (spec.options.scale == 1.0f || (f && gpu::is_per_tensor_fp8(*f)));
-  if (!f || !options_ok)
+  gpu::KvSideFormat out;
+  bool ok = f.has_value();
+  if (ok && gpu::is_tq(*f)) {
+    out.tq = gpu::make_tq_params(gpu::tq_bits(*f), head_dim, spec.options);
+    ok = out.tq.has_value();
+  } else if (ok) {
+    kernels::FormatOptions plain;
+    plain.scale = spec.options.scale;
+    ok = spec.options == plain && (spec.options.scale == 1.0f || gpu::is_per_tensor_fp8(*f));
+  }
+  if (!ok)
     throw_usage_error("KV config " + config.canonical() + ": the GPU backend has no kernel for the " + side +
-                      " format " + spec.canonical() + " (GPU formats, without options: " + gpu_format_list() +
-                      "; fp8_* take :scale=)");
-  return gpu::KvSideFormat{*f, spec.options.scale};
+                      " format " + spec.canonical() + " (GPU formats: " + gpu_format_list() +
+                      "; fp8_* take :scale=, tq{b} take :nc and :seed= with the default Hadamard rotation and a "
+                      "power-of-two head_dim up to 256; others take no options)");
+  out.format = *f;
+  out.scale = spec.options.scale;
+  return out;
 }
 
 gpu::DeviceMemory upload_floats(const std::vector<float>& host) {
@@ -50,8 +63,8 @@ gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch&
   shape.head_dim = static_cast<int>(arch.head_dim);
   shape.n_kv_heads = static_cast<int>(arch.n_kv_heads);
   shape.page_tokens = 32;  // as Model::make_cache
-  shape.key = gpu_side(config, config.key_for_layer(layer, n_layers), "key");
-  shape.value = gpu_side(config, config.value_for_layer(layer, n_layers), "value");
+  shape.key = gpu_side(config, config.key_for_layer(layer, n_layers), "key", shape.head_dim);
+  shape.value = gpu_side(config, config.value_for_layer(layer, n_layers), "value", shape.head_dim);
   return shape;
 }
 
@@ -170,5 +183,51 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
   gpu::gemm_xwt(xn_.floats(), rows, head.floats(), V, E, logits_.floats());
   logits_.download(logits, static_cast<size_t>(rows) * V * f);
 }
+
+namespace {
+
+class GpuEngineSequence final : public EngineSequence {
+ public:
+  explicit GpuEngineSequence(std::unique_ptr<GpuSequence> seq) : seq_(std::move(seq)) {}
+  int64_t length() const override { return seq_->length(); }
+  std::unique_ptr<EngineSequence> fork(int64_t n) override {
+    return std::make_unique<GpuEngineSequence>(seq_->fork(n));
+  }
+  GpuSequence& sequence() { return *seq_; }
+
+ private:
+  std::unique_ptr<GpuSequence> seq_;
+};
+
+class GpuEngine final : public Engine {
+ public:
+  explicit GpuEngine(const Model& model) {
+    if (gpu::device_count() == 0)
+      throw_environment_error(std::string("--backend ") + gpu::vendor() + ": no " + gpu::vendor() +
+                              " device is visible (check the driver, and CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES)");
+    model_ = GpuModel::upload(model);
+    device_ = gpu::device_name();
+  }
+  std::string backend() const override { return gpu::vendor(); }
+  std::string device() const override { return device_; }
+  const ModelArch& arch() const override { return model_->arch(); }
+  uint64_t weight_bytes() const override { return model_->device_weight_bytes(); }
+  std::unique_ptr<EngineSequence> start(const kernels::KvConfig& config, int64_t max_tokens) override {
+    return std::make_unique<GpuEngineSequence>(model_->start(config, max_tokens));
+  }
+  void forward(EngineSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) override {
+    auto* g = dynamic_cast<GpuEngineSequence*>(&seq);
+    if (!g) throw_usage_error("GPU engine: a sequence from another backend");
+    model_->forward(g->sequence(), tokens, all_logits, logits);
+  }
+
+ private:
+  std::unique_ptr<GpuModel> model_;
+  std::string device_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_gpu_engine(const Model& model) { return std::make_unique<GpuEngine>(model); }
 
 }  // namespace kvgate::runtime

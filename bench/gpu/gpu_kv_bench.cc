@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "core/rng.h"
 #include "kernels/gpu/gpu_convert.h"
 #include "kernels/gpu/gpu_kv.h"
+#include "kernels/gpu/tq_params.h"
 
 namespace {
 
@@ -45,9 +47,12 @@ int parse_int(const std::string& flag, const std::string& text) {
   kvgate::throw_usage_error(flag + ": expected a positive integer, got '" + text + "'");
 }
 
+// K and V bits per element, averaged over the two sides.
 double bits_per_element(KvFormat f, int head_dim) {
-  return 8.0 * static_cast<double>(kv_row_bytes(f, head_dim)) / head_dim;
+  const KvFormat value = is_tq(f) ? KvFormat::u4 : f;
+  return 4.0 * static_cast<double>(kv_row_bytes(f, head_dim) + kv_row_bytes(value, head_dim)) / head_dim;
 }
+std::string label(KvFormat f) { return is_tq(f) ? std::string(kv_format_name(f)) + "/u4" : kv_format_name(f); }
 
 }  // namespace
 
@@ -111,7 +116,10 @@ int main(int argc, char** argv) try {
       shape.head_dim = kHeadDim;
       shape.n_kv_heads = kKvHeads;
       shape.page_tokens = kPageTokens;
-      shape.key = shape.value = KvSideFormat{f, 1.0f};
+      // TurboQuant formats are keys only: they pair with 4-bit uniform values, as tq{b}/4 does.
+      shape.key = KvSideFormat{f, 1.0f, std::nullopt};
+      if (is_tq(f)) shape.key.tq = make_tq_params(tq_bits(f), kHeadDim, {});
+      shape.value = KvSideFormat{is_tq(f) ? KvFormat::u4 : f, 1.0f, std::nullopt};
       DevicePagedKv cache(shape, contexts[c]);
       for (int t = 0; t < contexts[c]; t += kChunk) cache.append(k.data(), v.data(), std::min(kChunk, contexts[c] - t));
       const double ms = cache.time_attention_ms(kHeads, 1, iterations);
@@ -123,10 +131,10 @@ int main(int argc, char** argv) try {
         std::printf(
             "{\"device\":\"%s\",\"format\":\"%s\",\"bits\":%.3f,\"tokens\":%d,\"us_per_step\":%.3f,\"kv_gbps\":%.2f,"
             "\"copy_gbps\":%.2f,\"ratio\":%.4f,\"speedup_vs_f16\":%.3f}\n",
-            device_name().c_str(), kv_format_name(f), bits_per_element(f, kHeadDim), contexts[c], us, gbps, copy_gbps,
+            device_name().c_str(), label(f).c_str(), bits_per_element(f, kHeadDim), contexts[c], us, gbps, copy_gbps,
             gbps / copy_gbps, f16_us[c] / us);
       } else {
-        std::printf("| %s | %.2f | %d | %.1f | %.0f | %.2f | %.2fx |\n", kv_format_name(f), bits_per_element(f, kHeadDim),
+        std::printf("| %s | %.2f | %d | %.1f | %.0f | %.2f | %.2fx |\n", label(f).c_str(), bits_per_element(f, kHeadDim),
                     contexts[c], us, gbps, gbps / copy_gbps, f16_us[c] / us);
       }
     }

@@ -17,6 +17,8 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <cstring>
+#include <utility>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -94,8 +96,15 @@ struct PagedRows {
   }
 };
 
+// A side's format as the kernels see it: tq points at the constants in device memory.
+struct SideArgs {
+  KvFormat format;
+  float scale;
+  const TqParams* tq;
+};
+
 // One thread per (new token, KV head, K or V) row.
-__global__ void append_kernel(PagedRows keys, PagedRows values, KvSideFormat kf, KvSideFormat vf, int head_dim,
+__global__ void append_kernel(PagedRows keys, PagedRows values, SideArgs kf, SideArgs vf, int head_dim,
                               const float* k, const float* v, int first_token, int n_new) {
   const size_t item = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t rows = static_cast<size_t>(n_new) * keys.n_kv_heads;
@@ -105,13 +114,13 @@ __global__ void append_kernel(PagedRows keys, PagedRows values, KvSideFormat kf,
   const int token = first_token + static_cast<int>(r / keys.n_kv_heads);
   const int head = static_cast<int>(r % keys.n_kv_heads);
   const float* src = (is_value ? v : k) + r * head_dim;
-  if (is_value) encode_row(vf.format, head_dim, vf.scale, src, values.row(token, head));
-  else encode_row(kf.format, head_dim, kf.scale, src, keys.row(token, head));
+  if (is_value) encode_row(vf.format, head_dim, vf.scale, src, values.row(token, head), vf.tq);
+  else encode_row(kf.format, head_dim, kf.scale, src, keys.row(token, head), kf.tq);
 }
 
 struct AttentionParams {
   PagedRows keys, values;
-  KvSideFormat kf, vf;
+  SideArgs kf, vf;
   int head_dim;
   int n_tokens;   // tokens in the cache
   int n_heads;    // query heads
@@ -164,6 +173,24 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
     q_s[r][i] = v;
   }
   __syncthreads();
+  if (is_tq(p.kf.format)) {
+    // TurboQuant keys live in the rotated basis: rotate the scaled query instead (prepare_query).
+    const TqParams& tq = *p.kf.tq;
+    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= tq.signs[e % D];
+    __syncthreads();
+    for (int len = 1; len < D; len <<= 1) {
+      for (int e = threadIdx.x; e < kRows * (D / 2); e += blockDim.x) {
+        const int r = e / (D / 2), k = e % (D / 2);
+        const int i = (k / len) * 2 * len + k % len;
+        const float a = q_s[r][i], b = q_s[r][i + len];
+        q_s[r][i] = a + b;
+        q_s[r][i + len] = a - b;
+      }
+      __syncthreads();
+    }
+    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= tq.rotation_scale;
+    __syncthreads();
+  }
 
   const int split_begin = split * p.split_tokens;
   const int visible_end = min(p.n_tokens, first_pos + (row0 + n_rows - 1) / p.group + 1);
@@ -190,7 +217,7 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
       const uint8_t* key = p.keys.row(t, kv_head);
       for (int i0 = 0; i0 < D; i0 += EPL) {
         float k[EPL];
-        decode_span<EPL>(p.kf.format, key, i0, min(EPL, D - i0), p.kf.scale, k);
+        decode_span<EPL>(p.kf.format, key, i0, min(EPL, D - i0), p.kf.scale, k, p.kf.tq);
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -215,7 +242,7 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
     if (own_n > 0) {
       for (int j = 0; j < tile_n; ++j) {
         float v[EPL];
-        decode_span<EPL>(p.vf.format, p.values.row(t0 + j, kv_head), own, own_n, p.vf.scale, v);
+        decode_span<EPL>(p.vf.format, p.values.row(t0 + j, kv_head), own, own_n, p.vf.scale, v, p.vf.tq);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           const float w = p_s[warp][r][j];
@@ -331,6 +358,14 @@ const char* kv_format_name(KvFormat format) {
     case KvFormat::fp8_e5m2: return "fp8_e5m2";
     case KvFormat::fp8_e4m3fnuz: return "fp8_e4m3fnuz";
     case KvFormat::int4_pth: return "int4_pth";
+    case KvFormat::u2: return "u2";
+    case KvFormat::u3: return "u3";
+    case KvFormat::u4: return "u4";
+    case KvFormat::u8: return "u8";
+    case KvFormat::tq1: return "tq1";
+    case KvFormat::tq2: return "tq2";
+    case KvFormat::tq3: return "tq3";
+    case KvFormat::tq4: return "tq4";
   }
   throw_usage_error("GPU KV format: unknown enumerator " + std::to_string(static_cast<int>(format)));
 }
@@ -348,13 +383,27 @@ size_t kv_row_bytes(KvFormat format, int head_dim) {
   if (is_ggml(format) && head_dim % kGgmlBlock != 0)
     throw_usage_error(std::string("GPU KV format ") + kv_format_name(format) + ": head_dim must be a multiple of 32, got " +
                       std::to_string(head_dim));
-  if (format == KvFormat::int4_pth && head_dim % 2 != 0)
-    throw_usage_error(std::string("GPU KV format int4_pth: head_dim must be even, got ") + std::to_string(head_dim));
+  const int multiple = format == KvFormat::int4_pth || format == KvFormat::u4 ? 2
+                       : format == KvFormat::u2                              ? 4
+                       : format == KvFormat::u3                              ? 8
+                                                                             : 1;
+  if (head_dim % multiple != 0)
+    throw_usage_error(std::string("GPU KV format ") + kv_format_name(format) + ": head_dim must be a multiple of " +
+                      std::to_string(multiple) + ", got " + std::to_string(head_dim));
   return row_bytes(format, head_dim);
 }
 
+namespace {
+void require_plain(KvFormat format, const char* what) {
+  if (is_tq(format))
+    throw_usage_error(std::string("GPU ") + what + ": " + kv_format_name(format) +
+                      " needs its codec constants; use DevicePagedKv with KvSideFormat::tq");
+}
+}  // namespace
+
 void quantize_rows(KvFormat format, int head_dim, float scale, const float* x, size_t n_rows, uint8_t* out) {
   const size_t bytes = kv_row_bytes(format, head_dim);
+  require_plain(format, "quantize_rows");
   require_scale(format, scale);
   if (n_rows == 0) return;
   DeviceBuffer dx(n_rows * head_dim * sizeof(float)), dout(n_rows * bytes);
@@ -367,6 +416,7 @@ void quantize_rows(KvFormat format, int head_dim, float scale, const float* x, s
 
 void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* in, size_t n_rows, float* y) {
   const size_t bytes = kv_row_bytes(format, head_dim);
+  require_plain(format, "dequantize_rows");
   require_scale(format, scale);
   if (n_rows == 0) return;
   const size_t n = n_rows * head_dim;
@@ -384,9 +434,12 @@ struct DevicePagedKv::Impl {
   int length = 0;
   int pages = 0;
   size_t key_row = 0, value_row = 0;
-  DeviceBuffer keys, values, page_table;
+  DeviceBuffer keys, values, page_table, key_tq, value_tq;
   DeviceBuffer staging_k, staging_v, staging_q, staging_out, partial;
 
+  SideArgs side(const KvSideFormat& f, const DeviceBuffer& tq) const {
+    return SideArgs{f.format, f.scale, f.tq ? tq.as<TqParams>() : nullptr};
+  }
   PagedRows rows(const DeviceBuffer& pool, size_t row_bytes) const {
     return PagedRows{pool.as<uint8_t>(), row_bytes, page_table.as<int32_t>(), shape.n_kv_heads, shape.page_tokens};
   }
@@ -405,6 +458,15 @@ DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std
   m.value_row = kv_row_bytes(shape.value.format, shape.head_dim);
   require_scale(shape.key.format, shape.key.scale);
   require_scale(shape.value.format, shape.value.scale);
+  for (const KvSideFormat* side : {&shape.key, &shape.value}) {
+    if (is_tq(side->format) != side->tq.has_value() || (side->tq && side->tq->bits != tq_bits(side->format)))
+      throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(side->format) +
+                        (is_tq(side->format) ? " needs matching TurboQuant constants (make_tq_params)"
+                                             : " takes no TurboQuant constants"));
+    if (is_tq(side->format) && (shape.head_dim > kTqMaxHeadDim || (shape.head_dim & (shape.head_dim - 1)) != 0))
+      throw_usage_error("GPU paged KV: TurboQuant keys need a power-of-two head_dim up to " +
+                        std::to_string(kTqMaxHeadDim) + ", got " + std::to_string(shape.head_dim));
+  }
   if (shape.n_kv_heads < 1 || shape.page_tokens < 1 || capacity_tokens < 1)
     throw_usage_error("GPU paged KV: n_kv_heads, page_tokens and capacity must be >= 1, got " +
                       std::to_string(shape.n_kv_heads) + ", " + std::to_string(shape.page_tokens) + ", " +
@@ -428,6 +490,11 @@ DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std
   const size_t slots = static_cast<size_t>(m.pages) * shape.page_tokens * shape.n_kv_heads;
   m.keys.resize(slots * m.key_row);
   m.values.resize(slots * m.value_row);
+  for (const auto& [side, buffer] : {std::pair{&shape.key, &m.key_tq}, std::pair{&shape.value, &m.value_tq}}) {
+    if (!side->tq) continue;
+    buffer->resize(sizeof(TqParams));
+    check(gpuMemcpy(buffer->ptr, &*side->tq, sizeof(TqParams), gpuMemcpyHostToDevice), "upload TurboQuant constants");
+  }
   m.page_table.resize(page_order.size() * sizeof(int32_t));
   check(gpuMemcpy(m.page_table.ptr, page_order.data(), page_order.size() * sizeof(int32_t), gpuMemcpyHostToDevice),
         "upload page table");
@@ -450,8 +517,9 @@ void DevicePagedKv::append_device(const float* k, const float* v, int n_new) {
   if (n_new == 0) return;
   const size_t items = 2 * static_cast<size_t>(n_new) * m.shape.n_kv_heads;
   append_kernel<<<blocks_for(items, kRowThreads), kRowThreads>>>(m.rows(m.keys, m.key_row), m.rows(m.values, m.value_row),
-                                                                  m.shape.key, m.shape.value, m.shape.head_dim, k, v,
-                                                                  m.length, n_new);
+                                                                  m.side(m.shape.key, m.key_tq),
+                                                                  m.side(m.shape.value, m.value_tq), m.shape.head_dim, k,
+                                                                  v, m.length, n_new);
   check(gpuGetLastError(), "append launch");
   m.length += n_new;
 }
@@ -484,8 +552,8 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
   AttentionParams p{};
   p.keys = m.rows(m.keys, m.key_row);
   p.values = m.rows(m.values, m.value_row);
-  p.kf = s.key;
-  p.vf = s.value;
+  p.kf = m.side(s.key, m.key_tq);
+  p.vf = m.side(s.value, m.value_tq);
   p.head_dim = s.head_dim;
   p.n_tokens = m.length;
   p.n_heads = n_heads;
@@ -536,6 +604,17 @@ void DevicePagedKv::attention(int n_heads, const float* q, int n_queries, float 
   check(gpuMemcpy(out, m.staging_out.ptr, bytes, gpuMemcpyDeviceToHost), "download attention");
 }
 
+namespace {
+bool same_tq(const std::optional<TqParams>& a, const std::optional<TqParams>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  if (!a) return true;
+  return a->bits == b->bits && a->norm_correction == b->norm_correction && a->rotation_scale == b->rotation_scale &&
+         std::memcmp(a->signs, b->signs, sizeof a->signs) == 0 &&
+         std::memcmp(a->centroids, b->centroids, sizeof a->centroids) == 0 &&
+         std::memcmp(a->thresholds, b->thresholds, sizeof a->thresholds) == 0;
+}
+}  // namespace
+
 void DevicePagedKv::truncate(int n) {
   if (n < 0 || n > impl_->length)
     throw_usage_error("GPU paged KV: cannot truncate " + std::to_string(impl_->length) + " tokens to " + std::to_string(n));
@@ -548,7 +627,7 @@ void DevicePagedKv::copy_prefix_from(const DevicePagedKv& source, int n) {
   const PagedKvShape &a = m.shape, &b = src.shape;
   if (a.head_dim != b.head_dim || a.n_kv_heads != b.n_kv_heads || a.page_tokens != b.page_tokens ||
       a.key.format != b.key.format || a.value.format != b.value.format || a.key.scale != b.key.scale ||
-      a.value.scale != b.value.scale)
+      a.value.scale != b.value.scale || !same_tq(a.key.tq, b.key.tq) || !same_tq(a.value.tq, b.value.tq))
     throw_usage_error("GPU paged KV: copy between caches of different shapes or formats");
   if (n < 0 || n > src.length || n > m.capacity)
     throw_usage_error("GPU paged KV: cannot copy " + std::to_string(n) + " tokens from a cache of " +

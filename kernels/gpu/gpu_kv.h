@@ -38,7 +38,8 @@ void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* 
 
 struct KvSideFormat {
   KvFormat format = KvFormat::f16;
-  float scale = 1.0f;  // per-tensor scale (fp8_e4m3/e5m2/e4m3fnuz only)
+  float scale = 1.0f;           // per-tensor scale (fp8_e4m3/e5m2/e4m3fnuz only)
+  std::optional<TqParams> tq;   // the codec constants of tq{b} keys (kernels/gpu/tq_params.h)
 };
 
 struct PagedKvShape {

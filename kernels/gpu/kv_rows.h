@@ -33,11 +33,33 @@ enum class KvFormat : uint8_t {
   fp8_e5m2,
   fp8_e4m3fnuz,
   int4_pth,
+  u2,
+  u3,
+  u4,
+  u8,
+  tq1,
+  tq2,
+  tq3,
+  tq4,
 };
 inline constexpr KvFormat kAllKvFormats[] = {
     KvFormat::f16,      KvFormat::bf16,     KvFormat::fp8_e4m3, KvFormat::fp8_e5m2, KvFormat::fp8_e4m3fnuz,
     KvFormat::int8_pth, KvFormat::fp8_pth,  KvFormat::int4_pth, KvFormat::q8_0,     KvFormat::q4_0,
-    KvFormat::q4_1,
+    KvFormat::q4_1,     KvFormat::u2,       KvFormat::u3,       KvFormat::u4,       KvFormat::u8,
+    KvFormat::tq1,      KvFormat::tq2,      KvFormat::tq3,      KvFormat::tq4,
+};
+
+// The constants of a TurboQuant key codec (tq1..tq4, Walsh-Hadamard rotation): the rotation's
+// signs and scale and the Lloyd-Max codebook scaled for N(0, 1/head_dim), built on the host
+// from the same seed and solution as the CPU codec (kernels/gpu/tq_params.h).
+inline constexpr int kTqMaxHeadDim = 256;
+struct TqParams {
+  int bits = 0;
+  bool norm_correction = false;
+  float rotation_scale = 1.0f;  // 1/sqrt(head_dim) as a float, as HadamardRotation holds it
+  float signs[kTqMaxHeadDim] = {};
+  float centroids[16] = {};
+  float thresholds[15] = {};
 };
 
 inline constexpr int kGgmlBlock = 32;
@@ -61,6 +83,18 @@ KVGATE_HD bool is_per_tensor_fp8(KvFormat f) {
 KVGATE_HD bool has_row_scale(KvFormat f) {
   return f == KvFormat::int8_pth || f == KvFormat::fp8_pth || f == KvFormat::int4_pth;
 }
+KVGATE_HD bool is_uniform(KvFormat f) {
+  return f == KvFormat::u2 || f == KvFormat::u3 || f == KvFormat::u4 || f == KvFormat::u8;
+}
+KVGATE_HD int uniform_bits(KvFormat f) {
+  return f == KvFormat::u2 ? 2 : f == KvFormat::u3 ? 3 : f == KvFormat::u4 ? 4 : 8;
+}
+KVGATE_HD bool is_tq(KvFormat f) {
+  return f == KvFormat::tq1 || f == KvFormat::tq2 || f == KvFormat::tq3 || f == KvFormat::tq4;
+}
+KVGATE_HD int tq_bits(KvFormat f) {
+  return f == KvFormat::tq1 ? 1 : f == KvFormat::tq2 ? 2 : f == KvFormat::tq3 ? 3 : 4;
+}
 KVGATE_HD Fp8Kind fp8_kind(KvFormat f) {
   return f == KvFormat::fp8_e5m2 ? Fp8Kind::e5m2 : f == KvFormat::fp8_e4m3fnuz ? Fp8Kind::e4m3fnuz : Fp8Kind::e4m3fn;
 }
@@ -73,6 +107,8 @@ KVGATE_HD size_t row_bytes(KvFormat f, int head_dim) {
   if (f == KvFormat::f16 || f == KvFormat::bf16) return 2 * d;
   if (is_per_tensor_fp8(f)) return d;
   if (f == KvFormat::int4_pth) return 4 + d / 2;
+  if (is_uniform(f)) return 4 + (d * uniform_bits(f) + 7) / 8;
+  if (is_tq(f)) return 2 + (d * tq_bits(f) + 7) / 8;
   return 4 + d;  // int8_pth, fp8_pth: f32 scale + one byte per element
 }
 
@@ -166,10 +202,107 @@ KVGATE_HD void encode_q4_1(const float* x, uint8_t* b) {
   }
 }
 
+// ---- u{b}: per-token asymmetric uniform, as kernels/formats_uniform.cc ----
+// Layout: [f16 scale][f16 zero][codes, b bits each, LSB-first].
+
+KVGATE_HD uint32_t uniform_code(const uint8_t* codes, int i, int bits) {
+  const int bit = i * bits;
+  uint32_t w = codes[bit / 8];
+  if (bit % 8 + bits > 8) w |= static_cast<uint32_t>(codes[bit / 8 + 1]) << 8;
+  return (w >> (bit % 8)) & ((1u << bits) - 1u);
+}
+
+KVGATE_HD void encode_uniform(int bits, int head_dim, const float* x, uint8_t* dst) {
+  float min = FLT_MAX, max = -FLT_MAX;
+  for (int i = 0; i < head_dim; ++i) {
+    min = fminf(min, x[i]);
+    max = fmaxf(max, x[i]);
+  }
+  const int levels = (1 << bits) - 1;
+  const uint16_t scale_h = f32_to_f16(rn_div(rn_sub(max, min), static_cast<float>(levels)));
+  const uint16_t zero_h = f32_to_f16(min);
+  store_u16(dst, scale_h);
+  store_u16(dst + 2, zero_h);
+  const float s = f16_to_f32(scale_h), z = f16_to_f32(zero_h);
+  uint8_t* codes = dst + 4;
+  const int code_bytes = (head_dim * bits + 7) / 8;
+  for (int b = 0; b < code_bytes; ++b) codes[b] = 0;
+  for (int i = 0; i < head_dim; ++i) {
+    int c = 0;
+    if (s > 0.0f && s <= FLT_MAX) {
+      const float r = rintf(rn_div(rn_sub(x[i], z), s));
+      c = r >= 0.0f ? static_cast<int>(r < static_cast<float>(levels) ? r : static_cast<float>(levels)) : 0;
+    }
+    const int bit = i * bits;
+    const uint32_t shifted = static_cast<uint32_t>(c) << (bit % 8);
+    codes[bit / 8] |= static_cast<uint8_t>(shifted);
+    if (bit % 8 + bits > 8) codes[bit / 8 + 1] |= static_cast<uint8_t>(shifted >> 8);
+  }
+}
+
+// ---- tq{b}: TurboQuant keys, as TurboQuantMseCodec in kernels/formats_turboquant.cc ----
+// Layout: [f16 norm][codes, b bits each, LSB-first, rotated coordinate 0 first]. Values are in
+// the rotated basis; attention rotates the query instead (kernels/gpu/gpu_kv.cu).
+
+KVGATE_HD uint32_t tq_code(const uint8_t* codes, int i, int bits) {
+  uint32_t code = 0;
+  for (int k = 0; k < bits; ++k) {
+    const int bit = i * bits + k;
+    code |= static_cast<uint32_t>((codes[bit >> 3] >> (bit & 7)) & 1u) << k;
+  }
+  return code;
+}
+
+// In-place unnormalized Walsh-Hadamard transform, Sylvester order (kernels/hadamard.h).
+KVGATE_HD void fwht(float* x, int n) {
+  for (int len = 1; len < n; len <<= 1)
+    for (int i = 0; i < n; i += len << 1)
+      for (int j = i; j < i + len; ++j) {
+        const float a = x[j], b = x[j + len];
+        x[j] = rn_add(a, b);
+        x[j + len] = rn_sub(a, b);
+      }
+}
+
+KVGATE_HD void encode_tq(const TqParams& p, int head_dim, const float* x, uint8_t* dst) {
+  const int code_bytes = (head_dim * p.bits + 7) / 8;
+  for (int b = 0; b < 2 + code_bytes; ++b) dst[b] = 0;
+  double norm2 = 0.0;
+  for (int i = 0; i < head_dim; ++i) norm2 += static_cast<double>(x[i]) * x[i];
+  const double norm = sqrt(norm2);
+  if (!(norm > 0.0) || !(norm <= DBL_MAX)) return;  // a zero or non-finite key: the zero vector
+  const float inv = static_cast<float>(1.0 / norm);
+  float y[kTqMaxHeadDim];
+  for (int i = 0; i < head_dim; ++i) y[i] = rn_mul(rn_mul(x[i], inv), p.signs[i]);
+  fwht(y, head_dim);
+  const int last = (1 << p.bits) - 1;
+  double centroid_norm2 = 0.0;
+  for (int i = 0; i < head_dim; ++i) {
+    const float v = rn_mul(y[i], p.rotation_scale);
+    int code = 0;  // std::upper_bound over the thresholds: how many are <= v (all of them for NaN)
+    while (code < last && !(v < p.thresholds[code])) ++code;
+    for (int k = 0; k < p.bits; ++k) {
+      const int bit = i * p.bits + k;
+      if ((code >> k) & 1) dst[2 + (bit >> 3)] |= static_cast<uint8_t>(1u << (bit & 7));
+    }
+    centroid_norm2 += static_cast<double>(p.centroids[code]) * p.centroids[code];
+  }
+  const double stored = p.norm_correction ? norm / sqrt(centroid_norm2) : norm;
+  store_u16(dst, f32_to_f16(static_cast<float>(65504.0 < stored ? 65504.0 : stored)));
+}
+
 // One row, sequentially, exactly as the CPU codec's quantize_ref. `tensor_scale` is the
 // per-tensor scale of the fp8_e4m3/e5m2/e4m3fnuz formats (stored = fp8(x / scale)).
-KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const float* x, uint8_t* dst) {
+// `tq`: the codec constants of the tq{b} formats (ignored by the others).
+KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const float* x, uint8_t* dst,
+                          const TqParams* tq = nullptr) {
   switch (f) {
+    case KvFormat::tq1:
+    case KvFormat::tq2:
+    case KvFormat::tq3:
+    case KvFormat::tq4:
+      encode_tq(*tq, head_dim, x, dst);
+      return;
     case KvFormat::f16:
       for (int i = 0; i < head_dim; ++i) store_u16(dst + 2 * i, f32_to_f16(x[i]));
       return;
@@ -204,6 +337,12 @@ KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const fl
       }
       return;
     }
+    case KvFormat::u2:
+    case KvFormat::u3:
+    case KvFormat::u4:
+    case KvFormat::u8:
+      encode_uniform(uniform_bits(f), head_dim, x, dst);
+      return;
     case KvFormat::q8_0:
     case KvFormat::q4_0:
     case KvFormat::q4_1:
@@ -218,9 +357,15 @@ KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const fl
   }
 }
 
-// Element i of a row, as the CPU codec's dequantize_ref computes it.
-KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tensor_scale) {
+// Element i of a row, as the CPU codec's dequantize_ref computes it (tq{b}: in the rotated
+// basis, as dequantize_stored_ref).
+KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tensor_scale, const TqParams* tq = nullptr) {
   switch (f) {
+    case KvFormat::tq1:
+    case KvFormat::tq2:
+    case KvFormat::tq3:
+    case KvFormat::tq4:
+      return rn_mul(f16_to_f32(load_u16(row)), tq->centroids[tq_code(row + 2, i, tq->bits)]);
     case KvFormat::f16: return f16_to_f32(load_u16(row + 2 * i));
     case KvFormat::bf16: return bf16_to_f32(load_u16(row + 2 * i));
     case KvFormat::fp8_e4m3:
@@ -232,6 +377,12 @@ KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tens
       const uint8_t b = row[4 + i / 2];
       return rn_mul(static_cast<float>(((i & 1) ? (b >> 4) : (b & 0x0f)) - 8), load_f32(row));
     }
+    case KvFormat::u2:
+    case KvFormat::u3:
+    case KvFormat::u4:
+    case KvFormat::u8:
+      return rn_add(rn_mul(static_cast<float>(uniform_code(row + 4, i, uniform_bits(f))), f16_to_f32(load_u16(row))),
+                    f16_to_f32(load_u16(row + 2)));
     case KvFormat::q8_0:
     case KvFormat::q4_0:
     case KvFormat::q4_1: break;
@@ -250,8 +401,18 @@ KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tens
 // i0 is a multiple of N and N divides 32, so a span lies inside one ggml block and the row or
 // block scale is read once: the attention kernels decode their rows through this.
 template <int N>
-KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float tensor_scale, float* y) {
+KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float tensor_scale, float* y,
+                           const TqParams* tq = nullptr) {
   switch (f) {
+    case KvFormat::tq1:
+    case KvFormat::tq2:
+    case KvFormat::tq3:
+    case KvFormat::tq4: {
+      const float norm = f16_to_f32(load_u16(row));
+      for (int k = 0; k < N; ++k)
+        y[k] = k < n ? rn_mul(norm, tq->centroids[tq_code(row + 2, i0 + k, tq->bits)]) : 0.0f;
+      return;
+    }
     case KvFormat::f16:
       for (int k = 0; k < N; ++k) y[k] = k < n ? f16_to_f32(load_u16(row + 2 * (i0 + k))) : 0.0f;
       return;
@@ -284,6 +445,16 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
       }
       return;
     }
+    case KvFormat::u2:
+    case KvFormat::u3:
+    case KvFormat::u4:
+    case KvFormat::u8: {
+      const float s = f16_to_f32(load_u16(row)), z = f16_to_f32(load_u16(row + 2));
+      const int bits = uniform_bits(f);
+      for (int k = 0; k < N; ++k)
+        y[k] = k < n ? rn_add(rn_mul(static_cast<float>(uniform_code(row + 4, i0 + k, bits)), s), z) : 0.0f;
+      return;
+    }
     case KvFormat::q8_0:
     case KvFormat::q4_0:
     case KvFormat::q4_1: break;
@@ -305,8 +476,9 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
   }
 }
 
-KVGATE_HD void decode_row(KvFormat f, int head_dim, float tensor_scale, const uint8_t* row, float* y) {
-  for (int i = 0; i < head_dim; ++i) y[i] = decode_element(f, row, i, tensor_scale);
+KVGATE_HD void decode_row(KvFormat f, int head_dim, float tensor_scale, const uint8_t* row, float* y,
+                          const TqParams* tq = nullptr) {
+  for (int i = 0; i < head_dim; ++i) y[i] = decode_element(f, row, i, tensor_scale, tq);
 }
 
 }  // namespace kvgate::kernels::gpu

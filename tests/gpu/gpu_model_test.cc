@@ -196,7 +196,7 @@ TEST_P(GpuSmallModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, *g
 
 INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuSmallModel,
                          ::testing::Values("f16", "bf16", "q8_0", "fp8", "fp8_e5m2", "q4_0/q4_1", "int8_pth",
-                                           "int4_pth", "fp8_pth@0=f16"),
+                                           "int4_pth", "fp8_pth@0=f16", "k8v4", "tq3/4", "tq4:nc/u8", "u2/u3"),
                          test_name);
 
 class GpuDefaultModel : public ::testing::TestWithParam<const char*> {
@@ -213,7 +213,7 @@ class GpuDefaultModel : public ::testing::TestWithParam<const char*> {
 
 TEST_P(GpuDefaultModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, *gpu_, GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuDefaultModel, ::testing::Values("f16", "q8_0", "q4_0"), test_name);
+INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuDefaultModel, ::testing::Values("f16", "q8_0", "q4_0", "tq3/4"), test_name);
 
 // Runs without a device: the fixture the GPU comparison relies on is a valid model whose
 // logits are spread enough for top-1 comparisons to mean something.
@@ -243,7 +243,9 @@ TEST(GpuKvShape, ConfigsWithoutGpuKernelsAreUsageErrors) {
   arch.head_dim = 64;
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q8_0/q4_0"), arch, 0).value.format, kernels::gpu::KvFormat::q4_0);
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("fp8_e4m3:scale=0.5"), arch, 1).key.scale, 0.5f);
-  for (const char* spec : {"tq3/4", "kivi4", "q4_0:rot=hadamard", "u4"}) {
+  EXPECT_TRUE(gpu_kv_shape(kernels::parse_kv_config("tq3/4"), arch, 0).key.tq.has_value());
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("tq3/4"), arch, 0).value.format, kernels::gpu::KvFormat::u4);
+  for (const char* spec : {"tq3:rot=qr/4", "tq2.5/4", "kivi4", "q4_0:rot=hadamard", "nvfp4"}) {
     try {
       gpu_kv_shape(kernels::parse_kv_config(spec), arch, 0);
       ADD_FAILURE() << spec << " accepted";

@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/float_convert.h"
 #include "core/rng.h"
 #include "kernels/gpu/kv_rows.h"
+#include "kernels/gpu/tq_params.h"
 #include "kernels/kv_format.h"
 
 namespace kvgate::kernels::gpu {
@@ -29,13 +31,62 @@ const char* name_of(KvFormat f) {
     case KvFormat::fp8_e5m2: return "fp8_e5m2";
     case KvFormat::fp8_e4m3fnuz: return "fp8_e4m3fnuz";
     case KvFormat::int4_pth: return "int4_pth";
+    case KvFormat::u2: return "u2";
+    case KvFormat::u3: return "u3";
+    case KvFormat::u4: return "u4";
+    case KvFormat::u8: return "u8";
+    case KvFormat::tq1: return "tq1";
+    case KvFormat::tq2: return "tq2";
+    case KvFormat::tq3: return "tq3";
+    case KvFormat::tq4: return "tq4";
   }
   return "?";
 }
 
 // Odd shapes where the format allows them; a tensor scale that moves data across exponents.
-int head_dim_for(KvFormat f) { return is_ggml(f) ? 96 : f == KvFormat::int4_pth ? 70 : 67; }
+int head_dim_for(KvFormat f) {
+  if (is_ggml(f)) return 96;
+  if (f == KvFormat::int4_pth || f == KvFormat::u4) return 70;
+  if (f == KvFormat::u2) return 68;
+  if (f == KvFormat::u3) return 72;
+  if (is_tq(f)) return 64;  // the Walsh-Hadamard rotation needs a power of two
+  return 67;
+}
 float tensor_scale_for(KvFormat f) { return is_per_tensor_fp8(f) ? 0.0625f : 1.0f; }
+
+// One GPU format as a test case: the CPU codec with the same options, and the TurboQuant
+// constants where the format has them. Each format at its defaults, plus TurboQuant with norm
+// correction and with another rotation seed.
+struct Variant {
+  KvFormat format;
+  int head_dim;
+  FormatOptions options;
+  std::optional<TqParams> tq;
+  std::string label;
+  const TqParams* tq_ptr() const { return tq ? &*tq : nullptr; }
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> out;
+  for (KvFormat f : kAllKvFormats) {
+    Variant v{f, head_dim_for(f), {}, std::nullopt, name_of(f)};
+    v.options.scale = tensor_scale_for(f);
+    if (is_tq(f)) {
+      v.tq = make_tq_params(tq_bits(f), v.head_dim, v.options);
+      Variant nc = v, seeded = v;
+      nc.options.norm_correction = true;
+      nc.tq = make_tq_params(tq_bits(f), v.head_dim, nc.options);
+      nc.label += ":nc";
+      seeded.options.seed = 12345;
+      seeded.tq = make_tq_params(tq_bits(f), v.head_dim, seeded.options);
+      seeded.label += ":seed=12345";
+      out.push_back(nc);
+      out.push_back(seeded);
+    }
+    out.push_back(v);
+  }
+  return out;
+}
 
 // Magnitudes from 2^-20 to 2^10 and the edge cases: zeros, NaN, infinities, subnormals, exact
 // halves (rounding ties) and a row whose largest magnitude is negative.
@@ -60,35 +111,39 @@ std::vector<float> probe_rows(int head_dim, int n_rows, uint64_t seed) {
 bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || f32_bits(a) == f32_bits(b); }
 
 TEST(GpuRows, EveryGpuFormatIsARegisteredCpuFormatOfTheSameSize) {
-  for (KvFormat f : kAllKvFormats) {
-    SCOPED_TRACE(name_of(f));
-    const int d = head_dim_for(f);
-    FormatOptions options;
-    options.scale = tensor_scale_for(f);
-    const auto codec = make_codec(name_of(f), d, options);
+  for (const Variant& v : variants()) {
+    SCOPED_TRACE(v.label);
+    const auto codec = make_codec(name_of(v.format), v.head_dim, v.options);
     EXPECT_EQ(codec->token_group(), 1);
-    EXPECT_EQ(codec->group_bytes(), row_bytes(f, d));
+    EXPECT_EQ(codec->group_bytes(), row_bytes(v.format, v.head_dim));
+    EXPECT_EQ(is_tq(v.format), v.tq.has_value());
   }
+  FormatOptions qr;
+  qr.rotation = Rotation::qr;
+  EXPECT_FALSE(make_tq_params(3, 64, qr).has_value());
+  EXPECT_FALSE(make_tq_params(3, 96, {}).has_value());  // not a power of two
+  FormatOptions outliers;
+  outliers.outlier_channels = 16;
+  EXPECT_FALSE(make_tq_params(2, 64, outliers).has_value());
 }
 
 TEST(GpuRows, EncodeAndDecodeEqualTheCpuReferenceBitForBit) {
   constexpr int kRows = 64;
-  for (KvFormat f : kAllKvFormats) {
-    SCOPED_TRACE(name_of(f));
-    const int d = head_dim_for(f);
-    const float scale = tensor_scale_for(f);
-    FormatOptions options;
-    options.scale = scale;
-    const auto codec = make_codec(name_of(f), d, options);
+  for (const Variant& v : variants()) {
+    SCOPED_TRACE(v.label);
+    const KvFormat f = v.format;
+    const int d = v.head_dim;
+    const float scale = v.options.scale;
+    const auto codec = make_codec(name_of(f), d, v.options);
     const size_t rb = row_bytes(f, d);
     const std::vector<float> x = probe_rows(d, kRows, 7);
     std::vector<uint8_t> cpu(rb * kRows, 0xa5), shared(rb * kRows, 0x5a);
     std::vector<float> cpu_y(x.size(), -7.0f), shared_y(x.size(), 7.0f);
     for (int r = 0; r < kRows; ++r) {
       codec->quantize_ref(x.data() + r * d, cpu.data() + r * rb);
-      encode_row(f, d, scale, x.data() + r * d, shared.data() + r * rb);
-      codec->dequantize_ref(cpu.data() + r * rb, cpu_y.data() + r * d);
-      decode_row(f, d, scale, cpu.data() + r * rb, shared_y.data() + r * d);
+      encode_row(f, d, scale, x.data() + r * d, shared.data() + r * rb, v.tq_ptr());
+      codec->dequantize_stored_ref(cpu.data() + r * rb, cpu_y.data() + r * d);  // tq{b}: the rotated basis
+      decode_row(f, d, scale, cpu.data() + r * rb, shared_y.data() + r * d, v.tq_ptr());
     }
     for (int r = 0; r < kRows; ++r) {
       EXPECT_EQ(0, std::memcmp(cpu.data() + r * rb, shared.data() + r * rb, rb)) << "encoded row " << r;
@@ -105,7 +160,7 @@ TEST(GpuRows, EncodeAndDecodeEqualTheCpuReferenceBitForBit) {
 // Every code of the one-byte formats decodes as the CPU does (NaN codes, subnormals, -0).
 TEST(GpuRows, EveryByteCodeDecodesAsTheCpu) {
   for (KvFormat f : kAllKvFormats) {
-    if (is_ggml(f) || f == KvFormat::f16 || f == KvFormat::bf16) continue;
+    if (is_ggml(f) || is_uniform(f) || is_tq(f) || f == KvFormat::f16 || f == KvFormat::bf16) continue;
     SCOPED_TRACE(name_of(f));
     const int d = f == KvFormat::int4_pth ? 512 : 256;
     FormatOptions options;
@@ -123,16 +178,17 @@ TEST(GpuRows, EveryByteCodeDecodesAsTheCpu) {
 }
 
 template <int N>
-void expect_spans_equal_elements(KvFormat f, int d, float scale, const std::vector<uint8_t>& rows, int n_rows) {
+void expect_spans_equal_elements(KvFormat f, int d, float scale, const std::vector<uint8_t>& rows, int n_rows,
+                                 const TqParams* tq) {
   const size_t rb = row_bytes(f, d);
   for (int r = 0; r < n_rows; ++r) {
     const uint8_t* row = rows.data() + r * rb;
     for (int i0 = 0; i0 < d; i0 += N) {
       float span[N];
       const int n = d - i0 < N ? d - i0 : N;
-      decode_span<N>(f, row, i0, n, scale, span);
+      decode_span<N>(f, row, i0, n, scale, span, tq);
       for (int k = 0; k < N; ++k) {
-        const float want = k < n ? decode_element(f, row, i0 + k, scale) : 0.0f;
+        const float want = k < n ? decode_element(f, row, i0 + k, scale, tq) : 0.0f;
         ASSERT_TRUE(same_float(span[k], want)) << "N " << N << " row " << r << " element " << i0 + k;
       }
     }
@@ -143,18 +199,19 @@ void expect_spans_equal_elements(KvFormat f, int d, float scale, const std::vect
 // CPU codec) gives, including a ragged last span.
 TEST(GpuRows, SpansDecodeExactlyAsElements) {
   constexpr int kRows = 16;
-  for (KvFormat f : kAllKvFormats) {
-    SCOPED_TRACE(name_of(f));
-    const int d = head_dim_for(f);
-    const float scale = tensor_scale_for(f);
+  for (const Variant& v : variants()) {
+    SCOPED_TRACE(v.label);
+    const KvFormat f = v.format;
+    const int d = v.head_dim;
+    const float scale = v.options.scale;
     const size_t rb = row_bytes(f, d);
     const std::vector<float> x = probe_rows(d, kRows, 8);
     std::vector<uint8_t> rows(rb * kRows);
-    for (int r = 0; r < kRows; ++r) encode_row(f, d, scale, x.data() + r * d, rows.data() + r * rb);
-    expect_spans_equal_elements<1>(f, d, scale, rows, kRows);
-    expect_spans_equal_elements<2>(f, d, scale, rows, kRows);
-    expect_spans_equal_elements<4>(f, d, scale, rows, kRows);
-    expect_spans_equal_elements<8>(f, d, scale, rows, kRows);
+    for (int r = 0; r < kRows; ++r) encode_row(f, d, scale, x.data() + r * d, rows.data() + r * rb, v.tq_ptr());
+    expect_spans_equal_elements<1>(f, d, scale, rows, kRows, v.tq_ptr());
+    expect_spans_equal_elements<2>(f, d, scale, rows, kRows, v.tq_ptr());
+    expect_spans_equal_elements<4>(f, d, scale, rows, kRows, v.tq_ptr());
+    expect_spans_equal_elements<8>(f, d, scale, rows, kRows, v.tq_ptr());
   }
 }
 

@@ -1,0 +1,29 @@
+#include "kernels/gpu/tq_params.h"
+
+#include <cmath>
+
+#include "core/rng.h"
+#include "kernels/lloyd_max.h"
+
+namespace kvgate::kernels::gpu {
+
+std::optional<TqParams> make_tq_params(int bits, int head_dim, const FormatOptions& options) {
+  if (bits < 1 || bits > 4 || head_dim < 1 || head_dim > kTqMaxHeadDim || (head_dim & (head_dim - 1)) != 0 ||
+      options.rotation == Rotation::qr || options.outlier_channels != 0)
+    return std::nullopt;
+  TqParams p;
+  p.bits = bits;
+  p.norm_correction = options.norm_correction;
+  // HadamardRotation(head_dim, seed): one sign per coordinate from the seed's stream.
+  Rng rng(options.seed);
+  for (int i = 0; i < head_dim; ++i) p.signs[i] = (rng.next_u64() >> 63) ? -1.0f : 1.0f;
+  p.rotation_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  // ScaledCodebook(bits, head_dim): the N(0, 1) solution scaled by 1/sqrt(head_dim), in float.
+  const LloydMaxCodebook& cb = gaussian_lloyd_max(bits);
+  const double sigma = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  for (size_t i = 0; i < cb.centroids.size(); ++i) p.centroids[i] = static_cast<float>(cb.centroids[i] * sigma);
+  for (size_t i = 0; i < cb.thresholds.size(); ++i) p.thresholds[i] = static_cast<float>(cb.thresholds[i] * sigma);
+  return p;
+}
+
+}  // namespace kvgate::kernels::gpu
