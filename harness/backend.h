@@ -12,9 +12,11 @@ namespace kvgate::harness {
 
 void add_backend_option(CLI::App* command, std::string& backend);
 
-// The engine for `backend` over `model` (threads: CPU workers). An unknown name is a usage
-// error; a backend this build lacks, or a GPU backend without a visible device, is an
-// environment error (exit 3) that says how to get it.
+// Checks a --backend value: an unknown name is a usage error; a GPU backend this build lacks,
+// or one without a visible device, is an environment error (exit 3) that says how to get it.
+void check_backend(const std::string& backend);
+
+// The engine for `backend` over `model` (threads: CPU workers); errors as check_backend.
 std::unique_ptr<runtime::Engine> make_engine(const std::string& backend, const runtime::Model& model, int threads);
 
 }  // namespace kvgate::harness

@@ -15,6 +15,11 @@
 #include "harness/backend.h"
 #include "harness/commands.h"
 #include "harness/model_bench.h"
+#if defined(KVGATE_HAVE_GPU_RUNTIME)
+#include "kernels/gpu/gpu_bench.h"
+#include "kernels/gpu/gpu_convert.h"
+#include "kernels/gpu/gpu_kv.h"
+#endif
 
 namespace kvgate::harness {
 namespace {
@@ -23,6 +28,7 @@ struct BenchFlags {
   std::string formats;  // comma separated; empty = all
   std::string tokens = "4096,32768";
   double min_time = 0.2;
+  std::string backend = "cpu";
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -34,11 +40,9 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-void run_kernels(const BenchFlags& flags, bool as_json) {
-  bench::KernelBenchOptions o;
-  o.formats = split_commas(flags.formats);
-  o.tokens.clear();
-  for (const std::string& t : split_commas(flags.tokens)) {
+std::vector<int64_t> parse_tokens(const std::string& list) {
+  std::vector<int64_t> tokens;
+  for (const std::string& t : split_commas(list)) {
     size_t used = 0;
     long long v = 0;
     try {
@@ -46,10 +50,80 @@ void run_kernels(const BenchFlags& flags, bool as_json) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != t.size()) throw_usage_error("bench kernels: --tokens '" + t + "' is not an integer");
-    o.tokens.push_back(v);
+    if (used != t.size() || v < 1) throw_usage_error("bench kernels: --tokens '" + t + "' is not a positive integer");
+    tokens.push_back(v);
   }
-  if (o.tokens.empty()) throw_usage_error("bench kernels: --tokens needs at least one length");
+  if (tokens.empty()) throw_usage_error("bench kernels: --tokens needs at least one length");
+  return tokens;
+}
+
+// The GPU kernels of this build: decode attention per format over the paged device cache
+// (kernels/gpu/gpu_bench.h), against the device copy bandwidth measured now.
+void run_kernels_gpu(const BenchFlags& flags, bool as_json) {
+  check_backend(flags.backend);
+#if defined(KVGATE_HAVE_GPU_RUNTIME)
+  namespace gpu = kernels::gpu;
+  std::vector<gpu::KvFormat> formats;
+  for (const std::string& name : split_commas(flags.formats)) {
+    const auto f = gpu::kv_format_named(name);
+    if (!f) throw_usage_error("bench kernels: no GPU kernel for KV format '" + name + "'");
+    formats.push_back(*f);
+  }
+  if (formats.empty()) formats.assign(std::begin(gpu::kAllKvFormats), std::end(gpu::kAllKvFormats));
+  const std::vector<int64_t> tokens = parse_tokens(flags.tokens);
+  constexpr int kIterations = 50;
+  const double copy = gpu::device_copy_gbps(size_t{1} << 30, 20);
+  const gpu::DecodeBenchShape shape;
+  std::vector<std::vector<gpu::DecodeBenchResult>> rows;
+  for (gpu::KvFormat f : formats) {
+    rows.emplace_back();
+    for (int64_t t : tokens) rows.back().push_back(gpu::bench_decode_attention(f, static_cast<int>(t), kIterations, shape));
+  }
+  if (as_json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& per_format : rows) {
+      nlohmann::json decode = nlohmann::json::array();
+      for (const auto& r : per_format)
+        decode.push_back({{"tokens", r.tokens}, {"us_per_step", r.us_per_step}, {"gb_per_s", r.kv_gb_per_s},
+                          {"ratio_to_copy", r.kv_gb_per_s / copy}});
+      const auto& first = per_format.front();
+      out.push_back({{"format", first.label}, {"key", gpu::kv_format_name(first.key)},
+                     {"value", gpu::kv_format_name(first.value)}, {"bits_per_element", first.bits_per_element},
+                     {"append_gb_per_s", first.append_gb_per_s}, {"decode", decode}});
+    }
+    const nlohmann::json j = {
+        {"backend", flags.backend},
+        {"device", gpu::device_name()},
+        {"shape", {{"n_heads", shape.n_heads}, {"n_kv_heads", shape.n_kv_heads}, {"head_dim", shape.head_dim},
+                   {"page_tokens", shape.page_tokens}}},
+        {"copy", {{"buffer_bytes", size_t{1} << 30}, {"gb_per_s", copy}, {"counts", "bytes read + written"}}},
+        {"formats", out}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("device %s (%s); copy bandwidth %.1f GB/s (1 GiB device-to-device, bytes read + written)\n",
+              gpu::device_name().c_str(), flags.backend.c_str(), copy);
+  std::printf("decode: %d query heads over %d KV heads x head_dim %d, %d-token pages; GB/s = KV bytes read\n",
+              shape.n_heads, shape.n_kv_heads, shape.head_dim, shape.page_tokens);
+  std::printf("%-10s %6s %9s", "K/V", "bits", "append");
+  for (int64_t t : tokens) std::printf(" %10s %6s", ("dec@" + std::to_string(t)).c_str(), "ratio");
+  std::printf("\n");
+  for (const auto& per_format : rows) {
+    std::printf("%-10s %6.3g %9.1f", per_format.front().label.c_str(), per_format.front().bits_per_element,
+                per_format.front().append_gb_per_s);
+    for (const auto& r : per_format) std::printf(" %10.1f %6.2f", r.kv_gb_per_s, r.kv_gb_per_s / copy);
+    std::printf("\n");
+  }
+#else
+  (void)as_json;
+#endif
+}
+
+void run_kernels(const BenchFlags& flags, bool as_json) {
+  if (flags.backend != "cpu") return run_kernels_gpu(flags, as_json);
+  bench::KernelBenchOptions o;
+  o.formats = split_commas(flags.formats);
+  o.tokens = parse_tokens(flags.tokens);
   if (!(flags.min_time > 0.0 && flags.min_time <= 60.0)) throw_usage_error("bench kernels: --min-time must be in (0, 60] seconds");
   o.min_time_s = flags.min_time;
 
@@ -141,7 +215,8 @@ void add_bench_commands(CLI::App& app, CommandContext&) {
   auto as_json = std::make_shared<bool>(false);
   kernels->add_option("--formats", flags->formats, "Comma-separated formats (default: all registered)");
   kernels->add_option("--tokens", flags->tokens, "Comma-separated context lengths for decode (default 4096,32768)");
-  kernels->add_option("--min-time", flags->min_time, "Minimum seconds per measurement (default 0.2)");
+  kernels->add_option("--min-time", flags->min_time, "Minimum seconds per measurement (default 0.2; CPU)");
+  add_backend_option(kernels, flags->backend);
   kernels->add_flag("--json", *as_json, "Print one JSON object");
   kernels->callback([flags, as_json] { run_kernels(*flags, *as_json); });
 

@@ -705,6 +705,13 @@ double DevicePagedKv::time_attention_ms(int n_heads, int n_queries, int iteratio
   return time_ms(iterations, [&] { attention_device(n_heads, q.as<float>(), n_queries, scale, out.as<float>(), split_tokens); });
 }
 
+double DevicePagedKv::time_append_ms(const float* k, const float* v, int n_new, int iterations) {
+  return time_ms(iterations, [&] {
+    truncate(0);
+    append_device(k, v, n_new);
+  });
+}
+
 double device_copy_gbps(size_t bytes, int iterations) {
   DeviceBuffer src(bytes), dst(bytes);
   check(gpuMemset(src.ptr, 1, bytes), "memset");

@@ -94,6 +94,9 @@ class DevicePagedKv {
   // Mean device milliseconds of one attention_device call (q and out allocated here), timed
   // with device events over `iterations` launches after a warm-up; for benchmarks.
   double time_attention_ms(int n_heads, int n_queries, int iterations, int split_tokens = 0);
+  // Mean device milliseconds of appending n_new tokens from device buffers k, v to an empty
+  // cache (the cache is emptied before each launch and left holding them); for benchmarks.
+  double time_append_ms(const float* k, const float* v, int n_new, int iterations);
 
  private:
   struct Impl;

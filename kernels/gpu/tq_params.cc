@@ -3,19 +3,21 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "kernels/kv_format.h"
 #include "kernels/lloyd_max.h"
 
 namespace kvgate::kernels::gpu {
 
-std::optional<TqParams> make_tq_params(int bits, int head_dim, const FormatOptions& options) {
-  if (bits < 1 || bits > 4 || head_dim < 1 || head_dim > kTqMaxHeadDim || (head_dim & (head_dim - 1)) != 0 ||
-      options.rotation == Rotation::qr || options.outlier_channels != 0)
+static_assert(kTqDefaultSeed == FormatOptions{}.seed, "the GPU default must be the CPU codec's default seed");
+
+std::optional<TqParams> make_tq_params(int bits, int head_dim, bool norm_correction, uint64_t seed) {
+  if (bits < 1 || bits > 4 || head_dim < 1 || head_dim > kTqMaxHeadDim || (head_dim & (head_dim - 1)) != 0)
     return std::nullopt;
   TqParams p;
   p.bits = bits;
-  p.norm_correction = options.norm_correction;
+  p.norm_correction = norm_correction;
   // HadamardRotation(head_dim, seed): one sign per coordinate from the seed's stream.
-  Rng rng(options.seed);
+  Rng rng(seed);
   for (int i = 0; i < head_dim; ++i) p.signs[i] = (rng.next_u64() >> 63) ? -1.0f : 1.0f;
   p.rotation_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   // ScaledCodebook(bits, head_dim): the N(0, 1) solution scaled by 1/sqrt(head_dim), in float.
@@ -24,6 +26,11 @@ std::optional<TqParams> make_tq_params(int bits, int head_dim, const FormatOptio
   for (size_t i = 0; i < cb.centroids.size(); ++i) p.centroids[i] = static_cast<float>(cb.centroids[i] * sigma);
   for (size_t i = 0; i < cb.thresholds.size(); ++i) p.thresholds[i] = static_cast<float>(cb.thresholds[i] * sigma);
   return p;
+}
+
+std::optional<TqParams> make_tq_params(int bits, int head_dim, const FormatOptions& options) {
+  if (options.rotation == Rotation::qr || options.outlier_channels != 0) return std::nullopt;
+  return make_tq_params(bits, head_dim, options.norm_correction, options.seed);
 }
 
 }  // namespace kvgate::kernels::gpu

@@ -1,16 +1,25 @@
 #pragma once
 // Host side of the GPU TurboQuant keys: the codec constants (rotation signs, Lloyd-Max codebook)
-// built exactly as the CPU codec builds them, so the GPU stores the CPU's bytes.
+// built exactly as the CPU codec builds them, so the GPU stores the CPU's bytes. C++17, so the
+// GPU sources can include it too.
+#include <cstdint>
 #include <optional>
 
 #include "kernels/gpu/kv_rows.h"
-#include "kernels/kv_format.h"
+
+namespace kvgate::kernels {
+struct FormatOptions;
+}
 
 namespace kvgate::kernels::gpu {
 
-// The constants of tq{bits} at head_dim with `options`, or nullopt when the GPU kernels cannot
-// store that variant: only the Walsh-Hadamard rotation (the default), no outlier channels, and a
-// power-of-two head_dim up to kTqMaxHeadDim; norm correction and the seed may be anything.
+inline constexpr uint64_t kTqDefaultSeed = 0x6b76676174650001ull;  // FormatOptions::seed's default
+
+// The constants of tq{bits} at head_dim (Walsh-Hadamard rotation from `seed`), or nullopt when
+// the GPU kernels cannot store it: bits 1..4 and a power-of-two head_dim up to kTqMaxHeadDim.
+std::optional<TqParams> make_tq_params(int bits, int head_dim, bool norm_correction = false,
+                                       uint64_t seed = kTqDefaultSeed);
+// The same from a CPU format's options; nullopt as well for the QR rotation or outlier channels.
 std::optional<TqParams> make_tq_params(int bits, int head_dim, const FormatOptions& options);
 
 }  // namespace kvgate::kernels::gpu

@@ -33,7 +33,7 @@ int head_dim_for(KvFormat f) {
 // The side of a cache storing `f`, with TurboQuant's constants where it has them.
 KvSideFormat side_for(KvFormat f, int head_dim) {
   KvSideFormat side{f, is_per_tensor_fp8(f) ? 0.0625f : 1.0f, std::nullopt};
-  if (is_tq(f)) side.tq = make_tq_params(tq_bits(f), head_dim, {});
+  if (is_tq(f)) side.tq = make_tq_params(tq_bits(f), head_dim);
   return side;
 }
 // TurboQuant formats are keys only; their caches store f16 values.

@@ -121,7 +121,7 @@ TEST(GpuRows, EveryGpuFormatIsARegisteredCpuFormatOfTheSameSize) {
   FormatOptions qr;
   qr.rotation = Rotation::qr;
   EXPECT_FALSE(make_tq_params(3, 64, qr).has_value());
-  EXPECT_FALSE(make_tq_params(3, 96, {}).has_value());  // not a power of two
+  EXPECT_FALSE(make_tq_params(3, 96).has_value());  // not a power of two
   FormatOptions outliers;
   outliers.outlier_channels = 16;
   EXPECT_FALSE(make_tq_params(2, 64, outliers).has_value());

@@ -1,0 +1,28 @@
+#pragma once
+// The GPU decode-attention measurement shared by bench/gpu/gpu_kv_bench and `kvgate bench
+// kernels --backend cuda|hip`: one sequence in a paged device cache with one Llama-3-8B layer's
+// shape (32 query heads over 8 KV heads, head_dim 128, 16-token pages), one decode step timed
+// with device events, against the device's copy bandwidth.
+#include <string>
+
+#include "kernels/gpu/kv_rows.h"
+
+namespace kvgate::kernels::gpu {
+
+struct DecodeBenchShape {
+  int n_heads = 32, n_kv_heads = 8, head_dim = 128, page_tokens = 16;
+};
+
+struct DecodeBenchResult {
+  std::string label;        // "q4_0", or "tq3/u4" (TurboQuant keys pair with 4-bit uniform values)
+  KvFormat key, value;
+  double bits_per_element;  // K and V averaged
+  int tokens;
+  double us_per_step;
+  double kv_gb_per_s;       // quantized K and V bytes one step reads, per second
+  double append_gb_per_s;   // quantize-on-append: float32 K and V bytes in, per second
+};
+
+DecodeBenchResult bench_decode_attention(KvFormat key, int tokens, int iterations, const DecodeBenchShape& shape = {});
+
+}  // namespace kvgate::kernels::gpu
