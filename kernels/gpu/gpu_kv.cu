@@ -346,27 +346,8 @@ int multiprocessor_count() {
 }  // namespace
 
 const char* kv_format_name(KvFormat format) {
-  switch (format) {
-    case KvFormat::int8_pth: return "int8_pth";
-    case KvFormat::fp8_pth: return "fp8_pth";
-    case KvFormat::q8_0: return "q8_0";
-    case KvFormat::q4_0: return "q4_0";
-    case KvFormat::q4_1: return "q4_1";
-    case KvFormat::fp8_e4m3: return "fp8_e4m3";
-    case KvFormat::f16: return "f16";
-    case KvFormat::bf16: return "bf16";
-    case KvFormat::fp8_e5m2: return "fp8_e5m2";
-    case KvFormat::fp8_e4m3fnuz: return "fp8_e4m3fnuz";
-    case KvFormat::int4_pth: return "int4_pth";
-    case KvFormat::u2: return "u2";
-    case KvFormat::u3: return "u3";
-    case KvFormat::u4: return "u4";
-    case KvFormat::u8: return "u8";
-    case KvFormat::tq1: return "tq1";
-    case KvFormat::tq2: return "tq2";
-    case KvFormat::tq3: return "tq3";
-    case KvFormat::tq4: return "tq4";
-  }
+  const char* name = format_name(format);
+  if (name[0] != '?') return name;
   throw_usage_error("GPU KV format: unknown enumerator " + std::to_string(static_cast<int>(format)));
 }
 
@@ -448,6 +429,16 @@ struct DevicePagedKv::Impl {
     return ((page * shape.n_kv_heads + kv_head) * shape.page_tokens + token % shape.page_tokens) * row_bytes;
   }
   std::vector<int32_t> order;
+
+  std::vector<uint8_t> download_row(const DeviceBuffer& pool, size_t row_bytes, int token, int kv_head) const {
+    if (token < 0 || token >= length || kv_head < 0 || kv_head >= shape.n_kv_heads)
+      throw_usage_error("GPU paged KV: no row for token " + std::to_string(token) + ", head " + std::to_string(kv_head));
+    std::vector<uint8_t> row(row_bytes);
+    check(gpuMemcpy(row.data(), pool.as<uint8_t>() + row_offset(token, kv_head, order, row_bytes), row_bytes,
+                    gpuMemcpyDeviceToHost),
+          "download row");
+    return row;
+  }
 };
 
 DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std::vector<int32_t> page_order)
@@ -652,25 +643,11 @@ void DevicePagedKv::copy_prefix_from(const DevicePagedKv& source, int n) {
 }
 
 std::vector<uint8_t> DevicePagedKv::key_row(int token, int kv_head) const {
-  const Impl& m = *impl_;
-  if (token < 0 || token >= m.length || kv_head < 0 || kv_head >= m.shape.n_kv_heads)
-    throw_usage_error("GPU paged KV: no row for token " + std::to_string(token) + ", head " + std::to_string(kv_head));
-  std::vector<uint8_t> row(m.key_row);
-  check(gpuMemcpy(row.data(), m.keys.as<uint8_t>() + m.row_offset(token, kv_head, m.order, m.key_row), m.key_row,
-                  gpuMemcpyDeviceToHost),
-        "download key row");
-  return row;
+  return impl_->download_row(impl_->keys, impl_->key_row, token, kv_head);
 }
 
 std::vector<uint8_t> DevicePagedKv::value_row(int token, int kv_head) const {
-  const Impl& m = *impl_;
-  if (token < 0 || token >= m.length || kv_head < 0 || kv_head >= m.shape.n_kv_heads)
-    throw_usage_error("GPU paged KV: no row for token " + std::to_string(token) + ", head " + std::to_string(kv_head));
-  std::vector<uint8_t> row(m.value_row);
-  check(gpuMemcpy(row.data(), m.values.as<uint8_t>() + m.row_offset(token, kv_head, m.order, m.value_row), m.value_row,
-                  gpuMemcpyDeviceToHost),
-        "download value row");
-  return row;
+  return impl_->download_row(impl_->values, impl_->value_row, token, kv_head);
 }
 
 namespace {

@@ -49,6 +49,32 @@ inline constexpr KvFormat kAllKvFormats[] = {
     KvFormat::tq1,      KvFormat::tq2,      KvFormat::tq3,      KvFormat::tq4,
 };
 
+// The CPU registry's name of each format ("?" for a value outside the enum).
+KVGATE_HD const char* format_name(KvFormat f) {
+  switch (f) {
+    case KvFormat::int8_pth: return "int8_pth";
+    case KvFormat::fp8_pth: return "fp8_pth";
+    case KvFormat::q8_0: return "q8_0";
+    case KvFormat::q4_0: return "q4_0";
+    case KvFormat::q4_1: return "q4_1";
+    case KvFormat::fp8_e4m3: return "fp8_e4m3";
+    case KvFormat::f16: return "f16";
+    case KvFormat::bf16: return "bf16";
+    case KvFormat::fp8_e5m2: return "fp8_e5m2";
+    case KvFormat::fp8_e4m3fnuz: return "fp8_e4m3fnuz";
+    case KvFormat::int4_pth: return "int4_pth";
+    case KvFormat::u2: return "u2";
+    case KvFormat::u3: return "u3";
+    case KvFormat::u4: return "u4";
+    case KvFormat::u8: return "u8";
+    case KvFormat::tq1: return "tq1";
+    case KvFormat::tq2: return "tq2";
+    case KvFormat::tq3: return "tq3";
+    case KvFormat::tq4: return "tq4";
+  }
+  return "?";
+}
+
 // The constants of a TurboQuant key codec (tq1..tq4, Walsh-Hadamard rotation): the rotation's
 // signs and scale and the Lloyd-Max codebook scaled for N(0, 1/head_dim), built on the host
 // from the same seed and solution as the CPU codec (kernels/gpu/tq_params.h).

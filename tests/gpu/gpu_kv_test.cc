@@ -15,58 +15,30 @@
 #include "kernels/gpu/gpu_kv.h"
 #include "kernels/gpu/tq_params.h"
 #include "kernels/kv_format.h"
+#include "tests/kernels/gpu_row_cases.h"
 
 namespace kvgate::kernels::gpu {
 namespace {
 
-constexpr float kFp8TensorScale = 0.0625f;  // so the test data's range uses the e4m3 exponents
+using testing::head_dim_for;
+using testing::probe_rows;
+using testing::same_float;
 
-// Odd sizes where the format allows them, so no kernel can lean on a power-of-two shape.
-int head_dim_for(KvFormat f) {
-  if (is_ggml(f)) return 96;
-  if (f == KvFormat::int4_pth || f == KvFormat::u4) return 70;
-  if (f == KvFormat::u2) return 68;
-  if (f == KvFormat::u3) return 72;
-  if (is_tq(f)) return 64;  // the Walsh-Hadamard rotation needs a power of two
-  return 67;
-}
 // The side of a cache storing `f`, with TurboQuant's constants where it has them.
 KvSideFormat side_for(KvFormat f, int head_dim) {
-  KvSideFormat side{f, is_per_tensor_fp8(f) ? 0.0625f : 1.0f, std::nullopt};
+  KvSideFormat side{f, testing::tensor_scale_for(f), std::nullopt};
   if (is_tq(f)) side.tq = make_tq_params(tq_bits(f), head_dim);
   return side;
 }
 // TurboQuant formats are keys only; their caches store f16 values.
 KvFormat value_format_for(KvFormat f) { return is_tq(f) ? KvFormat::f16 : f; }
-float scale_for(KvFormat f) { return is_per_tensor_fp8(f) ? kFp8TensorScale : 1.0f; }
+float scale_for(KvFormat f) { return testing::tensor_scale_for(f); }
 
 std::unique_ptr<Codec> cpu_codec(KvFormat f, int head_dim) {
   FormatOptions options;
   options.scale = scale_for(f);
   return make_codec(kv_format_name(f), head_dim, options);
 }
-
-// Rows at magnitudes from 2^-20 to 2^10, plus the rows that stress the edge cases: all zeros,
-// a NaN, infinities, subnormals, ties, and a row whose largest magnitude is negative.
-std::vector<float> probe_rows(int head_dim, int n_rows, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(static_cast<size_t>(head_dim) * n_rows);
-  for (int r = 0; r < n_rows; ++r) {
-    const double magnitude = std::ldexp(1.0, static_cast<int>(rng.below(31)) - 20);
-    for (int i = 0; i < head_dim; ++i) x[static_cast<size_t>(r) * head_dim + i] = static_cast<float>(rng.normal() * magnitude);
-  }
-  auto row = [&](int r) { return x.data() + static_cast<size_t>(r) * head_dim; };
-  std::fill(row(0), row(1), 0.0f);
-  row(1)[5] = NAN;
-  row(2)[3] = INFINITY;
-  row(2)[40] = -INFINITY;
-  for (int i = 0; i < head_dim; ++i) row(3)[i] = std::ldexp(static_cast<float>(i % 7) - 3.0f, -140);
-  for (int i = 0; i < head_dim; ++i) row(4)[i] = 0.5f * static_cast<float>(i % 17) - 4.0f;  // exact halves
-  row(5)[7] = -1000.0f;
-  return x;
-}
-
-bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || f32_bits(a) == f32_bits(b); }
 
 class GpuKv : public ::testing::TestWithParam<KvFormat> {
  protected:

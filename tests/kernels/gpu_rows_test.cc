@@ -14,45 +14,16 @@
 #include "kernels/gpu/kv_rows.h"
 #include "kernels/gpu/tq_params.h"
 #include "kernels/kv_format.h"
+#include "tests/kernels/gpu_row_cases.h"
 
 namespace kvgate::kernels::gpu {
 namespace {
 
-const char* name_of(KvFormat f) {
-  switch (f) {
-    case KvFormat::int8_pth: return "int8_pth";
-    case KvFormat::fp8_pth: return "fp8_pth";
-    case KvFormat::q8_0: return "q8_0";
-    case KvFormat::q4_0: return "q4_0";
-    case KvFormat::q4_1: return "q4_1";
-    case KvFormat::fp8_e4m3: return "fp8_e4m3";
-    case KvFormat::f16: return "f16";
-    case KvFormat::bf16: return "bf16";
-    case KvFormat::fp8_e5m2: return "fp8_e5m2";
-    case KvFormat::fp8_e4m3fnuz: return "fp8_e4m3fnuz";
-    case KvFormat::int4_pth: return "int4_pth";
-    case KvFormat::u2: return "u2";
-    case KvFormat::u3: return "u3";
-    case KvFormat::u4: return "u4";
-    case KvFormat::u8: return "u8";
-    case KvFormat::tq1: return "tq1";
-    case KvFormat::tq2: return "tq2";
-    case KvFormat::tq3: return "tq3";
-    case KvFormat::tq4: return "tq4";
-  }
-  return "?";
-}
-
-// Odd shapes where the format allows them; a tensor scale that moves data across exponents.
-int head_dim_for(KvFormat f) {
-  if (is_ggml(f)) return 96;
-  if (f == KvFormat::int4_pth || f == KvFormat::u4) return 70;
-  if (f == KvFormat::u2) return 68;
-  if (f == KvFormat::u3) return 72;
-  if (is_tq(f)) return 64;  // the Walsh-Hadamard rotation needs a power of two
-  return 67;
-}
-float tensor_scale_for(KvFormat f) { return is_per_tensor_fp8(f) ? 0.0625f : 1.0f; }
+using testing::head_dim_for;
+using testing::probe_rows;
+using testing::same_float;
+using testing::tensor_scale_for;
+const char* name_of(KvFormat f) { return format_name(f); }
 
 // One GPU format as a test case: the CPU codec with the same options, and the TurboQuant
 // constants where the format has them. Each format at its defaults, plus TurboQuant with norm
@@ -87,28 +58,6 @@ std::vector<Variant> variants() {
   }
   return out;
 }
-
-// Magnitudes from 2^-20 to 2^10 and the edge cases: zeros, NaN, infinities, subnormals, exact
-// halves (rounding ties) and a row whose largest magnitude is negative.
-std::vector<float> probe_rows(int head_dim, int n_rows, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(static_cast<size_t>(head_dim) * n_rows);
-  for (int r = 0; r < n_rows; ++r) {
-    const double magnitude = std::ldexp(1.0, static_cast<int>(rng.below(31)) - 20);
-    for (int i = 0; i < head_dim; ++i) x[static_cast<size_t>(r) * head_dim + i] = static_cast<float>(rng.normal() * magnitude);
-  }
-  auto row = [&](int r) { return x.data() + static_cast<size_t>(r) * head_dim; };
-  std::fill(row(0), row(1), 0.0f);
-  row(1)[5] = NAN;
-  row(2)[3] = INFINITY;
-  row(2)[40] = -INFINITY;
-  for (int i = 0; i < head_dim; ++i) row(3)[i] = std::ldexp(static_cast<float>(i % 7) - 3.0f, -140);
-  for (int i = 0; i < head_dim; ++i) row(4)[i] = 0.5f * static_cast<float>(i % 17) - 4.0f;
-  row(5)[7] = -1000.0f;
-  return x;
-}
-
-bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || f32_bits(a) == f32_bits(b); }
 
 TEST(GpuRows, EveryGpuFormatIsARegisteredCpuFormatOfTheSameSize) {
   for (const Variant& v : variants()) {

@@ -1,0 +1,50 @@
+#pragma once
+// Test data shared by the host test of the GPU row arithmetic (tests/kernels/gpu_rows_test.cc)
+// and the device tests (tests/gpu): shapes, scales and the probe rows that stress every format.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/float_convert.h"
+#include "core/rng.h"
+#include "kernels/gpu/kv_rows.h"
+
+namespace kvgate::kernels::gpu::testing {
+
+// Odd sizes where the format allows them, so no kernel can lean on a power-of-two shape.
+inline int head_dim_for(KvFormat f) {
+  if (is_ggml(f)) return 96;
+  if (f == KvFormat::int4_pth || f == KvFormat::u4) return 70;
+  if (f == KvFormat::u2) return 68;
+  if (f == KvFormat::u3) return 72;
+  if (is_tq(f)) return 64;  // the Walsh-Hadamard rotation needs a power of two
+  return 67;
+}
+
+// A per-tensor scale that moves the test data across the fp8 exponents.
+inline float tensor_scale_for(KvFormat f) { return is_per_tensor_fp8(f) ? 0.0625f : 1.0f; }
+
+// Rows at magnitudes from 2^-20 to 2^10, plus the rows that stress the edge cases: all zeros,
+// a NaN, infinities, subnormals, exact halves (rounding ties), a negative largest magnitude.
+inline std::vector<float> probe_rows(int head_dim, int n_rows, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> x(static_cast<size_t>(head_dim) * n_rows);
+  for (int r = 0; r < n_rows; ++r) {
+    const double magnitude = std::ldexp(1.0, static_cast<int>(rng.below(31)) - 20);
+    for (int i = 0; i < head_dim; ++i) x[static_cast<size_t>(r) * head_dim + i] = static_cast<float>(rng.normal() * magnitude);
+  }
+  auto row = [&](int r) { return x.data() + static_cast<size_t>(r) * head_dim; };
+  std::fill(row(0), row(1), 0.0f);
+  row(1)[5] = NAN;
+  row(2)[3] = INFINITY;
+  row(2)[40] = -INFINITY;
+  for (int i = 0; i < head_dim; ++i) row(3)[i] = std::ldexp(static_cast<float>(i % 7) - 3.0f, -140);
+  for (int i = 0; i < head_dim; ++i) row(4)[i] = 0.5f * static_cast<float>(i % 17) - 4.0f;
+  row(5)[7] = -1000.0f;
+  return x;
+}
+
+inline bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || f32_bits(a) == f32_bits(b); }
+
+}  // namespace kvgate::kernels::gpu::testing
