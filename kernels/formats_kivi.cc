@@ -73,6 +73,26 @@ uint32_t encode(float x, Range r, int bits) {
   return static_cast<uint32_t>(std::clamp(std::isnan(q) ? 0.0f : q, 0.0f, top));
 }
 
+// scores[qi * n + t] = q[qi] . rows[t] and acc[qi] += sum_t w[qi * n + t] * rows[t] over float
+// rows, through the fused AVX2 kernels (one dispatch per call) or plainly without AVX2.
+void dot_float_rows(int d, const float* q, int n_q, const float* rows, int n, float* scores) {
+  const simd::RowFormat f{simd::RowKind::f32, d, sizeof(float) * static_cast<size_t>(d)};
+  if (simd::dot_rows(f, q, n_q, reinterpret_cast<const uint8_t*>(rows), n, scores)) return;
+  for (int qi = 0; qi < n_q; ++qi)
+    for (int t = 0; t < n; ++t)
+      scores[static_cast<size_t>(qi) * n + t] =
+          simd::dot_f32(q + static_cast<size_t>(qi) * d, rows + static_cast<size_t>(t) * d, d);
+}
+
+void axpy_float_rows(int d, const float* w, int n_q, const float* rows, int n, float* acc) {
+  const simd::RowFormat f{simd::RowKind::f32, d, sizeof(float) * static_cast<size_t>(d)};
+  if (simd::axpy_rows(f, w, n_q, reinterpret_cast<const uint8_t*>(rows), n, acc)) return;
+  for (int t = 0; t < n; ++t)
+    for (int qi = 0; qi < n_q; ++qi)
+      simd::axpy_f32(w[static_cast<size_t>(qi) * n + t], rows + static_cast<size_t>(t) * d,
+                     acc + static_cast<size_t>(qi) * d, d);
+}
+
 void check_kivi_options(const FormatInfo& info, const FormatOptions& o) {
   const FormatOptions defaults{};
   if (o.scale != defaults.scale || o.rotation != Rotation::none || o.norm_correction ||
@@ -135,10 +155,12 @@ class KiviKeyCodec final : public Codec {
     for (int c = 0; c < head_dim_; ++c) acc[c] += w * row[c];
   }
 
-  // Each token's key is decoded once per call (the fp16 scales and minima once per group) and
-  // dotted with every query row, so a prefill chunk or GQA group pays the bit unpacking once.
+  // The call's keys are dequantized once into float rows (the fp16 scales and minima once per
+  // group), then scored for every query row by the fused f32 kernel, so a prefill chunk or a
+  // GQA group pays the bit unpacking once.
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
-    float scale[1024], min[1024], key[1024];
+    std::vector<float> keys(static_cast<size_t>(n_tokens) * head_dim_);
+    float scale[1024], min[1024];
     for (int g0 = 0; g0 < n_tokens; g0 += group_) {
       const uint8_t* src = groups + static_cast<size_t>(g0 / group_) * group_bytes();
       for (int c = 0; c < head_dim_; ++c) {
@@ -147,13 +169,12 @@ class KiviKeyCodec final : public Codec {
       }
       const uint8_t* codes = src + 4 * static_cast<size_t>(head_dim_);
       for (int t = 0; t < group_ && g0 + t < n_tokens; ++t) {
+        float* key = keys.data() + static_cast<size_t>(g0 + t) * head_dim_;
         for (int c = 0; c < head_dim_; ++c)
           key[c] = static_cast<float>(get_code(codes, static_cast<size_t>(t) * head_dim_ + c, bits_)) * scale[c] + min[c];
-        for (int qi = 0; qi < n_q; ++qi)
-          scores[static_cast<size_t>(qi) * n_tokens + g0 + t] =
-              simd::dot_f32(q + static_cast<size_t>(qi) * head_dim_, key, head_dim_);
       }
     }
+    dot_float_rows(head_dim_, q, n_q, keys.data(), n_tokens, scores);
   }
 
  private:
@@ -223,25 +244,22 @@ class KiviValueCodec final : public Codec {
 
   // One dequantization per token for all query rows of the call (see the key codec).
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
-    float row[1024];
-    for (int t = 0; t < n_tokens; ++t) {
-      dequantize_ref(groups + static_cast<size_t>(t) * group_bytes(), row);
-      for (int qi = 0; qi < n_q; ++qi)
-        scores[static_cast<size_t>(qi) * n_tokens + t] = simd::dot_f32(q + static_cast<size_t>(qi) * head_dim_, row, head_dim_);
-    }
+    const std::vector<float> rows = dequantize_all(groups, n_tokens);
+    dot_float_rows(head_dim_, q, n_q, rows.data(), n_tokens, scores);
   }
 
   void axpy_rows(const float* weights, int n_q, const uint8_t* groups, int n_tokens, float* acc) const override {
-    float row[1024];
-    for (int t = 0; t < n_tokens; ++t) {
-      dequantize_ref(groups + static_cast<size_t>(t) * group_bytes(), row);
-      for (int qi = 0; qi < n_q; ++qi)
-        simd::axpy_f32(weights[static_cast<size_t>(qi) * n_tokens + t], row, acc + static_cast<size_t>(qi) * head_dim_,
-                       head_dim_);
-    }
+    const std::vector<float> rows = dequantize_all(groups, n_tokens);
+    axpy_float_rows(head_dim_, weights, n_q, rows.data(), n_tokens, acc);
   }
 
  private:
+  std::vector<float> dequantize_all(const uint8_t* groups, int n_tokens) const {
+    std::vector<float> rows(static_cast<size_t>(n_tokens) * head_dim_);
+    for (int t = 0; t < n_tokens; ++t)
+      dequantize_ref(groups + static_cast<size_t>(t) * group_bytes(), rows.data() + static_cast<size_t>(t) * head_dim_);
+    return rows;
+  }
   size_t n_channel_groups() const { return static_cast<size_t>(head_dim_) / kValueChannelGroup; }
   size_t codes_bytes() const { return (static_cast<size_t>(head_dim_) * bits_ + 7) / 8; }
   int bits_;

@@ -107,6 +107,15 @@ struct NoRowMin {
   static float row_min(const uint8_t*) { return 0.0f; }
 };
 
+struct F32Dec : NoBlockScale, NoRowMin {
+  static constexpr int kElems = 8, kBytes = 32, kHeader = 0;
+  static constexpr bool kRowScaled = false;
+  static float row_scale(const uint8_t*, float) { return 1.0f; }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    v[0] = _mm256_loadu_ps(reinterpret_cast<const float*>(b));
+  }
+};
+
 struct F16Dec : NoBlockScale, NoRowMin {
   static constexpr int kElems = 8, kBytes = 16, kHeader = 0;
   static constexpr bool kRowScaled = false;
@@ -822,6 +831,7 @@ KVGATE_AVX2 void axpy_f32_avx2(float w, const float* x, float* y, int n) {
 template <class Fn>
 bool with_decoder(RowKind kind, Fn&& fn) {
   switch (kind) {
+    case RowKind::f32: return fn(F32Dec{});
     case RowKind::f16: return fn(F16Dec{});
     case RowKind::bf16: return fn(BF16Dec{});
     case RowKind::fp8_e4m3fn: return fn(Fp8Dec<3, 7, false>{});

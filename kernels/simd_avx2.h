@@ -10,6 +10,7 @@
 namespace kvgate::kernels::simd {
 
 enum class RowKind : uint8_t {
+  f32,           // head_dim x float (rows a codec has already dequantized into scratch)
   f16,           // head_dim x binary16
   bf16,          // head_dim x bfloat16
   fp8_e4m3fn,    // head_dim x fp8; value = code * RowFormat::scale (per-tensor)
