@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/float_convert.h"
 #include "kernels/cpu_features.h"
@@ -562,29 +563,66 @@ KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_
   const int nb = f.head_dim / D::kElems;
   const size_t rb = f.row_bytes;
   int t = 0;
-  if (n_q > 1 && f.head_dim <= kTileMaxHeadDim) {
+  if (n_q > 1) {
+    // Every whole tile of the call decoded once; then each query row's accumulator stays in
+    // registers, one head_dim block at a time, across all tiles. Per element the operations and
+    // their order are those of axpy_decoded tile after tile, so the result is unchanged.
     constexpr int V = D::kElems / 8;
-    DecodedTile<D> tile;
-    for (; t + kTileRows <= n_tokens; t += kTileRows) {
-      const uint8_t* r[kTileRows];
-      for (int i = 0; i < kTileRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * rb;
-      tile.decode(r, nb);
-      for (int qi = 0; qi < n_q; ++qi) {
-        const float* wq = weights + static_cast<size_t>(qi) * n_tokens + t;
-        float w[kTileRows], row_add = 0.0f;
-        for (int i = 0; i < kTileRows; ++i) {
-          w[i] = wq[i] * D::kRawFactor * D::row_scale(r[i], f.scale);
-          if constexpr (D::kRowMin) row_add += wq[i] * D::row_min(r[i]);
-        }
-        float* a = acc + static_cast<size_t>(qi) * f.head_dim;
-        for (int b = 0; b < nb; ++b) {
-          const __m256* vp[kTileRows] = {&tile.v[0][b * V], &tile.v[1][b * V], &tile.v[2][b * V], &tile.v[3][b * V]};
-          const float d[kTileRows] = {tile.d[0][b], tile.d[1][b], tile.d[2][b], tile.d[3][b]};
-          const float m[kTileRows] = {tile.m[0][b], tile.m[1][b], tile.m[2][b], tile.m[3][b]};
-          axpy_decoded<D, kTileRows>(vp, d, m, w, row_add, a + b * D::kElems);
-        }
+    const int n_tiles = n_tokens / kTileRows;
+    const size_t row_vectors = static_cast<size_t>(nb) * V;
+    thread_local std::vector<float> decoded;  // 8 floats per decoded vector
+    thread_local std::vector<float> block_d, block_m, w, row_add;
+    decoded.resize(static_cast<size_t>(n_tiles) * kTileRows * row_vectors * 8);
+    block_d.resize(static_cast<size_t>(n_tiles) * kTileRows * nb);
+    block_m.resize(block_d.size());
+    w.resize(static_cast<size_t>(n_tiles) * kTileRows);
+    row_add.resize(n_tiles);
+    for (int row = 0; row < n_tiles * kTileRows; ++row) {
+      const uint8_t* r = rows + static_cast<size_t>(row) * rb;
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* blk = r + D::kHeader + static_cast<size_t>(b) * D::kBytes;
+        __m256 v[V];
+        D::decode(blk, v);
+        for (int k = 0; k < V; ++k) _mm256_storeu_ps(&decoded[(row * row_vectors + static_cast<size_t>(b) * V + k) * 8], v[k]);
+        block_d[static_cast<size_t>(row) * nb + b] = D::kBlockScaled ? D::block_d(blk) : 1.0f;
+        block_m[static_cast<size_t>(row) * nb + b] = D::kBlockMin ? D::block_m(blk) : 0.0f;
       }
     }
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* wq = weights + static_cast<size_t>(qi) * n_tokens;
+      for (int tile = 0; tile < n_tiles; ++tile) {
+        row_add[tile] = 0.0f;
+        for (int i = 0; i < kTileRows; ++i) {
+          const int row = tile * kTileRows + i;
+          const uint8_t* r = rows + static_cast<size_t>(row) * rb;
+          w[row] = wq[row] * D::kRawFactor * D::row_scale(r, f.scale);
+          if constexpr (D::kRowMin) row_add[tile] += wq[row] * D::row_min(r);
+        }
+      }
+      float* a = acc + static_cast<size_t>(qi) * f.head_dim;
+      for (int b = 0; b < nb; ++b) {
+        __m256 s[V];
+        for (int k = 0; k < V; ++k) s[k] = _mm256_loadu_ps(a + b * D::kElems + 8 * k);
+        for (int tile = 0; tile < n_tiles; ++tile) {
+          __m256 wd[kTileRows];
+          float add = row_add[tile];
+          for (int i = 0; i < kTileRows; ++i) {
+            const int row = tile * kTileRows + i;
+            const size_t at = static_cast<size_t>(row) * nb + b;
+            wd[i] = _mm256_set1_ps(D::kBlockScaled ? w[row] * block_d[at] : w[row]);
+            if constexpr (D::kBlockMin) add += w[row] * block_m[at];
+          }
+          const float* v = &decoded[(static_cast<size_t>(tile) * kTileRows * row_vectors + static_cast<size_t>(b) * V) * 8];
+          for (int k = 0; k < V; ++k) {
+            for (int i = 0; i < kTileRows; ++i)
+              s[k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + (i * row_vectors + k) * 8), wd[i], s[k]);
+            if constexpr (D::kBlockMin || D::kRowMin) s[k] = _mm256_add_ps(s[k], _mm256_set1_ps(add));
+          }
+        }
+        for (int k = 0; k < V; ++k) _mm256_storeu_ps(a + b * D::kElems + 8 * k, s[k]);
+      }
+    }
+    t = n_tiles * kTileRows;
   }
   for (; t + 4 <= n_tokens; t += 4) {
     const uint8_t* r[4] = {rows + static_cast<size_t>(t) * rb, rows + static_cast<size_t>(t + 1) * rb,

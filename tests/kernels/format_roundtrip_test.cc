@@ -68,17 +68,18 @@ struct Encoded {
   std::vector<float> y;         // dequantize_ref, original basis
 };
 
-Encoded encode(const Case& c, uint64_t seed) {
+// groups: an odd count by default, and for g = 1 not a multiple of the 4-row tiles.
+Encoded encode(const Case& c, uint64_t seed, int groups = 3) {
   Encoded e;
   e.codec = make_codec(*c.info, c.head_dim, c.options);
   const int g = e.codec->token_group();
-  e.tokens = 3 * g;  // an odd number of groups, and (for g = 1) not a multiple of the 4-row tiles
+  e.tokens = groups * g;
   const size_t gb = e.codec->group_bytes();
   const size_t group_floats = static_cast<size_t>(g) * c.head_dim;
   e.x = gaussian(static_cast<size_t>(e.tokens) * c.head_dim, seed);
-  e.bytes.assign(3 * gb + 64, kCanary);
+  e.bytes.assign(groups * gb + 64, kCanary);
   e.y.resize(e.x.size());
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < groups; ++k) {
     e.codec->quantize_ref(e.x.data() + k * group_floats, e.bytes.data() + k * gb);
     e.codec->dequantize_ref(e.bytes.data() + k * gb, e.y.data() + k * group_floats);
   }
@@ -248,7 +249,7 @@ TEST(FormatRoundTrip, DotRowsHandlesEveryTokenCount) {
 TEST(FormatRoundTrip, ManyQueryRowsEqualOneRowAtATimeBitForBit) {
   for (const Case& c : all_cases()) {
     SCOPED_TRACE(c.label);
-    Encoded e = encode(c, 16);
+    Encoded e = encode(c, 16, 11);  // g = 1: two whole 4-row tiles and a remainder of 3
     const int hd = c.head_dim, n_q = 5;
     const size_t nt = static_cast<size_t>(e.tokens);
     if (c.info->for_keys) {
