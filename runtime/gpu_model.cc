@@ -12,6 +12,8 @@ namespace {
 
 namespace gpu = kernels::gpu;
 
+constexpr int kGpuPageTokens = 32;  // as Model::make_cache
+
 std::string gpu_format_list() {
   std::string names;
   for (gpu::KvFormat f : gpu::kAllKvFormats) names += std::string(names.empty() ? "" : ", ") + gpu::kv_format_name(f);
@@ -26,6 +28,14 @@ gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::Forma
   if (ok && gpu::is_tq(*f)) {
     out.tq = gpu::make_tq_params(gpu::tq_bits(*f), head_dim, spec.options);
     ok = out.tq.has_value();
+  } else if (ok && gpu::is_kivi(*f)) {
+    kernels::FormatOptions plain;
+    plain.token_group = spec.options.token_group;
+    plain.residual_tokens = spec.options.residual_tokens;
+    out.group = spec.options.token_group;
+    out.residual = spec.options.residual_tokens;
+    const int group = out.group > 0 ? out.group : gpu::kKiviDefaultGroup;
+    ok = spec.options == plain && kGpuPageTokens % group == 0;
   } else if (ok) {
     kernels::FormatOptions plain;
     plain.scale = spec.options.scale;
@@ -35,7 +45,8 @@ gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::Forma
     throw_usage_error("KV config " + config.canonical() + ": the GPU backend has no kernel for the " + side +
                       " format " + spec.canonical() + " (GPU formats: " + gpu_format_list() +
                       "; fp8_* take :scale=, tq{b} take :nc and :seed= with the default Hadamard rotation and a "
-                      "power-of-two head_dim up to 256; others take no options)");
+                      "power-of-two head_dim up to 256, kivi* take residual= and a group= dividing 32; others take "
+                      "no options)");
   out.format = *f;
   out.scale = spec.options.scale;
   return out;
@@ -62,7 +73,7 @@ gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch&
   gpu::PagedKvShape shape;
   shape.head_dim = static_cast<int>(arch.head_dim);
   shape.n_kv_heads = static_cast<int>(arch.n_kv_heads);
-  shape.page_tokens = 32;  // as Model::make_cache
+  shape.page_tokens = kGpuPageTokens;
   shape.key = gpu_side(config, config.key_for_layer(layer, n_layers), "key", shape.head_dim);
   shape.value = gpu_side(config, config.value_for_layer(layer, n_layers), "value", shape.head_dim);
   return shape;

@@ -11,18 +11,21 @@
 
 namespace kvgate::kernels::gpu {
 
-DecodeBenchResult bench_decode_attention(KvFormat key, int tokens, int iterations, const DecodeBenchShape& s) {
+DecodeBenchResult bench_decode_attention(KvFormat format, int tokens, int iterations, const DecodeBenchShape& s) {
   DecodeBenchResult r{};
+  // Key-only and value-only formats take their usual partner.
+  const KvFormat key = format == KvFormat::kivi2_v ? KvFormat::kivi2_k : format == KvFormat::kivi4_v ? KvFormat::kivi4_k : format;
   r.key = key;
-  r.value = is_tq(key) ? KvFormat::u4 : key;
-  r.label = is_tq(key) ? std::string(kv_format_name(key)) + "/u4" : kv_format_name(key);
+  r.value = is_tq(key) ? KvFormat::u4 : key == KvFormat::kivi2_k ? KvFormat::kivi2_v : key == KvFormat::kivi4_k ? KvFormat::kivi4_v : key;
+  r.label = r.key == r.value ? std::string(kv_format_name(key)) : std::string(kv_format_name(r.key)) + "/" + kv_format_name(r.value);
   r.tokens = tokens;
-  r.bits_per_element = 4.0 * static_cast<double>(kv_row_bytes(r.key, s.head_dim) + kv_row_bytes(r.value, s.head_dim)) /
-                       s.head_dim;
+  // Per token: a KIVI key group's bytes are shared by its tokens.
+  const double key_bytes = static_cast<double>(kv_row_bytes(r.key, s.head_dim)) / (is_kivi_key(r.key) ? kKiviDefaultGroup : 1);
+  r.bits_per_element = 4.0 * (key_bytes + static_cast<double>(kv_row_bytes(r.value, s.head_dim))) / s.head_dim;
   PagedKvShape shape;
   shape.head_dim = s.head_dim;
   shape.n_kv_heads = s.n_kv_heads;
-  shape.page_tokens = s.page_tokens;
+  shape.page_tokens = is_kivi(key) ? std::max(s.page_tokens, kKiviDefaultGroup) : s.page_tokens;
   shape.key = KvSideFormat{r.key, 1.0f, std::nullopt};
   if (is_tq(key)) shape.key.tq = make_tq_params(tq_bits(key), s.head_dim);
   shape.value = KvSideFormat{r.value, 1.0f, std::nullopt};

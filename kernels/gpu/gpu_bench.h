@@ -14,7 +14,7 @@ struct DecodeBenchShape {
 };
 
 struct DecodeBenchResult {
-  std::string label;        // "q4_0", or "tq3/u4" (TurboQuant keys pair with 4-bit uniform values)
+  std::string label;        // "q4_0"; key-only formats pair up: "tq3/u4", "kivi4_k/kivi4_v"
   KvFormat key, value;
   double bits_per_element;  // K and V averaged
   int tokens;
@@ -23,6 +23,8 @@ struct DecodeBenchResult {
   double append_gb_per_s;   // quantize-on-append: float32 K and V bytes in, per second
 };
 
-DecodeBenchResult bench_decode_attention(KvFormat key, int tokens, int iterations, const DecodeBenchShape& shape = {});
+// `format` stores both sides, except that tq{b} keys pair with u4 values and KIVI keys and
+// values with each other (kivi{b}_v measures the same pair as kivi{b}_k).
+DecodeBenchResult bench_decode_attention(KvFormat format, int tokens, int iterations, const DecodeBenchShape& shape = {});
 
 }  // namespace kvgate::kernels::gpu

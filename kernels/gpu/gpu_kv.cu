@@ -83,16 +83,20 @@ __global__ void dequantize_rows_kernel(KvFormat f, int head_dim, float scale, co
 
 // ---- the paged cache ----
 
+// A side's pool: each page holds page_tokens / group units per KV head (a unit is one row, or
+// for KIVI keys one group of tokens).
 struct PagedRows {
   uint8_t* pool;
-  size_t row_bytes;
+  size_t unit_bytes;
   const int32_t* page_table;
   int n_kv_heads;
   int page_tokens;
+  int group;
 
-  __device__ __forceinline__ uint8_t* row(int token, int kv_head) const {
+  __device__ __forceinline__ uint8_t* unit(int token, int kv_head) const {
     const size_t page = static_cast<size_t>(page_table[token / page_tokens]);
-    return pool + ((page * n_kv_heads + kv_head) * page_tokens + token % page_tokens) * row_bytes;
+    const int units = page_tokens / group;
+    return pool + ((page * n_kv_heads + kv_head) * units + (token % page_tokens) / group) * unit_bytes;
   }
 };
 
@@ -101,7 +105,24 @@ struct SideArgs {
   KvFormat format;
   float scale;
   const TqParams* tq;
+  const uint16_t* window;  // KIVI: every token's f16 row, [token][kv_head][head_dim]; else null
+  int quantized;           // KIVI: tokens below this are in the units, the rest in the window
 };
+
+// Where token t's row of one side is read from, and as what.
+struct TokenRow {
+  const uint8_t* ptr;
+  KvFormat format;
+  int sub;  // the token's index inside its KIVI key group
+};
+
+__device__ __forceinline__ TokenRow token_row(const PagedRows& rows, const SideArgs& side, int t, int kv_head,
+                                              int head_dim) {
+  if (side.window && t >= side.quantized)
+    return {reinterpret_cast<const uint8_t*>(side.window + (static_cast<size_t>(t) * rows.n_kv_heads + kv_head) * head_dim),
+            KvFormat::f16, 0};
+  return {rows.unit(t, kv_head), side.format, t % rows.group};
+}
 
 // One thread per (new token, KV head, K or V) row.
 __global__ void append_kernel(PagedRows keys, PagedRows values, SideArgs kf, SideArgs vf, int head_dim,
@@ -114,8 +135,35 @@ __global__ void append_kernel(PagedRows keys, PagedRows values, SideArgs kf, Sid
   const int token = first_token + static_cast<int>(r / keys.n_kv_heads);
   const int head = static_cast<int>(r % keys.n_kv_heads);
   const float* src = (is_value ? v : k) + r * head_dim;
-  if (is_value) encode_row(vf.format, head_dim, vf.scale, src, values.row(token, head), vf.tq);
-  else encode_row(kf.format, head_dim, kf.scale, src, keys.row(token, head), kf.tq);
+  const SideArgs& side = is_value ? vf : kf;
+  if (side.window) {
+    // KIVI: the new token goes to the f16 window; whole groups leave it in window_to_units_kernel.
+    uint16_t* dst = const_cast<uint16_t*>(side.window) + (static_cast<size_t>(token) * keys.n_kv_heads + head) * head_dim;
+    for (int i = 0; i < head_dim; ++i) dst[i] = f32_to_f16(src[i]);
+    return;
+  }
+  if (is_value) encode_row(vf.format, head_dim, vf.scale, src, values.unit(token, head), vf.tq);
+  else encode_row(kf.format, head_dim, kf.scale, src, keys.unit(token, head), kf.tq);
+}
+
+// KIVI: quantizes the units of tokens [first, last) from the f16 window, one thread per
+// (unit, KV head), exactly as the CPU cache does when a group leaves its window.
+__global__ void window_to_units_kernel(PagedRows rows, SideArgs side, int head_dim, int first, int last) {
+  const size_t item = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int units = (last - first) / rows.group;
+  if (item >= static_cast<size_t>(units) * rows.n_kv_heads) return;
+  const int token = first + static_cast<int>(item / rows.n_kv_heads) * rows.group;
+  const int head = static_cast<int>(item % rows.n_kv_heads);
+  const uint16_t* window = side.window + (static_cast<size_t>(token) * rows.n_kv_heads + head) * head_dim;
+  uint8_t* dst = rows.unit(token, head);
+  if (is_kivi_key(side.format)) {
+    encode_kivi_key_group(kivi_bits(side.format), head_dim, rows.group, window,
+                          static_cast<size_t>(rows.n_kv_heads) * head_dim, dst);
+  } else {
+    float x[kMaxKvHeadDim];
+    for (int i = 0; i < head_dim; ++i) x[i] = f16_to_f32(window[i]);
+    encode_kivi_value(kivi_bits(side.format), head_dim, x, dst);
+  }
 }
 
 struct AttentionParams {
@@ -214,10 +262,10 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
 #pragma unroll
     for (int r = 0; r < kRows; ++r) s[r] = 0.0f;
     if (valid) {
-      const uint8_t* key = p.keys.row(t, kv_head);
+      const TokenRow key = token_row(p.keys, p.kf, t, kv_head, D);
       for (int i0 = 0; i0 < D; i0 += EPL) {
         float k[EPL];
-        decode_span<EPL>(p.kf.format, key, i0, min(EPL, D - i0), p.kf.scale, k, p.kf.tq);
+        decode_span<EPL>(key.format, key.ptr, i0, min(EPL, D - i0), p.kf.scale, k, p.kf.tq, key.sub, D);
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -242,7 +290,8 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
     if (own_n > 0) {
       for (int j = 0; j < tile_n; ++j) {
         float v[EPL];
-        decode_span<EPL>(p.vf.format, p.values.row(t0 + j, kv_head), own, own_n, p.vf.scale, v, p.vf.tq);
+        const TokenRow value = token_row(p.values, p.vf, t0 + j, kv_head, D);
+        decode_span<EPL>(value.format, value.ptr, own, own_n, p.vf.scale, v, p.vf.tq, value.sub, D);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           const float w = p_s[warp][r][j];
@@ -367,6 +416,7 @@ size_t kv_row_bytes(KvFormat format, int head_dim) {
   const int multiple = format == KvFormat::int4_pth || format == KvFormat::u4 ? 2
                        : format == KvFormat::u2                              ? 4
                        : format == KvFormat::u3                              ? 8
+                       : is_kivi_value(format)                               ? kKiviValueChannelGroup
                                                                              : 1;
   if (head_dim % multiple != 0)
     throw_usage_error(std::string("GPU KV format ") + kv_format_name(format) + ": head_dim must be a multiple of " +
@@ -376,9 +426,10 @@ size_t kv_row_bytes(KvFormat format, int head_dim) {
 
 namespace {
 void require_plain(KvFormat format, const char* what) {
-  if (is_tq(format))
+  if (is_tq(format) || is_kivi(format))
     throw_usage_error(std::string("GPU ") + what + ": " + kv_format_name(format) +
-                      " needs its codec constants; use DevicePagedKv with KvSideFormat::tq");
+                      (is_tq(format) ? " needs its codec constants; use DevicePagedKv with KvSideFormat::tq"
+                                     : " is stored through a window and token groups; use DevicePagedKv"));
 }
 }  // namespace
 
@@ -409,59 +460,106 @@ void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* 
   check(gpuMemcpy(y, dy.ptr, n * sizeof(float), gpuMemcpyDeviceToHost), "download");
 }
 
+// One side (K or V) of the cache: its pool of units, TurboQuant constants, and for KIVI the f16
+// window of every token and how many tokens have left it into the units.
+struct SideStore {
+  KvSideFormat format;
+  size_t unit_bytes = 0;
+  int group = 1;     // tokens per unit
+  int residual = 0;  // KIVI: the newest tokens kept in f16
+  bool windowed = false;
+  int quantized = 0;
+  DeviceBuffer pool, tq, window;
+
+  // Tokens in units after n tokens: whole groups that left the R-token window (the CPU cache's
+  // rule), or every token for the other formats.
+  int quantized_for(int n) const { return !windowed ? n : n > residual ? (n - residual) / group * group : 0; }
+};
+
 struct DevicePagedKv::Impl {
   PagedKvShape shape;
   int capacity = 0;
   int length = 0;
   int pages = 0;
-  size_t key_row = 0, value_row = 0;
-  DeviceBuffer keys, values, page_table, key_tq, value_tq;
+  SideStore key, value;
+  DeviceBuffer page_table;
   DeviceBuffer staging_k, staging_v, staging_q, staging_out, partial;
-
-  SideArgs side(const KvSideFormat& f, const DeviceBuffer& tq) const {
-    return SideArgs{f.format, f.scale, f.tq ? tq.as<TqParams>() : nullptr};
-  }
-  PagedRows rows(const DeviceBuffer& pool, size_t row_bytes) const {
-    return PagedRows{pool.as<uint8_t>(), row_bytes, page_table.as<int32_t>(), shape.n_kv_heads, shape.page_tokens};
-  }
-  size_t row_offset(int token, int kv_head, const std::vector<int32_t>& order, size_t row_bytes) const {
-    const size_t page = static_cast<size_t>(order[token / shape.page_tokens]);
-    return ((page * shape.n_kv_heads + kv_head) * shape.page_tokens + token % shape.page_tokens) * row_bytes;
-  }
   std::vector<int32_t> order;
 
-  std::vector<uint8_t> download_row(const DeviceBuffer& pool, size_t row_bytes, int token, int kv_head) const {
+  SideArgs args(const SideStore& s) const {
+    return SideArgs{s.format.format, s.format.scale, s.format.tq ? s.tq.as<TqParams>() : nullptr,
+                    s.windowed ? s.window.as<uint16_t>() : nullptr, s.quantized};
+  }
+  PagedRows rows(const SideStore& s) const {
+    return PagedRows{s.pool.as<uint8_t>(), s.unit_bytes, page_table.as<int32_t>(), shape.n_kv_heads, shape.page_tokens,
+                     s.group};
+  }
+  size_t unit_offset(const SideStore& s, int token, int kv_head) const {
+    const size_t page = static_cast<size_t>(order[token / shape.page_tokens]);
+    const int units = shape.page_tokens / s.group;
+    return ((page * shape.n_kv_heads + kv_head) * units + (token % shape.page_tokens) / s.group) * s.unit_bytes;
+  }
+  // Units up to the side's new quantized count leave the window (KIVI).
+  void flush_window(SideStore& s) {
+    const int target = s.quantized_for(length);
+    if (!s.windowed || target <= s.quantized) return;
+    const size_t items = static_cast<size_t>((target - s.quantized) / s.group) * shape.n_kv_heads;
+    window_to_units_kernel<<<blocks_for(items, kRowThreads), kRowThreads>>>(rows(s), args(s), shape.head_dim, s.quantized,
+                                                                          target);
+    check(gpuGetLastError(), "KIVI group launch");
+    s.quantized = target;
+  }
+
+  std::vector<uint8_t> download_unit(const SideStore& s, int token, int kv_head) const {
     if (token < 0 || token >= length || kv_head < 0 || kv_head >= shape.n_kv_heads)
       throw_usage_error("GPU paged KV: no row for token " + std::to_string(token) + ", head " + std::to_string(kv_head));
-    std::vector<uint8_t> row(row_bytes);
-    check(gpuMemcpy(row.data(), pool.as<uint8_t>() + row_offset(token, kv_head, order, row_bytes), row_bytes,
+    if (s.windowed && token >= s.quantized)
+      throw_usage_error("GPU paged KV: token " + std::to_string(token) + " is still in the f16 window (" +
+                        std::to_string(s.quantized) + " tokens quantized)");
+    std::vector<uint8_t> unit(s.unit_bytes);
+    check(gpuMemcpy(unit.data(), s.pool.as<uint8_t>() + unit_offset(s, token, kv_head), s.unit_bytes,
                     gpuMemcpyDeviceToHost),
           "download row");
-    return row;
+    return unit;
   }
 };
+
+namespace {
+void init_side(SideStore& s, const KvSideFormat& f, const PagedKvShape& shape, bool is_key) {
+  s.format = f;
+  require_scale(f.format, f.scale);
+  if (is_tq(f.format) != f.tq.has_value() || (f.tq && f.tq->bits != tq_bits(f.format)))
+    throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) +
+                      (is_tq(f.format) ? " needs matching TurboQuant constants (make_tq_params)"
+                                       : " takes no TurboQuant constants"));
+  if (is_tq(f.format) && (shape.head_dim > kTqMaxHeadDim || (shape.head_dim & (shape.head_dim - 1)) != 0))
+    throw_usage_error("GPU paged KV: TurboQuant keys need a power-of-two head_dim up to " +
+                      std::to_string(kTqMaxHeadDim) + ", got " + std::to_string(shape.head_dim));
+  if ((is_tq(f.format) || is_kivi_key(f.format)) && !is_key)
+    throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) + " stores keys only");
+  if (is_kivi_value(f.format) && is_key)
+    throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) + " stores values only");
+  s.windowed = is_kivi(f.format);
+  s.group = is_kivi_key(f.format) ? (f.group > 0 ? f.group : kKiviDefaultGroup) : 1;
+  s.residual = s.windowed ? f.residual : 0;
+  kv_row_bytes(f.format, shape.head_dim);  // validates head_dim for the format
+  if (s.windowed && (s.residual < 0 || shape.page_tokens % s.group != 0))
+    throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) + " needs residual >= 0 and a group (" +
+                      std::to_string(s.group) + ") dividing the page (" + std::to_string(shape.page_tokens) + " tokens)");
+  s.unit_bytes = unit_bytes(f.format, shape.head_dim, s.group);
+}
+}  // namespace
 
 DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std::vector<int32_t> page_order)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.shape = shape;
-  m.key_row = kv_row_bytes(shape.key.format, shape.head_dim);
-  m.value_row = kv_row_bytes(shape.value.format, shape.head_dim);
-  require_scale(shape.key.format, shape.key.scale);
-  require_scale(shape.value.format, shape.value.scale);
-  for (const KvSideFormat* side : {&shape.key, &shape.value}) {
-    if (is_tq(side->format) != side->tq.has_value() || (side->tq && side->tq->bits != tq_bits(side->format)))
-      throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(side->format) +
-                        (is_tq(side->format) ? " needs matching TurboQuant constants (make_tq_params)"
-                                             : " takes no TurboQuant constants"));
-    if (is_tq(side->format) && (shape.head_dim > kTqMaxHeadDim || (shape.head_dim & (shape.head_dim - 1)) != 0))
-      throw_usage_error("GPU paged KV: TurboQuant keys need a power-of-two head_dim up to " +
-                        std::to_string(kTqMaxHeadDim) + ", got " + std::to_string(shape.head_dim));
-  }
   if (shape.n_kv_heads < 1 || shape.page_tokens < 1 || capacity_tokens < 1)
     throw_usage_error("GPU paged KV: n_kv_heads, page_tokens and capacity must be >= 1, got " +
                       std::to_string(shape.n_kv_heads) + ", " + std::to_string(shape.page_tokens) + ", " +
                       std::to_string(capacity_tokens));
+  init_side(m.key, shape.key, shape, true);
+  init_side(m.value, shape.value, shape, false);
   m.capacity = capacity_tokens;
   m.pages = (capacity_tokens + shape.page_tokens - 1) / shape.page_tokens;
   if (page_order.empty()) {
@@ -478,13 +576,15 @@ DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std
     seen[page] = true;
   }
   m.order = page_order;
-  const size_t slots = static_cast<size_t>(m.pages) * shape.page_tokens * shape.n_kv_heads;
-  m.keys.resize(slots * m.key_row);
-  m.values.resize(slots * m.value_row);
-  for (const auto& [side, buffer] : {std::pair{&shape.key, &m.key_tq}, std::pair{&shape.value, &m.value_tq}}) {
-    if (!side->tq) continue;
-    buffer->resize(sizeof(TqParams));
-    check(gpuMemcpy(buffer->ptr, &*side->tq, sizeof(TqParams), gpuMemcpyHostToDevice), "upload TurboQuant constants");
+  const size_t tokens = static_cast<size_t>(m.pages) * shape.page_tokens;
+  for (SideStore* side : {&m.key, &m.value}) {
+    side->pool.resize(tokens / side->group * shape.n_kv_heads * side->unit_bytes);
+    if (side->format.tq) {
+      side->tq.resize(sizeof(TqParams));
+      check(gpuMemcpy(side->tq.ptr, &*side->format.tq, sizeof(TqParams), gpuMemcpyHostToDevice),
+            "upload TurboQuant constants");
+    }
+    if (side->windowed) side->window.resize(tokens * shape.n_kv_heads * shape.head_dim * sizeof(uint16_t));
   }
   m.page_table.resize(page_order.size() * sizeof(int32_t));
   check(gpuMemcpy(m.page_table.ptr, page_order.data(), page_order.size() * sizeof(int32_t), gpuMemcpyHostToDevice),
@@ -497,7 +597,8 @@ const PagedKvShape& DevicePagedKv::shape() const { return impl_->shape; }
 int DevicePagedKv::length() const { return impl_->length; }
 int DevicePagedKv::capacity() const { return impl_->capacity; }
 size_t DevicePagedKv::kv_bytes_per_token() const {
-  return (impl_->key_row + impl_->value_row) * static_cast<size_t>(impl_->shape.n_kv_heads);
+  const Impl& m = *impl_;
+  return (m.key.unit_bytes / m.key.group + m.value.unit_bytes / m.value.group) * static_cast<size_t>(m.shape.n_kv_heads);
 }
 
 void DevicePagedKv::append_device(const float* k, const float* v, int n_new) {
@@ -507,12 +608,12 @@ void DevicePagedKv::append_device(const float* k, const float* v, int n_new) {
                       " of capacity " + std::to_string(m.capacity));
   if (n_new == 0) return;
   const size_t items = 2 * static_cast<size_t>(n_new) * m.shape.n_kv_heads;
-  append_kernel<<<blocks_for(items, kRowThreads), kRowThreads>>>(m.rows(m.keys, m.key_row), m.rows(m.values, m.value_row),
-                                                                  m.side(m.shape.key, m.key_tq),
-                                                                  m.side(m.shape.value, m.value_tq), m.shape.head_dim, k,
-                                                                  v, m.length, n_new);
+  append_kernel<<<blocks_for(items, kRowThreads), kRowThreads>>>(m.rows(m.key), m.rows(m.value), m.args(m.key),
+                                                                  m.args(m.value), m.shape.head_dim, k, v, m.length, n_new);
   check(gpuGetLastError(), "append launch");
   m.length += n_new;
+  m.flush_window(m.key);
+  m.flush_window(m.value);
 }
 
 void DevicePagedKv::append(const float* k, const float* v, int n_new) {
@@ -541,10 +642,10 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
     throw_usage_error("GPU attention: split_tokens must be 0 or a positive multiple of 32, got " +
                       std::to_string(split_tokens));
   AttentionParams p{};
-  p.keys = m.rows(m.keys, m.key_row);
-  p.values = m.rows(m.values, m.value_row);
-  p.kf = m.side(s.key, m.key_tq);
-  p.vf = m.side(s.value, m.value_tq);
+  p.keys = m.rows(m.key);
+  p.values = m.rows(m.value);
+  p.kf = m.args(m.key);
+  p.vf = m.args(m.value);
   p.head_dim = s.head_dim;
   p.n_tokens = m.length;
   p.n_heads = n_heads;
@@ -607,47 +708,59 @@ bool same_tq(const std::optional<TqParams>& a, const std::optional<TqParams>& b)
 }  // namespace
 
 void DevicePagedKv::truncate(int n) {
-  if (n < 0 || n > impl_->length)
-    throw_usage_error("GPU paged KV: cannot truncate " + std::to_string(impl_->length) + " tokens to " + std::to_string(n));
-  impl_->length = n;
+  Impl& m = *impl_;
+  if (n < 0 || n > m.length)
+    throw_usage_error("GPU paged KV: cannot truncate " + std::to_string(m.length) + " tokens to " + std::to_string(n));
+  m.length = n;
+  // KIVI: the window holds every token's f16 row, so groups past the new boundary are simply
+  // read from it again (the CPU cache rebuilds them from the dequantized group instead).
+  for (SideStore* side : {&m.key, &m.value}) side->quantized = std::min(side->quantized, side->quantized_for(n));
 }
 
 void DevicePagedKv::copy_prefix_from(const DevicePagedKv& source, int n) {
   Impl& m = *impl_;
   const Impl& src = *source.impl_;
   const PagedKvShape &a = m.shape, &b = src.shape;
+  auto same_side = [](const KvSideFormat& x, const KvSideFormat& y) {
+    return x.format == y.format && x.scale == y.scale && same_tq(x.tq, y.tq) && x.group == y.group &&
+           x.residual == y.residual;
+  };
   if (a.head_dim != b.head_dim || a.n_kv_heads != b.n_kv_heads || a.page_tokens != b.page_tokens ||
-      a.key.format != b.key.format || a.value.format != b.value.format || a.key.scale != b.key.scale ||
-      a.value.scale != b.value.scale || !same_tq(a.key.tq, b.key.tq) || !same_tq(a.value.tq, b.value.tq))
+      !same_side(a.key, b.key) || !same_side(a.value, b.value))
     throw_usage_error("GPU paged KV: copy between caches of different shapes or formats");
   if (n < 0 || n > src.length || n > m.capacity)
     throw_usage_error("GPU paged KV: cannot copy " + std::to_string(n) + " tokens from a cache of " +
                       std::to_string(src.length) + " into one of capacity " + std::to_string(m.capacity));
   // Whole pages, one copy per page (a run of consecutive pool pages when both orders agree).
-  const size_t page_slots = static_cast<size_t>(a.n_kv_heads) * a.page_tokens;
   const int pages = (n + a.page_tokens - 1) / a.page_tokens;
   for (int i = 0; i < pages;) {
     int run = 1;
     while (i + run < pages && m.order[i + run] == m.order[i] + run && src.order[i + run] == src.order[i] + run) ++run;
-    for (const auto& [dst_pool, src_pool, row] : {std::tuple{&m.keys, &src.keys, m.key_row},
-                                                 std::tuple{&m.values, &src.values, m.value_row}}) {
-      const size_t page_bytes = page_slots * row;
-      check(gpuMemcpy(dst_pool->as<uint8_t>() + static_cast<size_t>(m.order[i]) * page_bytes,
-                      src_pool->as<uint8_t>() + static_cast<size_t>(src.order[i]) * page_bytes, run * page_bytes,
+    for (const auto& [dst, from] : {std::pair{&m.key, &src.key}, std::pair{&m.value, &src.value}}) {
+      const size_t page_bytes = static_cast<size_t>(a.n_kv_heads) * (a.page_tokens / dst->group) * dst->unit_bytes;
+      check(gpuMemcpy(dst->pool.as<uint8_t>() + static_cast<size_t>(m.order[i]) * page_bytes,
+                      from->pool.as<uint8_t>() + static_cast<size_t>(src.order[i]) * page_bytes, run * page_bytes,
                       gpuMemcpyDeviceToDevice),
             "copy pages");
     }
     i += run;
   }
+  for (const auto& [dst, from] : {std::pair{&m.key, &src.key}, std::pair{&m.value, &src.value}}) {
+    if (!dst->windowed) continue;
+    check(gpuMemcpy(dst->window.ptr, from->window.ptr,
+                    static_cast<size_t>(n) * a.n_kv_heads * a.head_dim * sizeof(uint16_t), gpuMemcpyDeviceToDevice),
+          "copy window");
+    dst->quantized = std::min(from->quantized, dst->quantized_for(n));
+  }
   m.length = n;
 }
 
 std::vector<uint8_t> DevicePagedKv::key_row(int token, int kv_head) const {
-  return impl_->download_row(impl_->keys, impl_->key_row, token, kv_head);
+  return impl_->download_unit(impl_->key, token, kv_head);
 }
 
 std::vector<uint8_t> DevicePagedKv::value_row(int token, int kv_head) const {
-  return impl_->download_row(impl_->values, impl_->value_row, token, kv_head);
+  return impl_->download_unit(impl_->value, token, kv_head);
 }
 
 namespace {

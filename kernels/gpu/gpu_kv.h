@@ -40,6 +40,8 @@ struct KvSideFormat {
   KvFormat format = KvFormat::f16;
   float scale = 1.0f;           // per-tensor scale (fp8_e4m3/e5m2/e4m3fnuz only)
   std::optional<TqParams> tq;   // the codec constants of tq{b} keys (kernels/gpu/tq_params.h)
+  int group = 0;                // KIVI keys: tokens per group (0 = 32; must divide page_tokens)
+  int residual = 128;           // KIVI: the newest tokens kept in f16 (Codec::residual_tokens)
 };
 
 struct PagedKvShape {
@@ -87,7 +89,8 @@ class DevicePagedKv {
   // capacity), e.g. to probe a continuation without disturbing the source sequence.
   void copy_prefix_from(const DevicePagedKv& source, int n);
 
-  // The stored bytes of one row (tests compare them with the CPU codec's).
+  // The stored bytes of one row (tests compare them with the CPU codec's): for KIVI keys the
+  // whole group holding the token; a token still in a KIVI window is a usage error.
   std::vector<uint8_t> key_row(int token, int kv_head) const;
   std::vector<uint8_t> value_row(int token, int kv_head) const;
 

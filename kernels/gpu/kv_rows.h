@@ -41,12 +41,17 @@ enum class KvFormat : uint8_t {
   tq2,
   tq3,
   tq4,
+  kivi2_k,
+  kivi4_k,
+  kivi2_v,
+  kivi4_v,
 };
 inline constexpr KvFormat kAllKvFormats[] = {
     KvFormat::f16,      KvFormat::bf16,     KvFormat::fp8_e4m3, KvFormat::fp8_e5m2, KvFormat::fp8_e4m3fnuz,
     KvFormat::int8_pth, KvFormat::fp8_pth,  KvFormat::int4_pth, KvFormat::q8_0,     KvFormat::q4_0,
     KvFormat::q4_1,     KvFormat::u2,       KvFormat::u3,       KvFormat::u4,       KvFormat::u8,
-    KvFormat::tq1,      KvFormat::tq2,      KvFormat::tq3,      KvFormat::tq4,
+    KvFormat::tq1,      KvFormat::tq2,      KvFormat::tq3,      KvFormat::tq4,      KvFormat::kivi2_k,
+    KvFormat::kivi4_k,  KvFormat::kivi2_v,  KvFormat::kivi4_v,
 };
 
 // The CPU registry's name of each format ("?" for a value outside the enum).
@@ -71,6 +76,10 @@ KVGATE_HD const char* format_name(KvFormat f) {
     case KvFormat::tq2: return "tq2";
     case KvFormat::tq3: return "tq3";
     case KvFormat::tq4: return "tq4";
+    case KvFormat::kivi2_k: return "kivi2_k";
+    case KvFormat::kivi4_k: return "kivi4_k";
+    case KvFormat::kivi2_v: return "kivi2_v";
+    case KvFormat::kivi4_v: return "kivi4_v";
   }
   return "?";
 }
@@ -121,6 +130,12 @@ KVGATE_HD bool is_tq(KvFormat f) {
 KVGATE_HD int tq_bits(KvFormat f) {
   return f == KvFormat::tq1 ? 1 : f == KvFormat::tq2 ? 2 : f == KvFormat::tq3 ? 3 : 4;
 }
+KVGATE_HD bool is_kivi_key(KvFormat f) { return f == KvFormat::kivi2_k || f == KvFormat::kivi4_k; }
+KVGATE_HD bool is_kivi_value(KvFormat f) { return f == KvFormat::kivi2_v || f == KvFormat::kivi4_v; }
+KVGATE_HD bool is_kivi(KvFormat f) { return is_kivi_key(f) || is_kivi_value(f); }
+KVGATE_HD int kivi_bits(KvFormat f) { return f == KvFormat::kivi2_k || f == KvFormat::kivi2_v ? 2 : 4; }
+inline constexpr int kKiviDefaultGroup = 32;          // tokens per key group (kernels/formats_kivi.cc)
+inline constexpr int kKiviValueChannelGroup = 32;     // channels per value scale
 KVGATE_HD Fp8Kind fp8_kind(KvFormat f) {
   return f == KvFormat::fp8_e5m2 ? Fp8Kind::e5m2 : f == KvFormat::fp8_e4m3fnuz ? Fp8Kind::e4m3fnuz : Fp8Kind::e4m3fn;
 }
@@ -135,7 +150,15 @@ KVGATE_HD size_t row_bytes(KvFormat f, int head_dim) {
   if (f == KvFormat::int4_pth) return 4 + d / 2;
   if (is_uniform(f)) return 4 + (d * uniform_bits(f) + 7) / 8;
   if (is_tq(f)) return 2 + (d * tq_bits(f) + 7) / 8;
+  if (is_kivi_value(f)) return 4 * (d / kKiviValueChannelGroup) + (d * kivi_bits(f) + 7) / 8;
+  if (is_kivi_key(f)) return 4 * d + (static_cast<size_t>(kKiviDefaultGroup) * d * kivi_bits(f) + 7) / 8;
   return 4 + d;  // int8_pth, fp8_pth: f32 scale + one byte per element
+}
+
+// Bytes of one storage unit: a row, or for KIVI keys a group of `group` tokens.
+KVGATE_HD size_t unit_bytes(KvFormat f, int head_dim, int group) {
+  if (!is_kivi_key(f)) return row_bytes(f, head_dim);
+  return 4 * static_cast<size_t>(head_dim) + (static_cast<size_t>(group) * head_dim * kivi_bits(f) + 7) / 8;
 }
 
 // Rows are packed back to back, so multi-byte fields are unaligned: byte by byte, little-endian.
@@ -317,6 +340,108 @@ KVGATE_HD void encode_tq(const TqParams& p, int head_dim, const float* x, uint8_
   store_u16(dst, f32_to_f16(static_cast<float>(65504.0 < stored ? 65504.0 : stored)));
 }
 
+// ---- KIVI, as kernels/formats_kivi.cc: asymmetric codes with the fp16 (scale, min) as stored ----
+// Keys: a group of G tokens per unit, per channel c: scale[c] | min[c] (fp16) | codes token-major
+// (index t * d + c), b bits LSB-first. Values: per token, (scale, min) per 32 channels | codes.
+// The cache quantizes them from its f16 window, so the encoders read what the window holds.
+
+KVGATE_HD float kivi_f16(float v) {  // to_f16 with the clamp to +-65504 (NaN passes through)
+  return f16_to_f32(f32_to_f16(v < -65504.0f ? -65504.0f : (65504.0f < v ? 65504.0f : v)));
+}
+KVGATE_HD uint32_t kivi_code_at(const uint8_t* codes, size_t index, int bits) {
+  const size_t bit = index * bits;
+  return (codes[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1u);
+}
+KVGATE_HD void kivi_put_code(uint8_t* codes, size_t index, int bits, uint32_t code) {
+  const size_t bit = index * bits;
+  codes[bit >> 3] |= static_cast<uint8_t>(code << (bit & 7));
+}
+struct KiviRange {
+  float scale, min;
+};
+KVGATE_HD KiviRange kivi_range(float lo, float hi, int bits) {
+  const float min = kivi_f16(lo);
+  return {kivi_f16(rn_div(rn_sub(hi, min), static_cast<float>((1 << bits) - 1))), min};
+}
+KVGATE_HD uint32_t kivi_encode(float x, KiviRange r, int bits) {
+  if (!(r.scale > 0.0f)) return 0;
+  const float q = rintf(rn_div(rn_sub(x, r.min), r.scale));
+  const float top = static_cast<float>((1 << bits) - 1);
+  const float v = q != q ? 0.0f : q;
+  return static_cast<uint32_t>(v < 0.0f ? 0.0f : (top < v ? top : v));  // std::clamp(v, 0, top)
+}
+KVGATE_HD void store_f16_of(uint8_t* p, float v) { store_u16(p, f32_to_f16(v < -65504.0f ? -65504.0f : (65504.0f < v ? 65504.0f : v))); }
+
+// A group of `group` key tokens; row t of the group is rows_f16 + t * stride (halves).
+KVGATE_HD void encode_kivi_key_group(int bits, int head_dim, int group, const uint16_t* rows_f16, size_t stride,
+                                     uint8_t* dst) {
+  const size_t d = static_cast<size_t>(head_dim);
+  const size_t bytes = 4 * d + (static_cast<size_t>(group) * d * bits + 7) / 8;
+  for (size_t b = 0; b < bytes; ++b) dst[b] = 0;
+  uint8_t* codes = dst + 4 * d;
+  for (size_t c = 0; c < d; ++c) {
+    float lo = f16_to_f32(rows_f16[c]), hi = lo;
+    for (int t = 1; t < group; ++t) {
+      const float x = f16_to_f32(rows_f16[t * stride + c]);
+      lo = x < lo ? x : lo;  // std::min(lo, x)
+      hi = hi < x ? x : hi;  // std::max(hi, x)
+    }
+    const KiviRange r = kivi_range(lo, hi, bits);
+    store_f16_of(dst + 2 * c, r.scale);
+    store_f16_of(dst + 2 * (d + c), r.min);
+    for (int t = 0; t < group; ++t)
+      kivi_put_code(codes, t * d + c, bits, kivi_encode(f16_to_f32(rows_f16[t * stride + c]), r, bits));
+  }
+}
+
+// libstdc++'s std::minmax_element over n floats, pair by pair, so NaN inputs pick the same
+// elements the CPU reference picks.
+KVGATE_HD void minmax_like_libstdcxx(const float* x, int n, float* lo, float* hi) {
+  int mn = 0, mx = 0;
+  int i = 1;
+  if (n > 1) {
+    if (x[1] < x[mn]) mn = 1;
+    else mx = 1;
+    i = 2;
+  }
+  while (i < n) {
+    const int a = i;
+    if (i + 1 == n) {
+      if (x[a] < x[mn]) mn = a;
+      else if (!(x[a] < x[mx])) mx = a;
+      break;
+    }
+    const int b = i + 1;
+    if (x[b] < x[a]) {
+      if (x[b] < x[mn]) mn = b;
+      if (!(x[a] < x[mx])) mx = a;
+    } else {
+      if (x[a] < x[mn]) mn = a;
+      if (!(x[b] < x[mx])) mx = b;
+    }
+    i += 2;
+  }
+  *lo = x[mn];
+  *hi = x[mx];
+}
+
+KVGATE_HD void encode_kivi_value(int bits, int head_dim, const float* x, uint8_t* dst) {
+  const int groups = head_dim / kKiviValueChannelGroup;
+  const size_t bytes = 4 * static_cast<size_t>(groups) + (static_cast<size_t>(head_dim) * bits + 7) / 8;
+  for (size_t b = 0; b < bytes; ++b) dst[b] = 0;
+  uint8_t* codes = dst + 4 * groups;
+  for (int g = 0; g < groups; ++g) {
+    const float* part = x + g * kKiviValueChannelGroup;
+    float lo, hi;
+    minmax_like_libstdcxx(part, kKiviValueChannelGroup, &lo, &hi);
+    const KiviRange r = kivi_range(lo, hi, bits);
+    store_f16_of(dst + 4 * g, r.scale);
+    store_f16_of(dst + 4 * g + 2, r.min);
+    for (int c = 0; c < kKiviValueChannelGroup; ++c)
+      kivi_put_code(codes, static_cast<size_t>(g) * kKiviValueChannelGroup + c, bits, kivi_encode(part[c], r, bits));
+  }
+}
+
 // One row, sequentially, exactly as the CPU codec's quantize_ref. `tensor_scale` is the
 // per-tensor scale of the fp8_e4m3/e5m2/e4m3fnuz formats (stored = fp8(x / scale)).
 // `tq`: the codec constants of the tq{b} formats (ignored by the others).
@@ -329,6 +454,13 @@ KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const fl
     case KvFormat::tq4:
       encode_tq(*tq, head_dim, x, dst);
       return;
+    case KvFormat::kivi2_v:
+    case KvFormat::kivi4_v:
+      encode_kivi_value(kivi_bits(f), head_dim, x, dst);
+      return;
+    case KvFormat::kivi2_k:
+    case KvFormat::kivi4_k:
+      return;  // keys are encoded a group at a time (encode_kivi_key_group)
     case KvFormat::f16:
       for (int i = 0; i < head_dim; ++i) store_u16(dst + 2 * i, f32_to_f16(x[i]));
       return;
@@ -385,8 +517,23 @@ KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const fl
 
 // Element i of a row, as the CPU codec's dequantize_ref computes it (tq{b}: in the rotated
 // basis, as dequantize_stored_ref).
-KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tensor_scale, const TqParams* tq = nullptr) {
+KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tensor_scale, const TqParams* tq = nullptr,
+                               int sub = 0, int head_dim = 0) {
   switch (f) {
+    case KvFormat::kivi2_v:
+    case KvFormat::kivi4_v: {
+      const uint8_t* scales = row + 4 * (i / kKiviValueChannelGroup);
+      const int groups = head_dim / kKiviValueChannelGroup;
+      return rn_add(rn_mul(static_cast<float>(kivi_code_at(row + 4 * groups, i, kivi_bits(f))), f16_to_f32(load_u16(scales))),
+                    f16_to_f32(load_u16(scales + 2)));
+    }
+    case KvFormat::kivi2_k:
+    case KvFormat::kivi4_k: {  // token `sub` of the group at `row`
+      const size_t d = static_cast<size_t>(head_dim);
+      return rn_add(rn_mul(static_cast<float>(kivi_code_at(row + 4 * d, sub * d + i, kivi_bits(f))),
+                           f16_to_f32(load_u16(row + 2 * i))),
+                    f16_to_f32(load_u16(row + 2 * (d + i))));
+    }
     case KvFormat::tq1:
     case KvFormat::tq2:
     case KvFormat::tq3:
@@ -428,8 +575,14 @@ KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tens
 // block scale is read once: the attention kernels decode their rows through this.
 template <int N>
 KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float tensor_scale, float* y,
-                           const TqParams* tq = nullptr) {
+                           const TqParams* tq = nullptr, int sub = 0, int head_dim = 0) {
   switch (f) {
+    case KvFormat::kivi2_k:
+    case KvFormat::kivi4_k:
+    case KvFormat::kivi2_v:
+    case KvFormat::kivi4_v:
+      for (int k = 0; k < N; ++k) y[k] = k < n ? decode_element(f, row, i0 + k, tensor_scale, tq, sub, head_dim) : 0.0f;
+      return;
     case KvFormat::tq1:
     case KvFormat::tq2:
     case KvFormat::tq3:
@@ -503,8 +656,8 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
 }
 
 KVGATE_HD void decode_row(KvFormat f, int head_dim, float tensor_scale, const uint8_t* row, float* y,
-                          const TqParams* tq = nullptr) {
-  for (int i = 0; i < head_dim; ++i) y[i] = decode_element(f, row, i, tensor_scale, tq);
+                          const TqParams* tq = nullptr, int sub = 0) {
+  for (int i = 0; i < head_dim; ++i) y[i] = decode_element(f, row, i, tensor_scale, tq, sub, head_dim);
 }
 
 }  // namespace kvgate::kernels::gpu

@@ -30,8 +30,27 @@ KvSideFormat side_for(KvFormat f, int head_dim) {
   if (is_tq(f)) side.tq = make_tq_params(tq_bits(f), head_dim);
   return side;
 }
-// TurboQuant formats are keys only; their caches store f16 values.
-KvFormat value_format_for(KvFormat f) { return is_tq(f) ? KvFormat::f16 : f; }
+// The key and value formats of the cache a test of `f` builds: TurboQuant keys store f16 values,
+// KIVI keys and values pair with each other (same bits).
+KvFormat key_format_for(KvFormat f) {
+  if (f == KvFormat::kivi2_v) return KvFormat::kivi2_k;
+  if (f == KvFormat::kivi4_v) return KvFormat::kivi4_k;
+  return f;
+}
+KvFormat value_format_for(KvFormat f) {
+  if (is_tq(f)) return KvFormat::f16;
+  if (f == KvFormat::kivi2_k) return KvFormat::kivi2_v;
+  if (f == KvFormat::kivi4_k) return KvFormat::kivi4_v;
+  return f;
+}
+float f16_round(float x) { return f16_to_f32(f32_to_f16(x)); }
+// KIVI's default window and key group (kernels/formats_kivi.cc).
+constexpr int kKiviResidual = 128;
+int quantized_for(KvFormat f, int n) {
+  if (!is_kivi(f)) return n;
+  const int group = is_kivi_key(f) ? kKiviDefaultGroup : 1;
+  return n > kKiviResidual ? (n - kKiviResidual) / group * group : 0;
+}
 float scale_for(KvFormat f) { return testing::tensor_scale_for(f); }
 
 std::unique_ptr<Codec> cpu_codec(KvFormat f, int head_dim) {
@@ -65,7 +84,7 @@ TEST(GpuKvLayout, RowBytesEqualCpuGroupBytesAndBadShapesAreUsageErrors) {
     EXPECT_THROW(kv_row_bytes(f, kMaxKvHeadDim + 32), Error);
   }
   EXPECT_FALSE(kv_format_named("tq3.5").has_value());
-  EXPECT_FALSE(kv_format_named("kivi4_k").has_value());
+  EXPECT_FALSE(kv_format_named("q5_0").has_value());
   EXPECT_THROW(kv_row_bytes(KvFormat::q4_0, 67), Error);
   EXPECT_THROW(kv_row_bytes(KvFormat::int4_pth, 67), Error);
   EXPECT_EQ(kv_row_bytes(KvFormat::int8_pth, 67), cpu_codec(KvFormat::int8_pth, 67)->group_bytes());
@@ -94,7 +113,7 @@ TEST(GpuKvLayout, BadCacheShapesAndScalesAreUsageErrors) {
 
 TEST_P(GpuKv, QuantizeWritesTheCpuCodecBytes) {
   const KvFormat f = GetParam();
-  if (is_tq(f)) GTEST_SKIP() << "tq{b} needs its codec constants: AppendStoresTheCpuCodecBytesInPagedOrder covers it";
+  if (is_tq(f) || is_kivi(f)) GTEST_SKIP() << kv_format_name(f) << " is stored through DevicePagedKv only: AppendStoresTheCpuCodecBytesInPagedOrder covers it";
   const int d = head_dim_for(f), n_rows = 37;
   const auto codec = cpu_codec(f, d);
   const size_t row = codec->group_bytes();
@@ -108,7 +127,7 @@ TEST_P(GpuKv, QuantizeWritesTheCpuCodecBytes) {
 
 TEST_P(GpuKv, DequantizeEqualsCpuCodecBitForBit) {
   const KvFormat f = GetParam();
-  if (is_tq(f)) GTEST_SKIP() << "tq{b} needs its codec constants: the attention tests decode it";
+  if (is_tq(f) || is_kivi(f)) GTEST_SKIP() << kv_format_name(f) << " is stored through DevicePagedKv only: the attention tests decode it";
   const int d = head_dim_for(f), n_rows = 29;
   const auto codec = cpu_codec(f, d);
   const size_t row = codec->group_bytes();
@@ -126,29 +145,69 @@ TEST_P(GpuKv, DequantizeEqualsCpuCodecBitForBit) {
                                              << got[i] << " want " << want[i];
 }
 
-// A cache of 3 KV heads, 16-token pages stored in a scrambled pool order, filled in chunks of
-// odd sizes, plus the CPU codec's view of the same data.
+// A cache of 3 KV heads, pages (16 tokens, 32 for KIVI's groups) in a scrambled pool order,
+// filled in chunks of odd sizes, plus the CPU's view of the same data: each token's K and V as
+// the cache holds them (quantized and dequantized by the CPU codec; for KIVI, f16 in the window
+// and groups quantized from it).
 struct Filled {
-  static constexpr int kKvHeads = 3, kPageTokens = 16;
-  int d = 0, n_tokens = 0;
+  static constexpr int kKvHeads = 3;
+  KvFormat key_format{}, value_format{};
+  int d = 0, n_tokens = 0, page_tokens = 16;
   std::unique_ptr<Codec> codec, value_codec;
   std::unique_ptr<DevicePagedKv> cache;
-  std::vector<float> k, v;  // [n_tokens][kKvHeads][d]
+  std::vector<float> k, v;            // [n_tokens][kKvHeads][d] as appended
+  std::vector<float> k_view, v_view;  // the same as the cache holds them
+  float* at(std::vector<float>& x, int t, int h) const { return x.data() + (static_cast<size_t>(t) * kKvHeads + h) * d; }
 };
+
+// Rows [first, first + rows) of head h, f16-rounded, back to back (what a KIVI window holds).
+std::vector<float> window_rows(Filled& c, std::vector<float>& x, int first, int rows, int h) {
+  std::vector<float> out(static_cast<size_t>(rows) * c.d);
+  for (int t = 0; t < rows; ++t)
+    for (int i = 0; i < c.d; ++i) out[static_cast<size_t>(t) * c.d + i] = f16_round(c.at(x, first + t, h)[i]);
+  return out;
+}
+
+// The CPU's view of one side (see Filled).
+void cpu_view(Filled& c, KvFormat f, const Codec& codec, std::vector<float>& x, std::vector<float>& view) {
+  view.resize(x.size());
+  const int q = quantized_for(f, c.n_tokens), group = codec.token_group();
+  std::vector<uint8_t> bytes(codec.group_bytes());
+  for (int h = 0; h < Filled::kKvHeads; ++h) {
+    if (!is_kivi(f)) {
+      for (int t = 0; t < c.n_tokens; ++t) {
+        codec.quantize_ref(c.at(x, t, h), bytes.data());
+        codec.dequantize_ref(bytes.data(), c.at(view, t, h));  // tq{b}: back in the original basis
+      }
+      continue;
+    }
+    std::vector<float> y(static_cast<size_t>(group) * c.d);
+    for (int t = 0; t < q; t += group) {
+      codec.quantize_ref(window_rows(c, x, t, group, h).data(), bytes.data());
+      codec.dequantize_ref(bytes.data(), y.data());
+      for (int r = 0; r < group; ++r) std::copy_n(y.data() + static_cast<size_t>(r) * c.d, c.d, c.at(view, t + r, h));
+    }
+    for (int t = q; t < c.n_tokens; ++t)
+      for (int i = 0; i < c.d; ++i) c.at(view, t, h)[i] = f16_round(c.at(x, t, h)[i]);
+  }
+}
 
 Filled fill(KvFormat f, int n_tokens, uint64_t seed) {
   Filled c;
+  c.key_format = key_format_for(f);
+  c.value_format = value_format_for(f);
   c.d = head_dim_for(f);
   c.n_tokens = n_tokens;
-  c.codec = cpu_codec(f, c.d);
-  c.value_codec = cpu_codec(value_format_for(f), c.d);
+  c.page_tokens = is_kivi(f) ? 32 : 16;
+  c.codec = cpu_codec(c.key_format, c.d);
+  c.value_codec = cpu_codec(c.value_format, c.d);
   PagedKvShape shape;
   shape.head_dim = c.d;
   shape.n_kv_heads = Filled::kKvHeads;
-  shape.page_tokens = Filled::kPageTokens;
-  shape.key = side_for(f, c.d);
-  shape.value = side_for(value_format_for(f), c.d);
-  const int pages = (n_tokens + Filled::kPageTokens - 1) / Filled::kPageTokens;
+  shape.page_tokens = c.page_tokens;
+  shape.key = side_for(c.key_format, c.d);
+  shape.value = side_for(c.value_format, c.d);
+  const int pages = (n_tokens + c.page_tokens - 1) / c.page_tokens;
   std::vector<int32_t> order(pages);
   std::iota(order.begin(), order.end(), 0);
   Rng shuffle(seed + 1);
@@ -165,38 +224,43 @@ Filled fill(KvFormat f, int n_tokens, uint64_t seed) {
     c.cache->append(c.k.data() + t * per_token, c.v.data() + t * per_token, n);
     t += n;
   }
+  cpu_view(c, c.key_format, *c.codec, c.k, c.k_view);
+  cpu_view(c, c.value_format, *c.value_codec, c.v, c.v_view);
   return c;
+}
+
+// The bytes of every quantized unit equal the CPU codec's for the same input; KIVI tokens
+// still in the window have no unit yet.
+void expect_side_bytes(Filled& c, KvFormat f, const Codec& codec, std::vector<float>& x, bool key) {
+  const int q = quantized_for(f, c.n_tokens), group = codec.token_group();
+  std::vector<uint8_t> want(codec.group_bytes());
+  for (int h = 0; h < Filled::kKvHeads; ++h) {
+    for (int t = 0; t < q; t += group) {
+      codec.quantize_ref(is_kivi(f) ? window_rows(c, x, t, group, h).data() : c.at(x, t, h), want.data());
+      ASSERT_EQ(key ? c.cache->key_row(t, h) : c.cache->value_row(t, h), want)
+          << kv_format_name(f) << (key ? " key" : " value") << " token " << t << " head " << h;
+    }
+    if (q < c.n_tokens) {
+      EXPECT_THROW(key ? c.cache->key_row(q, h) : c.cache->value_row(q, h), Error);
+    }
+  }
 }
 
 TEST_P(GpuKv, AppendStoresTheCpuCodecBytesInPagedOrder) {
   const KvFormat f = GetParam();
-  Filled c = fill(f, 83, 21);
-  ASSERT_EQ(c.cache->length(), 83);
-  std::vector<uint8_t> want(c.codec->group_bytes()), want_value(c.value_codec->group_bytes());
-  for (int t = 0; t < c.n_tokens; ++t)
-    for (int h = 0; h < Filled::kKvHeads; ++h) {
-      const size_t at = (static_cast<size_t>(t) * Filled::kKvHeads + h) * c.d;
-      c.codec->quantize_ref(c.k.data() + at, want.data());
-      ASSERT_EQ(c.cache->key_row(t, h), want) << kv_format_name(f) << " key token " << t << " head " << h;
-      c.value_codec->quantize_ref(c.v.data() + at, want_value.data());
-      ASSERT_EQ(c.cache->value_row(t, h), want_value) << kv_format_name(f) << " value token " << t << " head " << h;
-    }
+  const int n = is_kivi(f) ? 301 : 83;  // KIVI: past the 128-token window, so groups are quantized
+  Filled c = fill(f, n, 21);
+  ASSERT_EQ(c.cache->length(), n);
+  expect_side_bytes(c, c.key_format, *c.codec, c.k, true);
+  expect_side_bytes(c, c.value_format, *c.value_codec, c.v, false);
   EXPECT_THROW(c.cache->append(c.k.data(), c.v.data(), 1), Error);  // full
 }
 
-// Float64 causal softmax attention over the CPU codec's dequantized rows: query i of n_q sits
-// at position n_tokens - n_q + i; query head h reads KV head h / group.
-std::vector<double> reference_attention(const Filled& c, const std::vector<float>& q, int n_heads, int n_q,
+// Float64 causal softmax attention over the CPU's view of the cache: query i of n_q sits at
+// position n_tokens - n_q + i; query head h reads KV head h / group.
+std::vector<double> reference_attention(Filled& c, const std::vector<float>& q, int n_heads, int n_q,
                                         double softmax_scale) {
   const int d = c.d, group = n_heads / Filled::kKvHeads;
-  std::vector<float> k(c.k.size()), v(c.v.size());
-  std::vector<uint8_t> row(c.codec->group_bytes()), value_row(c.value_codec->group_bytes());
-  for (size_t r = 0; r < c.k.size() / d; ++r) {
-    c.codec->quantize_ref(c.k.data() + r * d, row.data());
-    c.codec->dequantize_ref(row.data(), k.data() + r * d);  // tq{b}: back in the original basis
-    c.value_codec->quantize_ref(c.v.data() + r * d, value_row.data());
-    c.value_codec->dequantize_ref(value_row.data(), v.data() + r * d);
-  }
   std::vector<double> out(static_cast<size_t>(n_q) * n_heads * d, 0.0);
   for (int qi = 0; qi < n_q; ++qi) {
     const int visible = c.n_tokens - n_q + qi + 1;
@@ -206,7 +270,7 @@ std::vector<double> reference_attention(const Filled& c, const std::vector<float
       std::vector<double> s(visible);
       double max = -INFINITY;
       for (int t = 0; t < visible; ++t) {
-        const float* kr = k.data() + (static_cast<size_t>(t) * Filled::kKvHeads + kvh) * d;
+        const float* kr = c.at(c.k_view, t, kvh);
         double dot = 0.0;
         for (int i = 0; i < d; ++i) dot += static_cast<double>(qv[i]) * kr[i];
         s[t] = dot * softmax_scale;
@@ -216,7 +280,7 @@ std::vector<double> reference_attention(const Filled& c, const std::vector<float
       for (int t = 0; t < visible; ++t) sum += s[t] = std::exp(s[t] - max);
       double* o = out.data() + (static_cast<size_t>(qi) * n_heads + h) * d;
       for (int t = 0; t < visible; ++t) {
-        const float* vr = v.data() + (static_cast<size_t>(t) * Filled::kKvHeads + kvh) * d;
+        const float* vr = c.at(c.v_view, t, kvh);
         for (int i = 0; i < d; ++i) o[i] += s[t] / sum * vr[i];
       }
     }

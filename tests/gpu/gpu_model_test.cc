@@ -196,7 +196,8 @@ TEST_P(GpuSmallModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, *g
 
 INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuSmallModel,
                          ::testing::Values("f16", "bf16", "q8_0", "fp8", "fp8_e5m2", "q4_0/q4_1", "int8_pth",
-                                           "int4_pth", "fp8_pth@0=f16", "k8v4", "tq3/4", "tq4:nc/u8", "u2/u3"),
+                                           "int4_pth", "fp8_pth@0=f16", "k8v4", "tq3/4", "tq4:nc/u8", "u2/u3",
+                                           "kivi4", "kivi2_k:residual=32/kivi2_v:residual=32"),
                          test_name);
 
 class GpuDefaultModel : public ::testing::TestWithParam<const char*> {
@@ -213,7 +214,8 @@ class GpuDefaultModel : public ::testing::TestWithParam<const char*> {
 
 TEST_P(GpuDefaultModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, *gpu_, GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuDefaultModel, ::testing::Values("f16", "q8_0", "q4_0", "tq3/4"), test_name);
+INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuDefaultModel, ::testing::Values("f16", "q8_0", "q4_0", "tq3/4", "kivi4"),
+                         test_name);
 
 // Runs without a device: the fixture the GPU comparison relies on is a valid model whose
 // logits are spread enough for top-1 comparisons to mean something.
@@ -245,7 +247,11 @@ TEST(GpuKvShape, ConfigsWithoutGpuKernelsAreUsageErrors) {
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("fp8_e4m3:scale=0.5"), arch, 1).key.scale, 0.5f);
   EXPECT_TRUE(gpu_kv_shape(kernels::parse_kv_config("tq3/4"), arch, 0).key.tq.has_value());
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("tq3/4"), arch, 0).value.format, kernels::gpu::KvFormat::u4);
-  for (const char* spec : {"tq3:rot=qr/4", "tq2.5/4", "kivi4", "q4_0:rot=hadamard", "nvfp4"}) {
+  const auto kivi = gpu_kv_shape(kernels::parse_kv_config("kivi2_k:residual=64/kivi2_v:residual=64"), arch, 0);
+  EXPECT_EQ(kivi.key.format, kernels::gpu::KvFormat::kivi2_k);
+  EXPECT_EQ(kivi.value.format, kernels::gpu::KvFormat::kivi2_v);
+  EXPECT_EQ(kivi.key.residual, 64);
+  for (const char* spec : {"tq3:rot=qr/4", "tq2.5/4", "kivi4_k:group=48/kivi4_v", "q4_0:rot=hadamard", "nvfp4"}) {
     try {
       gpu_kv_shape(kernels::parse_kv_config(spec), arch, 0);
       ADD_FAILURE() << spec << " accepted";

@@ -18,7 +18,7 @@ inline int head_dim_for(KvFormat f) {
   if (f == KvFormat::int4_pth || f == KvFormat::u4) return 70;
   if (f == KvFormat::u2) return 68;
   if (f == KvFormat::u3) return 72;
-  if (is_tq(f)) return 64;  // the Walsh-Hadamard rotation needs a power of two
+  if (is_tq(f) || is_kivi(f)) return 64;  // the Hadamard rotation: a power of two; KIVI values: 32s
   return 67;
 }
 

@@ -40,6 +40,7 @@ struct Variant {
 std::vector<Variant> variants() {
   std::vector<Variant> out;
   for (KvFormat f : kAllKvFormats) {
+    if (is_kivi(f)) continue;  // windowed token groups: KiviGroupsAndRowsEqualTheCpuReferenceBitForBit
     Variant v{f, head_dim_for(f), {}, std::nullopt, name_of(f)};
     v.options.scale = tensor_scale_for(f);
     if (is_tq(f)) {
@@ -109,7 +110,7 @@ TEST(GpuRows, EncodeAndDecodeEqualTheCpuReferenceBitForBit) {
 // Every code of the one-byte formats decodes as the CPU does (NaN codes, subnormals, -0).
 TEST(GpuRows, EveryByteCodeDecodesAsTheCpu) {
   for (KvFormat f : kAllKvFormats) {
-    if (is_ggml(f) || is_uniform(f) || is_tq(f) || f == KvFormat::f16 || f == KvFormat::bf16) continue;
+    if (is_ggml(f) || is_uniform(f) || is_tq(f) || is_kivi(f) || f == KvFormat::f16 || f == KvFormat::bf16) continue;
     SCOPED_TRACE(name_of(f));
     const int d = f == KvFormat::int4_pth ? 512 : 256;
     FormatOptions options;
@@ -123,6 +124,47 @@ TEST(GpuRows, EveryByteCodeDecodesAsTheCpu) {
     codec->dequantize_ref(row.data(), cpu.data());
     decode_row(f, d, options.scale, row.data(), shared.data());
     for (int i = 0; i < d; ++i) EXPECT_TRUE(same_float(cpu[i], shared[i])) << "element " << i;
+  }
+}
+
+// KIVI as the cache stores it: rows pass through the f16 window, keys are quantized a group
+// at a time, values a row at a time, each from the window's f16 values.
+TEST(GpuRows, KiviGroupsAndRowsEqualTheCpuReferenceBitForBit) {
+  for (KvFormat f : {KvFormat::kivi2_k, KvFormat::kivi4_k, KvFormat::kivi2_v, KvFormat::kivi4_v}) {
+    for (int group : {32, 8}) {
+      if (is_kivi_value(f) && group != 32) continue;
+      SCOPED_TRACE(std::string(name_of(f)) + " group " + std::to_string(group));
+      const int d = 64, rows = is_kivi_key(f) ? group : 1, units = 6;
+      FormatOptions options;
+      if (is_kivi_key(f)) options.token_group = group;
+      const auto codec = make_codec(name_of(f), d, options);
+      ASSERT_EQ(codec->group_bytes(), unit_bytes(f, d, is_kivi_key(f) ? group : 1));
+      std::vector<float> x = probe_rows(d, units * rows, 9);
+      std::vector<uint16_t> halves(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        halves[i] = f32_to_f16(x[i]);
+        x[i] = f16_to_f32(halves[i]);  // what the window holds
+      }
+      const size_t ub = codec->group_bytes();
+      for (int u = 0; u < units; ++u) {
+        const size_t at = static_cast<size_t>(u) * rows * d;
+        std::vector<uint8_t> cpu(ub, 0xa5), shared(ub, 0x5a);
+        codec->quantize_ref(x.data() + at, cpu.data());
+        if (is_kivi_key(f)) encode_kivi_key_group(kivi_bits(f), d, group, halves.data() + at, d, shared.data());
+        else encode_kivi_value(kivi_bits(f), d, x.data() + at, shared.data());
+        EXPECT_EQ(cpu, shared) << "unit " << u;
+        std::vector<float> want(static_cast<size_t>(rows) * d);
+        codec->dequantize_ref(cpu.data(), want.data());
+        for (int t = 0; t < rows; ++t)
+          for (int i = 0; i < d; ++i) {
+            const float got = decode_element(f, cpu.data(), i, 1.0f, nullptr, t, d);
+            ASSERT_TRUE(same_float(got, want[static_cast<size_t>(t) * d + i])) << "unit " << u << " token " << t << " element " << i;
+          }
+        float span[4];
+        decode_span<4>(f, cpu.data(), 8, 4, 1.0f, span, nullptr, rows - 1, d);
+        for (int k = 0; k < 4; ++k) EXPECT_TRUE(same_float(span[k], want[static_cast<size_t>(rows - 1) * d + 8 + k]));
+      }
+    }
   }
 }
 
