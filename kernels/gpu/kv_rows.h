@@ -45,13 +45,14 @@ enum class KvFormat : uint8_t {
   kivi4_k,
   kivi2_v,
   kivi4_v,
+  f32,
 };
 inline constexpr KvFormat kAllKvFormats[] = {
     KvFormat::f16,      KvFormat::bf16,     KvFormat::fp8_e4m3, KvFormat::fp8_e5m2, KvFormat::fp8_e4m3fnuz,
     KvFormat::int8_pth, KvFormat::fp8_pth,  KvFormat::int4_pth, KvFormat::q8_0,     KvFormat::q4_0,
     KvFormat::q4_1,     KvFormat::u2,       KvFormat::u3,       KvFormat::u4,       KvFormat::u8,
     KvFormat::tq1,      KvFormat::tq2,      KvFormat::tq3,      KvFormat::tq4,      KvFormat::kivi2_k,
-    KvFormat::kivi4_k,  KvFormat::kivi2_v,  KvFormat::kivi4_v,
+    KvFormat::kivi4_k,  KvFormat::kivi2_v,  KvFormat::kivi4_v,  KvFormat::f32,
 };
 
 // The CPU registry's name of each format ("?" for a value outside the enum).
@@ -80,6 +81,7 @@ KVGATE_HD const char* format_name(KvFormat f) {
     case KvFormat::kivi4_k: return "kivi4_k";
     case KvFormat::kivi2_v: return "kivi2_v";
     case KvFormat::kivi4_v: return "kivi4_v";
+    case KvFormat::f32: return "f32";
   }
   return "?";
 }
@@ -146,6 +148,7 @@ KVGATE_HD size_t row_bytes(KvFormat f, int head_dim) {
   const size_t d = static_cast<size_t>(head_dim);
   if (is_ggml(f)) return d / kGgmlBlock * ggml_block_bytes(f);
   if (f == KvFormat::f16 || f == KvFormat::bf16) return 2 * d;
+  if (f == KvFormat::f32) return 4 * d;
   if (is_per_tensor_fp8(f)) return d;
   if (f == KvFormat::int4_pth) return 4 + d / 2;
   if (is_uniform(f)) return 4 + (d * uniform_bits(f) + 7) / 8;
@@ -448,6 +451,9 @@ KVGATE_HD void encode_kivi_value(int bits, int head_dim, const float* x, uint8_t
 KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const float* x, uint8_t* dst,
                           const TqParams* tq = nullptr) {
   switch (f) {
+    case KvFormat::f32:  // the bits as they are, NaN payloads included (the CPU codec copies)
+      for (int i = 0; i < head_dim; ++i) store_f32(dst + 4 * i, x[i]);
+      return;
     case KvFormat::tq1:
     case KvFormat::tq2:
     case KvFormat::tq3:
@@ -520,6 +526,7 @@ KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const fl
 KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tensor_scale, const TqParams* tq = nullptr,
                                int sub = 0, int head_dim = 0) {
   switch (f) {
+    case KvFormat::f32: return load_f32(row + 4 * i);
     case KvFormat::kivi2_v:
     case KvFormat::kivi4_v: {
       const uint8_t* scales = row + 4 * (i / kKiviValueChannelGroup);
@@ -577,6 +584,9 @@ template <int N>
 KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float tensor_scale, float* y,
                            const TqParams* tq = nullptr, int sub = 0, int head_dim = 0) {
   switch (f) {
+    case KvFormat::f32:
+      for (int k = 0; k < N; ++k) y[k] = k < n ? load_f32(row + 4 * (i0 + k)) : 0.0f;
+      return;
     case KvFormat::kivi2_k:
     case KvFormat::kivi4_k:
     case KvFormat::kivi2_v:

@@ -195,7 +195,7 @@ class GpuSmallModel : public ::testing::TestWithParam<const char*> {
 TEST_P(GpuSmallModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, *gpu_, GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuSmallModel,
-                         ::testing::Values("f16", "bf16", "q8_0", "fp8", "fp8_e5m2", "q4_0/q4_1", "int8_pth",
+                         ::testing::Values("f32", "f16", "bf16", "q8_0", "fp8", "fp8_e5m2", "q4_0/q4_1", "int8_pth",
                                            "int4_pth", "fp8_pth@0=f16", "k8v4", "tq3/4", "tq4:nc/u8", "u2/u3",
                                            "kivi4", "kivi2_k:residual=32/kivi2_v:residual=32"),
                          test_name);
