@@ -93,6 +93,14 @@ void axpy_float_rows(int d, const float* w, int n_q, const float* rows, int n, f
                      acc + static_cast<size_t>(qi) * d, d);
 }
 
+// Per-thread scratch for a call's dequantized rows: attention calls the fused paths once per
+// page run, so an allocation per call would sit on the hot path. Grows, never shrinks.
+std::vector<float>& scratch_rows(size_t floats) {
+  thread_local std::vector<float> rows;
+  if (rows.size() < floats) rows.resize(floats);
+  return rows;
+}
+
 void check_kivi_options(const FormatInfo& info, const FormatOptions& o) {
   const FormatOptions defaults{};
   if (o.scale != defaults.scale || o.rotation != Rotation::none || o.norm_correction ||
@@ -159,7 +167,7 @@ class KiviKeyCodec final : public Codec {
   // group), then scored for every query row by the fused f32 kernel, so a prefill chunk or a
   // GQA group pays the bit unpacking once.
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
-    std::vector<float> keys(static_cast<size_t>(n_tokens) * head_dim_);
+    std::vector<float>& keys = scratch_rows(static_cast<size_t>(n_tokens) * head_dim_);
     float scale[1024], min[1024];
     for (int g0 = 0; g0 < n_tokens; g0 += group_) {
       const uint8_t* src = groups + static_cast<size_t>(g0 / group_) * group_bytes();
@@ -244,18 +252,18 @@ class KiviValueCodec final : public Codec {
 
   // One dequantization per token for all query rows of the call (see the key codec).
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
-    const std::vector<float> rows = dequantize_all(groups, n_tokens);
+    const std::vector<float>& rows = dequantize_all(groups, n_tokens);
     dot_float_rows(head_dim_, q, n_q, rows.data(), n_tokens, scores);
   }
 
   void axpy_rows(const float* weights, int n_q, const uint8_t* groups, int n_tokens, float* acc) const override {
-    const std::vector<float> rows = dequantize_all(groups, n_tokens);
+    const std::vector<float>& rows = dequantize_all(groups, n_tokens);
     axpy_float_rows(head_dim_, weights, n_q, rows.data(), n_tokens, acc);
   }
 
  private:
-  std::vector<float> dequantize_all(const uint8_t* groups, int n_tokens) const {
-    std::vector<float> rows(static_cast<size_t>(n_tokens) * head_dim_);
+  const std::vector<float>& dequantize_all(const uint8_t* groups, int n_tokens) const {
+    std::vector<float>& rows = scratch_rows(static_cast<size_t>(n_tokens) * head_dim_);
     for (int t = 0; t < n_tokens; ++t)
       dequantize_ref(groups + static_cast<size_t>(t) * group_bytes(), rows.data() + static_cast<size_t>(t) * head_dim_);
     return rows;
