@@ -373,7 +373,7 @@ __global__ void merge_splits_kernel(int head_dim, int n_splits, size_t n_out_row
 }
 
 void require_scale(KvFormat f, float scale) {
-  if (is_per_tensor_fp8(f) && !(scale > 0.0f && scale < FLT_MAX))
+  if ((is_per_tensor_fp8(f) || f == KvFormat::nvfp4) && !(scale > 0.0f && scale < FLT_MAX))
     throw_usage_error(std::string("GPU KV format ") + kv_format_name(f) +
                       ": scale must be a positive finite number, got " + std::to_string(scale));
 }
@@ -417,6 +417,7 @@ size_t kv_row_bytes(KvFormat format, int head_dim) {
                        : format == KvFormat::u2                              ? 4
                        : format == KvFormat::u3                              ? 8
                        : is_kivi_value(format)                               ? kKiviValueChannelGroup
+                       : format == KvFormat::nvfp4                           ? kNvfp4Block
                                                                              : 1;
   if (head_dim % multiple != 0)
     throw_usage_error(std::string("GPU KV format ") + kv_format_name(format) + ": head_dim must be a multiple of " +

@@ -26,11 +26,12 @@ inline constexpr int kMaxKvHeadDim = 256;
 const char* kv_format_name(KvFormat format);
 std::optional<KvFormat> kv_format_named(std::string_view name);
 // Bytes of one row; throws kvgate::Error (usage) if head_dim does not fit the format (1..256,
-// even for int4_pth, a multiple of 32 for the ggml blocks).
+// even for int4_pth, a multiple of 32 for the ggml blocks, of 16 for nvfp4).
 size_t kv_row_bytes(KvFormat format, int head_dim);
 
 // x: [n_rows][head_dim] floats -> out: n_rows * kv_row_bytes bytes. `scale` is the per-tensor
-// scale of the fp8_e4m3/e5m2/e4m3fnuz formats (stored = fp8(x / scale)); the others ignore it.
+// scale of the fp8_e4m3/e5m2/e4m3fnuz formats (stored = fp8(x / scale)) and nvfp4's global
+// scale; the others ignore it.
 // Host buffers in and out; throws kvgate::Error (usage) on bad arguments, (environment) on a
 // driver failure.
 void quantize_rows(KvFormat format, int head_dim, float scale, const float* x, size_t n_rows, uint8_t* out);
@@ -38,7 +39,7 @@ void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* 
 
 struct KvSideFormat {
   KvFormat format = KvFormat::f16;
-  float scale = 1.0f;           // per-tensor scale (fp8_e4m3/e5m2/e4m3fnuz only)
+  float scale = 1.0f;           // per-tensor scale (fp8_e4m3/e5m2/e4m3fnuz), global scale (nvfp4)
   std::optional<TqParams> tq;   // the codec constants of tq{b} keys (kernels/gpu/tq_params.h)
   int group = 0;                // KIVI keys: tokens per group (0 = 32; must divide page_tokens)
   int residual = 128;           // KIVI: the newest tokens kept in f16 (Codec::residual_tokens)

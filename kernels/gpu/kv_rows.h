@@ -46,13 +46,18 @@ enum class KvFormat : uint8_t {
   kivi2_v,
   kivi4_v,
   f32,
+  q5_0,
+  q5_1,
+  iq4_nl,
+  nvfp4,
 };
 inline constexpr KvFormat kAllKvFormats[] = {
     KvFormat::f16,      KvFormat::bf16,     KvFormat::fp8_e4m3, KvFormat::fp8_e5m2, KvFormat::fp8_e4m3fnuz,
-    KvFormat::int8_pth, KvFormat::fp8_pth,  KvFormat::int4_pth, KvFormat::q8_0,     KvFormat::q4_0,
-    KvFormat::q4_1,     KvFormat::u2,       KvFormat::u3,       KvFormat::u4,       KvFormat::u8,
-    KvFormat::tq1,      KvFormat::tq2,      KvFormat::tq3,      KvFormat::tq4,      KvFormat::kivi2_k,
-    KvFormat::kivi4_k,  KvFormat::kivi2_v,  KvFormat::kivi4_v,  KvFormat::f32,
+    KvFormat::int8_pth, KvFormat::fp8_pth,  KvFormat::int4_pth, KvFormat::q8_0,     KvFormat::q5_0,
+    KvFormat::q5_1,     KvFormat::q4_0,     KvFormat::q4_1,     KvFormat::iq4_nl,   KvFormat::nvfp4,
+    KvFormat::u2,       KvFormat::u3,       KvFormat::u4,       KvFormat::u8,       KvFormat::tq1,
+    KvFormat::tq2,      KvFormat::tq3,      KvFormat::tq4,      KvFormat::kivi2_k,  KvFormat::kivi4_k,
+    KvFormat::kivi2_v,  KvFormat::kivi4_v,  KvFormat::f32,
 };
 
 // The CPU registry's name of each format ("?" for a value outside the enum).
@@ -82,6 +87,10 @@ KVGATE_HD const char* format_name(KvFormat f) {
     case KvFormat::kivi2_v: return "kivi2_v";
     case KvFormat::kivi4_v: return "kivi4_v";
     case KvFormat::f32: return "f32";
+    case KvFormat::q5_0: return "q5_0";
+    case KvFormat::q5_1: return "q5_1";
+    case KvFormat::iq4_nl: return "iq4_nl";
+    case KvFormat::nvfp4: return "nvfp4";
   }
   return "?";
 }
@@ -113,7 +122,10 @@ KVGATE_HD float rn_sub(float a, float b) { return a - b; }
 KVGATE_HD float rn_div(float a, float b) { return a / b; }
 #endif
 
-KVGATE_HD bool is_ggml(KvFormat f) { return f == KvFormat::q8_0 || f == KvFormat::q4_0 || f == KvFormat::q4_1; }
+KVGATE_HD bool is_ggml(KvFormat f) {
+  return f == KvFormat::q8_0 || f == KvFormat::q5_0 || f == KvFormat::q5_1 || f == KvFormat::q4_0 ||
+         f == KvFormat::q4_1 || f == KvFormat::iq4_nl;
+}
 KVGATE_HD bool is_per_tensor_fp8(KvFormat f) {
   return f == KvFormat::fp8_e4m3 || f == KvFormat::fp8_e5m2 || f == KvFormat::fp8_e4m3fnuz;
 }
@@ -141,12 +153,24 @@ inline constexpr int kKiviValueChannelGroup = 32;     // channels per value scal
 KVGATE_HD Fp8Kind fp8_kind(KvFormat f) {
   return f == KvFormat::fp8_e5m2 ? Fp8Kind::e5m2 : f == KvFormat::fp8_e4m3fnuz ? Fp8Kind::e4m3fnuz : Fp8Kind::e4m3fn;
 }
-KVGATE_HD size_t ggml_block_bytes(KvFormat f) { return f == KvFormat::q8_0 ? 34 : f == KvFormat::q4_0 ? 18 : 20; }
+// Sizes of ggml-common.h's blocks (static_asserted in kernels/ggml_blocks.h).
+KVGATE_HD size_t ggml_block_bytes(KvFormat f) {
+  switch (f) {
+    case KvFormat::q8_0: return 34;
+    case KvFormat::q5_0: return 22;
+    case KvFormat::q5_1: return 24;
+    case KvFormat::q4_1: return 20;
+    default: return 18;  // q4_0, iq4_nl
+  }
+}
+inline constexpr int kNvfp4Block = 16;
+inline constexpr int kNvfp4BlockBytes = 1 + kNvfp4Block / 2;
 
 // Bytes of one row. Callers check the head_dim first (gpu_kv.h: kv_row_bytes).
 KVGATE_HD size_t row_bytes(KvFormat f, int head_dim) {
   const size_t d = static_cast<size_t>(head_dim);
   if (is_ggml(f)) return d / kGgmlBlock * ggml_block_bytes(f);
+  if (f == KvFormat::nvfp4) return d / kNvfp4Block * kNvfp4BlockBytes;
   if (f == KvFormat::f16 || f == KvFormat::bf16) return 2 * d;
   if (f == KvFormat::f32) return 4 * d;
   if (is_per_tensor_fp8(f)) return d;
@@ -252,6 +276,159 @@ KVGATE_HD void encode_q4_1(const float* x, uint8_t* b) {
     const int c1 = x86_trunc_to_int8(rn_add(rn_mul(rn_sub(x[16 + j], lo), id), 0.5f));
     b[4 + j] = static_cast<uint8_t>((c0 < 15 ? c0 : 15) | ((c1 < 15 ? c1 : 15) << 4));
   }
+}
+
+// static_cast<uint8_t>(float) as the x86-64 CPU reference executes it: the same 32-bit
+// cvttss2si, then the low byte (q5_1 keeps its low 5 bits without a clamp, as ggml does).
+KVGATE_HD int x86_trunc_to_uint8(float v) { return x86_trunc_to_int8(v) & 0xff; }
+
+// Where a block's packed low nibbles start: after d, ggml's m (q4_1, q5_1) and qh (q5_0, q5_1).
+KVGATE_HD int ggml_nibble_offset(KvFormat f) {
+  return f == KvFormat::q5_1 ? 8 : f == KvFormat::q5_0 ? 6 : f == KvFormat::q4_1 ? 4 : 2;
+}
+KVGATE_HD bool is_q5(KvFormat f) { return f == KvFormat::q5_0 || f == KvFormat::q5_1; }
+
+// A 5-bit code into a zeroed q5 block: the low nibble as q4_0 packs it (element j in qs[j],
+// element j + 16 in the high half), the 5th bit in bit j of the little-endian u32 qh.
+KVGATE_HD void put_q5(uint8_t* qh, uint8_t* qs, int j, int code) {
+  qs[j & 15] |= static_cast<uint8_t>((code & 0x0f) << (j < 16 ? 0 : 4));
+  qh[j >> 3] |= static_cast<uint8_t>(((code >> 4) & 1) << (j & 7));
+}
+
+KVGATE_HD void encode_q5_0(const float* x, uint8_t* b) {
+  const float d = rn_div(signed_abs_max(x), -16.0f);
+  const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
+  store_u16(b, f32_to_f16(d));
+  for (int k = 2; k < 22; ++k) b[k] = 0;
+  for (int j = 0; j < kGgmlBlock; ++j) {
+    const int c = x86_trunc_to_uint8(rn_add(rn_mul(x[j], id), 16.5f));  // uint8(int8(v)) on x86
+    put_q5(b + 2, b + 6, j, c < 31 ? c : 31);
+  }
+}
+
+KVGATE_HD void encode_q5_1(const float* x, uint8_t* b) {
+  float lo = FLT_MAX, hi = -FLT_MAX;
+  for (int j = 0; j < kGgmlBlock; ++j) {
+    if (x[j] < lo) lo = x[j];
+    if (x[j] > hi) hi = x[j];
+  }
+  const float d = rn_div(rn_sub(hi, lo), 31.0f);
+  const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
+  store_u16(b, f32_to_f16(d));
+  store_u16(b + 2, f32_to_f16(lo));
+  for (int k = 4; k < 24; ++k) b[k] = 0;
+  for (int j = 0; j < kGgmlBlock; ++j) put_q5(b + 4, b + 8, j, x86_trunc_to_uint8(rn_add(rn_mul(rn_sub(x[j], lo), id), 0.5f)));
+}
+
+// kValuesIq4nl (kernels/ggml_blocks.h) packed little-endian into two words, so the device
+// reads the grid from registers instead of an indexed array in local memory.
+KVGATE_HD float iq4nl_value(int i) {
+  constexpr uint64_t kLow = 0xf6eaddcfbfad9881ull, kHigh = 0x7159453526190d01ull;
+  return static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>((i < 8 ? kLow : kHigh) >> (8 * (i & 7)))));
+}
+
+// ggml's best_index_int8: bisection to the nearest grid value, a tie to the upper one (NaN
+// ends on 15, as every comparison fails).
+KVGATE_HD int best_index_iq4nl(float x) {
+  if (x <= iq4nl_value(0)) return 0;
+  if (x >= iq4nl_value(15)) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (x < iq4nl_value(mid)) hi = mid;
+    else lo = mid;
+  }
+  return rn_sub(x, iq4nl_value(hi - 1)) < rn_sub(iq4nl_value(hi), x) ? hi - 1 : hi;
+}
+
+// quantize_row_iq4_nl_ref with ntry = -1: indices from the signed-max scale, then the x^2
+// weighted least-squares scale for those indices; a block below 1e-15 stores d = 0, indices 0.
+KVGATE_HD void encode_iq4_nl(const float* x, uint8_t* b) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kGgmlBlock; ++j) {
+    const float ax = fabsf(x[j]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[j];
+    }
+  }
+  for (int k = 0; k < 18; ++k) b[k] = 0;  // also the f16 of 0.0f
+  if (amax < 1e-15f) return;
+  const float d0 = rn_div(max, iq4nl_value(0));
+  const float id = rn_div(1.0f, d0);
+  float sumqx = 0.0f, sumq2 = 0.0f;
+  for (int j = 0; j < kGgmlBlock; ++j) {
+    const float w = rn_mul(x[j], x[j]);
+    const int idx = best_index_iq4nl(rn_mul(id, x[j]));
+    const float q = iq4nl_value(idx);
+    sumqx = rn_add(sumqx, rn_mul(rn_mul(w, q), x[j]));
+    sumq2 = rn_add(sumq2, rn_mul(rn_mul(w, q), q));
+    b[2 + (j & 15)] |= static_cast<uint8_t>(idx << (j < 16 ? 0 : 4));
+  }
+  store_u16(b, f32_to_f16(rn_div(sumqx, sumq2)));
+}
+
+// The code of element j of a ggml block other than q8_0 (4 bits, or 5 for q5_0/q5_1).
+KVGATE_HD int ggml_code(KvFormat f, const uint8_t* b, int j) {
+  const uint8_t packed = b[ggml_nibble_offset(f) + (j & 15)];
+  const int nibble = j < 16 ? (packed & 0x0f) : (packed >> 4);
+  if (!is_q5(f)) return nibble;
+  const uint8_t* qh = b + (f == KvFormat::q5_1 ? 4 : 2);
+  return nibble | (((qh[j >> 3] >> (j & 7)) & 1) << 4);
+}
+// A code's value given the block's d and (q4_1, q5_1) m, in the CPU dequantize's operation order.
+KVGATE_HD float ggml_value(KvFormat f, int q, float d, float m) {
+  switch (f) {
+    case KvFormat::q4_0: return rn_mul(static_cast<float>(q - 8), d);
+    case KvFormat::q5_0: return rn_mul(static_cast<float>(q - 16), d);
+    case KvFormat::iq4_nl: return rn_mul(d, iq4nl_value(q));
+    default: return rn_add(rn_mul(static_cast<float>(q), d), m);  // q4_1, q5_1
+  }
+}
+
+// ---- nvfp4: E2M1 elements in 16-element blocks with an E4M3 block scale, as kernels/formats_nvfp4.cc ----
+// Layout per block: [e4m3 scale][8 bytes, element 2i in the low nibble, 2i + 1 in the high].
+// `g` is the per-tensor global scale (FormatOptions::scale).
+
+// Round to nearest, ties to the even code, saturating at 6; the sign bit is kept for -0 and NaN.
+KVGATE_HD uint8_t e2m1_code(float v) {
+  const float a = fabsf(v);
+  uint8_t code;
+  if (a <= 0.25f) code = 0;
+  else if (a < 0.75f) code = 1;
+  else if (a <= 1.25f) code = 2;
+  else if (a < 1.75f) code = 3;
+  else if (a <= 2.5f) code = 4;
+  else if (a < 3.5f) code = 5;
+  else if (a <= 5.0f) code = 6;
+  else code = 7;
+  return static_cast<uint8_t>(code | ((f32_bits(v) >> 31) ? 0x8 : 0x0));
+}
+// Twice the magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6} fit a nibble each, so the table is one word.
+KVGATE_HD float e2m1_value(uint32_t code) {
+  const float v = static_cast<float>((0xc8643210u >> (4 * (code & 7))) & 0xfu) * 0.5f;
+  return (code & 0x8) ? -v : v;
+}
+
+KVGATE_HD void encode_nvfp4(float g, int head_dim, const float* x, uint8_t* dst) {
+  for (int blk = 0; blk < head_dim / kNvfp4Block; ++blk, x += kNvfp4Block, dst += kNvfp4BlockBytes) {
+    float amax = 0.0f;
+    for (int j = 0; j < kNvfp4Block; ++j) amax = fmaxf(amax, fabsf(x[j]));
+    const uint8_t scale_code = f32_to_fp8(rn_div(rn_div(amax, 6.0f), g), Fp8Kind::e4m3fn);
+    const float block_scale = rn_mul(fp8_to_f32(scale_code, Fp8Kind::e4m3fn), g);
+    dst[0] = scale_code;
+    for (int j = 0; j < kNvfp4Block; j += 2) {
+      const uint8_t lo = block_scale == 0.0f ? 0 : e2m1_code(rn_div(x[j], block_scale));
+      const uint8_t hi = block_scale == 0.0f ? 0 : e2m1_code(rn_div(x[j + 1], block_scale));
+      dst[1 + j / 2] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+}
+
+KVGATE_HD float nvfp4_element(const uint8_t* row, int i, float g) {
+  const uint8_t* b = row + (i / kNvfp4Block) * kNvfp4BlockBytes;
+  const uint8_t packed = b[1 + (i % kNvfp4Block) / 2];
+  return rn_mul(rn_mul(e2m1_value((i & 1) ? packed >> 4 : packed & 0x0f), fp8_to_f32(b[0], Fp8Kind::e4m3fn)), g);
 }
 
 // ---- u{b}: per-token asymmetric uniform, as kernels/formats_uniform.cc ----
@@ -446,7 +623,8 @@ KVGATE_HD void encode_kivi_value(int bits, int head_dim, const float* x, uint8_t
 }
 
 // One row, sequentially, exactly as the CPU codec's quantize_ref. `tensor_scale` is the
-// per-tensor scale of the fp8_e4m3/e5m2/e4m3fnuz formats (stored = fp8(x / scale)).
+// per-tensor scale of the fp8_e4m3/e5m2/e4m3fnuz formats (stored = fp8(x / scale)) and the
+// global scale of nvfp4.
 // `tq`: the codec constants of the tq{b} formats (ignored by the others).
 KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const float* x, uint8_t* dst,
                           const TqParams* tq = nullptr) {
@@ -507,15 +685,26 @@ KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const fl
     case KvFormat::u8:
       encode_uniform(uniform_bits(f), head_dim, x, dst);
       return;
+    case KvFormat::nvfp4:
+      encode_nvfp4(tensor_scale, head_dim, x, dst);
+      return;
     case KvFormat::q8_0:
+    case KvFormat::q5_0:
+    case KvFormat::q5_1:
     case KvFormat::q4_0:
     case KvFormat::q4_1:
+    case KvFormat::iq4_nl:
       for (int blk = 0; blk < head_dim / kGgmlBlock; ++blk) {
         const float* bx = x + blk * kGgmlBlock;
         uint8_t* bd = dst + blk * ggml_block_bytes(f);
-        if (f == KvFormat::q8_0) encode_q8_0(bx, bd);
-        else if (f == KvFormat::q4_0) encode_q4_0(bx, bd);
-        else encode_q4_1(bx, bd);
+        switch (f) {
+          case KvFormat::q8_0: encode_q8_0(bx, bd); break;
+          case KvFormat::q5_0: encode_q5_0(bx, bd); break;
+          case KvFormat::q5_1: encode_q5_1(bx, bd); break;
+          case KvFormat::q4_0: encode_q4_0(bx, bd); break;
+          case KvFormat::q4_1: encode_q4_1(bx, bd); break;
+          default: encode_iq4_nl(bx, bd); break;
+        }
       }
       return;
   }
@@ -563,26 +752,29 @@ KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tens
     case KvFormat::u8:
       return rn_add(rn_mul(static_cast<float>(uniform_code(row + 4, i, uniform_bits(f))), f16_to_f32(load_u16(row))),
                     f16_to_f32(load_u16(row + 2)));
+    case KvFormat::nvfp4: return nvfp4_element(row, i, tensor_scale);
     case KvFormat::q8_0:
+    case KvFormat::q5_0:
+    case KvFormat::q5_1:
     case KvFormat::q4_0:
-    case KvFormat::q4_1: break;
+    case KvFormat::q4_1:
+    case KvFormat::iq4_nl: break;
   }
   const uint8_t* b = row + (i / kGgmlBlock) * ggml_block_bytes(f);
   const int j = i % kGgmlBlock;
   const float d = f16_to_f32(load_u16(b));
   if (f == KvFormat::q8_0) return rn_mul(static_cast<float>(static_cast<int8_t>(b[2 + j])), d);
-  const int hdr = f == KvFormat::q4_0 ? 2 : 4;
-  const int q = j < 16 ? (b[hdr + j] & 0x0f) : (b[hdr + j - 16] >> 4);
-  if (f == KvFormat::q4_0) return rn_mul(static_cast<float>(q - 8), d);
-  return rn_add(rn_mul(static_cast<float>(q), d), f16_to_f32(load_u16(b + 2)));
+  const float m = f == KvFormat::q4_1 || f == KvFormat::q5_1 ? f16_to_f32(load_u16(b + 2)) : 0.0f;
+  return ggml_value(f, ggml_code(f, b, j), d, m);
 }
 
 // Elements [i0, i0 + n) of a row (n <= N; y[k] = 0 for k >= n), each equal to decode_element's.
-// i0 is a multiple of N and N divides 32, so a span lies inside one ggml block and the row or
-// block scale is read once: the attention kernels decode their rows through this.
+// i0 is a multiple of N and N divides 16, so a span lies inside one ggml or nvfp4 block and the
+// row or block scale is read once: the attention kernels decode their rows through this.
 template <int N>
 KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float tensor_scale, float* y,
                            const TqParams* tq = nullptr, int sub = 0, int head_dim = 0) {
+  static_assert(kNvfp4Block % N == 0, "a span must not straddle an nvfp4 or ggml block");
   switch (f) {
     case KvFormat::f32:
       for (int k = 0; k < N; ++k) y[k] = k < n ? load_f32(row + 4 * (i0 + k)) : 0.0f;
@@ -644,9 +836,22 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
         y[k] = k < n ? rn_add(rn_mul(static_cast<float>(uniform_code(row + 4, i0 + k, bits)), s), z) : 0.0f;
       return;
     }
+    case KvFormat::nvfp4: {
+      const uint8_t* b = row + (i0 / kNvfp4Block) * kNvfp4BlockBytes;
+      const float s = fp8_to_f32(b[0], Fp8Kind::e4m3fn);
+      for (int k = 0; k < N; ++k) {
+        const int j = i0 % kNvfp4Block + k;
+        const uint8_t packed = b[1 + j / 2];
+        y[k] = k < n ? rn_mul(rn_mul(e2m1_value((j & 1) ? packed >> 4 : packed & 0x0f), s), tensor_scale) : 0.0f;
+      }
+      return;
+    }
     case KvFormat::q8_0:
+    case KvFormat::q5_0:
+    case KvFormat::q5_1:
     case KvFormat::q4_0:
-    case KvFormat::q4_1: break;
+    case KvFormat::q4_1:
+    case KvFormat::iq4_nl: break;
   }
   const uint8_t* b = row + (i0 / kGgmlBlock) * ggml_block_bytes(f);
   const int j0 = i0 % kGgmlBlock;
@@ -655,14 +860,8 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
     for (int k = 0; k < N; ++k) y[k] = k < n ? rn_mul(static_cast<float>(static_cast<int8_t>(b[2 + j0 + k])), d) : 0.0f;
     return;
   }
-  const int hdr = f == KvFormat::q4_0 ? 2 : 4;
-  const float m = f == KvFormat::q4_1 ? f16_to_f32(load_u16(b + 2)) : 0.0f;
-  for (int k = 0; k < N; ++k) {
-    const int j = j0 + k;
-    const int q = j < 16 ? (b[hdr + j] & 0x0f) : (b[hdr + j - 16] >> 4);
-    const float v = f == KvFormat::q4_0 ? rn_mul(static_cast<float>(q - 8), d) : rn_add(rn_mul(static_cast<float>(q), d), m);
-    y[k] = k < n ? v : 0.0f;
-  }
+  const float m = f == KvFormat::q4_1 || f == KvFormat::q5_1 ? f16_to_f32(load_u16(b + 2)) : 0.0f;
+  for (int k = 0; k < N; ++k) y[k] = k < n ? ggml_value(f, ggml_code(f, b, j0 + k), d, m) : 0.0f;
 }
 
 KVGATE_HD void decode_row(KvFormat f, int head_dim, float tensor_scale, const uint8_t* row, float* y,

@@ -84,8 +84,11 @@ TEST(GpuKvLayout, RowBytesEqualCpuGroupBytesAndBadShapesAreUsageErrors) {
     EXPECT_THROW(kv_row_bytes(f, kMaxKvHeadDim + 32), Error);
   }
   EXPECT_FALSE(kv_format_named("tq3.5").has_value());
-  EXPECT_FALSE(kv_format_named("q5_0").has_value());
+  EXPECT_FALSE(kv_format_named("tqprod3").has_value());
   EXPECT_THROW(kv_row_bytes(KvFormat::q4_0, 67), Error);
+  EXPECT_THROW(kv_row_bytes(KvFormat::q5_1, 80), Error);
+  EXPECT_THROW(kv_row_bytes(KvFormat::nvfp4, 40), Error);
+  EXPECT_EQ(kv_row_bytes(KvFormat::nvfp4, 80), cpu_codec(KvFormat::nvfp4, 80)->group_bytes());
   EXPECT_THROW(kv_row_bytes(KvFormat::int4_pth, 67), Error);
   EXPECT_EQ(kv_row_bytes(KvFormat::int8_pth, 67), cpu_codec(KvFormat::int8_pth, 67)->group_bytes());
 }
@@ -109,6 +112,12 @@ TEST(GpuKvLayout, BadCacheShapesAndScalesAreUsageErrors) {
   EXPECT_THROW(quantize_rows(KvFormat::fp8_e4m3, 1, 0.0f, &x, 1, &code), Error);
   EXPECT_THROW(quantize_rows(KvFormat::fp8_e5m2, 1, NAN, &x, 1, &code), Error);
   EXPECT_THROW(quantize_rows(KvFormat::q8_0, 40, 1.0f, &x, 1, &code), Error);
+  EXPECT_THROW(quantize_rows(KvFormat::nvfp4, 16, 0.0f, &x, 1, &code), Error);  // nvfp4's global scale
+  EXPECT_THROW(quantize_rows(KvFormat::nvfp4, 16, INFINITY, &x, 1, &code), Error);
+  shape.page_tokens = 16;
+  shape.value.format = KvFormat::nvfp4;
+  shape.value.scale = -1.0f;
+  EXPECT_THROW(DevicePagedKv(shape, 16), Error);
 }
 
 TEST_P(GpuKv, QuantizeWritesTheCpuCodecBytes) {

@@ -15,6 +15,7 @@ namespace kvgate::kernels::gpu::testing {
 // Odd sizes where the format allows them, so no kernel can lean on a power-of-two shape.
 inline int head_dim_for(KvFormat f) {
   if (is_ggml(f)) return 96;
+  if (f == KvFormat::nvfp4) return 80;  // 16-element blocks, and not a multiple of 32
   if (f == KvFormat::int4_pth || f == KvFormat::u4) return 70;
   if (f == KvFormat::u2) return 68;
   if (f == KvFormat::u3) return 72;
@@ -22,11 +23,18 @@ inline int head_dim_for(KvFormat f) {
   return 67;
 }
 
-// A per-tensor scale that moves the test data across the fp8 exponents.
-inline float tensor_scale_for(KvFormat f) { return is_per_tensor_fp8(f) ? 0.0625f : 1.0f; }
+// A per-tensor scale that moves the test data across the fp8 exponents; for nvfp4 a global
+// scale that is not a power of two, so the block scale's product with it rounds.
+inline float tensor_scale_for(KvFormat f) {
+  return is_per_tensor_fp8(f) ? 0.0625f : f == KvFormat::nvfp4 ? 0.3f : 1.0f;
+}
 
 // Rows at magnitudes from 2^-20 to 2^10, plus the rows that stress the edge cases: all zeros,
-// a NaN, infinities, subnormals, exact halves (rounding ties), a negative largest magnitude.
+// a NaN, infinities, subnormals, exact halves (rounding ties), a negative largest magnitude, and
+// given 9 rows or more the grid ties of two formats whose block scale those rows make exactly 1:
+// iq4_nl's (each 32-block opens with -127, then grid values and the midpoints between them) and
+// nvfp4's at global scale 1 (each 16-block opens with 6, then every E2M1 midpoint, both signs),
+// and 32-blocks whose largest magnitude alternates just above and below iq4_nl's 1e-15 cutoff.
 inline std::vector<float> probe_rows(int head_dim, int n_rows, uint64_t seed) {
   Rng rng(seed);
   std::vector<float> x(static_cast<size_t>(head_dim) * n_rows);
@@ -42,6 +50,16 @@ inline std::vector<float> probe_rows(int head_dim, int n_rows, uint64_t seed) {
   for (int i = 0; i < head_dim; ++i) row(3)[i] = std::ldexp(static_cast<float>(i % 7) - 3.0f, -140);
   for (int i = 0; i < head_dim; ++i) row(4)[i] = 0.5f * static_cast<float>(i % 17) - 4.0f;
   row(5)[7] = -1000.0f;
+  if (n_rows > 8) {
+    const int8_t grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    for (int i = 0; i < head_dim; ++i) {
+      const int k = i % 31;
+      row(6)[i] = i % 32 == 0 ? -127.0f : k < 15 ? 0.5f * static_cast<float>(grid[k] + grid[k + 1]) : grid[k - 15];
+    }
+    const float e2m1_ties[8] = {6.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+    for (int i = 0; i < head_dim; ++i) row(7)[i] = (i % 16 < 8 ? 1.0f : -1.0f) * e2m1_ties[i % 8];
+    for (int i = 0; i < head_dim; ++i) row(8)[i] = std::ldexp(static_cast<float>(i % 7) - 3.0f, -51 - (i / 32) % 2);
+  }
   return x;
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/float_convert.h"
 #include "core/rng.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/gpu/kv_rows.h"
 #include "kernels/gpu/tq_params.h"
 #include "kernels/kv_format.h"
@@ -27,7 +28,7 @@ const char* name_of(KvFormat f) { return format_name(f); }
 
 // One GPU format as a test case: the CPU codec with the same options, and the TurboQuant
 // constants where the format has them. Each format at its defaults, plus TurboQuant with norm
-// correction and with another rotation seed.
+// correction and with another rotation seed, and nvfp4 at the default global scale 1 as well.
 struct Variant {
   KvFormat format;
   int head_dim;
@@ -54,6 +55,12 @@ std::vector<Variant> variants() {
       seeded.label += ":seed=12345";
       out.push_back(nc);
       out.push_back(seeded);
+    }
+    if (f == KvFormat::nvfp4) {
+      Variant unit_scale = v;
+      unit_scale.options.scale = 1.0f;
+      unit_scale.label += ":scale=1";
+      out.push_back(unit_scale);
     }
     out.push_back(v);
   }
@@ -107,11 +114,59 @@ TEST(GpuRows, EncodeAndDecodeEqualTheCpuReferenceBitForBit) {
   }
 }
 
+// A last-ulp difference in a block scale (an operation reordered, a multiply fused) shows in the
+// stored f16 or e4m3 scale only when it crosses a rounding boundary, so the block formats get
+// many random rows besides the probes.
+TEST(GpuRows, ManyRandomRowsEncodeAsTheCpu) {
+  constexpr int kRows = 1 << 14;
+  for (KvFormat f : kAllKvFormats) {
+    if (is_tq(f) || is_kivi(f)) continue;
+    SCOPED_TRACE(name_of(f));
+    const int d = head_dim_for(f);
+    FormatOptions options;
+    options.scale = tensor_scale_for(f);
+    const auto codec = make_codec(name_of(f), d, options);
+    const size_t rb = row_bytes(f, d);
+    const std::vector<float> x = probe_rows(d, kRows, 23);
+    std::vector<uint8_t> cpu(rb), shared(rb);
+    for (int r = 0; r < kRows; ++r) {
+      codec->quantize_ref(x.data() + static_cast<size_t>(r) * d, cpu.data());
+      encode_row(f, d, options.scale, x.data() + static_cast<size_t>(r) * d, shared.data());
+      ASSERT_EQ(cpu, shared) << "row " << r;
+    }
+  }
+}
+
+// nvfp4 blocks whose largest magnitude puts amax / 6 / g within a few ulps of a midpoint between
+// two e4m3 scale codes, where the scale's operation order decides the stored code.
+TEST(GpuRows, Nvfp4ScalesAtE4m3RoundingBoundariesEncodeAsTheCpu) {
+  constexpr int d = kNvfp4Block;
+  for (float g : {0.3f, 1.0f, 0.007f}) {
+    FormatOptions options;
+    options.scale = g;
+    const auto codec = make_codec("nvfp4", d, options);
+    std::vector<uint8_t> cpu(row_bytes(KvFormat::nvfp4, d)), shared(cpu.size());
+    for (int code = 1; code < 0x7e; ++code) {
+      const float mid = 0.5f * (fp8_to_f32(static_cast<uint8_t>(code), Fp8Kind::e4m3fn) +
+                                fp8_to_f32(static_cast<uint8_t>(code + 1), Fp8Kind::e4m3fn));
+      const float center = static_cast<float>(static_cast<double>(mid) * 6.0 * g);
+      for (int ulps = -6; ulps <= 6; ++ulps) {
+        float x[d];
+        x[0] = f32_from_bits(static_cast<uint32_t>(static_cast<int64_t>(f32_bits(center)) + ulps));
+        for (int j = 1; j < d; ++j) x[j] = x[0] * (static_cast<float>(j) / d - 0.5f);
+        codec->quantize_ref(x, cpu.data());
+        encode_row(KvFormat::nvfp4, d, g, x, shared.data());
+        ASSERT_EQ(cpu, shared) << "g " << g << " amax " << x[0];
+      }
+    }
+  }
+}
+
 // Every code of the one-byte formats decodes as the CPU does (NaN codes, subnormals, -0).
 TEST(GpuRows, EveryByteCodeDecodesAsTheCpu) {
   for (KvFormat f : kAllKvFormats) {
     if (is_ggml(f) || is_uniform(f) || is_tq(f) || is_kivi(f) || f == KvFormat::f16 || f == KvFormat::bf16 ||
-        f == KvFormat::f32)
+        f == KvFormat::f32 || f == KvFormat::nvfp4)
       continue;
     SCOPED_TRACE(name_of(f));
     const int d = f == KvFormat::int4_pth ? 512 : 256;
@@ -127,6 +182,60 @@ TEST(GpuRows, EveryByteCodeDecodesAsTheCpu) {
     decode_row(f, d, options.scale, row.data(), shared.data());
     for (int i = 0; i < d; ++i) EXPECT_TRUE(same_float(cpu[i], shared[i])) << "element " << i;
   }
+}
+
+// nvfp4: every element byte under every block scale code (NaN and subnormal scales, -0
+// elements), at the default and a rounding global scale.
+TEST(GpuRows, EveryNvfp4ScaleAndElementCodeDecodesAsTheCpu) {
+  constexpr int d = 256;  // 16 blocks of 8 element bytes: half of the 256 byte values per row
+  for (float g : {1.0f, 0.3f}) {
+    FormatOptions options;
+    options.scale = g;
+    const auto codec = make_codec("nvfp4", d, options);
+    std::vector<uint8_t> row(row_bytes(KvFormat::nvfp4, d));
+    std::vector<float> cpu(d), shared(d);
+    for (int scale_code = 0; scale_code < 256; ++scale_code)
+      for (int half = 0; half < 2; ++half) {
+        for (int b = 0; b < d / kNvfp4Block; ++b) {
+          row[b * kNvfp4BlockBytes] = static_cast<uint8_t>(scale_code);
+          for (int k = 0; k < 8; ++k) row[b * kNvfp4BlockBytes + 1 + k] = static_cast<uint8_t>(128 * half + 8 * b + k);
+        }
+        codec->dequantize_ref(row.data(), cpu.data());
+        decode_row(KvFormat::nvfp4, d, g, row.data(), shared.data());
+        for (int i = 0; i < d; ++i)
+          ASSERT_TRUE(same_float(cpu[i], shared[i]))
+              << "g " << g << " scale code " << scale_code << " element " << i << ": cpu " << cpu[i] << " shared " << shared[i];
+      }
+  }
+}
+
+// Rows of arbitrary bytes decode as the CPU does, so codes and scales no encoder writes (NaN or
+// infinite f16 scales, q5_1's codes past the range a block uses) are covered too.
+TEST(GpuRows, ArbitraryBytesDecodeAsTheCpu) {
+  constexpr int kRows = 64;
+  Rng rng(17);
+  for (KvFormat f : kAllKvFormats) {
+    if (is_tq(f) || is_kivi(f)) continue;  // decoded against codec constants and groups above
+    SCOPED_TRACE(name_of(f));
+    const int d = head_dim_for(f);
+    FormatOptions options;
+    options.scale = tensor_scale_for(f);
+    const auto codec = make_codec(name_of(f), d, options);
+    const size_t rb = row_bytes(f, d);
+    std::vector<uint8_t> rows(rb * kRows);
+    for (uint8_t& b : rows) b = static_cast<uint8_t>(rng.below(256));
+    std::vector<float> cpu(d), shared(d);
+    for (int r = 0; r < kRows; ++r) {
+      codec->dequantize_ref(rows.data() + r * rb, cpu.data());
+      decode_row(f, d, options.scale, rows.data() + r * rb, shared.data());
+      for (int i = 0; i < d; ++i)
+        ASSERT_TRUE(same_float(cpu[i], shared[i])) << "row " << r << " element " << i << ": cpu " << cpu[i] << " shared " << shared[i];
+    }
+  }
+}
+
+TEST(GpuRows, Iq4nlGridEqualsGgmls) {
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(iq4nl_value(i), static_cast<float>(ggml::kValuesIq4nl[i])) << "index " << i;
 }
 
 // KIVI as the cache stores it: rows pass through the f16 window, keys are quantized a group
