@@ -100,11 +100,12 @@ struct PagedRows {
   }
 };
 
-// A side's format as the kernels see it: tq points at the constants in device memory.
+// A side's format as the kernels see it: tq and rot point at the constants in device memory.
 struct SideArgs {
   KvFormat format;
   float scale;
   const TqParams* tq;
+  const RotationParams* rot;  // null unless a ggml side stores rotated rows
   const uint16_t* window;  // KIVI: every token's f16 row, [token][kv_head][head_dim]; else null
   int quantized;           // KIVI: tokens below this are in the units, the rest in the window
 };
@@ -142,8 +143,8 @@ __global__ void append_kernel(PagedRows keys, PagedRows values, SideArgs kf, Sid
     for (int i = 0; i < head_dim; ++i) dst[i] = f32_to_f16(src[i]);
     return;
   }
-  if (is_value) encode_row(vf.format, head_dim, vf.scale, src, values.unit(token, head), vf.tq);
-  else encode_row(kf.format, head_dim, kf.scale, src, keys.unit(token, head), kf.tq);
+  if (is_value) encode_row(vf.format, head_dim, vf.scale, src, values.unit(token, head), vf.tq, vf.rot);
+  else encode_row(kf.format, head_dim, kf.scale, src, keys.unit(token, head), kf.tq, kf.rot);
 }
 
 // KIVI: quantizes the units of tokens [first, last) from the f16 window, one thread per
@@ -191,6 +192,22 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The unnormalized Walsh-Hadamard transform (kv_rows.h: fwht) of rows [0, rows) of a shared
+// array, its butterflies spread over the block's threads.
+template <int W>
+__device__ void fwht_shared_rows(float (*x)[W], int rows, int D) {
+  for (int len = 1; len < D; len <<= 1) {
+    for (int e = threadIdx.x; e < rows * (D / 2); e += blockDim.x) {
+      const int r = e / (D / 2), k = e % (D / 2);
+      const int i = (k / len) * 2 * len + k % len;
+      const float a = x[r][i], b = x[r][i + len];
+      x[r][i] = a + b;
+      x[r][i + len] = a - b;
+    }
+    __syncthreads();
+  }
+}
+
 // EPL: head_dim elements per lane (head_dim <= 32 * EPL); kRows: rows per block.
 template <int EPL, int kRows>
 __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(AttentionParams p) {
@@ -221,22 +238,15 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
     q_s[r][i] = v;
   }
   __syncthreads();
-  if (is_tq(p.kf.format)) {
-    // TurboQuant keys live in the rotated basis: rotate the scaled query instead (prepare_query).
-    const TqParams& tq = *p.kf.tq;
-    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= tq.signs[e % D];
+  // TurboQuant keys and rotated ggml keys live in the rotated basis: rotate the scaled query
+  // instead (prepare_query).
+  const float* q_signs = is_tq(p.kf.format) ? p.kf.tq->signs : p.kf.rot ? p.kf.rot->signs : nullptr;
+  if (q_signs) {
+    const float q_rotation_scale = is_tq(p.kf.format) ? p.kf.tq->rotation_scale : p.kf.rot->scale;
+    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= q_signs[e % D];
     __syncthreads();
-    for (int len = 1; len < D; len <<= 1) {
-      for (int e = threadIdx.x; e < kRows * (D / 2); e += blockDim.x) {
-        const int r = e / (D / 2), k = e % (D / 2);
-        const int i = (k / len) * 2 * len + k % len;
-        const float a = q_s[r][i], b = q_s[r][i + len];
-        q_s[r][i] = a + b;
-        q_s[r][i + len] = a - b;
-      }
-      __syncthreads();
-    }
-    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= tq.rotation_scale;
+    fwht_shared_rows(q_s, kRows, D);
+    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= q_rotation_scale;
     __syncthreads();
   }
 
@@ -332,6 +342,14 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
           acc_s[r][own + e] = w == 0 ? mine : acc_s[r][own + e] + mine;
         }
     }
+    __syncthreads();
+  }
+  if (p.vf.rot) {
+    // Rotated values were accumulated in the rotated basis: rotate back (finish_output). It is
+    // linear, so each split's partial may be rotated before the splits merge.
+    const RotationParams& rot = *p.vf.rot;
+    fwht_shared_rows(acc_s, n_rows, D);
+    for (int e = threadIdx.x; e < n_rows * D; e += blockDim.x) acc_s[e / D][e % D] *= rot.scale * rot.signs[e % D];
     __syncthreads();
   }
 
@@ -470,7 +488,7 @@ struct SideStore {
   int residual = 0;  // KIVI: the newest tokens kept in f16
   bool windowed = false;
   int quantized = 0;
-  DeviceBuffer pool, tq, window;
+  DeviceBuffer pool, tq, rot, window;
 
   // Tokens in units after n tokens: whole groups that left the R-token window (the CPU cache's
   // rule), or every token for the other formats.
@@ -489,6 +507,7 @@ struct DevicePagedKv::Impl {
 
   SideArgs args(const SideStore& s) const {
     return SideArgs{s.format.format, s.format.scale, s.format.tq ? s.tq.as<TqParams>() : nullptr,
+                    s.format.rotation ? s.rot.as<RotationParams>() : nullptr,
                     s.windowed ? s.window.as<uint16_t>() : nullptr, s.quantized};
   }
   PagedRows rows(const SideStore& s) const {
@@ -536,6 +555,11 @@ void init_side(SideStore& s, const KvSideFormat& f, const PagedKvShape& shape, b
   if (is_tq(f.format) && (shape.head_dim > kTqMaxHeadDim || (shape.head_dim & (shape.head_dim - 1)) != 0))
     throw_usage_error("GPU paged KV: TurboQuant keys need a power-of-two head_dim up to " +
                       std::to_string(kTqMaxHeadDim) + ", got " + std::to_string(shape.head_dim));
+  if (f.rotation && (!is_ggml(f.format) || (shape.head_dim & (shape.head_dim - 1)) != 0))
+    throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) +
+                      (is_ggml(f.format) ? " with a Hadamard rotation needs a power-of-two head_dim, got " +
+                                               std::to_string(shape.head_dim)
+                                         : std::string(" takes no Hadamard rotation")));
   if ((is_tq(f.format) || is_kivi_key(f.format)) && !is_key)
     throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) + " stores keys only");
   if (is_kivi_value(f.format) && is_key)
@@ -584,6 +608,11 @@ DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std
       side->tq.resize(sizeof(TqParams));
       check(gpuMemcpy(side->tq.ptr, &*side->format.tq, sizeof(TqParams), gpuMemcpyHostToDevice),
             "upload TurboQuant constants");
+    }
+    if (side->format.rotation) {
+      side->rot.resize(sizeof(RotationParams));
+      check(gpuMemcpy(side->rot.ptr, &*side->format.rotation, sizeof(RotationParams), gpuMemcpyHostToDevice),
+            "upload rotation");
     }
     if (side->windowed) side->window.resize(tokens * shape.n_kv_heads * shape.head_dim * sizeof(uint16_t));
   }
@@ -706,6 +735,10 @@ bool same_tq(const std::optional<TqParams>& a, const std::optional<TqParams>& b)
          std::memcmp(a->centroids, b->centroids, sizeof a->centroids) == 0 &&
          std::memcmp(a->thresholds, b->thresholds, sizeof a->thresholds) == 0;
 }
+bool same_rotation(const std::optional<RotationParams>& a, const std::optional<RotationParams>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  return !a || (a->scale == b->scale && std::memcmp(a->signs, b->signs, sizeof a->signs) == 0);
+}
 }  // namespace
 
 void DevicePagedKv::truncate(int n) {
@@ -724,7 +757,7 @@ void DevicePagedKv::copy_prefix_from(const DevicePagedKv& source, int n) {
   const PagedKvShape &a = m.shape, &b = src.shape;
   auto same_side = [](const KvSideFormat& x, const KvSideFormat& y) {
     return x.format == y.format && x.scale == y.scale && same_tq(x.tq, y.tq) && x.group == y.group &&
-           x.residual == y.residual;
+           x.residual == y.residual && same_rotation(x.rotation, y.rotation);
   };
   if (a.head_dim != b.head_dim || a.n_kv_heads != b.n_kv_heads || a.page_tokens != b.page_tokens ||
       !same_side(a.key, b.key) || !same_side(a.value, b.value))

@@ -43,6 +43,9 @@ struct KvSideFormat {
   std::optional<TqParams> tq;   // the codec constants of tq{b} keys (kernels/gpu/tq_params.h)
   int group = 0;                // KIVI keys: tokens per group (0 = 32; must divide page_tokens)
   int residual = 128;           // KIVI: the newest tokens kept in f16 (Codec::residual_tokens)
+  // ggml formats with rot=hadamard (kernels/gpu/tq_params.h): rows are stored rotated, attention
+  // rotates the query (keys) or its output back (values).
+  std::optional<RotationParams> rotation = std::nullopt;
 };
 
 struct PagedKvShape {

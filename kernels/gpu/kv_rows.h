@@ -108,6 +108,14 @@ struct TqParams {
   float thresholds[15] = {};
 };
 
+// The randomized Walsh-Hadamard rotation R = H D / sqrt(head_dim) of the ggml formats' rot=hadamard
+// option (llama.cpp's rotated caches; kernels/hadamard.h), built on the host from the seed as the
+// CPU codec builds it (kernels/gpu/tq_params.h: make_rotation_params). Rows are stored as q(R x).
+struct RotationParams {
+  float scale = 1.0f;  // 1/sqrt(head_dim) as a float, as HadamardRotation holds it
+  float signs[kTqMaxHeadDim] = {};
+};
+
 inline constexpr int kGgmlBlock = 32;
 
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
@@ -493,6 +501,19 @@ KVGATE_HD void fwht(float* x, int n) {
       }
 }
 
+// out = R x and out = R^T x (out may equal x), operation for operation as HadamardRotation's
+// forward and inverse.
+KVGATE_HD void rotate_forward(const RotationParams& r, int n, const float* x, float* out) {
+  for (int i = 0; i < n; ++i) out[i] = rn_mul(x[i], r.signs[i]);
+  fwht(out, n);
+  for (int i = 0; i < n; ++i) out[i] = rn_mul(out[i], r.scale);
+}
+KVGATE_HD void rotate_inverse(const RotationParams& r, int n, const float* x, float* out) {
+  for (int i = 0; i < n; ++i) out[i] = x[i];
+  fwht(out, n);
+  for (int i = 0; i < n; ++i) out[i] = rn_mul(out[i], rn_mul(r.scale, r.signs[i]));
+}
+
 KVGATE_HD void encode_tq(const TqParams& p, int head_dim, const float* x, uint8_t* dst) {
   const int code_bytes = (head_dim * p.bits + 7) / 8;
   for (int b = 0; b < 2 + code_bytes; ++b) dst[b] = 0;
@@ -625,9 +646,10 @@ KVGATE_HD void encode_kivi_value(int bits, int head_dim, const float* x, uint8_t
 // One row, sequentially, exactly as the CPU codec's quantize_ref. `tensor_scale` is the
 // per-tensor scale of the fp8_e4m3/e5m2/e4m3fnuz formats (stored = fp8(x / scale)) and the
 // global scale of nvfp4.
-// `tq`: the codec constants of the tq{b} formats (ignored by the others).
+// `tq`: the codec constants of the tq{b} formats (ignored by the others). `rot`: the ggml
+// formats' Hadamard rotation, or null (the others take none).
 KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const float* x, uint8_t* dst,
-                          const TqParams* tq = nullptr) {
+                          const TqParams* tq = nullptr, const RotationParams* rot = nullptr) {
   switch (f) {
     case KvFormat::f32:  // the bits as they are, NaN payloads included (the CPU codec copies)
       for (int i = 0; i < head_dim; ++i) store_f32(dst + 4 * i, x[i]);
@@ -693,7 +715,12 @@ KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const fl
     case KvFormat::q5_1:
     case KvFormat::q4_0:
     case KvFormat::q4_1:
-    case KvFormat::iq4_nl:
+    case KvFormat::iq4_nl: {
+      float rotated[kTqMaxHeadDim];
+      if (rot) {
+        rotate_forward(*rot, head_dim, x, rotated);
+        x = rotated;
+      }
       for (int blk = 0; blk < head_dim / kGgmlBlock; ++blk) {
         const float* bx = x + blk * kGgmlBlock;
         uint8_t* bd = dst + blk * ggml_block_bytes(f);
@@ -707,11 +734,12 @@ KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const fl
         }
       }
       return;
+    }
   }
 }
 
-// Element i of a row, as the CPU codec's dequantize_ref computes it (tq{b}: in the rotated
-// basis, as dequantize_stored_ref).
+// Element i of a row, as the CPU codec's dequantize_ref computes it (tq{b} and rotated ggml rows:
+// in the rotated basis, as dequantize_stored_ref).
 KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tensor_scale, const TqParams* tq = nullptr,
                                int sub = 0, int head_dim = 0) {
   switch (f) {

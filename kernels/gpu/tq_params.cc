@@ -10,16 +10,23 @@ namespace kvgate::kernels::gpu {
 
 static_assert(kTqDefaultSeed == FormatOptions{}.seed, "the GPU default must be the CPU codec's default seed");
 
+namespace {
+// HadamardRotation(head_dim, seed): one sign per coordinate from the seed's stream; returns the
+// scale 1/sqrt(head_dim) as it computes it.
+float hadamard_rotation(int head_dim, uint64_t seed, float* signs) {
+  Rng rng(seed);
+  for (int i = 0; i < head_dim; ++i) signs[i] = (rng.next_u64() >> 63) ? -1.0f : 1.0f;
+  return 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+}  // namespace
+
 std::optional<TqParams> make_tq_params(int bits, int head_dim, bool norm_correction, uint64_t seed) {
   if (bits < 1 || bits > 4 || head_dim < 1 || head_dim > kTqMaxHeadDim || (head_dim & (head_dim - 1)) != 0)
     return std::nullopt;
   TqParams p;
   p.bits = bits;
   p.norm_correction = norm_correction;
-  // HadamardRotation(head_dim, seed): one sign per coordinate from the seed's stream.
-  Rng rng(seed);
-  for (int i = 0; i < head_dim; ++i) p.signs[i] = (rng.next_u64() >> 63) ? -1.0f : 1.0f;
-  p.rotation_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  p.rotation_scale = hadamard_rotation(head_dim, seed, p.signs);
   // ScaledCodebook(bits, head_dim): the N(0, 1) solution scaled by 1/sqrt(head_dim), in float.
   const LloydMaxCodebook& cb = gaussian_lloyd_max(bits);
   const double sigma = 1.0 / std::sqrt(static_cast<double>(head_dim));
@@ -31,6 +38,17 @@ std::optional<TqParams> make_tq_params(int bits, int head_dim, bool norm_correct
 std::optional<TqParams> make_tq_params(int bits, int head_dim, const FormatOptions& options) {
   if (options.rotation == Rotation::qr || options.outlier_channels != 0) return std::nullopt;
   return make_tq_params(bits, head_dim, options.norm_correction, options.seed);
+}
+
+std::optional<RotationParams> make_rotation_params(int head_dim, const FormatOptions& options) {
+  FormatOptions rotation_only;
+  rotation_only.rotation = Rotation::hadamard;
+  rotation_only.seed = options.seed;
+  if (options != rotation_only || head_dim < 1 || head_dim > kTqMaxHeadDim || (head_dim & (head_dim - 1)) != 0)
+    return std::nullopt;
+  RotationParams r;
+  r.scale = hadamard_rotation(head_dim, options.seed, r.signs);
+  return r;
 }
 
 }  // namespace kvgate::kernels::gpu

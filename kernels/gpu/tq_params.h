@@ -1,6 +1,6 @@
 #pragma once
-// Host side of the GPU TurboQuant keys: the codec constants (rotation signs, Lloyd-Max codebook)
-// built exactly as the CPU codec builds them, so the GPU stores the CPU's bytes. C++17, so the
+// Host side of the GPU TurboQuant keys and rotated ggml rows: the codec constants (rotation signs,
+// Lloyd-Max codebook) built exactly as the CPU codec builds them, so the GPU stores the CPU's bytes. C++17, so the
 // GPU sources can include it too.
 #include <cstdint>
 #include <optional>
@@ -21,5 +21,10 @@ std::optional<TqParams> make_tq_params(int bits, int head_dim, bool norm_correct
                                        uint64_t seed = kTqDefaultSeed);
 // The same from a CPU format's options; nullopt as well for the QR rotation or outlier channels.
 std::optional<TqParams> make_tq_params(int bits, int head_dim, const FormatOptions& options);
+
+// The Hadamard rotation of a ggml format with rot=hadamard (HadamardRotation(head_dim, seed)),
+// or nullopt when the GPU kernels cannot store it: options other than the rotation and its seed,
+// or a head_dim that is not a power of two up to kTqMaxHeadDim.
+std::optional<RotationParams> make_rotation_params(int head_dim, const FormatOptions& options);
 
 }  // namespace kvgate::kernels::gpu

@@ -24,10 +24,19 @@ using testing::head_dim_for;
 using testing::probe_rows;
 using testing::same_float;
 
-// The side of a cache storing `f`, with TurboQuant's constants where it has them.
-KvSideFormat side_for(KvFormat f, int head_dim) {
+// The CPU options of `f` in these tests: the test scale, and for `rotated` ggml blocks
+// rot=hadamard at the default seed.
+FormatOptions options_for(KvFormat f, bool rotated) {
+  FormatOptions options;
+  options.scale = testing::tensor_scale_for(f);
+  if (rotated) options.rotation = Rotation::hadamard;
+  return options;
+}
+// The side of a cache storing `f`, with TurboQuant's constants or the rotation where it has them.
+KvSideFormat side_for(KvFormat f, int head_dim, bool rotated = false) {
   KvSideFormat side{f, testing::tensor_scale_for(f), std::nullopt};
   if (is_tq(f)) side.tq = make_tq_params(tq_bits(f), head_dim);
+  if (rotated) side.rotation = make_rotation_params(head_dim, options_for(f, rotated));
   return side;
 }
 // The key and value formats of the cache a test of `f` builds: TurboQuant keys store f16 values,
@@ -53,10 +62,8 @@ int quantized_for(KvFormat f, int n) {
 }
 float scale_for(KvFormat f) { return testing::tensor_scale_for(f); }
 
-std::unique_ptr<Codec> cpu_codec(KvFormat f, int head_dim) {
-  FormatOptions options;
-  options.scale = scale_for(f);
-  return make_codec(kv_format_name(f), head_dim, options);
+std::unique_ptr<Codec> cpu_codec(KvFormat f, int head_dim, bool rotated = false) {
+  return make_codec(kv_format_name(f), head_dim, options_for(f, rotated));
 }
 
 class GpuKv : public ::testing::TestWithParam<KvFormat> {
@@ -118,6 +125,15 @@ TEST(GpuKvLayout, BadCacheShapesAndScalesAreUsageErrors) {
   shape.value.format = KvFormat::nvfp4;
   shape.value.scale = -1.0f;
   EXPECT_THROW(DevicePagedKv(shape, 16), Error);
+  shape.value = KvSideFormat{};
+  FormatOptions rotated;
+  rotated.rotation = Rotation::hadamard;
+  shape.key = KvSideFormat{KvFormat::f16, 1.0f, std::nullopt};
+  shape.key.rotation = make_rotation_params(64, rotated);
+  EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // a rotation on a format that takes none
+  shape.key.format = KvFormat::q4_0;
+  shape.head_dim = 96;
+  EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // rows of 96 cannot be Hadamard-rotated
 }
 
 TEST_P(GpuKv, QuantizeWritesTheCpuCodecBytes) {
@@ -201,21 +217,22 @@ void cpu_view(Filled& c, KvFormat f, const Codec& codec, std::vector<float>& x, 
   }
 }
 
-Filled fill(KvFormat f, int n_tokens, uint64_t seed) {
+// rotated: ggml blocks with rot=hadamard on both sides, at a head_dim whose 1/sqrt is inexact.
+Filled fill(KvFormat f, int n_tokens, uint64_t seed, bool rotated = false) {
   Filled c;
   c.key_format = key_format_for(f);
   c.value_format = value_format_for(f);
-  c.d = head_dim_for(f);
+  c.d = rotated ? 128 : head_dim_for(f);
   c.n_tokens = n_tokens;
   c.page_tokens = is_kivi(f) ? 32 : 16;
-  c.codec = cpu_codec(c.key_format, c.d);
-  c.value_codec = cpu_codec(c.value_format, c.d);
+  c.codec = cpu_codec(c.key_format, c.d, rotated);
+  c.value_codec = cpu_codec(c.value_format, c.d, rotated);
   PagedKvShape shape;
   shape.head_dim = c.d;
   shape.n_kv_heads = Filled::kKvHeads;
   shape.page_tokens = c.page_tokens;
-  shape.key = side_for(c.key_format, c.d);
-  shape.value = side_for(c.value_format, c.d);
+  shape.key = side_for(c.key_format, c.d, rotated);
+  shape.value = side_for(c.value_format, c.d, rotated);
   const int pages = (n_tokens + c.page_tokens - 1) / c.page_tokens;
   std::vector<int32_t> order(pages);
   std::iota(order.begin(), order.end(), 0);
@@ -297,8 +314,8 @@ std::vector<double> reference_attention(Filled& c, const std::vector<float>& q, 
   return out;
 }
 
-void expect_attention_matches(KvFormat f, int n_tokens, int n_q, int group) {
-  Filled c = fill(f, n_tokens, 31 + n_q);
+void expect_attention_matches(KvFormat f, int n_tokens, int n_q, int group, bool rotated = false) {
+  Filled c = fill(f, n_tokens, 31 + n_q, rotated);
   const int n_heads = Filled::kKvHeads * group;
   Rng rng(41);
   std::vector<float> q(static_cast<size_t>(n_q) * n_heads * c.d);
@@ -333,6 +350,30 @@ TEST_P(GpuKv, PrefillChunkIsCausalAndMatchesFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GpuFormats, GpuKv, ::testing::ValuesIn(kAllKvFormats),
+                         [](const ::testing::TestParamInfo<KvFormat>& info) { return std::string(kv_format_name(info.param)); });
+
+// ggml blocks with rot=hadamard: the cache stores the CPU codec's rotated bytes, attention
+// rotates the query against the keys and its output back from the values' basis.
+class GpuKvRotated : public GpuKv {};
+
+TEST_P(GpuKvRotated, AppendStoresTheCpuCodecBytes) {
+  Filled c = fill(GetParam(), 83, 21, true);
+  expect_side_bytes(c, c.key_format, *c.codec, c.k, true);
+  expect_side_bytes(c, c.value_format, *c.value_codec, c.v, false);
+}
+
+TEST_P(GpuKvRotated, DecodeAndPrefillAttentionMatchFloat64Reference) {
+  expect_attention_matches(GetParam(), 301, 1, 4, true);
+  expect_attention_matches(GetParam(), 301, 37, 3, true);
+}
+
+std::vector<KvFormat> ggml_formats() {
+  std::vector<KvFormat> out;
+  for (KvFormat f : kAllKvFormats)
+    if (is_ggml(f)) out.push_back(f);
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(GgmlFormats, GpuKvRotated, ::testing::ValuesIn(ggml_formats()),
                          [](const ::testing::TestParamInfo<KvFormat>& info) { return std::string(kv_format_name(info.param)); });
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/float_convert.h"
 #include "core/rng.h"
 #include "kernels/ggml_blocks.h"
+#include "kernels/hadamard.h"
 #include "kernels/gpu/kv_rows.h"
 #include "kernels/gpu/tq_params.h"
 #include "kernels/kv_format.h"
@@ -236,6 +237,56 @@ TEST(GpuRows, ArbitraryBytesDecodeAsTheCpu) {
 
 TEST(GpuRows, Iq4nlGridEqualsGgmls) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(iq4nl_value(i), static_cast<float>(ggml::kValuesIq4nl[i])) << "index " << i;
+}
+
+// ggml blocks with rot=hadamard: the rotation as HadamardRotation computes it, rows encoded in
+// the rotated basis, and decoded rows rotated back to what the CPU's dequantize gives.
+TEST(GpuRows, RotatedGgmlRowsEqualTheCpuReferenceBitForBit) {
+  constexpr int kRows = 32;
+  for (KvFormat f : kAllKvFormats) {
+    if (!is_ggml(f)) continue;
+    for (int d : {32, 128, 256})  // 1/sqrt(d) inexact for 32 and 128
+      for (uint64_t seed : {FormatOptions{}.seed, uint64_t{12345}}) {
+        SCOPED_TRACE(std::string(name_of(f)) + " d " + std::to_string(d) + " seed " + std::to_string(seed));
+        FormatOptions options;
+        options.rotation = Rotation::hadamard;
+        options.seed = seed;
+        const auto codec = make_codec(name_of(f), d, options);
+        const std::optional<RotationParams> rot = make_rotation_params(d, options);
+        ASSERT_TRUE(rot.has_value());
+        const HadamardRotation cpu_rotation(d, seed);
+        const size_t rb = row_bytes(f, d);
+        const std::vector<float> x = probe_rows(d, kRows, 29);
+        std::vector<uint8_t> cpu(rb), shared(rb);
+        std::vector<float> want(d), got(d), rotated(d);
+        for (int r = 0; r < kRows; ++r) {
+          const float* row = x.data() + static_cast<size_t>(r) * d;
+          cpu_rotation.forward(row, want.data());
+          rotate_forward(*rot, d, row, got.data());
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "forward row " << r << " element " << i;
+          cpu_rotation.inverse(row, want.data());
+          rotate_inverse(*rot, d, row, got.data());
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "inverse row " << r << " element " << i;
+
+          codec->quantize_ref(row, cpu.data());
+          encode_row(f, d, 1.0f, row, shared.data(), nullptr, &*rot);
+          ASSERT_EQ(cpu, shared) << "encoded row " << r;
+          codec->dequantize_stored_ref(cpu.data(), want.data());
+          decode_row(f, d, 1.0f, cpu.data(), rotated.data());
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], rotated[i])) << "stored row " << r << " element " << i;
+          codec->dequantize_ref(cpu.data(), want.data());
+          rotate_inverse(*rot, d, rotated.data(), got.data());
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "decoded row " << r << " element " << i;
+        }
+      }
+  }
+  FormatOptions options;
+  options.rotation = Rotation::hadamard;
+  EXPECT_FALSE(make_rotation_params(96, options).has_value());   // not a power of two
+  EXPECT_FALSE(make_rotation_params(512, options).has_value());  // past the kernels' head_dim
+  EXPECT_FALSE(make_rotation_params(64, FormatOptions{}).has_value());  // no rotation asked for
+  options.scale = 0.5f;
+  EXPECT_FALSE(make_rotation_params(64, options).has_value());
 }
 
 // KIVI as the cache stores it: rows pass through the f16 window, keys are quantized a group
