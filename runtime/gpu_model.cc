@@ -36,6 +36,9 @@ gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::Forma
     out.residual = spec.options.residual_tokens;
     const int group = out.group > 0 ? out.group : gpu::kKiviDefaultGroup;
     ok = spec.options == plain && kGpuPageTokens % group == 0;
+  } else if (ok && spec.options.rotation == kernels::Rotation::hadamard) {
+    if (gpu::is_ggml(*f)) out.rotation = gpu::make_rotation_params(head_dim, spec.options);
+    ok = out.rotation.has_value();
   } else if (ok) {
     kernels::FormatOptions plain;
     plain.scale = spec.options.scale;
@@ -45,7 +48,8 @@ gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::Forma
     throw_usage_error("KV config " + config.canonical() + ": the GPU backend has no kernel for the " + side +
                       " format " + spec.canonical() + " (GPU formats: " + gpu_format_list() +
                       "; fp8_* take :scale=, tq{b} take :nc and :seed= with the default Hadamard rotation and a "
-                      "power-of-two head_dim up to 256, kivi* take residual= and a group= dividing 32; others take "
+                      "power-of-two head_dim up to 256, the llama.cpp blocks take :rot and :seed= with such a head_dim, "
+                      "kivi* take residual= and a group= dividing 32; others take "
                       "no options)");
   out.format = *f;
   out.scale = spec.options.scale;
