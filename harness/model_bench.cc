@@ -70,11 +70,17 @@ double measure_gpu_gemm_gflop_s(int rows, int cols, int n) {
   w.upload(host.data(), host.size() * sizeof(float));
   host.assign(static_cast<size_t>(n) * cols, 0.25f);
   x.upload(host.data(), host.size() * sizeof(float));
+  gpu::DeviceWeight weight;
+  weight.data = w.bytes();
+  weight.type = gpu::WeightType::f32;
+  weight.rows = rows;
+  weight.cols = cols;
+  weight.row_bytes = sizeof(float) * static_cast<size_t>(cols);
   double best = 0;
   for (int i = 0; i < 5; ++i) {
     gpu::device_synchronize();
     const auto t0 = Clock::now();
-    for (int k = 0; k < 10; ++k) gpu::gemm_xwt(x.floats(), n, w.floats(), rows, cols, y.floats());
+    for (int k = 0; k < 10; ++k) gpu::gemm_xwt(x.floats(), n, weight, y.floats());
     gpu::device_synchronize();
     best = std::max(best, 10 * 2.0 * rows * cols * n / seconds_since(t0) / 1e9);
   }

@@ -1,6 +1,7 @@
 #include "runtime/gpu_model.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -62,13 +63,48 @@ gpu::DeviceMemory upload_floats(const std::vector<float>& host) {
   return d;
 }
 
-// The whole matrix in float32 on the device ([rows][cols], row-major as ggml stores it).
-gpu::DeviceMemory upload_matrix(const WeightMatrix& w, uint64_t& total) {
-  std::vector<float> host(static_cast<size_t>(w.rows) * w.cols);
-  for (int64_t r = 0; r < w.rows; ++r) dequantize_weight_row(w, r, host.data() + static_cast<size_t>(r) * w.cols);
-  total += host.size() * sizeof(float);
-  return upload_floats(host);
+gpu::WeightType gpu_weight_type(const WeightMatrix& w) {
+  switch (w.type) {
+    case GgmlType::F32: return gpu::WeightType::f32;
+    case GgmlType::F16: return gpu::WeightType::f16;
+    case GgmlType::BF16: return gpu::WeightType::bf16;
+    case GgmlType::Q4_0: return gpu::WeightType::q4_0;
+    case GgmlType::Q4_1: return gpu::WeightType::q4_1;
+    case GgmlType::Q5_0: return gpu::WeightType::q5_0;
+    case GgmlType::Q5_1: return gpu::WeightType::q5_1;
+    case GgmlType::Q8_0: return gpu::WeightType::q8_0;
+    case GgmlType::Q4_K: return gpu::WeightType::q4_k;
+    case GgmlType::Q6_K: return gpu::WeightType::q6_k;
+    default: break;
+  }
+  throw_usage_error("tensor '" + w.name + "' has weight type " + ggml_type_name(w.type) +
+                    ", which the GPU backend does not multiply with");
 }
+
+}  // namespace
+
+// The matrix's bytes as stored ([rows][row_bytes], row-major as ggml stores it).
+GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total) {
+  const gpu::WeightType type = gpu_weight_type(w);
+  if (w.rows > std::numeric_limits<int>::max() || w.cols > std::numeric_limits<int>::max() || w.cols % gpu::weight_block_elems(type) != 0 ||
+      w.row_bytes != static_cast<size_t>(w.cols / gpu::weight_block_elems(type)) *
+                         static_cast<size_t>(gpu::weight_block_bytes(type)))
+    throw_usage_error("tensor '" + w.name + "': a " + std::to_string(w.rows) + " x " + std::to_string(w.cols) + " " +
+                      ggml_type_name(w.type) + " matrix the GPU kernels cannot address");
+  const size_t bytes = static_cast<size_t>(w.rows) * w.row_bytes;
+  Weight out;
+  out.memory = gpu::DeviceMemory(bytes);
+  out.memory.upload(w.data, bytes);
+  out.view.data = out.memory.bytes();
+  out.view.type = type;
+  out.view.rows = static_cast<int>(w.rows);
+  out.view.cols = static_cast<int>(w.cols);
+  out.view.row_bytes = w.row_bytes;
+  total += bytes;
+  return out;
+}
+
+namespace {
 
 }  // namespace
 
@@ -105,22 +141,22 @@ std::unique_ptr<GpuModel> GpuModel::upload(const Model& model) {
   g->arch_ = model.arch();
   g->n_rot_ = static_cast<int>(model.rope_inv_freq().size() * 2);
   uint64_t& total = g->device_weight_bytes_;
-  g->token_embd_ = upload_matrix(model.token_embedding(), total);
+  g->token_embd_ = upload_weight(model.token_embedding(), total);
   g->tied_output_ = model.output().data == model.token_embedding().data;
-  if (!g->tied_output_) g->output_ = upload_matrix(model.output(), total);
+  if (!g->tied_output_) g->output_ = upload_weight(model.output(), total);
   g->output_norm_ = upload_floats(model.output_norm());
   g->rope_inv_freq_ = upload_floats(model.rope_inv_freq());
   for (const LayerWeights& w : model.layers()) {
     Layer l;
     l.attn_norm = upload_floats(w.attn_norm);
-    l.wq = upload_matrix(w.wq, total);
-    l.wk = upload_matrix(w.wk, total);
-    l.wv = upload_matrix(w.wv, total);
-    l.wo = upload_matrix(w.wo, total);
+    l.wq = upload_weight(w.wq, total);
+    l.wk = upload_weight(w.wk, total);
+    l.wv = upload_weight(w.wv, total);
+    l.wo = upload_weight(w.wo, total);
     l.ffn_norm = upload_floats(w.ffn_norm);
-    l.w_gate = upload_matrix(w.w_gate, total);
-    l.w_up = upload_matrix(w.w_up, total);
-    l.w_down = upload_matrix(w.w_down, total);
+    l.w_gate = upload_weight(w.w_gate, total);
+    l.w_up = upload_weight(w.w_up, total);
+    l.w_down = upload_weight(w.w_down, total);
     g->layers_.push_back(std::move(l));
   }
   gpu::device_synchronize();
@@ -165,28 +201,28 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
   up_.reserve(static_cast<size_t>(n) * F * f);
 
   ids_.upload(tokens.data(), tokens.size() * sizeof(int32_t));
-  gpu::gather_rows(token_embd_.floats(), E, ids_.ints(), n, x_.floats());
+  gpu::gather_rows(token_embd_.view, ids_.ints(), n, x_.floats());
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(D));
   const size_t residual = static_cast<size_t>(n) * E;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& w = layers_[l];
     gpu::rms_norm_rows(x_.floats(), n, E, w.attn_norm.floats(), arch_.rms_eps, xn_.floats());
-    gpu::gemm_xwt(xn_.floats(), n, w.wq.floats(), H * D, E, q_.floats());
-    gpu::gemm_xwt(xn_.floats(), n, w.wk.floats(), KV * D, E, k_.floats());
-    gpu::gemm_xwt(xn_.floats(), n, w.wv.floats(), KV * D, E, v_.floats());
+    gpu::gemm_xwt(xn_.floats(), n, w.wq.view, q_.floats());
+    gpu::gemm_xwt(xn_.floats(), n, w.wk.view, k_.floats());
+    gpu::gemm_xwt(xn_.floats(), n, w.wv.view, v_.floats());
     gpu::rope_pairs(q_.floats(), n, H, D, n_rot_, pos0, rope_inv_freq_.floats());
     gpu::rope_pairs(k_.floats(), n, KV, D, n_rot_, pos0, rope_inv_freq_.floats());
     // Keys are quantized after RoPE and the chunk attends to its own quantized K/V, as on the CPU.
     seq.layers_[l]->append_device(k_.floats(), v_.floats(), n);
     seq.layers_[l]->attention_device(H, q_.floats(), n, softmax_scale, att_.floats());
-    gpu::gemm_xwt(att_.floats(), n, w.wo.floats(), E, H * D, proj_.floats());
+    gpu::gemm_xwt(att_.floats(), n, w.wo.view, proj_.floats());
     gpu::add_into(x_.floats(), proj_.floats(), residual);
 
     gpu::rms_norm_rows(x_.floats(), n, E, w.ffn_norm.floats(), arch_.rms_eps, xn_.floats());
-    gpu::gemm_xwt(xn_.floats(), n, w.w_gate.floats(), F, E, gate_.floats());
-    gpu::gemm_xwt(xn_.floats(), n, w.w_up.floats(), F, E, up_.floats());
+    gpu::gemm_xwt(xn_.floats(), n, w.w_gate.view, gate_.floats());
+    gpu::gemm_xwt(xn_.floats(), n, w.w_up.view, up_.floats());
     gpu::silu_mul(gate_.floats(), up_.floats(), static_cast<size_t>(n) * F);
-    gpu::gemm_xwt(gate_.floats(), n, w.w_down.floats(), E, F, proj_.floats());
+    gpu::gemm_xwt(gate_.floats(), n, w.w_down.view, proj_.floats());
     gpu::add_into(x_.floats(), proj_.floats(), residual);
   }
   const int first = all_logits ? 0 : n - 1;
@@ -194,8 +230,8 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
   logits_.reserve(static_cast<size_t>(rows) * V * f);
   gpu::rms_norm_rows(x_.floats() + static_cast<size_t>(first) * E, rows, E, output_norm_.floats(), arch_.rms_eps,
                      xn_.floats());
-  const gpu::DeviceMemory& head = tied_output_ ? token_embd_ : output_;
-  gpu::gemm_xwt(xn_.floats(), rows, head.floats(), V, E, logits_.floats());
+  const gpu::DeviceWeight& head = tied_output_ ? token_embd_.view : output_.view;
+  gpu::gemm_xwt(xn_.floats(), rows, head, logits_.floats());
   logits_.download(logits, static_cast<size_t>(rows) * V * f);
 }
 

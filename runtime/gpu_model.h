@@ -1,6 +1,7 @@
 #pragma once
 // The forward pass of runtime/model.h on a GPU (built with KVGATE_CUDA or KVGATE_HIP): the same
-// Llama decoder, weights dequantized to float32 and uploaded once, activations on the device,
+// Llama decoder, weights uploaded once in their stored GGUF type (the GEMV/GEMM kernels decode
+// them as they load them, to the very floats the CPU decodes), activations on the device,
 // and each layer's K/V in kernels/gpu's paged device cache in the format under test, attended
 // by the fused kernels that read the quantized pages. Logits come back to the host.
 #include <cstdint>
@@ -41,8 +42,9 @@ class GpuSequence {
 
 class GpuModel {
  public:
-  // Dequantizes every weight of `model` to float32 and uploads it; the model must outlive
-  // nothing here (everything needed is copied). Throws Error (environment) on a device failure.
+  // Uploads every weight of `model` as stored (norms and RoPE frequencies as float32); the model
+  // must outlive nothing here (everything needed is copied). Throws Error (environment) on a
+  // device failure.
   static std::unique_ptr<GpuModel> upload(const Model& model);
 
   const ModelArch& arch() const { return arch_; }
@@ -55,14 +57,21 @@ class GpuModel {
   void forward(GpuSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) const;
 
  private:
+  struct Weight {
+    kernels::gpu::DeviceMemory memory;
+    kernels::gpu::DeviceWeight view;  // points into memory
+  };
   struct Layer {
-    kernels::gpu::DeviceMemory attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+    kernels::gpu::DeviceMemory attn_norm, ffn_norm;
+    Weight wq, wk, wv, wo, w_gate, w_up, w_down;
   };
   GpuModel() = default;
+  static Weight upload_weight(const WeightMatrix& w, uint64_t& total);
 
   ModelArch arch_;
   int n_rot_ = 0;
-  kernels::gpu::DeviceMemory token_embd_, output_, output_norm_, rope_inv_freq_;
+  Weight token_embd_, output_;
+  kernels::gpu::DeviceMemory output_norm_, rope_inv_freq_;
   bool tied_output_ = false;
   std::vector<Layer> layers_;
   uint64_t device_weight_bytes_ = 0;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "core/error.h"
@@ -18,11 +19,13 @@ void check(gpuError_t err, const char* what) {
 
 unsigned blocks_for(size_t items, int threads) { return static_cast<unsigned>((items + threads - 1) / threads); }
 
-__global__ void gather_rows_kernel(const float* table, int cols, const int32_t* ids, int n, float* out) {
+template <WeightType T>
+__global__ void gather_rows_kernel(const uint8_t* table, size_t row_bytes, int cols, const int32_t* ids, int n,
+                                   float* out) {
   const size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= static_cast<size_t>(n) * cols) return;
   const size_t i = e / cols, j = e % cols;
-  out[e] = table[static_cast<size_t>(ids[i]) * cols + j];
+  out[e] = weight_element(T, table + static_cast<size_t>(ids[i]) * row_bytes, static_cast<int64_t>(j));
 }
 
 constexpr int kNormThreads = 256;
@@ -47,8 +50,9 @@ __global__ void rms_norm_kernel(const float* x, int dim, const float* weight, fl
 // thread. Each output sums over k in order, so the result does not depend on the launch.
 constexpr int kTile = 64, kDepth = 16, kGemmThreads = 256;
 
-__global__ void __launch_bounds__(kGemmThreads) gemm_xwt_kernel(const float* x, int n, const float* w, int rows,
-                                                                   int cols, float* y) {
+template <WeightType T>
+__global__ void __launch_bounds__(kGemmThreads)
+    gemm_xwt_kernel(const float* x, int n, const uint8_t* w, size_t row_bytes, int rows, int cols, float* y) {
   __shared__ float xs[kDepth][kTile + 1];
   __shared__ float ws[kDepth][kTile + 1];
   const int m0 = blockIdx.y * kTile, r0 = blockIdx.x * kTile;
@@ -59,7 +63,7 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_xwt_kernel(const float* x, 
       const int row = e / kDepth, k = e % kDepth;
       const int m = m0 + row, r = r0 + row, kk = k0 + k;
       xs[k][row] = (m < n && kk < cols) ? x[static_cast<size_t>(m) * cols + kk] : 0.0f;
-      ws[k][row] = (r < rows && kk < cols) ? w[static_cast<size_t>(r) * cols + kk] : 0.0f;
+      ws[k][row] = (r < rows && kk < cols) ? weight_element(T, w + static_cast<size_t>(r) * row_bytes, kk) : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -87,6 +91,57 @@ __global__ void __launch_bounds__(kGemmThreads) gemm_xwt_kernel(const float* x, 
       if (r < rows) y[static_cast<size_t>(m) * rows + r] = acc[i][j];
     }
   }
+}
+
+// One 32-lane warp per weight row: lane l takes the 32-element chunks l, l + 32, ... of the row
+// (so the lanes of a warp read neighbouring blocks), decodes each element once and multiplies it
+// into every token's accumulator; a fixed butterfly then sums the lanes. Decode steps are bound
+// by reading the weights, which this reads once per step whatever the token count.
+constexpr int kGemvWarps = 8, kGemvChunk = 32;
+
+template <WeightType T>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_xwt_kernel(const float* x, int n, const uint8_t* w, size_t row_bytes, int rows, int cols, float* y) {
+  const int lane = threadIdx.x % 32;
+  const int r = blockIdx.x * kGemvWarps + static_cast<int>(threadIdx.x / 32);
+  if (r >= rows) return;  // whole warps leave together: the shuffles below see full warps
+  const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+  float acc[kGemvMaxTokens] = {};
+  for (int c0 = lane * kGemvChunk; c0 < cols; c0 += 32 * kGemvChunk) {
+    const int end = min(c0 + kGemvChunk, cols);
+    for (int i = c0; i < end; ++i) {
+      const float wi = weight_element(T, row, i);
+#pragma unroll
+      for (int t = 0; t < kGemvMaxTokens; ++t)
+        if (t < n) acc[t] = fmaf(wi, x[static_cast<size_t>(t) * cols + i], acc[t]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kGemvMaxTokens; ++t) {
+    if (t >= n) break;
+    float v = acc[t];
+    for (int mask = 16; mask > 0; mask /= 2) v += gpu_shfl_xor(v, mask);
+    if (lane == 0) y[static_cast<size_t>(t) * rows + r] = v;
+  }
+}
+
+// Calls fn(std::integral_constant<WeightType, T>{}) for the run-time type t, so each kernel is
+// instantiated per type and the element decode's switch folds away.
+template <typename Fn>
+void with_weight_type(WeightType t, Fn&& fn) {
+  switch (t) {
+    case WeightType::f32: return fn(std::integral_constant<WeightType, WeightType::f32>{});
+    case WeightType::f16: return fn(std::integral_constant<WeightType, WeightType::f16>{});
+    case WeightType::bf16: return fn(std::integral_constant<WeightType, WeightType::bf16>{});
+    case WeightType::q4_0: return fn(std::integral_constant<WeightType, WeightType::q4_0>{});
+    case WeightType::q4_1: return fn(std::integral_constant<WeightType, WeightType::q4_1>{});
+    case WeightType::q5_0: return fn(std::integral_constant<WeightType, WeightType::q5_0>{});
+    case WeightType::q5_1: return fn(std::integral_constant<WeightType, WeightType::q5_1>{});
+    case WeightType::q8_0: return fn(std::integral_constant<WeightType, WeightType::q8_0>{});
+    case WeightType::q4_k: return fn(std::integral_constant<WeightType, WeightType::q4_k>{});
+    case WeightType::q6_k: return fn(std::integral_constant<WeightType, WeightType::q6_k>{});
+  }
+  throw_usage_error("GPU weight of an unknown type " + std::to_string(static_cast<int>(t)));
 }
 
 __global__ void rope_pairs_kernel(float* x, int n, int heads, int head_dim, int half_rot, int64_t pos0,
@@ -156,9 +211,12 @@ void DeviceMemory::download(void* host, size_t bytes, size_t offset) const {
 
 void device_synchronize() { check(gpuDeviceSynchronize(), "synchronize"); }
 
-void gather_rows(const float* table, int cols, const int32_t* ids, int n, float* out) {
+void gather_rows(const DeviceWeight& table, const int32_t* ids, int n, float* out) {
   if (n <= 0) return;
-  gather_rows_kernel<<<blocks_for(static_cast<size_t>(n) * cols, kThreads), kThreads>>>(table, cols, ids, n, out);
+  with_weight_type(table.type, [&](auto type) {
+    gather_rows_kernel<decltype(type)::value><<<blocks_for(static_cast<size_t>(n) * table.cols, kThreads), kThreads>>>(
+        table.data, table.row_bytes, table.cols, ids, n, out);
+  });
   check(gpuGetLastError(), "gather launch");
 }
 
@@ -168,10 +226,20 @@ void rms_norm_rows(const float* x, int n, int dim, const float* weight, float ep
   check(gpuGetLastError(), "rms_norm launch");
 }
 
-void gemm_xwt(const float* x, int n, const float* w, int rows, int cols, float* y) {
-  if (n <= 0 || rows <= 0) return;
-  const dim3 grid(static_cast<unsigned>((rows + kTile - 1) / kTile), static_cast<unsigned>((n + kTile - 1) / kTile));
-  gemm_xwt_kernel<<<grid, kGemmThreads>>>(x, n, w, rows, cols, y);
+void gemm_xwt(const float* x, int n, const DeviceWeight& w, float* y) {
+  if (n <= 0 || w.rows <= 0) return;
+  if (w.cols % weight_block_elems(w.type) != 0)
+    throw_usage_error("GPU GEMM: " + std::to_string(w.cols) + " columns are not whole blocks of the weight type");
+  with_weight_type(w.type, [&](auto type) {
+    constexpr WeightType T = decltype(type)::value;
+    if (n <= kGemvMaxTokens) {
+      gemv_xwt_kernel<T><<<static_cast<unsigned>((w.rows + kGemvWarps - 1) / kGemvWarps), kGemvWarps * 32>>>(
+          x, n, w.data, w.row_bytes, w.rows, w.cols, y);
+    } else {
+      const dim3 grid(static_cast<unsigned>((w.rows + kTile - 1) / kTile), static_cast<unsigned>((n + kTile - 1) / kTile));
+      gemm_xwt_kernel<T><<<grid, kGemmThreads>>>(x, n, w.data, w.row_bytes, w.rows, w.cols, y);
+    }
+  });
   check(gpuGetLastError(), "gemm launch");
 }
 

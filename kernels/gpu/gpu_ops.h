@@ -1,12 +1,15 @@
 #pragma once
 // Device memory and the dense kernels a decoder forward pass needs besides attention (gather,
-// RMSNorm, GEMM against a row-major weight, RoPE, SwiGLU, residual add). All float32, fixed
-// reduction orders, so a forward pass is deterministic run to run. Pointers are device
+// RMSNorm, GEMM against a weight in its stored GGUF type, RoPE, SwiGLU, residual add).
+// Activations are float32; weights are decoded element by element as they are loaded
+// (weight_blocks.h). Fixed reduction orders, so a forward pass is deterministic run to run. Pointers are device
 // pointers; launches go to the default stream and are ordered with each other and with
 // DevicePagedKv's. Vendor-neutral header: host code builds with any C++ compiler.
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "kernels/gpu/weight_blocks.h"
 
 namespace kvgate::kernels::gpu {
 
@@ -28,6 +31,7 @@ class DeviceMemory {
   size_t size() const { return bytes_; }
   float* floats() const { return static_cast<float*>(ptr_); }
   int32_t* ints() const { return static_cast<int32_t*>(ptr_); }
+  uint8_t* bytes() const { return static_cast<uint8_t*>(ptr_); }
 
  private:
   void* ptr_ = nullptr;
@@ -37,12 +41,25 @@ class DeviceMemory {
 // Waits for the device's queued work; throws on an asynchronous kernel failure.
 void device_synchronize();
 
-// out[i][:] = table[ids[i]][:]; ids are checked on the host by the caller.
-void gather_rows(const float* table, int cols, const int32_t* ids, int n, float* out);
+// A weight matrix on the device: `rows` rows of `cols` elements, each row `row_bytes` bytes of
+// ggml blocks of `type` (cols a multiple of the block size), row-major as GGUF stores it.
+struct DeviceWeight {
+  const uint8_t* data = nullptr;
+  WeightType type = WeightType::f32;
+  int rows = 0;
+  int cols = 0;
+  size_t row_bytes = 0;
+};
+
+// out[i][:] = table[ids[i]][:] decoded to float; ids are checked on the host by the caller.
+void gather_rows(const DeviceWeight& table, const int32_t* ids, int n, float* out);
 // out[i] = x[i] / rms(x[i]) * weight, rms accumulated in double (as the CPU runtime does).
 void rms_norm_rows(const float* x, int n, int dim, const float* weight, float eps, float* out);
-// y[n][rows] = x[n][cols] . w^T with w row-major [rows][cols].
-void gemm_xwt(const float* x, int n, const float* w, int rows, int cols, float* y);
+// y[n][w.rows] = x[n][w.cols] . w^T. Up to kGemvMaxTokens rows of x (decode steps, small
+// batches) go through a GEMV that streams each weight row once for all of them; more go through
+// a tiled GEMM. Both sum each output over k in a fixed order.
+inline constexpr int kGemvMaxTokens = 8;
+void gemm_xwt(const float* x, int n, const DeviceWeight& w, float* y);
 // Rotates adjacent pairs (v[2p], v[2p+1]) of each head's first n_rot elements by
 // (pos0 + token) * inv_freq[p]; angles in double, as the CPU runtime computes them.
 void rope_pairs(float* x, int n, int heads, int head_dim, int n_rot, int64_t pos0, const float* inv_freq);

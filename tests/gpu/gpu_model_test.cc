@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstring>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -62,8 +63,9 @@ RowDiff compare_rows(const std::vector<float>& cpu, const std::vector<float>& gp
 }
 
 // A small random Llama written as GGUF (2 layers, embedding 256, 4 heads of 64 over 2 KV heads,
-// FFN 512, vocabulary 300; F32 weights except a Q8_0 FFN gate), so the GPU forward is checked on
-// machines that cannot fetch the default model.
+// FFN 512, vocabulary 300), so the GPU forward is checked on machines that cannot fetch the
+// default model. Its weights come in several stored types (F32, F16, BF16, Q4_0, Q4_1, Q8_0,
+// Q6_K), which the GPU multiplies with as stored.
 std::string write_small_llama() {
   using namespace kvgate::testing;
   constexpr uint32_t E = 256, H = 4, KV = 2, D = 64, F = 512, V = 300, L = 2;
@@ -104,21 +106,58 @@ std::string write_small_llama() {
     }
     return bytes;
   };
+  auto half_bits = [&](size_t n, double sd, bool bf16) {
+    std::vector<uint8_t> bytes;
+    for (size_t i = 0; i < n; ++i) {
+      const float v = static_cast<float>(sd * rng.normal());
+      const uint16_t h = bf16 ? f32_to_bf16(v) : f32_to_f16(v);
+      bytes.push_back(static_cast<uint8_t>(h));
+      bytes.push_back(static_cast<uint8_t>(h >> 8));
+    }
+    return bytes;
+  };
+  auto push_half = [](std::vector<uint8_t>& bytes, float v) {
+    const uint16_t h = f32_to_f16(v);
+    bytes.push_back(static_cast<uint8_t>(h));
+    bytes.push_back(static_cast<uint8_t>(h >> 8));
+  };
+  // 4-bit codes are uniform over 16 levels (sd 4.6 steps): q4_0 centres them with -8, q4_1 with
+  // a block minimum of -7.5 steps.
+  auto q4 = [&](size_t n, double sd, bool with_min) {
+    std::vector<uint8_t> bytes;
+    const float d = static_cast<float>(sd / 4.6);
+    for (size_t b = 0; b < n / 32; ++b) {
+      push_half(bytes, d);
+      if (with_min) push_half(bytes, -7.5f * d);
+      for (int j = 0; j < 16; ++j) bytes.push_back(static_cast<uint8_t>(rng.below(256)));
+    }
+    return bytes;
+  };
+  // Q6_K: random 6-bit codes (sd 18.5 steps) under random 8-bit sub-block scales of 8..15.
+  auto q6_k = [&](size_t n, double sd) {
+    std::vector<uint8_t> bytes;
+    for (size_t b = 0; b < n / 256; ++b) {
+      for (int j = 0; j < 192; ++j) bytes.push_back(static_cast<uint8_t>(rng.below(256)));
+      for (int j = 0; j < 16; ++j) bytes.push_back(static_cast<uint8_t>(8 + rng.below(8)));
+      push_half(bytes, static_cast<float>(sd / (18.5 * 11.5)));
+    }
+    return bytes;
+  };
   const double s = 1.0 / std::sqrt(static_cast<double>(E));
   w.add_tensor("token_embd.weight", kTF32, {E, V}, f32(static_cast<size_t>(E) * V, 0.0, 1.0));
   w.add_tensor("output_norm.weight", kTF32, {E}, f32(E, 1.0, 0.1));
-  w.add_tensor("output.weight", kTF32, {E, V}, f32(static_cast<size_t>(E) * V, 0.0, 3.0 * s));
+  w.add_tensor("output.weight", kTF16, {E, V}, half_bits(static_cast<size_t>(E) * V, 3.0 * s, false));
   for (uint32_t l = 0; l < L; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     w.add_tensor(p + "attn_norm.weight", kTF32, {E}, f32(E, 1.0, 0.1));
-    w.add_tensor(p + "attn_q.weight", kTF32, {E, H * D}, f32(static_cast<size_t>(E) * H * D, 0.0, 2.0 * s));
+    w.add_tensor(p + "attn_q.weight", kTQ4_0, {E, H * D}, q4(static_cast<size_t>(E) * H * D, 2.0 * s, false));
     w.add_tensor(p + "attn_k.weight", kTF32, {E, KV * D}, f32(static_cast<size_t>(E) * KV * D, 0.0, 2.0 * s));
-    w.add_tensor(p + "attn_v.weight", kTF32, {E, KV * D}, f32(static_cast<size_t>(E) * KV * D, 0.0, s));
+    w.add_tensor(p + "attn_v.weight", kTBF16, {E, KV * D}, half_bits(static_cast<size_t>(E) * KV * D, s, true));
     w.add_tensor(p + "attn_output.weight", kTF32, {H * D, E}, f32(static_cast<size_t>(E) * H * D, 0.0, s));
     w.add_tensor(p + "ffn_norm.weight", kTF32, {E}, f32(E, 1.0, 0.1));
     w.add_tensor(p + "ffn_gate.weight", kTQ8_0, {E, F}, q8_0(static_cast<size_t>(E) * F, s));
-    w.add_tensor(p + "ffn_up.weight", kTF32, {E, F}, f32(static_cast<size_t>(E) * F, 0.0, s));
-    w.add_tensor(p + "ffn_down.weight", kTF32, {F, E}, f32(static_cast<size_t>(E) * F, 0.0, 1.0 / std::sqrt(F)));
+    w.add_tensor(p + "ffn_up.weight", kTQ6_K, {E, F}, q6_k(static_cast<size_t>(E) * F, s));
+    w.add_tensor(p + "ffn_down.weight", kTQ4_1, {F, E}, q4(static_cast<size_t>(E) * F, 1.0 / std::sqrt(F), true));
   }
   const std::string path = ::testing::TempDir() + "kvgate_small_llama.gguf";
   write_file(path, w.finish());
@@ -197,15 +236,23 @@ TEST_P(GpuSmallModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, *g
 INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuSmallModel,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "fp8", "fp8_e5m2", "q4_0/q4_1", "int8_pth",
                                            "int4_pth", "fp8_pth@0=f16", "k8v4", "tq3/4", "tq4:nc/u8", "u2/u3",
-                                           "kivi4", "kivi2_k:residual=32/kivi2_v:residual=32"),
+                                           "kivi4", "kivi2_k:residual=32/kivi2_v:residual=32", "q5_0/q5_1",
+                                           "iq4_nl", "nvfp4", "q8_0:rot=hadamard/q4_0:rot=hadamard"),
                          test_name);
 
+// The default model, or the GGUF named by $KVGATE_GPU_TEST_MODEL: ci/gpu-check.sh names the
+// bundle's cut-down default model there, since a lent GPU machine cannot fetch the full one.
 class GpuDefaultModel : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     if (kernels::gpu::device_count() == 0) GTEST_SKIP() << "no " << kernels::gpu::vendor() << " device present";
-    KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
-    model_ = Model::load(kvgate::testing::default_model_file());
+    const char* named = std::getenv("KVGATE_GPU_TEST_MODEL");
+    if (named && *named) {
+      model_ = Model::load(named);
+    } else {
+      KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+      model_ = Model::load(kvgate::testing::default_model_file());
+    }
     gpu_ = GpuModel::upload(*model_);
   }
   std::unique_ptr<Model> model_;
@@ -216,6 +263,126 @@ TEST_P(GpuDefaultModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, 
 
 INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuDefaultModel, ::testing::Values("f16", "q8_0", "q4_0", "tq3/4", "kivi4"),
                          test_name);
+
+kernels::gpu::WeightType gpu_weight_type(GgmlType type) {
+  namespace gpu = kernels::gpu;
+  switch (type) {
+    case GgmlType::F16: return gpu::WeightType::f16;
+    case GgmlType::BF16: return gpu::WeightType::bf16;
+    case GgmlType::Q4_0: return gpu::WeightType::q4_0;
+    case GgmlType::Q4_1: return gpu::WeightType::q4_1;
+    case GgmlType::Q5_0: return gpu::WeightType::q5_0;
+    case GgmlType::Q5_1: return gpu::WeightType::q5_1;
+    case GgmlType::Q8_0: return gpu::WeightType::q8_0;
+    case GgmlType::Q4_K: return gpu::WeightType::q4_k;
+    case GgmlType::Q6_K: return gpu::WeightType::q6_k;
+    default: return gpu::WeightType::f32;
+  }
+}
+
+// A random weight matrix of `type` whose every block scale/minimum is a small finite f16, so
+// all its values are finite while codes and K-quant sub-block scales are random bytes.
+std::vector<uint8_t> random_weight_bytes(GgmlType type, int rows, int cols, Rng& rng) {
+  namespace gpu = kernels::gpu;
+  const gpu::WeightType t = gpu_weight_type(type);
+  const int elems = gpu::weight_block_elems(t), block_bytes = gpu::weight_block_bytes(t);
+  const size_t blocks = static_cast<size_t>(rows) * (cols / elems);
+  std::vector<uint8_t> bytes(blocks * block_bytes);
+  auto put_half = [&](uint8_t* at, double v) {
+    const uint16_t h = f32_to_f16(static_cast<float>(v));
+    at[0] = static_cast<uint8_t>(h);
+    at[1] = static_cast<uint8_t>(h >> 8);
+  };
+  for (size_t b = 0; b < blocks; ++b) {
+    uint8_t* block = bytes.data() + b * block_bytes;
+    if (elems == 1) {  // one plain float per "block"
+      const float v = static_cast<float>(rng.normal());
+      if (t == gpu::WeightType::f32) {
+        std::memcpy(block, &v, 4);
+      } else {
+        const uint16_t h = t == gpu::WeightType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
+        block[0] = static_cast<uint8_t>(h);
+        block[1] = static_cast<uint8_t>(h >> 8);
+      }
+      continue;
+    }
+    for (int j = 0; j < block_bytes; ++j) block[j] = static_cast<uint8_t>(rng.below(256));
+    const bool two = t == gpu::WeightType::q4_1 || t == gpu::WeightType::q5_1 || t == gpu::WeightType::q4_k;
+    uint8_t* scale = block + (t == gpu::WeightType::q6_k ? 208 : 0);
+    put_half(scale, 0.01 + 0.01 * rng.uniform());
+    if (two) put_half(scale + 2, -0.05 * rng.uniform());
+  }
+  return bytes;
+}
+
+// The GEMV (up to kGemvMaxTokens rows) and the tiled GEMM against a float64 product of the
+// CPU's decoded weights, for every weight type; and the embedding gather bit for bit.
+TEST(GpuWeights, GemmAndGatherMatchTheCpuDecodeForEveryType) {
+  namespace gpu = kernels::gpu;
+  if (gpu::device_count() == 0) GTEST_SKIP() << "no " << gpu::vendor() << " device present";
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+  Rng rng(5);
+  const int rows = 77, cols = 768;  // rows: not a multiple of the tile or the warps per block
+  for (GgmlType type : types) {
+    const std::vector<uint8_t> bytes = random_weight_bytes(type, rows, cols, rng);
+    WeightMatrix w;
+    w.name = "probe";
+    w.type = type;
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = bytes.size() / rows;
+    w.data = bytes.data();
+    std::vector<float> dense(static_cast<size_t>(rows) * cols);
+    for (int r = 0; r < rows; ++r) dequantize_weight_row(w, r, dense.data() + static_cast<size_t>(r) * cols);
+
+    gpu::DeviceMemory wmem(bytes.size());
+    wmem.upload(bytes.data(), bytes.size());
+    gpu::DeviceWeight dw;
+    dw.data = wmem.bytes();
+    dw.type = gpu_weight_type(type);
+    dw.rows = rows;
+    dw.cols = cols;
+    dw.row_bytes = w.row_bytes;
+
+    for (int n : {1, 3, gpu::kGemvMaxTokens, gpu::kGemvMaxTokens + 1, 70}) {
+      std::vector<float> x(static_cast<size_t>(n) * cols);
+      for (float& v : x) v = static_cast<float>(rng.normal());
+      gpu::DeviceMemory xd(x.size() * sizeof(float)), yd(static_cast<size_t>(n) * rows * sizeof(float));
+      xd.upload(x.data(), x.size() * sizeof(float));
+      std::vector<float> poison(static_cast<size_t>(n) * rows, NAN), y(poison.size()), again(poison.size());
+      yd.upload(poison.data(), poison.size() * sizeof(float));
+      gpu::gemm_xwt(xd.floats(), n, dw, yd.floats());
+      yd.download(y.data(), y.size() * sizeof(float));
+      gpu::gemm_xwt(xd.floats(), n, dw, yd.floats());
+      yd.download(again.data(), again.size() * sizeof(float));
+      EXPECT_EQ(std::memcmp(y.data(), again.data(), y.size() * sizeof(float)), 0) << ggml_type_name(type) << " n=" << n;
+      for (int t = 0; t < n; ++t)
+        for (int r = 0; r < rows; ++r) {
+          double want = 0, scale = 0;
+          for (int k = 0; k < cols; ++k) {
+            const double p = static_cast<double>(dense[static_cast<size_t>(r) * cols + k]) * x[static_cast<size_t>(t) * cols + k];
+            want += p;
+            scale += std::fabs(p);
+          }
+          const float got = y[static_cast<size_t>(t) * rows + r];
+          ASSERT_TRUE(std::isfinite(got)) << ggml_type_name(type) << " n=" << n << " token " << t << " row " << r;
+          ASSERT_LE(std::fabs(got - want), 1e-5 * scale + 1e-30)
+              << ggml_type_name(type) << " n=" << n << " token " << t << " row " << r << ": " << got << " vs " << want;
+        }
+    }
+
+    const std::vector<int32_t> ids = {76, 0, 31, 31, 5};
+    gpu::DeviceMemory idd(ids.size() * sizeof(int32_t)), out(ids.size() * cols * sizeof(float));
+    idd.upload(ids.data(), ids.size() * sizeof(int32_t));
+    gpu::gather_rows(dw, idd.ints(), static_cast<int>(ids.size()), out.floats());
+    std::vector<float> got(ids.size() * cols);
+    out.download(got.data(), got.size() * sizeof(float));
+    for (size_t i = 0; i < ids.size(); ++i)
+      EXPECT_EQ(std::memcmp(got.data() + i * cols, dense.data() + static_cast<size_t>(ids[i]) * cols, cols * sizeof(float)), 0)
+          << ggml_type_name(type) << " gathered row " << ids[i];
+  }
+}
 
 // Runs without a device: the fixture the GPU comparison relies on is a valid model whose
 // logits are spread enough for top-1 comparisons to mean something.
@@ -251,7 +418,10 @@ TEST(GpuKvShape, ConfigsWithoutGpuKernelsAreUsageErrors) {
   EXPECT_EQ(kivi.key.format, kernels::gpu::KvFormat::kivi2_k);
   EXPECT_EQ(kivi.value.format, kernels::gpu::KvFormat::kivi2_v);
   EXPECT_EQ(kivi.key.residual, 64);
-  for (const char* spec : {"tq3:rot=qr/4", "tq2.5/4", "kivi4_k:group=48/kivi4_v", "q4_0:rot=hadamard", "nvfp4"}) {
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("nvfp4"), arch, 0).key.format, kernels::gpu::KvFormat::nvfp4);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q5_0/iq4_nl"), arch, 0).value.format, kernels::gpu::KvFormat::iq4_nl);
+  EXPECT_TRUE(gpu_kv_shape(kernels::parse_kv_config("q4_0:rot=hadamard"), arch, 0).key.rotation.has_value());
+  for (const char* spec : {"tq3:rot=qr/4", "tq2.5/4", "tq3.5/4", "tqprod3/4", "kivi4_k:group=48/kivi4_v"}) {
     try {
       gpu_kv_shape(kernels::parse_kv_config(spec), arch, 0);
       ADD_FAILURE() << spec << " accepted";
