@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Packs what a lent GPU machine needs to run ci/gpu-check.sh without building or downloading
+# anything there. That machine has CUDA and CMake but not kvgate's Debian libraries (SQLite,
+# OpenBLAS, fmt, utf8proc, xxhash, GoogleTest), no network, and only 64 MiB of files travel to
+# it with the working tree. So, on this machine:
+#   1. build the CUDA binaries (Release, sm_80 and sm_90): kvgate, the GPU tests, the benchmark;
+#   2. copy them with every shared library they load except glibc's, libstdc++/libgcc_s and the
+#      CUDA driver (the device's own; Debian 12's libstdc++, linked in or carried, would ask for
+#      glibc 2.36), to be run with LD_LIBRARY_PATH pointing there;
+#   3. cut the default model (when fetched) to its first 4 blocks with scripts/slice_gguf.py in a
+#      throwaway virtual environment (gguf from PyPI), for the GPU-vs-CPU eval and model test;
+#   4. pack it all into .gpu-bundle.tar.xz (git-ignored; xz, since OpenBLAS's many kernels
+#      shrink 8x) and check that it fits and asks no glibc or libstdc++ newer than Ubuntu
+#      22.04's (2.35, GCC 12's GLIBCXX_3.4.30).
+# Then: device run with command "ci/gpu-check.sh --bundle .gpu-bundle.tar.xz" and carry
+# [".gpu-bundle.tar.xz"]. Usage: ci/gpu-bundle.sh [build-dir]; exit 0 when packed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${1:-build-gpu-bundle}"
+out=.gpu-bundle.tar.xz
+limit_mib=56  # of the 64 MiB that travel, leaving room for the working tree itself
+
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVGATE_CUDA=ON -DKVGATE_BENCH=OFF \
+  -DCMAKE_EXE_LINKER_FLAGS="" >"$build.configure.log" 2>&1 ||
+  { cat "$build.configure.log"; exit 3; }
+cmake --build "$build" -j "$(nproc)" --target gpu_cuda_tests gpu_kv_bench_cuda kvgate >"$build.build.log" 2>&1 ||
+  { tail -50 "$build.build.log"; exit 3; }
+
+stage="$build/bundle"
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/lib"
+binaries=("$build/bin/kvgate" "$build/tests/gpu/gpu_cuda_tests" "$build/bench/gpu/gpu_kv_bench_cuda")
+for b in "${binaries[@]}"; do
+  cp "$b" "$stage/bin/"
+  # glibc (and the loader), libgcc_s and the driver's libcuda must be the device's own.
+  ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*|libgcc_s|libstdc\+\+|libcuda)\.so' |
+    while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+done
+strip --strip-unneeded "$stage"/lib/*.so* 2>/dev/null || true
+newest() { objdump -T "$stage"/bin/* "$stage"/lib/* 2>/dev/null | grep -Eo "$1_[0-9.]*[0-9]" | sort -uV | tail -1; }
+glibc=$(newest GLIBC)
+glibcxx=$(newest GLIBCXX)
+
+model_src="${KVGATE_HOME:-$HOME/.cache/kvgate}/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [[ -f "$model_src" ]]; then
+  venv=$(mktemp -d)
+  trap 'rm -rf "$venv"' EXIT
+  python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --disable-pip-version-check gguf==0.19.0
+  "$venv/bin/python" scripts/slice_gguf.py "$model_src" "$stage/model.gguf" --layers 4
+else
+  echo "default model not fetched ($model_src): the bundle has no model, so the device run skips the eval"
+fi
+
+XZ_OPT=-T0 tar -cJf "$out" -C "$stage" .
+size_mib=$(( $(stat -c %s "$out") / 1048576 ))
+echo "$out: ${size_mib} MiB ($(ls "$stage/bin" | tr '\n' ' '); $(ls "$stage/lib" | wc -l) libraries; needs $glibc, $glibcxx)"
+if (( size_mib > limit_mib )); then
+  echo "$out is over ${limit_mib} MiB: it would not travel with the working tree" >&2
+  exit 1
+fi
+for pair in "$glibc GLIBC_2.35" "$glibcxx GLIBCXX_3.4.30"; do
+  read -r needed most <<<"$pair"
+  if [[ "$(printf '%s\n%s\n' "$needed" "$most" | sort -V | tail -1)" != "$most" ]]; then
+    echo "the bundle needs $needed, newer than the $most a device image may have" >&2
+    exit 1
+  fi
+done
