@@ -167,7 +167,7 @@ void apply_option(std::string_view spec, const FormatInfo* f, std::string_view o
   };
   const bool turboquant = is_family(f, "turboquant");
   if (key == "scale") {
-    need_family({"fp8"});
+    need_family({"fp8", "nvfp4"});
     need_value();
     float s = 0.0f;
     if (!parse_float(value, s) || !std::isfinite(s) || s <= 0.0f)
@@ -216,7 +216,7 @@ void apply_option(std::string_view spec, const FormatInfo* f, std::string_view o
       spec_error(spec, where + ": residual must be 0..65536 tokens");
     o.residual_tokens = static_cast<int>(n);
   } else {
-    spec_error(spec, "unknown " + where + "; options are scale=F (fp8), rot[=hadamard|qr|none], nc, seed=N, "
+    spec_error(spec, "unknown " + where + "; options are scale=F (fp8, nvfp4), rot[=hadamard|qr|none], nc, seed=N, "
                                           "outliers=N (turboquant), group=N, residual=N (kivi)");
   }
 }

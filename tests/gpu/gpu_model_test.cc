@@ -419,6 +419,7 @@ TEST(GpuKvShape, ConfigsWithoutGpuKernelsAreUsageErrors) {
   EXPECT_EQ(kivi.value.format, kernels::gpu::KvFormat::kivi2_v);
   EXPECT_EQ(kivi.key.residual, 64);
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("nvfp4"), arch, 0).key.format, kernels::gpu::KvFormat::nvfp4);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("nvfp4:scale=0.25"), arch, 1).value.scale, 0.25f);
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q5_0/iq4_nl"), arch, 0).value.format, kernels::gpu::KvFormat::iq4_nl);
   EXPECT_TRUE(gpu_kv_shape(kernels::parse_kv_config("q4_0:rot=hadamard"), arch, 0).key.rotation.has_value());
   for (const char* spec : {"tq3:rot=qr/4", "tq2.5/4", "tq3.5/4", "tqprod3/4", "kivi4_k:group=48/kivi4_v"}) {

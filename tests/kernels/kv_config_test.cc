@@ -133,6 +133,8 @@ TEST(KvConfig, EngineAliasesMapToTheirFormats) {
     EXPECT_EQ(c.hash(), xxhash64(canonical));
   }
   EXPECT_EQ(parse_kv_config("fp8:scale=0.5").key.options.scale, 0.5f);
+  EXPECT_EQ(parse_kv_config("nvfp4:scale=0.25/f16").key.options.scale, 0.25f);
+  EXPECT_EQ(parse_kv_config("nvfp4:scale=0.25").canonical(), "nvfp4:scale=0.25/nvfp4:scale=0.25");
   EXPECT_EQ(parse_kv_config("q4_0:rot").key.options.rotation, Rotation::hadamard);
   EXPECT_TRUE(parse_kv_config("turboquant_4bit_nc").key.options.norm_correction);
 }
