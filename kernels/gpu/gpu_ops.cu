@@ -93,11 +93,13 @@ __global__ void __launch_bounds__(kGemmThreads)
   }
 }
 
-// One 32-lane warp per weight row: lane l takes the 32-element chunks l, l + 32, ... of the row
-// (so the lanes of a warp read neighbouring blocks), decodes each element once and multiplies it
-// into every token's accumulator; a fixed butterfly then sums the lanes. Decode steps are bound
-// by reading the weights, which this reads once per step whatever the token count.
-constexpr int kGemvWarps = 8, kGemvChunk = 32;
+// One 32-lane warp per weight row: lane l takes the 8-element chunks l, l + 32, ... of the row,
+// so a warp reads 256 contiguous elements per pass (whole cache lines of f32/f16 rows, and
+// neighbouring ggml blocks, four lanes to a 32-element block) and a short row still keeps most
+// lanes busy (576 columns: 2.25 passes). Each lane decodes an element once and multiplies it into
+// every token's accumulator; a fixed butterfly then sums the lanes. Decode steps are bound by
+// reading the weights, which this reads once per step whatever the token count.
+constexpr int kGemvWarps = 8, kGemvChunk = 8;
 
 template <WeightType T>
 __global__ void __launch_bounds__(kGemvWarps * 32)
@@ -116,12 +118,16 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
         if (t < n) acc[t] = fmaf(wi, x[static_cast<size_t>(t) * cols + i], acc[t]);
     }
   }
+  // A guard rather than a break, so the loop unrolls and acc[] stays in registers; n is the
+  // same for the whole warp, so the shuffles still see every lane.
 #pragma unroll
   for (int t = 0; t < kGemvMaxTokens; ++t) {
-    if (t >= n) break;
-    float v = acc[t];
-    for (int mask = 16; mask > 0; mask /= 2) v += gpu_shfl_xor(v, mask);
-    if (lane == 0) y[static_cast<size_t>(t) * rows + r] = v;
+    if (t < n) {
+      float v = acc[t];
+#pragma unroll
+      for (int mask = 16; mask > 0; mask /= 2) v += gpu_shfl_xor(v, mask);
+      if (lane == 0) y[static_cast<size_t>(t) * rows + r] = v;
+    }
   }
 }
 
