@@ -27,7 +27,7 @@ gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::Forma
   gpu::KvSideFormat out;
   bool ok = f.has_value();
   if (ok && gpu::is_tq(*f)) {
-    out.tq = gpu::make_tq_params(gpu::tq_bits(*f), head_dim, spec.options);
+    out.tq = gpu::make_tq_params(*f, head_dim, spec.options);
     ok = out.tq.has_value();
   } else if (ok && gpu::is_kivi(*f)) {
     kernels::FormatOptions plain;
@@ -49,7 +49,7 @@ gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::Forma
   if (!ok)
     throw_usage_error("KV config " + config.canonical() + ": the GPU backend has no kernel for the " + side +
                       " format " + spec.canonical() + " (GPU formats: " + gpu_format_list() +
-                      "; fp8_* and nvfp4 take :scale=, tq{b} take :nc and :seed= with the default Hadamard rotation and a "
+                      "; fp8_* and nvfp4 take :scale=, tq{b} take :nc, :seed= and :outliers= with the default Hadamard rotation and a "
                       "power-of-two head_dim up to 256, the llama.cpp blocks take :rot and :seed= with such a head_dim, "
                       "kivi* take residual= and a group= dividing 32; others take "
                       "no options)");

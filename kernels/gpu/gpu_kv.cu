@@ -548,7 +548,8 @@ namespace {
 void init_side(SideStore& s, const KvSideFormat& f, const PagedKvShape& shape, bool is_key) {
   s.format = f;
   require_scale(f.format, f.scale);
-  if (is_tq(f.format) != f.tq.has_value() || (f.tq && f.tq->bits != tq_bits(f.format)))
+  if (is_tq(f.format) != f.tq.has_value() || (f.tq && f.tq->bits != tq_bits(f.format)) ||
+      (f.tq && (f.tq->outliers < 0 || f.tq->outliers > shape.head_dim)))
     throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) +
                       (is_tq(f.format) ? " needs matching TurboQuant constants (make_tq_params)"
                                        : " takes no TurboQuant constants"));
@@ -571,7 +572,7 @@ void init_side(SideStore& s, const KvSideFormat& f, const PagedKvShape& shape, b
   if (s.windowed && (s.residual < 0 || shape.page_tokens % s.group != 0))
     throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) + " needs residual >= 0 and a group (" +
                       std::to_string(s.group) + ") dividing the page (" + std::to_string(shape.page_tokens) + " tokens)");
-  s.unit_bytes = unit_bytes(f.format, shape.head_dim, s.group);
+  s.unit_bytes = unit_bytes(f.format, shape.head_dim, s.group, f.tq ? &*f.tq : nullptr);
 }
 }  // namespace
 
@@ -730,10 +731,12 @@ namespace {
 bool same_tq(const std::optional<TqParams>& a, const std::optional<TqParams>& b) {
   if (a.has_value() != b.has_value()) return false;
   if (!a) return true;
-  return a->bits == b->bits && a->norm_correction == b->norm_correction && a->rotation_scale == b->rotation_scale &&
-         std::memcmp(a->signs, b->signs, sizeof a->signs) == 0 &&
+  return a->bits == b->bits && a->outliers == b->outliers && a->norm_correction == b->norm_correction &&
+         a->rotation_scale == b->rotation_scale && std::memcmp(a->signs, b->signs, sizeof a->signs) == 0 &&
          std::memcmp(a->centroids, b->centroids, sizeof a->centroids) == 0 &&
-         std::memcmp(a->thresholds, b->thresholds, sizeof a->thresholds) == 0;
+         std::memcmp(a->thresholds, b->thresholds, sizeof a->thresholds) == 0 &&
+         std::memcmp(a->outlier_centroids, b->outlier_centroids, sizeof a->outlier_centroids) == 0 &&
+         std::memcmp(a->outlier_thresholds, b->outlier_thresholds, sizeof a->outlier_thresholds) == 0;
 }
 bool same_rotation(const std::optional<RotationParams>& a, const std::optional<RotationParams>& b) {
   if (a.has_value() != b.has_value()) return false;

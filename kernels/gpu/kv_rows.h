@@ -50,14 +50,16 @@ enum class KvFormat : uint8_t {
   q5_1,
   iq4_nl,
   nvfp4,
+  tq2_5,
+  tq3_5,
 };
 inline constexpr KvFormat kAllKvFormats[] = {
     KvFormat::f16,      KvFormat::bf16,     KvFormat::fp8_e4m3, KvFormat::fp8_e5m2, KvFormat::fp8_e4m3fnuz,
     KvFormat::int8_pth, KvFormat::fp8_pth,  KvFormat::int4_pth, KvFormat::q8_0,     KvFormat::q5_0,
     KvFormat::q5_1,     KvFormat::q4_0,     KvFormat::q4_1,     KvFormat::iq4_nl,   KvFormat::nvfp4,
     KvFormat::u2,       KvFormat::u3,       KvFormat::u4,       KvFormat::u8,       KvFormat::tq1,
-    KvFormat::tq2,      KvFormat::tq3,      KvFormat::tq4,      KvFormat::kivi2_k,  KvFormat::kivi4_k,
-    KvFormat::kivi2_v,  KvFormat::kivi4_v,  KvFormat::f32,
+    KvFormat::tq2,      KvFormat::tq2_5,    KvFormat::tq3,      KvFormat::tq3_5,    KvFormat::tq4,
+    KvFormat::kivi2_k,  KvFormat::kivi4_k,  KvFormat::kivi2_v,  KvFormat::kivi4_v,  KvFormat::f32,
 };
 
 // The CPU registry's name of each format ("?" for a value outside the enum).
@@ -91,21 +93,26 @@ KVGATE_HD const char* format_name(KvFormat f) {
     case KvFormat::q5_1: return "q5_1";
     case KvFormat::iq4_nl: return "iq4_nl";
     case KvFormat::nvfp4: return "nvfp4";
+    case KvFormat::tq2_5: return "tq2.5";
+    case KvFormat::tq3_5: return "tq3.5";
   }
   return "?";
 }
 
-// The constants of a TurboQuant key codec (tq1..tq4, Walsh-Hadamard rotation): the rotation's
-// signs and scale and the Lloyd-Max codebook scaled for N(0, 1/head_dim), built on the host
-// from the same seed and solution as the CPU codec (kernels/gpu/tq_params.h).
+// The constants of a TurboQuant key codec (tq1..tq4, tq2.5, tq3.5; Walsh-Hadamard rotation):
+// the rotation's signs and scale and the Lloyd-Max codebooks scaled for N(0, 1/head_dim), built
+// on the host from the same seed and solution as the CPU codec (kernels/gpu/tq_params.h).
 inline constexpr int kTqMaxHeadDim = 256;
 struct TqParams {
-  int bits = 0;
+  int bits = 0;      // b: the width of the codes past the outlier channels
+  int outliers = 0;  // the first `outliers` rotated coordinates take b + 1 bits (tq2.5, tq3.5, :outliers=)
   bool norm_correction = false;
   float rotation_scale = 1.0f;  // 1/sqrt(head_dim) as a float, as HadamardRotation holds it
   float signs[kTqMaxHeadDim] = {};
   float centroids[16] = {};
   float thresholds[15] = {};
+  float outlier_centroids[32] = {};  // the (b + 1)-bit codebook
+  float outlier_thresholds[31] = {};
 };
 
 // The randomized Walsh-Hadamard rotation R = H D / sqrt(head_dim) of the ggml formats' rot=hadamard
@@ -147,10 +154,19 @@ KVGATE_HD int uniform_bits(KvFormat f) {
   return f == KvFormat::u2 ? 2 : f == KvFormat::u3 ? 3 : f == KvFormat::u4 ? 4 : 8;
 }
 KVGATE_HD bool is_tq(KvFormat f) {
-  return f == KvFormat::tq1 || f == KvFormat::tq2 || f == KvFormat::tq3 || f == KvFormat::tq4;
+  return f == KvFormat::tq1 || f == KvFormat::tq2 || f == KvFormat::tq3 || f == KvFormat::tq4 ||
+         f == KvFormat::tq2_5 || f == KvFormat::tq3_5;
 }
+// The code width past the outlier channels (TqParams::bits).
 KVGATE_HD int tq_bits(KvFormat f) {
-  return f == KvFormat::tq1 ? 1 : f == KvFormat::tq2 ? 2 : f == KvFormat::tq3 ? 3 : 4;
+  return f == KvFormat::tq1 ? 1 : f == KvFormat::tq2 || f == KvFormat::tq2_5 ? 2 : f == KvFormat::tq3 || f == KvFormat::tq3_5 ? 3 : 4;
+}
+// Outlier channels when the spec names none (make_mse in kernels/formats_turboquant.cc).
+KVGATE_HD int tq_default_outliers(KvFormat f, int head_dim) {
+  return f == KvFormat::tq2_5 || f == KvFormat::tq3_5 ? head_dim / 4 : 0;
+}
+KVGATE_HD size_t tq_code_bits(int bits, int outliers, int head_dim) {
+  return static_cast<size_t>(outliers) * (bits + 1) + static_cast<size_t>(head_dim - outliers) * bits;
 }
 KVGATE_HD bool is_kivi_key(KvFormat f) { return f == KvFormat::kivi2_k || f == KvFormat::kivi4_k; }
 KVGATE_HD bool is_kivi_value(KvFormat f) { return f == KvFormat::kivi2_v || f == KvFormat::kivi4_v; }
@@ -174,8 +190,9 @@ KVGATE_HD size_t ggml_block_bytes(KvFormat f) {
 inline constexpr int kNvfp4Block = 16;
 inline constexpr int kNvfp4BlockBytes = 1 + kNvfp4Block / 2;
 
-// Bytes of one row. Callers check the head_dim first (gpu_kv.h: kv_row_bytes).
-KVGATE_HD size_t row_bytes(KvFormat f, int head_dim) {
+// Bytes of one row. Callers check the head_dim first (gpu_kv.h: kv_row_bytes). `tq`: the
+// outlier channels of tq{b} rows (null: the format's default).
+KVGATE_HD size_t row_bytes(KvFormat f, int head_dim, const TqParams* tq = nullptr) {
   const size_t d = static_cast<size_t>(head_dim);
   if (is_ggml(f)) return d / kGgmlBlock * ggml_block_bytes(f);
   if (f == KvFormat::nvfp4) return d / kNvfp4Block * kNvfp4BlockBytes;
@@ -184,15 +201,15 @@ KVGATE_HD size_t row_bytes(KvFormat f, int head_dim) {
   if (is_per_tensor_fp8(f)) return d;
   if (f == KvFormat::int4_pth) return 4 + d / 2;
   if (is_uniform(f)) return 4 + (d * uniform_bits(f) + 7) / 8;
-  if (is_tq(f)) return 2 + (d * tq_bits(f) + 7) / 8;
+  if (is_tq(f)) return 2 + (tq_code_bits(tq_bits(f), tq ? tq->outliers : tq_default_outliers(f, head_dim), head_dim) + 7) / 8;
   if (is_kivi_value(f)) return 4 * (d / kKiviValueChannelGroup) + (d * kivi_bits(f) + 7) / 8;
   if (is_kivi_key(f)) return 4 * d + (static_cast<size_t>(kKiviDefaultGroup) * d * kivi_bits(f) + 7) / 8;
   return 4 + d;  // int8_pth, fp8_pth: f32 scale + one byte per element
 }
 
 // Bytes of one storage unit: a row, or for KIVI keys a group of `group` tokens.
-KVGATE_HD size_t unit_bytes(KvFormat f, int head_dim, int group) {
-  if (!is_kivi_key(f)) return row_bytes(f, head_dim);
+KVGATE_HD size_t unit_bytes(KvFormat f, int head_dim, int group, const TqParams* tq = nullptr) {
+  if (!is_kivi_key(f)) return row_bytes(f, head_dim, tq);
   return 4 * static_cast<size_t>(head_dim) + (static_cast<size_t>(group) * head_dim * kivi_bits(f) + 7) / 8;
 }
 
@@ -478,16 +495,24 @@ KVGATE_HD void encode_uniform(int bits, int head_dim, const float* x, uint8_t* d
 }
 
 // ---- tq{b}: TurboQuant keys, as TurboQuantMseCodec in kernels/formats_turboquant.cc ----
-// Layout: [f16 norm][codes, b bits each, LSB-first, rotated coordinate 0 first]. Values are in
-// the rotated basis; attention rotates the query instead (kernels/gpu/gpu_kv.cu).
+// Layout: [f16 norm][codes, LSB-first, rotated coordinate 0 first: b + 1 bits for the first
+// `outliers` coordinates, b for the rest]. Values are in the rotated basis; attention rotates
+// the query instead (kernels/gpu/gpu_kv.cu).
 
-KVGATE_HD uint32_t tq_code(const uint8_t* codes, int i, int bits) {
+// Coordinate i's code: the outlier channels' (b + 1)-bit codes come first in the stream.
+KVGATE_HD uint32_t tq_code(const TqParams& p, const uint8_t* codes, int i) {
+  const bool outlier = i < p.outliers;
+  const int width = outlier ? p.bits + 1 : p.bits;
+  const int first = outlier ? i * width : p.outliers * (p.bits + 1) + (i - p.outliers) * p.bits;
   uint32_t code = 0;
-  for (int k = 0; k < bits; ++k) {
-    const int bit = i * bits + k;
+  for (int k = 0; k < width; ++k) {
+    const int bit = first + k;
     code |= static_cast<uint32_t>((codes[bit >> 3] >> (bit & 7)) & 1u) << k;
   }
   return code;
+}
+KVGATE_HD float tq_centroid(const TqParams& p, int i, uint32_t code) {
+  return i < p.outliers ? p.outlier_centroids[code] : p.centroids[code];
 }
 
 // In-place unnormalized Walsh-Hadamard transform, Sylvester order (kernels/hadamard.h).
@@ -515,7 +540,7 @@ KVGATE_HD void rotate_inverse(const RotationParams& r, int n, const float* x, fl
 }
 
 KVGATE_HD void encode_tq(const TqParams& p, int head_dim, const float* x, uint8_t* dst) {
-  const int code_bytes = (head_dim * p.bits + 7) / 8;
+  const int code_bytes = static_cast<int>((tq_code_bits(p.bits, p.outliers, head_dim) + 7) / 8);
   for (int b = 0; b < 2 + code_bytes; ++b) dst[b] = 0;
   double norm2 = 0.0;
   for (int i = 0; i < head_dim; ++i) norm2 += static_cast<double>(x[i]) * x[i];
@@ -525,17 +550,20 @@ KVGATE_HD void encode_tq(const TqParams& p, int head_dim, const float* x, uint8_
   float y[kTqMaxHeadDim];
   for (int i = 0; i < head_dim; ++i) y[i] = rn_mul(rn_mul(x[i], inv), p.signs[i]);
   fwht(y, head_dim);
-  const int last = (1 << p.bits) - 1;
   double centroid_norm2 = 0.0;
+  int bit = 0;
   for (int i = 0; i < head_dim; ++i) {
     const float v = rn_mul(y[i], p.rotation_scale);
+    const bool outlier = i < p.outliers;
+    const int width = outlier ? p.bits + 1 : p.bits;
+    const float* thresholds = outlier ? p.outlier_thresholds : p.thresholds;
+    const int last = (1 << width) - 1;
     int code = 0;  // std::upper_bound over the thresholds: how many are <= v (all of them for NaN)
-    while (code < last && !(v < p.thresholds[code])) ++code;
-    for (int k = 0; k < p.bits; ++k) {
-      const int bit = i * p.bits + k;
+    while (code < last && !(v < thresholds[code])) ++code;
+    for (int k = 0; k < width; ++k, ++bit)
       if ((code >> k) & 1) dst[2 + (bit >> 3)] |= static_cast<uint8_t>(1u << (bit & 7));
-    }
-    centroid_norm2 += static_cast<double>(p.centroids[code]) * p.centroids[code];
+    const float c = tq_centroid(p, i, static_cast<uint32_t>(code));
+    centroid_norm2 += static_cast<double>(c) * c;
   }
   const double stored = p.norm_correction ? norm / sqrt(centroid_norm2) : norm;
   store_u16(dst, f32_to_f16(static_cast<float>(65504.0 < stored ? 65504.0 : stored)));
@@ -658,6 +686,8 @@ KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const fl
     case KvFormat::tq2:
     case KvFormat::tq3:
     case KvFormat::tq4:
+    case KvFormat::tq2_5:
+    case KvFormat::tq3_5:
       encode_tq(*tq, head_dim, x, dst);
       return;
     case KvFormat::kivi2_v:
@@ -762,7 +792,9 @@ KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tens
     case KvFormat::tq2:
     case KvFormat::tq3:
     case KvFormat::tq4:
-      return rn_mul(f16_to_f32(load_u16(row)), tq->centroids[tq_code(row + 2, i, tq->bits)]);
+    case KvFormat::tq2_5:
+    case KvFormat::tq3_5:
+      return rn_mul(f16_to_f32(load_u16(row)), tq_centroid(*tq, i, tq_code(*tq, row + 2, i)));
     case KvFormat::f16: return f16_to_f32(load_u16(row + 2 * i));
     case KvFormat::bf16: return bf16_to_f32(load_u16(row + 2 * i));
     case KvFormat::fp8_e4m3:
@@ -816,10 +848,12 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
     case KvFormat::tq1:
     case KvFormat::tq2:
     case KvFormat::tq3:
-    case KvFormat::tq4: {
+    case KvFormat::tq4:
+    case KvFormat::tq2_5:
+    case KvFormat::tq3_5: {
       const float norm = f16_to_f32(load_u16(row));
       for (int k = 0; k < N; ++k)
-        y[k] = k < n ? rn_mul(norm, tq->centroids[tq_code(row + 2, i0 + k, tq->bits)]) : 0.0f;
+        y[k] = k < n ? rn_mul(norm, tq_centroid(*tq, i0 + k, tq_code(*tq, row + 2, i0 + k))) : 0.0f;
       return;
     }
     case KvFormat::f16:

@@ -18,26 +18,34 @@ float hadamard_rotation(int head_dim, uint64_t seed, float* signs) {
   for (int i = 0; i < head_dim; ++i) signs[i] = (rng.next_u64() >> 63) ? -1.0f : 1.0f;
   return 1.0f / std::sqrt(static_cast<float>(head_dim));
 }
+
+// ScaledCodebook(bits, head_dim): the N(0, 1) solution scaled by 1/sqrt(head_dim), in float.
+void scaled_codebook(int bits, int head_dim, float* centroids, float* thresholds) {
+  const LloydMaxCodebook& cb = gaussian_lloyd_max(bits);
+  const double sigma = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  for (size_t i = 0; i < cb.centroids.size(); ++i) centroids[i] = static_cast<float>(cb.centroids[i] * sigma);
+  for (size_t i = 0; i < cb.thresholds.size(); ++i) thresholds[i] = static_cast<float>(cb.thresholds[i] * sigma);
+}
 }  // namespace
 
-std::optional<TqParams> make_tq_params(int bits, int head_dim, bool norm_correction, uint64_t seed) {
-  if (bits < 1 || bits > 4 || head_dim < 1 || head_dim > kTqMaxHeadDim || (head_dim & (head_dim - 1)) != 0)
+std::optional<TqParams> make_tq_params(int bits, int head_dim, bool norm_correction, uint64_t seed, int outliers) {
+  if (bits < 1 || bits > 4 || head_dim < 1 || head_dim > kTqMaxHeadDim || (head_dim & (head_dim - 1)) != 0 ||
+      outliers < 0 || outliers > head_dim)
     return std::nullopt;
   TqParams p;
   p.bits = bits;
+  p.outliers = outliers;
   p.norm_correction = norm_correction;
   p.rotation_scale = hadamard_rotation(head_dim, seed, p.signs);
-  // ScaledCodebook(bits, head_dim): the N(0, 1) solution scaled by 1/sqrt(head_dim), in float.
-  const LloydMaxCodebook& cb = gaussian_lloyd_max(bits);
-  const double sigma = 1.0 / std::sqrt(static_cast<double>(head_dim));
-  for (size_t i = 0; i < cb.centroids.size(); ++i) p.centroids[i] = static_cast<float>(cb.centroids[i] * sigma);
-  for (size_t i = 0; i < cb.thresholds.size(); ++i) p.thresholds[i] = static_cast<float>(cb.thresholds[i] * sigma);
+  scaled_codebook(bits, head_dim, p.centroids, p.thresholds);
+  if (outliers > 0) scaled_codebook(bits + 1, head_dim, p.outlier_centroids, p.outlier_thresholds);
   return p;
 }
 
-std::optional<TqParams> make_tq_params(int bits, int head_dim, const FormatOptions& options) {
-  if (options.rotation == Rotation::qr || options.outlier_channels != 0) return std::nullopt;
-  return make_tq_params(bits, head_dim, options.norm_correction, options.seed);
+std::optional<TqParams> make_tq_params(KvFormat format, int head_dim, const FormatOptions& options) {
+  if (!is_tq(format) || options.rotation == Rotation::qr) return std::nullopt;
+  const int outliers = options.outlier_channels != 0 ? options.outlier_channels : tq_default_outliers(format, head_dim);
+  return make_tq_params(tq_bits(format), head_dim, options.norm_correction, options.seed, outliers);
 }
 
 std::optional<RotationParams> make_rotation_params(int head_dim, const FormatOptions& options) {

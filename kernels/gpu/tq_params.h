@@ -15,12 +15,14 @@ namespace kvgate::kernels::gpu {
 
 inline constexpr uint64_t kTqDefaultSeed = 0x6b76676174650001ull;  // FormatOptions::seed's default
 
-// The constants of tq{bits} at head_dim (Walsh-Hadamard rotation from `seed`), or nullopt when
-// the GPU kernels cannot store it: bits 1..4 and a power-of-two head_dim up to kTqMaxHeadDim.
+// The constants of tq{bits} at head_dim (Walsh-Hadamard rotation from `seed`; the first
+// `outliers` rotated coordinates at bits + 1), or nullopt when the GPU kernels cannot store it:
+// bits 1..4, outliers 0..head_dim and a power-of-two head_dim up to kTqMaxHeadDim.
 std::optional<TqParams> make_tq_params(int bits, int head_dim, bool norm_correction = false,
-                                       uint64_t seed = kTqDefaultSeed);
-// The same from a CPU format's options; nullopt as well for the QR rotation or outlier channels.
-std::optional<TqParams> make_tq_params(int bits, int head_dim, const FormatOptions& options);
+                                       uint64_t seed = kTqDefaultSeed, int outliers = 0);
+// The same for a GPU TurboQuant format with a CPU format's options (outlier channels default to
+// the format's own, as the CPU codec's); nullopt as well for the QR rotation.
+std::optional<TqParams> make_tq_params(KvFormat format, int head_dim, const FormatOptions& options);
 
 // The Hadamard rotation of a ggml format with rot=hadamard (HadamardRotation(head_dim, seed)),
 // or nullopt when the GPU kernels cannot store it: options other than the rotation and its seed,

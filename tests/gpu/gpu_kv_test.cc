@@ -32,11 +32,12 @@ FormatOptions options_for(KvFormat f, bool rotated) {
   if (rotated) options.rotation = Rotation::hadamard;
   return options;
 }
-// The side of a cache storing `f`, with TurboQuant's constants or the rotation where it has them.
-KvSideFormat side_for(KvFormat f, int head_dim, bool rotated = false) {
-  KvSideFormat side{f, testing::tensor_scale_for(f), std::nullopt};
-  if (is_tq(f)) side.tq = make_tq_params(tq_bits(f), head_dim);
-  if (rotated) side.rotation = make_rotation_params(head_dim, options_for(f, rotated));
+// The side of a cache storing `f` with the CPU `options`, with TurboQuant's constants or the
+// rotation where it has them.
+KvSideFormat side_for(KvFormat f, int head_dim, const FormatOptions& options) {
+  KvSideFormat side{f, options.scale, std::nullopt};
+  if (is_tq(f)) side.tq = make_tq_params(f, head_dim, options);
+  if (options.rotation == Rotation::hadamard) side.rotation = make_rotation_params(head_dim, options);
   return side;
 }
 // The key and value formats of the cache a test of `f` builds: TurboQuant keys store f16 values,
@@ -90,8 +91,9 @@ TEST(GpuKvLayout, RowBytesEqualCpuGroupBytesAndBadShapesAreUsageErrors) {
     }
     EXPECT_THROW(kv_row_bytes(f, kMaxKvHeadDim + 32), Error);
   }
-  EXPECT_FALSE(kv_format_named("tq3.5").has_value());
+  EXPECT_EQ(kv_format_named("tq3.5"), KvFormat::tq3_5);
   EXPECT_FALSE(kv_format_named("tqprod3").has_value());
+  EXPECT_FALSE(kv_format_named("tq3_5").has_value());
   EXPECT_THROW(kv_row_bytes(KvFormat::q4_0, 67), Error);
   EXPECT_THROW(kv_row_bytes(KvFormat::q5_1, 80), Error);
   EXPECT_THROW(kv_row_bytes(KvFormat::nvfp4, 40), Error);
@@ -218,21 +220,25 @@ void cpu_view(Filled& c, KvFormat f, const Codec& codec, std::vector<float>& x, 
 }
 
 // rotated: ggml blocks with rot=hadamard on both sides, at a head_dim whose 1/sqrt is inexact.
-Filled fill(KvFormat f, int n_tokens, uint64_t seed, bool rotated = false) {
+// key_options: the key format's CPU options instead of the defaults (TurboQuant's options).
+Filled fill(KvFormat f, int n_tokens, uint64_t seed, bool rotated = false,
+            const std::optional<FormatOptions>& key_options = std::nullopt) {
   Filled c;
   c.key_format = key_format_for(f);
   c.value_format = value_format_for(f);
   c.d = rotated ? 128 : head_dim_for(f);
   c.n_tokens = n_tokens;
   c.page_tokens = is_kivi(f) ? 32 : 16;
-  c.codec = cpu_codec(c.key_format, c.d, rotated);
-  c.value_codec = cpu_codec(c.value_format, c.d, rotated);
+  const FormatOptions key_opts = key_options ? *key_options : options_for(c.key_format, rotated);
+  const FormatOptions value_opts = options_for(c.value_format, rotated);
+  c.codec = make_codec(kv_format_name(c.key_format), c.d, key_opts);
+  c.value_codec = make_codec(kv_format_name(c.value_format), c.d, value_opts);
   PagedKvShape shape;
   shape.head_dim = c.d;
   shape.n_kv_heads = Filled::kKvHeads;
   shape.page_tokens = c.page_tokens;
-  shape.key = side_for(c.key_format, c.d, rotated);
-  shape.value = side_for(c.value_format, c.d, rotated);
+  shape.key = side_for(c.key_format, c.d, key_opts);
+  shape.value = side_for(c.value_format, c.d, value_opts);
   const int pages = (n_tokens + c.page_tokens - 1) / c.page_tokens;
   std::vector<int32_t> order(pages);
   std::iota(order.begin(), order.end(), 0);
@@ -314,8 +320,9 @@ std::vector<double> reference_attention(Filled& c, const std::vector<float>& q, 
   return out;
 }
 
-void expect_attention_matches(KvFormat f, int n_tokens, int n_q, int group, bool rotated = false) {
-  Filled c = fill(f, n_tokens, 31 + n_q, rotated);
+void expect_attention_matches(KvFormat f, int n_tokens, int n_q, int group, bool rotated = false,
+                              const std::optional<FormatOptions>& key_options = std::nullopt) {
+  Filled c = fill(f, n_tokens, 31 + n_q, rotated, key_options);
   const int n_heads = Filled::kKvHeads * group;
   Rng rng(41);
   std::vector<float> q(static_cast<size_t>(n_q) * n_heads * c.d);
@@ -349,8 +356,15 @@ TEST_P(GpuKv, PrefillChunkIsCausalAndMatchesFloat64Reference) {
   expect_attention_matches(GetParam(), 301, 37, 3);  // 37 query positions x 3 heads = rows across blocks
 }
 
+// Test names allow only letters, digits and '_': "tq3.5" -> "tq3_5".
+std::string format_test_name(const ::testing::TestParamInfo<KvFormat>& info) {
+  std::string name = kv_format_name(info.param);
+  std::replace(name.begin(), name.end(), '.', '_');
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(GpuFormats, GpuKv, ::testing::ValuesIn(kAllKvFormats),
-                         [](const ::testing::TestParamInfo<KvFormat>& info) { return std::string(kv_format_name(info.param)); });
+                         format_test_name);
 
 // ggml blocks with rot=hadamard: the cache stores the CPU codec's rotated bytes, attention
 // rotates the query against the keys and its output back from the values' basis.
@@ -374,7 +388,55 @@ std::vector<KvFormat> ggml_formats() {
   return out;
 }
 INSTANTIATE_TEST_SUITE_P(GgmlFormats, GpuKvRotated, ::testing::ValuesIn(ggml_formats()),
-                         [](const ::testing::TestParamInfo<KvFormat>& info) { return std::string(kv_format_name(info.param)); });
+                         format_test_name);
+
+// TurboQuant keys with the options the GPU backend accepts besides the defaults: norm
+// correction, another seed, and outlier channel counts whose codes end inside a byte.
+struct TqCase {
+  KvFormat format;
+  FormatOptions options;
+  const char* label;
+};
+std::vector<TqCase> tq_cases() {
+  std::vector<TqCase> out;
+  FormatOptions o;
+  o.outlier_channels = 5;
+  o.norm_correction = true;
+  out.push_back({KvFormat::tq3, o, "tq3_nc_outliers5"});
+  o = FormatOptions{};
+  o.outlier_channels = 3;
+  o.seed = 7;
+  out.push_back({KvFormat::tq2_5, o, "tq2_5_seed7_outliers3"});
+  o = FormatOptions{};
+  o.norm_correction = true;
+  out.push_back({KvFormat::tq3_5, o, "tq3_5_nc"});
+  o = FormatOptions{};
+  o.outlier_channels = 64;
+  out.push_back({KvFormat::tq4, o, "tq4_all_outliers"});
+  return out;
+}
+
+class GpuKvTurboQuant : public ::testing::TestWithParam<TqCase> {
+ protected:
+  void SetUp() override {
+    if (device_count() == 0) GTEST_SKIP() << "no " << vendor() << " device present; GPU checks need one";
+  }
+};
+
+TEST_P(GpuKvTurboQuant, AppendStoresTheCpuCodecBytes) {
+  Filled c = fill(GetParam().format, 83, 21, false, GetParam().options);
+  ASSERT_EQ(c.cache->kv_bytes_per_token(), (c.codec->group_bytes() + c.value_codec->group_bytes()) * Filled::kKvHeads);
+  expect_side_bytes(c, c.key_format, *c.codec, c.k, true);
+  expect_side_bytes(c, c.value_format, *c.value_codec, c.v, false);
+}
+
+TEST_P(GpuKvTurboQuant, DecodeAndPrefillAttentionMatchFloat64Reference) {
+  expect_attention_matches(GetParam().format, 301, 1, 4, false, GetParam().options);
+  expect_attention_matches(GetParam().format, 301, 37, 3, false, GetParam().options);
+}
+
+INSTANTIATE_TEST_SUITE_P(TurboQuantOptions, GpuKvTurboQuant, ::testing::ValuesIn(tq_cases()),
+                         [](const ::testing::TestParamInfo<TqCase>& info) { return std::string(info.param.label); });
 
 }  // namespace
 }  // namespace kvgate::kernels::gpu

@@ -29,7 +29,8 @@ const char* name_of(KvFormat f) { return format_name(f); }
 
 // One GPU format as a test case: the CPU codec with the same options, and the TurboQuant
 // constants where the format has them. Each format at its defaults, plus TurboQuant with norm
-// correction and with another rotation seed, and nvfp4 at the default global scale 1 as well.
+// correction, with another rotation seed and with outlier channels that do not end on a byte,
+// and nvfp4 at the default global scale 1 as well.
 struct Variant {
   KvFormat format;
   int head_dim;
@@ -46,16 +47,21 @@ std::vector<Variant> variants() {
     Variant v{f, head_dim_for(f), {}, std::nullopt, name_of(f)};
     v.options.scale = tensor_scale_for(f);
     if (is_tq(f)) {
-      v.tq = make_tq_params(tq_bits(f), v.head_dim, v.options);
-      Variant nc = v, seeded = v;
+      v.tq = make_tq_params(f, v.head_dim, v.options);
+      Variant nc = v, seeded = v, outliers = v;
       nc.options.norm_correction = true;
-      nc.tq = make_tq_params(tq_bits(f), v.head_dim, nc.options);
+      nc.tq = make_tq_params(f, v.head_dim, nc.options);
       nc.label += ":nc";
       seeded.options.seed = 12345;
-      seeded.tq = make_tq_params(tq_bits(f), v.head_dim, seeded.options);
+      seeded.tq = make_tq_params(f, v.head_dim, seeded.options);
       seeded.label += ":seed=12345";
+      outliers.options.outlier_channels = 5 + tq_bits(f);
+      outliers.options.norm_correction = true;
+      outliers.tq = make_tq_params(f, v.head_dim, outliers.options);
+      outliers.label += ":nc:outliers=" + std::to_string(outliers.options.outlier_channels);
       out.push_back(nc);
       out.push_back(seeded);
+      out.push_back(outliers);
     }
     if (f == KvFormat::nvfp4) {
       Variant unit_scale = v;
@@ -73,16 +79,51 @@ TEST(GpuRows, EveryGpuFormatIsARegisteredCpuFormatOfTheSameSize) {
     SCOPED_TRACE(v.label);
     const auto codec = make_codec(name_of(v.format), v.head_dim, v.options);
     EXPECT_EQ(codec->token_group(), 1);
-    EXPECT_EQ(codec->group_bytes(), row_bytes(v.format, v.head_dim));
+    EXPECT_EQ(codec->group_bytes(), row_bytes(v.format, v.head_dim, v.tq_ptr()));
     EXPECT_EQ(is_tq(v.format), v.tq.has_value());
   }
   FormatOptions qr;
   qr.rotation = Rotation::qr;
-  EXPECT_FALSE(make_tq_params(3, 64, qr).has_value());
+  EXPECT_FALSE(make_tq_params(KvFormat::tq3, 64, qr).has_value());
   EXPECT_FALSE(make_tq_params(3, 96).has_value());  // not a power of two
+  EXPECT_FALSE(make_tq_params(2, 64, false, kTqDefaultSeed, 65).has_value());  // more outliers than channels
+  EXPECT_FALSE(make_tq_params(KvFormat::q4_0, 64, FormatOptions{}).has_value());
+  // tq2.5 is tq2 with head_dim/4 outlier channels unless the spec names a count.
+  EXPECT_EQ(make_tq_params(KvFormat::tq2_5, 64, FormatOptions{})->outliers, 16);
+  EXPECT_EQ(make_tq_params(KvFormat::tq3, 64, FormatOptions{})->outliers, 0);
   FormatOptions outliers;
-  outliers.outlier_channels = 16;
-  EXPECT_FALSE(make_tq_params(2, 64, outliers).has_value());
+  outliers.outlier_channels = 7;
+  EXPECT_EQ(make_tq_params(KvFormat::tq3_5, 64, outliers)->outliers, 7);
+  EXPECT_EQ(make_tq_params(KvFormat::tq2, 64, outliers)->outliers, 7);
+}
+
+// The outlier channels' codes lead the stream at b + 1 bits, so every count moves the byte
+// boundaries of the rest; tq4's outliers take 5-bit codes, past the integer formats' widths.
+TEST(GpuRows, TurboQuantOutlierWidthsEncodeAsTheCpu) {
+  constexpr int kRows = 300;
+  for (KvFormat f : {KvFormat::tq1, KvFormat::tq2_5, KvFormat::tq3_5, KvFormat::tq4})
+    for (int d : {16, 128})
+      for (int outliers : {0, 1, 3, d / 4 + 1, d}) {
+        SCOPED_TRACE(std::string(name_of(f)) + " d " + std::to_string(d) + " outliers " + std::to_string(outliers));
+        FormatOptions options;
+        options.outlier_channels = outliers;
+        const auto codec = make_codec(name_of(f), d, options);
+        const std::optional<TqParams> tq = make_tq_params(f, d, options);
+        ASSERT_TRUE(tq.has_value());
+        const size_t rb = row_bytes(f, d, &*tq);
+        ASSERT_EQ(codec->group_bytes(), rb);
+        const std::vector<float> x = probe_rows(d, kRows, 31);
+        std::vector<uint8_t> cpu(rb), shared(rb);
+        std::vector<float> want(d), got(d);
+        for (int r = 0; r < kRows; ++r) {
+          codec->quantize_ref(x.data() + static_cast<size_t>(r) * d, cpu.data());
+          encode_row(f, d, 1.0f, x.data() + static_cast<size_t>(r) * d, shared.data(), &*tq);
+          ASSERT_EQ(cpu, shared) << "row " << r;
+          codec->dequantize_stored_ref(cpu.data(), want.data());
+          decode_row(f, d, 1.0f, cpu.data(), got.data(), &*tq);
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "row " << r << " element " << i;
+        }
+      }
 }
 
 TEST(GpuRows, EncodeAndDecodeEqualTheCpuReferenceBitForBit) {
@@ -93,7 +134,7 @@ TEST(GpuRows, EncodeAndDecodeEqualTheCpuReferenceBitForBit) {
     const int d = v.head_dim;
     const float scale = v.options.scale;
     const auto codec = make_codec(name_of(f), d, v.options);
-    const size_t rb = row_bytes(f, d);
+    const size_t rb = row_bytes(f, d, v.tq_ptr());
     const std::vector<float> x = probe_rows(d, kRows, 7);
     std::vector<uint8_t> cpu(rb * kRows, 0xa5), shared(rb * kRows, 0x5a);
     std::vector<float> cpu_y(x.size(), -7.0f), shared_y(x.size(), 7.0f);
@@ -333,7 +374,7 @@ TEST(GpuRows, KiviGroupsAndRowsEqualTheCpuReferenceBitForBit) {
 template <int N>
 void expect_spans_equal_elements(KvFormat f, int d, float scale, const std::vector<uint8_t>& rows, int n_rows,
                                  const TqParams* tq) {
-  const size_t rb = row_bytes(f, d);
+  const size_t rb = row_bytes(f, d, tq);
   for (int r = 0; r < n_rows; ++r) {
     const uint8_t* row = rows.data() + r * rb;
     for (int i0 = 0; i0 < d; i0 += N) {
@@ -357,7 +398,7 @@ TEST(GpuRows, SpansDecodeExactlyAsElements) {
     const KvFormat f = v.format;
     const int d = v.head_dim;
     const float scale = v.options.scale;
-    const size_t rb = row_bytes(f, d);
+    const size_t rb = row_bytes(f, d, v.tq_ptr());
     const std::vector<float> x = probe_rows(d, kRows, 8);
     std::vector<uint8_t> rows(rb * kRows);
     for (int r = 0; r < kRows; ++r) encode_row(f, d, scale, x.data() + r * d, rows.data() + r * rb, v.tq_ptr());
