@@ -64,8 +64,10 @@ gpu::DeviceMemory upload_floats(const std::vector<float>& host) {
   return d;
 }
 
-gpu::WeightType gpu_weight_type(const WeightMatrix& w) {
-  switch (w.type) {
+}  // namespace
+
+gpu::WeightType gpu_weight_type(GgmlType type, const std::string& tensor) {
+  switch (type) {
     case GgmlType::F32: return gpu::WeightType::f32;
     case GgmlType::F16: return gpu::WeightType::f16;
     case GgmlType::BF16: return gpu::WeightType::bf16;
@@ -78,15 +80,13 @@ gpu::WeightType gpu_weight_type(const WeightMatrix& w) {
     case GgmlType::Q6_K: return gpu::WeightType::q6_k;
     default: break;
   }
-  throw_usage_error("tensor '" + w.name + "' has weight type " + ggml_type_name(w.type) +
+  throw_usage_error("tensor '" + tensor + "' has weight type " + ggml_type_name(type) +
                     ", which the GPU backend does not multiply with");
 }
 
-}  // namespace
-
 // The matrix's bytes as stored ([rows][row_bytes], row-major as ggml stores it).
 GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total) {
-  const gpu::WeightType type = gpu_weight_type(w);
+  const gpu::WeightType type = gpu_weight_type(w.type, w.name);
   if (w.rows > std::numeric_limits<int>::max() || w.cols > std::numeric_limits<int>::max() || w.cols % gpu::weight_block_elems(type) != 0 ||
       w.row_bytes != static_cast<size_t>(w.cols / gpu::weight_block_elems(type)) *
                          static_cast<size_t>(gpu::weight_block_bytes(type)))

@@ -23,6 +23,10 @@ namespace kvgate::runtime {
 // naming the config and listing the GPU formats otherwise.
 kernels::gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch& arch, int layer);
 
+// The device weight type of a GGUF weight type (every type the CPU runtime multiplies with has
+// one); throws Error (usage) naming `tensor` otherwise.
+kernels::gpu::WeightType gpu_weight_type(GgmlType type, const std::string& tensor);
+
 // One sequence's KV cache on the device: one paged cache per layer.
 class GpuSequence {
  public:

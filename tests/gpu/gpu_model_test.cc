@@ -265,27 +265,11 @@ TEST_P(GpuDefaultModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, 
 INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuDefaultModel, ::testing::Values("f16", "q8_0", "q4_0", "tq3/4", "kivi4"),
                          test_name);
 
-kernels::gpu::WeightType gpu_weight_type(GgmlType type) {
-  namespace gpu = kernels::gpu;
-  switch (type) {
-    case GgmlType::F16: return gpu::WeightType::f16;
-    case GgmlType::BF16: return gpu::WeightType::bf16;
-    case GgmlType::Q4_0: return gpu::WeightType::q4_0;
-    case GgmlType::Q4_1: return gpu::WeightType::q4_1;
-    case GgmlType::Q5_0: return gpu::WeightType::q5_0;
-    case GgmlType::Q5_1: return gpu::WeightType::q5_1;
-    case GgmlType::Q8_0: return gpu::WeightType::q8_0;
-    case GgmlType::Q4_K: return gpu::WeightType::q4_k;
-    case GgmlType::Q6_K: return gpu::WeightType::q6_k;
-    default: return gpu::WeightType::f32;
-  }
-}
-
 // A random weight matrix of `type` whose every block scale/minimum is a small finite f16, so
 // all its values are finite while codes and K-quant sub-block scales are random bytes.
 std::vector<uint8_t> random_weight_bytes(GgmlType type, int rows, int cols, Rng& rng) {
   namespace gpu = kernels::gpu;
-  const gpu::WeightType t = gpu_weight_type(type);
+  const gpu::WeightType t = gpu_weight_type(type, "probe");
   const int elems = gpu::weight_block_elems(t), block_bytes = gpu::weight_block_bytes(t);
   const size_t blocks = static_cast<size_t>(rows) * (cols / elems);
   std::vector<uint8_t> bytes(blocks * block_bytes);
@@ -341,7 +325,7 @@ TEST(GpuWeights, GemmAndGatherMatchTheCpuDecodeForEveryType) {
     wmem.upload(bytes.data(), bytes.size());
     gpu::DeviceWeight dw;
     dw.data = wmem.bytes();
-    dw.type = gpu_weight_type(type);
+    dw.type = gpu_weight_type(type, "probe");
     dw.rows = rows;
     dw.cols = cols;
     dw.row_bytes = w.row_bytes;
@@ -383,6 +367,27 @@ TEST(GpuWeights, GemmAndGatherMatchTheCpuDecodeForEveryType) {
       EXPECT_EQ(std::memcmp(got.data() + i * cols, dense.data() + static_cast<size_t>(ids[i]) * cols, cols * sizeof(float)), 0)
           << ggml_type_name(type) << " gathered row " << ids[i];
   }
+}
+
+// Runs without a device: every weight type the CPU runtime multiplies with has a GPU decode,
+// and any other type is a usage error naming the tensor.
+TEST(GpuWeightTypes, EveryCpuWeightTypeMapsAndOthersAreUsageErrors) {
+  int mapped = 0;
+  for (const GgmlTypeTraits& t : ggml_type_table()) {
+    if (weight_type_supported(t.type)) {
+      EXPECT_NO_THROW(gpu_weight_type(t.type, "w")) << t.name;
+      ++mapped;
+      continue;
+    }
+    try {
+      gpu_weight_type(t.type, "blk.0.attn_q.weight");
+      ADD_FAILURE() << t.name << " mapped";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2) << t.name;
+      EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.weight"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(mapped, 10);
 }
 
 // Runs without a device: the fixture the GPU comparison relies on is a valid model whose
