@@ -49,7 +49,8 @@ gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::Forma
   if (!ok)
     throw_usage_error("KV config " + config.canonical() + ": the GPU backend has no kernel for the " + side +
                       " format " + spec.canonical() + " (GPU formats: " + gpu_format_list() +
-                      "; fp8_* and nvfp4 take :scale=, tq{b} take :nc, :seed= and :outliers= with the default Hadamard rotation and a "
+                      "; fp8_* and nvfp4 take :scale=, tq{b} take :nc, :seed= and :outliers= (tqprod{b} :seed=) with the default "
+                      "Hadamard rotation and a "
                       "power-of-two head_dim up to 256, the llama.cpp blocks take :rot and :seed= with such a head_dim, "
                       "kivi* take residual= and a group= dividing 32; others take "
                       "no options)");

@@ -27,7 +27,7 @@ DecodeBenchResult bench_decode_attention(KvFormat format, int tokens, int iterat
   shape.n_kv_heads = s.n_kv_heads;
   shape.page_tokens = is_kivi(key) ? std::max(s.page_tokens, kKiviDefaultGroup) : s.page_tokens;
   shape.key = KvSideFormat{r.key, 1.0f, std::nullopt};
-  if (is_tq(key)) shape.key.tq = make_tq_params(tq_bits(key), s.head_dim, false, kTqDefaultSeed, tq_default_outliers(key, s.head_dim));
+  if (is_tq(key)) shape.key.tq = make_tq_params(key, s.head_dim);
   shape.value = KvSideFormat{r.value, 1.0f, std::nullopt};
   DevicePagedKv cache(shape, tokens);
 

@@ -208,6 +208,19 @@ __device__ void fwht_shared_rows(float (*x)[W], int rows, int D) {
   }
 }
 
+// out[r] = M x[r] for rows [0, rows) of shared arrays, M a D x D row-major matrix in device
+// memory; one output element per thread at a time. out must not alias x.
+template <int W>
+__device__ void matrix_times_rows(const float* m, const float (*x)[W], float (*out)[W], int rows, int D) {
+  for (int e = threadIdx.x; e < rows * D; e += blockDim.x) {
+    const int r = e / D, j = e % D;
+    const float* m_row = m + static_cast<size_t>(j) * D;
+    float s = 0.0f;
+    for (int i = 0; i < D; ++i) s = fmaf(m_row[i], x[r][i], s);
+    out[r][j] = s;
+  }
+}
+
 // EPL: head_dim elements per lane (head_dim <= 32 * EPL); kRows: rows per block.
 template <int EPL, int kRows>
 __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(AttentionParams p) {
@@ -249,6 +262,14 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
     for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= q_rotation_scale;
     __syncthreads();
   }
+  // tqprod keys score against S q as well, shared by every key: computed once per row here
+  // (TurboQuantProdCodec::dot_rows). acc_s is free until the warps merge after the token loop.
+  const bool qjl = is_tqprod(p.kf.format);
+  float (*sq_s)[EPL * kWarp] = acc_s;
+  if (qjl) {
+    matrix_times_rows(p.kf.tq->sketch, q_s, sq_s, kRows, D);
+    __syncthreads();
+  }
 
   const int split_begin = split * p.split_tokens;
   const int visible_end = min(p.n_tokens, first_pos + (row0 + n_rows - 1) / p.group + 1);
@@ -275,7 +296,16 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
       const TokenRow key = token_row(p.keys, p.kf, t, kv_head, D);
       for (int i0 = 0; i0 < D; i0 += EPL) {
         float k[EPL];
-        decode_span<EPL>(key.format, key.ptr, i0, min(EPL, D - i0), p.kf.scale, k, p.kf.tq, key.sub, D);
+        if (qjl) {
+          float k_qjl[EPL];
+          tqprod_spans<EPL>(*p.kf.tq, D, key.ptr, i0, min(EPL, D - i0), k, k_qjl);
+#pragma unroll
+          for (int r = 0; r < kRows; ++r)
+#pragma unroll
+            for (int e = 0; e < EPL; ++e) s[r] = fmaf(sq_s[r][i0 + e], k_qjl[e], s[r]);
+        } else {
+          decode_span<EPL>(key.format, key.ptr, i0, min(EPL, D - i0), p.kf.scale, k, p.kf.tq, key.sub, D);
+        }
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -488,7 +518,7 @@ struct SideStore {
   int residual = 0;  // KIVI: the newest tokens kept in f16
   bool windowed = false;
   int quantized = 0;
-  DeviceBuffer pool, tq, rot, window;
+  DeviceBuffer pool, tq, tq_sketch, rot, window;
 
   // Tokens in units after n tokens: whole groups that left the R-token window (the CPU cache's
   // rule), or every token for the other formats.
@@ -548,8 +578,12 @@ namespace {
 void init_side(SideStore& s, const KvSideFormat& f, const PagedKvShape& shape, bool is_key) {
   s.format = f;
   require_scale(f.format, f.scale);
-  if (is_tq(f.format) != f.tq.has_value() || (f.tq && f.tq->bits != tq_bits(f.format)) ||
-      (f.tq && (f.tq->outliers < 0 || f.tq->outliers > shape.head_dim)))
+  const size_t sketch_floats = static_cast<size_t>(shape.head_dim) * shape.head_dim;
+  if (is_tq(f.format) != f.tq.has_value() ||
+      (f.tq && (f.tq->params.bits != tq_bits(f.format) || f.tq->params.outliers < 0 ||
+                f.tq->params.outliers > shape.head_dim ||
+                is_tqprod(f.format) != (f.tq->sketch && f.tq->sketch->size() == sketch_floats &&
+                                        f.tq->params.sketch == f.tq->sketch->data()))))
     throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) +
                       (is_tq(f.format) ? " needs matching TurboQuant constants (make_tq_params)"
                                        : " takes no TurboQuant constants"));
@@ -572,7 +606,7 @@ void init_side(SideStore& s, const KvSideFormat& f, const PagedKvShape& shape, b
   if (s.windowed && (s.residual < 0 || shape.page_tokens % s.group != 0))
     throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) + " needs residual >= 0 and a group (" +
                       std::to_string(s.group) + ") dividing the page (" + std::to_string(shape.page_tokens) + " tokens)");
-  s.unit_bytes = unit_bytes(f.format, shape.head_dim, s.group, f.tq ? &*f.tq : nullptr);
+  s.unit_bytes = unit_bytes(f.format, shape.head_dim, s.group, f.tq ? &f.tq->params : nullptr);
 }
 }  // namespace
 
@@ -606,9 +640,18 @@ DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std
   for (SideStore* side : {&m.key, &m.value}) {
     side->pool.resize(tokens / side->group * shape.n_kv_heads * side->unit_bytes);
     if (side->format.tq) {
+      // The kernels read the matrices from device memory: copies of them, and of the params
+      // pointing at the copies.
+      TqParams params = side->format.tq->params;
+      if (side->format.tq->sketch) {
+        const std::vector<float>& sketch = *side->format.tq->sketch;
+        side->tq_sketch.resize(sketch.size() * sizeof(float));
+        check(gpuMemcpy(side->tq_sketch.ptr, sketch.data(), sketch.size() * sizeof(float), gpuMemcpyHostToDevice),
+              "upload QJL sketch");
+        params.sketch = side->tq_sketch.as<float>();
+      }
       side->tq.resize(sizeof(TqParams));
-      check(gpuMemcpy(side->tq.ptr, &*side->format.tq, sizeof(TqParams), gpuMemcpyHostToDevice),
-            "upload TurboQuant constants");
+      check(gpuMemcpy(side->tq.ptr, &params, sizeof(TqParams), gpuMemcpyHostToDevice), "upload TurboQuant constants");
     }
     if (side->format.rotation) {
       side->rot.resize(sizeof(RotationParams));
@@ -728,10 +771,15 @@ void DevicePagedKv::attention(int n_heads, const float* q, int n_queries, float 
 }
 
 namespace {
-bool same_tq(const std::optional<TqParams>& a, const std::optional<TqParams>& b) {
-  if (a.has_value() != b.has_value()) return false;
-  if (!a) return true;
-  return a->bits == b->bits && a->outliers == b->outliers && a->norm_correction == b->norm_correction &&
+bool same_matrix(const std::shared_ptr<const std::vector<float>>& a, const std::shared_ptr<const std::vector<float>>& b) {
+  return a == b || (a && b && *a == *b);
+}
+bool same_tq(const std::optional<TqConstants>& ac, const std::optional<TqConstants>& bc) {
+  if (ac.has_value() != bc.has_value()) return false;
+  if (!ac) return true;
+  const TqParams* a = &ac->params;
+  const TqParams* b = &bc->params;
+  return same_matrix(ac->sketch, bc->sketch) && a->qjl_scale == b->qjl_scale && a->bits == b->bits && a->outliers == b->outliers && a->norm_correction == b->norm_correction &&
          a->rotation_scale == b->rotation_scale && std::memcmp(a->signs, b->signs, sizeof a->signs) == 0 &&
          std::memcmp(a->centroids, b->centroids, sizeof a->centroids) == 0 &&
          std::memcmp(a->thresholds, b->thresholds, sizeof a->thresholds) == 0 &&

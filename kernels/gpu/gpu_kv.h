@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/gpu/kv_rows.h"
+#include "kernels/gpu/tq_params.h"
 
 namespace kvgate::kernels::gpu {
 
@@ -40,7 +41,7 @@ void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* 
 struct KvSideFormat {
   KvFormat format = KvFormat::f16;
   float scale = 1.0f;           // per-tensor scale (fp8_e4m3/e5m2/e4m3fnuz), global scale (nvfp4)
-  std::optional<TqParams> tq;   // the codec constants of tq{b} keys (kernels/gpu/tq_params.h)
+  std::optional<TqConstants> tq;  // the codec constants of TurboQuant keys (make_tq_params)
   int group = 0;                // KIVI keys: tokens per group (0 = 32; must divide page_tokens)
   int residual = 128;           // KIVI: the newest tokens kept in f16 (Codec::residual_tokens)
   // ggml formats with rot=hadamard (kernels/gpu/tq_params.h): rows are stored rotated, attention

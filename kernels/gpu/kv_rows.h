@@ -52,6 +52,9 @@ enum class KvFormat : uint8_t {
   nvfp4,
   tq2_5,
   tq3_5,
+  tqprod2,
+  tqprod3,
+  tqprod4,
 };
 inline constexpr KvFormat kAllKvFormats[] = {
     KvFormat::f16,      KvFormat::bf16,     KvFormat::fp8_e4m3, KvFormat::fp8_e5m2, KvFormat::fp8_e4m3fnuz,
@@ -59,7 +62,7 @@ inline constexpr KvFormat kAllKvFormats[] = {
     KvFormat::q5_1,     KvFormat::q4_0,     KvFormat::q4_1,     KvFormat::iq4_nl,   KvFormat::nvfp4,
     KvFormat::u2,       KvFormat::u3,       KvFormat::u4,       KvFormat::u8,       KvFormat::tq1,
     KvFormat::tq2,      KvFormat::tq2_5,    KvFormat::tq3,      KvFormat::tq3_5,    KvFormat::tq4,
-    KvFormat::kivi2_k,  KvFormat::kivi4_k,  KvFormat::kivi2_v,  KvFormat::kivi4_v,  KvFormat::f32,
+    KvFormat::tqprod2,  KvFormat::tqprod3,  KvFormat::tqprod4,  KvFormat::kivi2_k,  KvFormat::kivi4_k,  KvFormat::kivi2_v,  KvFormat::kivi4_v,  KvFormat::f32,
 };
 
 // The CPU registry's name of each format ("?" for a value outside the enum).
@@ -95,16 +98,21 @@ KVGATE_HD const char* format_name(KvFormat f) {
     case KvFormat::nvfp4: return "nvfp4";
     case KvFormat::tq2_5: return "tq2.5";
     case KvFormat::tq3_5: return "tq3.5";
+    case KvFormat::tqprod2: return "tqprod2";
+    case KvFormat::tqprod3: return "tqprod3";
+    case KvFormat::tqprod4: return "tqprod4";
   }
   return "?";
 }
 
-// The constants of a TurboQuant key codec (tq1..tq4, tq2.5, tq3.5; Walsh-Hadamard rotation):
-// the rotation's signs and scale and the Lloyd-Max codebooks scaled for N(0, 1/head_dim), built
-// on the host from the same seed and solution as the CPU codec (kernels/gpu/tq_params.h).
+// The constants of a TurboQuant key codec (tq1..tq4, tq2.5, tq3.5, tqprod2..4; Walsh-Hadamard
+// rotation): the rotation's signs and scale and the Lloyd-Max codebooks scaled for
+// N(0, 1/head_dim), built on the host from the same seed and solution as the CPU codec
+// (kernels/gpu/tq_params.h). The dense matrices are pointers: host memory for host code, device
+// memory once DevicePagedKv has uploaded them.
 inline constexpr int kTqMaxHeadDim = 256;
 struct TqParams {
-  int bits = 0;      // b: the width of the codes past the outlier channels
+  int bits = 0;      // b: the width of the codes past the outlier channels (tqprod{b}: b - 1)
   int outliers = 0;  // the first `outliers` rotated coordinates take b + 1 bits (tq2.5, tq3.5, :outliers=)
   bool norm_correction = false;
   float rotation_scale = 1.0f;  // 1/sqrt(head_dim) as a float, as HadamardRotation holds it
@@ -113,6 +121,9 @@ struct TqParams {
   float thresholds[15] = {};
   float outlier_centroids[32] = {};  // the (b + 1)-bit codebook
   float outlier_thresholds[31] = {};
+  // tqprod{b}: S, head_dim x head_dim row-major (iid N(0, 1) from the seed), and sqrt(pi/2)/head_dim.
+  const float* sketch = nullptr;
+  float qjl_scale = 0.0f;
 };
 
 // The randomized Walsh-Hadamard rotation R = H D / sqrt(head_dim) of the ggml formats' rot=hadamard
@@ -153,13 +164,28 @@ KVGATE_HD bool is_uniform(KvFormat f) {
 KVGATE_HD int uniform_bits(KvFormat f) {
   return f == KvFormat::u2 ? 2 : f == KvFormat::u3 ? 3 : f == KvFormat::u4 ? 4 : 8;
 }
+KVGATE_HD bool is_tqprod(KvFormat f) {
+  return f == KvFormat::tqprod2 || f == KvFormat::tqprod3 || f == KvFormat::tqprod4;
+}
+// Every TurboQuant key format: rotated rows, codec constants in TqParams.
 KVGATE_HD bool is_tq(KvFormat f) {
   return f == KvFormat::tq1 || f == KvFormat::tq2 || f == KvFormat::tq3 || f == KvFormat::tq4 ||
-         f == KvFormat::tq2_5 || f == KvFormat::tq3_5;
+         f == KvFormat::tq2_5 || f == KvFormat::tq3_5 || is_tqprod(f);
 }
-// The code width past the outlier channels (TqParams::bits).
+// The code width past the outlier channels (TqParams::bits); tqprod{b} spends one of its b bits
+// on the QJL sign.
 KVGATE_HD int tq_bits(KvFormat f) {
-  return f == KvFormat::tq1 ? 1 : f == KvFormat::tq2 || f == KvFormat::tq2_5 ? 2 : f == KvFormat::tq3 || f == KvFormat::tq3_5 ? 3 : 4;
+  switch (f) {
+    case KvFormat::tq1:
+    case KvFormat::tqprod2: return 1;
+    case KvFormat::tq2:
+    case KvFormat::tq2_5:
+    case KvFormat::tqprod3: return 2;
+    case KvFormat::tq3:
+    case KvFormat::tq3_5:
+    case KvFormat::tqprod4: return 3;
+    default: return 4;
+  }
 }
 // Outlier channels when the spec names none (make_mse in kernels/formats_turboquant.cc).
 KVGATE_HD int tq_default_outliers(KvFormat f, int head_dim) {
@@ -201,6 +227,7 @@ KVGATE_HD size_t row_bytes(KvFormat f, int head_dim, const TqParams* tq = nullpt
   if (is_per_tensor_fp8(f)) return d;
   if (f == KvFormat::int4_pth) return 4 + d / 2;
   if (is_uniform(f)) return 4 + (d * uniform_bits(f) + 7) / 8;
+  if (is_tqprod(f)) return 4 + (d * tq_bits(f) + 7) / 8 + (d + 7) / 8;
   if (is_tq(f)) return 2 + (tq_code_bits(tq_bits(f), tq ? tq->outliers : tq_default_outliers(f, head_dim), head_dim) + 7) / 8;
   if (is_kivi_value(f)) return 4 * (d / kKiviValueChannelGroup) + (d * kivi_bits(f) + 7) / 8;
   if (is_kivi_key(f)) return 4 * d + (static_cast<size_t>(kKiviDefaultGroup) * d * kivi_bits(f) + 7) / 8;
@@ -569,6 +596,100 @@ KVGATE_HD void encode_tq(const TqParams& p, int head_dim, const float* x, uint8_
   store_u16(dst, f32_to_f16(static_cast<float>(65504.0 < stored ? 65504.0 : stored)));
 }
 
+// ---- tqprod{b}: TurboQuant_prod keys, as TurboQuantProdCodec in kernels/formats_turboquant.cc ----
+// Layout: [f16 norm][f16 residual norm gamma][(b-1)-bit codes as tq{b-1}][head_dim sign bits,
+// LSB-first, 1 = +]. The signs are sign(S r) of the residual r = y - c of the rotated unit key.
+
+KVGATE_HD const uint8_t* tqprod_signs(const TqParams& p, const uint8_t* row, int head_dim) {
+  return row + 4 + (head_dim * p.bits + 7) / 8;
+}
+KVGATE_HD float tqprod_sign(const uint8_t* signs, int j) { return (signs[j >> 3] >> (j & 7)) & 1u ? 1.0f : -1.0f; }
+
+KVGATE_HD void encode_tqprod(const TqParams& p, int head_dim, const float* x, uint8_t* dst) {
+  const int code_bytes = (head_dim * p.bits + 7) / 8;
+  for (int b = 0; b < 4 + code_bytes + (head_dim + 7) / 8; ++b) dst[b] = 0;
+  double norm2 = 0.0;
+  for (int i = 0; i < head_dim; ++i) norm2 += static_cast<double>(x[i]) * x[i];
+  const double norm = sqrt(norm2);
+  if (!(norm > 0.0) || !(norm <= DBL_MAX)) return;  // a zero or non-finite key: all zero bytes
+  const float inv = static_cast<float>(1.0 / norm);
+  float y[kTqMaxHeadDim];
+  for (int i = 0; i < head_dim; ++i) y[i] = rn_mul(rn_mul(x[i], inv), p.signs[i]);
+  fwht(y, head_dim);
+  const int last = (1 << p.bits) - 1;
+  double r2 = 0.0;
+  for (int i = 0; i < head_dim; ++i) {
+    y[i] = rn_mul(y[i], p.rotation_scale);
+    int code = 0;  // as encode_tq
+    while (code < last && !(y[i] < p.thresholds[code])) ++code;
+    for (int k = 0; k < p.bits; ++k) {
+      const int bit = i * p.bits + k;
+      if ((code >> k) & 1) dst[4 + (bit >> 3)] |= static_cast<uint8_t>(1u << (bit & 7));
+    }
+    y[i] = rn_sub(y[i], p.centroids[code]);  // the residual, in place
+    r2 += static_cast<double>(y[i]) * y[i];
+  }
+  uint8_t* signs = dst + 4 + code_bytes;
+  for (int j = 0; j < head_dim; ++j) {
+    // Products of two floats are exact in double, so a fused multiply-add cannot change the sum.
+    const float* s_row = p.sketch + static_cast<size_t>(j) * head_dim;
+    double s = 0.0;
+    for (int i = 0; i < head_dim; ++i) s += static_cast<double>(s_row[i]) * y[i];
+    if (s >= 0.0) signs[j >> 3] |= static_cast<uint8_t>(1u << (j & 7));
+  }
+  store_u16(dst, f32_to_f16(static_cast<float>(65504.0 < norm ? 65504.0 : norm)));
+  const double gamma = sqrt(r2);
+  store_u16(dst + 2, f32_to_f16(static_cast<float>(65504.0 < gamma ? 65504.0 : gamma)));
+}
+
+// Element i in the rotated basis (dequantize_stored_ref): ||k|| (c_i + qjl_scale gamma (S^T z)_i),
+// (S^T z)_i summed in double over j in order. O(head_dim) per element: attention never calls it
+// (it scores keys with tqprod_spans against S q).
+KVGATE_HD float tqprod_element(const TqParams& p, int head_dim, const uint8_t* row, int i) {
+  const uint8_t* signs = tqprod_signs(p, row, head_dim);
+  double back = 0.0;
+  for (int j = 0; j < head_dim; ++j)
+    back += static_cast<double>(tqprod_sign(signs, j)) * p.sketch[static_cast<size_t>(j) * head_dim + i];
+  const float c = p.centroids[tq_code(p, row + 4, i)];
+  const float norm = f16_to_f32(load_u16(row)), gamma = f16_to_f32(load_u16(row + 2));
+  return rn_mul(norm, rn_add(c, rn_mul(rn_mul(p.qjl_scale, gamma), static_cast<float>(back))));
+}
+
+// sq = S q for a rotated query (TurboQuantProdCodec::sketch_query: float, i in order).
+KVGATE_HD void tqprod_sketch_query(const TqParams& p, int head_dim, const float* q, float* sq) {
+  for (int j = 0; j < head_dim; ++j) {
+    const float* s_row = p.sketch + static_cast<size_t>(j) * head_dim;
+    float s = 0.0f;
+    for (int i = 0; i < head_dim; ++i) s = rn_add(s, rn_mul(s_row[i], q[i]));
+    sq[j] = s;
+  }
+}
+
+// <q, k~> = ||k|| (<q, c> + qjl_scale gamma <S q, z>) as the CPU codec's dot_ref computes it.
+KVGATE_HD float tqprod_dot(const TqParams& p, int head_dim, const float* q, const float* sq, const uint8_t* row) {
+  const uint8_t* signs = tqprod_signs(p, row, head_dim);
+  float mse_part = 0.0f, qjl_part = 0.0f;
+  for (int i = 0; i < head_dim; ++i) {
+    mse_part = rn_add(mse_part, rn_mul(q[i], p.centroids[tq_code(p, row + 4, i)]));
+    qjl_part = (signs[i >> 3] >> (i & 7)) & 1u ? rn_add(qjl_part, sq[i]) : rn_sub(qjl_part, sq[i]);
+  }
+  const float norm = f16_to_f32(load_u16(row)), gamma = f16_to_f32(load_u16(row + 2));
+  return rn_mul(norm, rn_add(mse_part, rn_mul(rn_mul(p.qjl_scale, gamma), qjl_part)));
+}
+
+// The two halves of the score over elements [i0, i0 + n) (zero past n): mse[k] = ||k|| c_i
+// against q, qjl[k] = +-||k|| qjl_scale gamma against S q; their sum over a row is <q, k~>.
+template <int N>
+KVGATE_HD void tqprod_spans(const TqParams& p, int head_dim, const uint8_t* row, int i0, int n, float* mse, float* qjl) {
+  const float norm = f16_to_f32(load_u16(row));
+  const float weight = rn_mul(norm, rn_mul(p.qjl_scale, f16_to_f32(load_u16(row + 2))));
+  const uint8_t* signs = tqprod_signs(p, row, head_dim);
+  for (int k = 0; k < N; ++k) {
+    mse[k] = k < n ? rn_mul(norm, p.centroids[tq_code(p, row + 4, i0 + k)]) : 0.0f;
+    qjl[k] = k < n ? rn_mul(tqprod_sign(signs, i0 + k), weight) : 0.0f;
+  }
+}
+
 // ---- KIVI, as kernels/formats_kivi.cc: asymmetric codes with the fp16 (scale, min) as stored ----
 // Keys: a group of G tokens per unit, per channel c: scale[c] | min[c] (fp16) | codes token-major
 // (index t * d + c), b bits LSB-first. Values: per token, (scale, min) per 32 channels | codes.
@@ -690,6 +811,11 @@ KVGATE_HD void encode_row(KvFormat f, int head_dim, float tensor_scale, const fl
     case KvFormat::tq3_5:
       encode_tq(*tq, head_dim, x, dst);
       return;
+    case KvFormat::tqprod2:
+    case KvFormat::tqprod3:
+    case KvFormat::tqprod4:
+      encode_tqprod(*tq, head_dim, x, dst);
+      return;
     case KvFormat::kivi2_v:
     case KvFormat::kivi4_v:
       encode_kivi_value(kivi_bits(f), head_dim, x, dst);
@@ -795,6 +921,9 @@ KVGATE_HD float decode_element(KvFormat f, const uint8_t* row, int i, float tens
     case KvFormat::tq2_5:
     case KvFormat::tq3_5:
       return rn_mul(f16_to_f32(load_u16(row)), tq_centroid(*tq, i, tq_code(*tq, row + 2, i)));
+    case KvFormat::tqprod2:
+    case KvFormat::tqprod3:
+    case KvFormat::tqprod4: return tqprod_element(*tq, head_dim, row, i);
     case KvFormat::f16: return f16_to_f32(load_u16(row + 2 * i));
     case KvFormat::bf16: return bf16_to_f32(load_u16(row + 2 * i));
     case KvFormat::fp8_e4m3:
@@ -843,6 +972,9 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
     case KvFormat::kivi4_k:
     case KvFormat::kivi2_v:
     case KvFormat::kivi4_v:
+    case KvFormat::tqprod2:  // attention scores these with tqprod_spans instead
+    case KvFormat::tqprod3:
+    case KvFormat::tqprod4:
       for (int k = 0; k < N; ++k) y[k] = k < n ? decode_element(f, row, i0 + k, tensor_scale, tq, sub, head_dim) : 0.0f;
       return;
     case KvFormat::tq1:

@@ -1,6 +1,8 @@
 #include "kernels/gpu/tq_params.h"
 
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "core/rng.h"
 #include "kernels/kv_format.h"
@@ -11,6 +13,8 @@ namespace kvgate::kernels::gpu {
 static_assert(kTqDefaultSeed == FormatOptions{}.seed, "the GPU default must be the CPU codec's default seed");
 
 namespace {
+constexpr uint64_t kQjlSeedSalt = 0x514a4c2d736b6574ull;  // kernels/formats_turboquant.cc's
+
 // HadamardRotation(head_dim, seed): one sign per coordinate from the seed's stream; returns the
 // scale 1/sqrt(head_dim) as it computes it.
 float hadamard_rotation(int head_dim, uint64_t seed, float* signs) {
@@ -28,24 +32,46 @@ void scaled_codebook(int bits, int head_dim, float* centroids, float* thresholds
 }
 }  // namespace
 
-std::optional<TqParams> make_tq_params(int bits, int head_dim, bool norm_correction, uint64_t seed, int outliers) {
+std::optional<TqConstants> make_tq_params(int bits, int head_dim, bool norm_correction, uint64_t seed, int outliers) {
   if (bits < 1 || bits > 4 || head_dim < 1 || head_dim > kTqMaxHeadDim || (head_dim & (head_dim - 1)) != 0 ||
       outliers < 0 || outliers > head_dim)
     return std::nullopt;
-  TqParams p;
+  TqConstants c;
+  TqParams& p = c.params;
   p.bits = bits;
   p.outliers = outliers;
   p.norm_correction = norm_correction;
   p.rotation_scale = hadamard_rotation(head_dim, seed, p.signs);
   scaled_codebook(bits, head_dim, p.centroids, p.thresholds);
   if (outliers > 0) scaled_codebook(bits + 1, head_dim, p.outlier_centroids, p.outlier_thresholds);
-  return p;
+  return c;
 }
 
-std::optional<TqParams> make_tq_params(KvFormat format, int head_dim, const FormatOptions& options) {
-  if (!is_tq(format) || options.rotation == Rotation::qr) return std::nullopt;
+std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim, const FormatOptions& options) {
+  FormatOptions codec_options;  // the options a TurboQuant codec takes (check_common_options)
+  codec_options.rotation = options.rotation;
+  codec_options.norm_correction = options.norm_correction;
+  codec_options.seed = options.seed;
+  codec_options.outlier_channels = options.outlier_channels;
+  if (!is_tq(format) || options != codec_options || options.rotation == Rotation::qr) return std::nullopt;
+  if (is_tqprod(format) && (options.norm_correction || options.outlier_channels != 0)) return std::nullopt;
   const int outliers = options.outlier_channels != 0 ? options.outlier_channels : tq_default_outliers(format, head_dim);
-  return make_tq_params(tq_bits(format), head_dim, options.norm_correction, options.seed, outliers);
+  std::optional<TqConstants> c =
+      make_tq_params(tq_bits(format), head_dim, options.norm_correction, options.seed, outliers);
+  if (c && is_tqprod(format)) {
+    // TurboQuantProdCodec's S and scale.
+    auto sketch = std::make_shared<std::vector<float>>(static_cast<size_t>(head_dim) * head_dim);
+    Rng rng(options.seed ^ kQjlSeedSalt);
+    for (float& s : *sketch) s = static_cast<float>(rng.normal());
+    c->params.sketch = sketch->data();
+    c->params.qjl_scale = static_cast<float>(std::sqrt(M_PI / 2.0) / head_dim);
+    c->sketch = std::move(sketch);
+  }
+  return c;
+}
+
+std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim) {
+  return make_tq_params(format, head_dim, FormatOptions{});
 }
 
 std::optional<RotationParams> make_rotation_params(int head_dim, const FormatOptions& options) {

@@ -3,7 +3,9 @@
 // Lloyd-Max codebook) built exactly as the CPU codec builds them, so the GPU stores the CPU's bytes. C++17, so the
 // GPU sources can include it too.
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "kernels/gpu/kv_rows.h"
 
@@ -15,14 +17,24 @@ namespace kvgate::kernels::gpu {
 
 inline constexpr uint64_t kTqDefaultSeed = 0x6b76676174650001ull;  // FormatOptions::seed's default
 
+// A TurboQuant codec's constants on the host: the TqParams the kernels read, whose matrix
+// pointer (tqprod's sketch) points into storage that every copy of this object shares.
+struct TqConstants {
+  TqParams params;
+  std::shared_ptr<const std::vector<float>> sketch;  // tqprod: S, head_dim x head_dim row-major
+};
+
 // The constants of tq{bits} at head_dim (Walsh-Hadamard rotation from `seed`; the first
 // `outliers` rotated coordinates at bits + 1), or nullopt when the GPU kernels cannot store it:
 // bits 1..4, outliers 0..head_dim and a power-of-two head_dim up to kTqMaxHeadDim.
-std::optional<TqParams> make_tq_params(int bits, int head_dim, bool norm_correction = false,
-                                       uint64_t seed = kTqDefaultSeed, int outliers = 0);
-// The same for a GPU TurboQuant format with a CPU format's options (outlier channels default to
-// the format's own, as the CPU codec's); nullopt as well for the QR rotation.
-std::optional<TqParams> make_tq_params(KvFormat format, int head_dim, const FormatOptions& options);
+std::optional<TqConstants> make_tq_params(int bits, int head_dim, bool norm_correction = false,
+                                          uint64_t seed = kTqDefaultSeed, int outliers = 0);
+// The same for a GPU TurboQuant format (tqprod{b} too) with a CPU format's options, as the CPU
+// codec builds them: outlier channels default to the format's own, tqprod's sketch S comes from
+// the seed. nullopt for options the CPU codec rejects or the kernels lack (the QR rotation).
+std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim, const FormatOptions& options);
+// The format at its default options.
+std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim);
 
 // The Hadamard rotation of a ggml format with rot=hadamard (HadamardRotation(head_dim, seed)),
 // or nullopt when the GPU kernels cannot store it: options other than the rotation and its seed,

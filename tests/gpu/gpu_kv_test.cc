@@ -92,7 +92,7 @@ TEST(GpuKvLayout, RowBytesEqualCpuGroupBytesAndBadShapesAreUsageErrors) {
     EXPECT_THROW(kv_row_bytes(f, kMaxKvHeadDim + 32), Error);
   }
   EXPECT_EQ(kv_format_named("tq3.5"), KvFormat::tq3_5);
-  EXPECT_FALSE(kv_format_named("tqprod3").has_value());
+  EXPECT_EQ(kv_format_named("tqprod3"), KvFormat::tqprod3);
   EXPECT_FALSE(kv_format_named("tq3_5").has_value());
   EXPECT_THROW(kv_row_bytes(KvFormat::q4_0, 67), Error);
   EXPECT_THROW(kv_row_bytes(KvFormat::q5_1, 80), Error);
@@ -413,6 +413,9 @@ std::vector<TqCase> tq_cases() {
   o = FormatOptions{};
   o.outlier_channels = 64;
   out.push_back({KvFormat::tq4, o, "tq4_all_outliers"});
+  o = FormatOptions{};
+  o.seed = 7;
+  out.push_back({KvFormat::tqprod3, o, "tqprod3_seed7"});
   return out;
 }
 

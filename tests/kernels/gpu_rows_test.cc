@@ -35,9 +35,9 @@ struct Variant {
   KvFormat format;
   int head_dim;
   FormatOptions options;
-  std::optional<TqParams> tq;
+  std::optional<TqConstants> tq;
   std::string label;
-  const TqParams* tq_ptr() const { return tq ? &*tq : nullptr; }
+  const TqParams* tq_ptr() const { return tq ? &tq->params : nullptr; }
 };
 
 std::vector<Variant> variants() {
@@ -59,9 +59,11 @@ std::vector<Variant> variants() {
       outliers.options.norm_correction = true;
       outliers.tq = make_tq_params(f, v.head_dim, outliers.options);
       outliers.label += ":nc:outliers=" + std::to_string(outliers.options.outlier_channels);
-      out.push_back(nc);
+      if (!is_tqprod(f)) {  // nc and outliers would bias tqprod's inner products: the CPU rejects them
+        out.push_back(nc);
+        out.push_back(outliers);
+      }
       out.push_back(seeded);
-      out.push_back(outliers);
     }
     if (f == KvFormat::nvfp4) {
       Variant unit_scale = v;
@@ -89,12 +91,26 @@ TEST(GpuRows, EveryGpuFormatIsARegisteredCpuFormatOfTheSameSize) {
   EXPECT_FALSE(make_tq_params(2, 64, false, kTqDefaultSeed, 65).has_value());  // more outliers than channels
   EXPECT_FALSE(make_tq_params(KvFormat::q4_0, 64, FormatOptions{}).has_value());
   // tq2.5 is tq2 with head_dim/4 outlier channels unless the spec names a count.
-  EXPECT_EQ(make_tq_params(KvFormat::tq2_5, 64, FormatOptions{})->outliers, 16);
-  EXPECT_EQ(make_tq_params(KvFormat::tq3, 64, FormatOptions{})->outliers, 0);
+  EXPECT_EQ(make_tq_params(KvFormat::tq2_5, 64, FormatOptions{})->params.outliers, 16);
+  EXPECT_EQ(make_tq_params(KvFormat::tq3, 64, FormatOptions{})->params.outliers, 0);
   FormatOptions outliers;
   outliers.outlier_channels = 7;
-  EXPECT_EQ(make_tq_params(KvFormat::tq3_5, 64, outliers)->outliers, 7);
-  EXPECT_EQ(make_tq_params(KvFormat::tq2, 64, outliers)->outliers, 7);
+  EXPECT_EQ(make_tq_params(KvFormat::tq3_5, 64, outliers)->params.outliers, 7);
+  EXPECT_EQ(make_tq_params(KvFormat::tq2, 64, outliers)->params.outliers, 7);
+  EXPECT_FALSE(make_tq_params(KvFormat::tqprod3, 64, outliers).has_value());  // the CPU codec rejects both
+  FormatOptions nc;
+  nc.norm_correction = true;
+  EXPECT_FALSE(make_tq_params(KvFormat::tqprod3, 64, nc).has_value());
+  FormatOptions scaled;
+  scaled.scale = 0.5f;
+  EXPECT_FALSE(make_tq_params(KvFormat::tq3, 64, scaled).has_value());
+  EXPECT_EQ(make_tq_params(KvFormat::tq3, 64)->sketch, nullptr);
+  const std::optional<TqConstants> prod = make_tq_params(KvFormat::tqprod4, 64);
+  ASSERT_TRUE(prod.has_value());
+  EXPECT_EQ(prod->params.bits, 3);
+  ASSERT_NE(prod->sketch, nullptr);
+  EXPECT_EQ(prod->sketch->size(), 64u * 64u);
+  EXPECT_EQ(prod->params.sketch, prod->sketch->data());
 }
 
 // The outlier channels' codes lead the stream at b + 1 bits, so every count moves the byte
@@ -108,19 +124,20 @@ TEST(GpuRows, TurboQuantOutlierWidthsEncodeAsTheCpu) {
         FormatOptions options;
         options.outlier_channels = outliers;
         const auto codec = make_codec(name_of(f), d, options);
-        const std::optional<TqParams> tq = make_tq_params(f, d, options);
-        ASSERT_TRUE(tq.has_value());
-        const size_t rb = row_bytes(f, d, &*tq);
+        const std::optional<TqConstants> constants = make_tq_params(f, d, options);
+        ASSERT_TRUE(constants.has_value());
+        const TqParams* tq = &constants->params;
+        const size_t rb = row_bytes(f, d, tq);
         ASSERT_EQ(codec->group_bytes(), rb);
         const std::vector<float> x = probe_rows(d, kRows, 31);
         std::vector<uint8_t> cpu(rb), shared(rb);
         std::vector<float> want(d), got(d);
         for (int r = 0; r < kRows; ++r) {
           codec->quantize_ref(x.data() + static_cast<size_t>(r) * d, cpu.data());
-          encode_row(f, d, 1.0f, x.data() + static_cast<size_t>(r) * d, shared.data(), &*tq);
+          encode_row(f, d, 1.0f, x.data() + static_cast<size_t>(r) * d, shared.data(), tq);
           ASSERT_EQ(cpu, shared) << "row " << r;
           codec->dequantize_stored_ref(cpu.data(), want.data());
-          decode_row(f, d, 1.0f, cpu.data(), got.data(), &*tq);
+          decode_row(f, d, 1.0f, cpu.data(), got.data(), tq);
           for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "row " << r << " element " << i;
         }
       }
@@ -278,6 +295,56 @@ TEST(GpuRows, ArbitraryBytesDecodeAsTheCpu) {
 
 TEST(GpuRows, Iq4nlGridEqualsGgmls) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(iq4nl_value(i), static_cast<float>(ggml::kValuesIq4nl[i])) << "index " << i;
+}
+
+// tqprod keys: bytes (codes, QJL signs, both norms) and stored-basis rows as the CPU codec's;
+// the score from S q as its dot_ref, bit for bit; and the split the attention kernel sums
+// (tqprod_spans against q and S q) equal to that score up to float rounding.
+TEST(GpuRows, TqProdRowsAndScoresEqualTheCpuReference) {
+  constexpr int kRows = 40;
+  for (KvFormat f : {KvFormat::tqprod2, KvFormat::tqprod3, KvFormat::tqprod4})
+    for (int d : {8, 64, 256})
+      for (uint64_t seed : {FormatOptions{}.seed, uint64_t{12345}}) {
+        SCOPED_TRACE(std::string(name_of(f)) + " d " + std::to_string(d) + " seed " + std::to_string(seed));
+        FormatOptions options;
+        options.seed = seed;
+        const auto codec = make_codec(name_of(f), d, options);
+        const std::optional<TqConstants> constants = make_tq_params(f, d, options);
+        ASSERT_TRUE(constants.has_value());
+        const TqParams& p = constants->params;
+        const size_t rb = row_bytes(f, d, &p);
+        ASSERT_EQ(codec->group_bytes(), rb);
+        const std::vector<float> x = probe_rows(d, kRows, 37);
+        std::vector<uint8_t> cpu(rb), shared(rb);
+        std::vector<float> want(d), got(d), q(d), sq(d), mse(d), qjl(d);
+        for (int r = 0; r < kRows; ++r) {
+          codec->quantize_ref(x.data() + static_cast<size_t>(r) * d, cpu.data());
+          encode_row(f, d, 1.0f, x.data() + static_cast<size_t>(r) * d, shared.data(), &p);
+          ASSERT_EQ(cpu, shared) << "row " << r;
+          codec->dequantize_stored_ref(cpu.data(), want.data());
+          decode_row(f, d, 1.0f, cpu.data(), got.data(), &p);
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "row " << r << " element " << i;
+          // Queries from the probe rows past the special ones (9..): Gaussian, at many magnitudes.
+          for (int qi = 0; qi < 4; ++qi) {
+            codec->prepare_query(x.data() + static_cast<size_t>((r + qi) % (kRows - 9) + 9) * d, q.data());
+            tqprod_sketch_query(p, d, q.data(), sq.data());
+            const float cpu_dot = codec->dot_ref(q.data(), cpu.data(), 0);
+            const float shared_dot = tqprod_dot(p, d, q.data(), sq.data(), cpu.data());
+            ASSERT_TRUE(same_float(cpu_dot, shared_dot)) << "row " << r << " query " << qi << ": cpu " << cpu_dot
+                                                         << " shared " << shared_dot;
+            double sum = 0.0, magnitude = 0.0;
+            for (int i0 = 0; i0 < d; i0 += 4) {
+              tqprod_spans<4>(p, d, cpu.data(), i0, d - i0 < 4 ? d - i0 : 4, mse.data() + i0, qjl.data() + i0);
+            }
+            for (int i = 0; i < d; ++i) {
+              sum += static_cast<double>(q[i]) * mse[i] + static_cast<double>(sq[i]) * qjl[i];
+              magnitude += std::fabs(static_cast<double>(q[i]) * mse[i]) + std::fabs(static_cast<double>(sq[i]) * qjl[i]);
+            }
+            // (Subnormal keys overflow 1/||k|| into NaN codes and scores; those are compared bit for bit above.)
+            if (std::isfinite(cpu_dot)) ASSERT_NEAR(sum, cpu_dot, 1e-5 * magnitude + 1e-30) << "row " << r << " query " << qi;
+          }
+        }
+      }
 }
 
 // ggml blocks with rot=hadamard: the rotation as HadamardRotation computes it, rows encoded in
