@@ -49,9 +49,9 @@ gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::Forma
   if (!ok)
     throw_usage_error("KV config " + config.canonical() + ": the GPU backend has no kernel for the " + side +
                       " format " + spec.canonical() + " (GPU formats: " + gpu_format_list() +
-                      "; fp8_* and nvfp4 take :scale=, tq{b} take :nc, :seed= and :outliers= (tqprod{b} :seed=) with the default "
-                      "Hadamard rotation and a "
-                      "power-of-two head_dim up to 256, the llama.cpp blocks take :rot and :seed= with such a head_dim, "
+                      "; fp8_* and nvfp4 take :scale=, tq{b} take :nc, :seed=, :outliers= and :rot=qr (tqprod{b} :seed= and "
+                      ":rot=qr) with a head_dim up to 256, a power of two unless rot=qr, the llama.cpp blocks take :rot "
+                      "and :seed= with a power-of-two head_dim up to 256, "
                       "kivi* take residual= and a group= dividing 32; others take "
                       "no options)");
   out.format = *f;

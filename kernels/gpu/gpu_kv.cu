@@ -209,14 +209,17 @@ __device__ void fwht_shared_rows(float (*x)[W], int rows, int D) {
 }
 
 // out[r] = M x[r] for rows [0, rows) of shared arrays, M a D x D row-major matrix in device
-// memory; one output element per thread at a time. out must not alias x.
+// memory; one output element per thread at a time. out must not alias x. Columns D..W-1 of out
+// are zeroed: a ragged last span reads them.
 template <int W>
 __device__ void matrix_times_rows(const float* m, const float (*x)[W], float (*out)[W], int rows, int D) {
-  for (int e = threadIdx.x; e < rows * D; e += blockDim.x) {
-    const int r = e / D, j = e % D;
-    const float* m_row = m + static_cast<size_t>(j) * D;
+  for (int e = threadIdx.x; e < rows * W; e += blockDim.x) {
+    const int r = e / W, j = e % W;
     float s = 0.0f;
-    for (int i = 0; i < D; ++i) s = fmaf(m_row[i], x[r][i], s);
+    if (j < D) {
+      const float* m_row = m + static_cast<size_t>(j) * D;
+      for (int i = 0; i < D; ++i) s = fmaf(m_row[i], x[r][i], s);
+    }
     out[r][j] = s;
   }
 }
@@ -252,8 +255,15 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
   }
   __syncthreads();
   // TurboQuant keys and rotated ggml keys live in the rotated basis: rotate the scaled query
-  // instead (prepare_query).
-  const float* q_signs = is_tq(p.kf.format) ? p.kf.tq->signs : p.kf.rot ? p.kf.rot->signs : nullptr;
+  // instead (prepare_query). rot=qr's dense Q goes through acc_s, free until the warps merge.
+  const float* q_matrix = is_tq(p.kf.format) ? p.kf.tq->rotation_matrix : nullptr;
+  const float* q_signs = q_matrix ? nullptr : is_tq(p.kf.format) ? p.kf.tq->signs : p.kf.rot ? p.kf.rot->signs : nullptr;
+  if (q_matrix) {
+    matrix_times_rows(q_matrix, q_s, acc_s, kRows, D);
+    __syncthreads();
+    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] = acc_s[e / D][e % D];
+    __syncthreads();
+  }
   if (q_signs) {
     const float q_rotation_scale = is_tq(p.kf.format) ? p.kf.tq->rotation_scale : p.kf.rot->scale;
     for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= q_signs[e % D];
@@ -466,6 +476,7 @@ size_t kv_row_bytes(KvFormat format, int head_dim) {
                        : format == KvFormat::u3                              ? 8
                        : is_kivi_value(format)                               ? kKiviValueChannelGroup
                        : format == KvFormat::nvfp4                           ? kNvfp4Block
+                       : format == KvFormat::tq2_5 || format == KvFormat::tq3_5 ? 4  // head_dim / 4 outliers
                                                                              : 1;
   if (head_dim % multiple != 0)
     throw_usage_error(std::string("GPU KV format ") + kv_format_name(format) + ": head_dim must be a multiple of " +
@@ -518,7 +529,7 @@ struct SideStore {
   int residual = 0;  // KIVI: the newest tokens kept in f16
   bool windowed = false;
   int quantized = 0;
-  DeviceBuffer pool, tq, tq_sketch, rot, window;
+  DeviceBuffer pool, tq, tq_sketch, tq_rotation, rot, window;
 
   // Tokens in units after n tokens: whole groups that left the R-token window (the CPU cache's
   // rule), or every token for the other formats.
@@ -583,13 +594,17 @@ void init_side(SideStore& s, const KvSideFormat& f, const PagedKvShape& shape, b
       (f.tq && (f.tq->params.bits != tq_bits(f.format) || f.tq->params.outliers < 0 ||
                 f.tq->params.outliers > shape.head_dim ||
                 is_tqprod(f.format) != (f.tq->sketch && f.tq->sketch->size() == sketch_floats &&
-                                        f.tq->params.sketch == f.tq->sketch->data()))))
+                                        f.tq->params.sketch == f.tq->sketch->data()) ||
+                (f.tq->params.rotation_matrix != nullptr) !=
+                    (f.tq->rotation_matrix && f.tq->rotation_matrix->size() == sketch_floats &&
+                     f.tq->params.rotation_matrix == f.tq->rotation_matrix->data()))))
     throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) +
                       (is_tq(f.format) ? " needs matching TurboQuant constants (make_tq_params)"
                                        : " takes no TurboQuant constants"));
-  if (is_tq(f.format) && (shape.head_dim > kTqMaxHeadDim || (shape.head_dim & (shape.head_dim - 1)) != 0))
-    throw_usage_error("GPU paged KV: TurboQuant keys need a power-of-two head_dim up to " +
-                      std::to_string(kTqMaxHeadDim) + ", got " + std::to_string(shape.head_dim));
+  if (is_tq(f.format) && (shape.head_dim > kTqMaxHeadDim ||
+                          (!f.tq->rotation_matrix && (shape.head_dim & (shape.head_dim - 1)) != 0)))
+    throw_usage_error("GPU paged KV: TurboQuant keys need a head_dim up to " + std::to_string(kTqMaxHeadDim) +
+                      ", a power of two with the Walsh-Hadamard rotation; got " + std::to_string(shape.head_dim));
   if (f.rotation && (!is_ggml(f.format) || (shape.head_dim & (shape.head_dim - 1)) != 0))
     throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) +
                       (is_ggml(f.format) ? " with a Hadamard rotation needs a power-of-two head_dim, got " +
@@ -649,6 +664,13 @@ DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std
         check(gpuMemcpy(side->tq_sketch.ptr, sketch.data(), sketch.size() * sizeof(float), gpuMemcpyHostToDevice),
               "upload QJL sketch");
         params.sketch = side->tq_sketch.as<float>();
+      }
+      if (side->format.tq->rotation_matrix) {
+        const std::vector<float>& matrix = *side->format.tq->rotation_matrix;
+        side->tq_rotation.resize(matrix.size() * sizeof(float));
+        check(gpuMemcpy(side->tq_rotation.ptr, matrix.data(), matrix.size() * sizeof(float), gpuMemcpyHostToDevice),
+              "upload rotation matrix");
+        params.rotation_matrix = side->tq_rotation.as<float>();
       }
       side->tq.resize(sizeof(TqParams));
       check(gpuMemcpy(side->tq.ptr, &params, sizeof(TqParams), gpuMemcpyHostToDevice), "upload TurboQuant constants");
@@ -779,8 +801,10 @@ bool same_tq(const std::optional<TqConstants>& ac, const std::optional<TqConstan
   if (!ac) return true;
   const TqParams* a = &ac->params;
   const TqParams* b = &bc->params;
-  return same_matrix(ac->sketch, bc->sketch) && a->qjl_scale == b->qjl_scale && a->bits == b->bits && a->outliers == b->outliers && a->norm_correction == b->norm_correction &&
-         a->rotation_scale == b->rotation_scale && std::memcmp(a->signs, b->signs, sizeof a->signs) == 0 &&
+  return same_matrix(ac->sketch, bc->sketch) && same_matrix(ac->rotation_matrix, bc->rotation_matrix) &&
+         a->qjl_scale == b->qjl_scale && a->bits == b->bits && a->outliers == b->outliers &&
+         a->norm_correction == b->norm_correction && a->rotation_scale == b->rotation_scale &&
+         std::memcmp(a->signs, b->signs, sizeof a->signs) == 0 &&
          std::memcmp(a->centroids, b->centroids, sizeof a->centroids) == 0 &&
          std::memcmp(a->thresholds, b->thresholds, sizeof a->thresholds) == 0 &&
          std::memcmp(a->outlier_centroids, b->outlier_centroids, sizeof a->outlier_centroids) == 0 &&

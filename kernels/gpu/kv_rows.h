@@ -105,9 +105,9 @@ KVGATE_HD const char* format_name(KvFormat f) {
   return "?";
 }
 
-// The constants of a TurboQuant key codec (tq1..tq4, tq2.5, tq3.5, tqprod2..4; Walsh-Hadamard
-// rotation): the rotation's signs and scale and the Lloyd-Max codebooks scaled for
-// N(0, 1/head_dim), built on the host from the same seed and solution as the CPU codec
+// The constants of a TurboQuant key codec (tq1..tq4, tq2.5, tq3.5, tqprod2..4): the rotation
+// (Walsh-Hadamard signs and scale, or rot=qr's dense matrix) and the Lloyd-Max codebooks scaled
+// for N(0, 1/head_dim), built on the host from the same seed and solution as the CPU codec
 // (kernels/gpu/tq_params.h). The dense matrices are pointers: host memory for host code, device
 // memory once DevicePagedKv has uploaded them.
 inline constexpr int kTqMaxHeadDim = 256;
@@ -124,6 +124,9 @@ struct TqParams {
   // tqprod{b}: S, head_dim x head_dim row-major (iid N(0, 1) from the seed), and sqrt(pi/2)/head_dim.
   const float* sketch = nullptr;
   float qjl_scale = 0.0f;
+  // rot=qr: Q, head_dim x head_dim row-major (OrthogonalRotation::matrix); null for the
+  // Walsh-Hadamard rotation (signs, rotation_scale).
+  const float* rotation_matrix = nullptr;
 };
 
 // The randomized Walsh-Hadamard rotation R = H D / sqrt(head_dim) of the ggml formats' rot=hadamard
@@ -566,6 +569,26 @@ KVGATE_HD void rotate_inverse(const RotationParams& r, int n, const float* x, fl
   for (int i = 0; i < n; ++i) out[i] = rn_mul(out[i], rn_mul(r.scale, r.signs[i]));
 }
 
+// y = R u for the unit key u = x * inv, as KeyRotation::forward computes it: the Walsh-Hadamard
+// rotation, or rot=qr's Q with each output summed in double (OrthogonalRotation::forward).
+KVGATE_HD void tq_rotate_unit(const TqParams& p, int head_dim, const float* x, float inv, float* y) {
+  if (p.rotation_matrix) {
+    float unit[kTqMaxHeadDim];
+    for (int i = 0; i < head_dim; ++i) unit[i] = rn_mul(x[i], inv);
+    for (int row = 0; row < head_dim; ++row) {
+      // Products of two floats are exact in double, so a fused multiply-add cannot change the sum.
+      const float* q = p.rotation_matrix + static_cast<size_t>(row) * head_dim;
+      double sum = 0.0;
+      for (int col = 0; col < head_dim; ++col) sum += static_cast<double>(q[col]) * unit[col];
+      y[row] = static_cast<float>(sum);
+    }
+    return;
+  }
+  for (int i = 0; i < head_dim; ++i) y[i] = rn_mul(rn_mul(x[i], inv), p.signs[i]);
+  fwht(y, head_dim);
+  for (int i = 0; i < head_dim; ++i) y[i] = rn_mul(y[i], p.rotation_scale);
+}
+
 KVGATE_HD void encode_tq(const TqParams& p, int head_dim, const float* x, uint8_t* dst) {
   const int code_bytes = static_cast<int>((tq_code_bits(p.bits, p.outliers, head_dim) + 7) / 8);
   for (int b = 0; b < 2 + code_bytes; ++b) dst[b] = 0;
@@ -575,12 +598,11 @@ KVGATE_HD void encode_tq(const TqParams& p, int head_dim, const float* x, uint8_
   if (!(norm > 0.0) || !(norm <= DBL_MAX)) return;  // a zero or non-finite key: the zero vector
   const float inv = static_cast<float>(1.0 / norm);
   float y[kTqMaxHeadDim];
-  for (int i = 0; i < head_dim; ++i) y[i] = rn_mul(rn_mul(x[i], inv), p.signs[i]);
-  fwht(y, head_dim);
+  tq_rotate_unit(p, head_dim, x, inv, y);
   double centroid_norm2 = 0.0;
   int bit = 0;
   for (int i = 0; i < head_dim; ++i) {
-    const float v = rn_mul(y[i], p.rotation_scale);
+    const float v = y[i];
     const bool outlier = i < p.outliers;
     const int width = outlier ? p.bits + 1 : p.bits;
     const float* thresholds = outlier ? p.outlier_thresholds : p.thresholds;
@@ -614,12 +636,10 @@ KVGATE_HD void encode_tqprod(const TqParams& p, int head_dim, const float* x, ui
   if (!(norm > 0.0) || !(norm <= DBL_MAX)) return;  // a zero or non-finite key: all zero bytes
   const float inv = static_cast<float>(1.0 / norm);
   float y[kTqMaxHeadDim];
-  for (int i = 0; i < head_dim; ++i) y[i] = rn_mul(rn_mul(x[i], inv), p.signs[i]);
-  fwht(y, head_dim);
+  tq_rotate_unit(p, head_dim, x, inv, y);
   const int last = (1 << p.bits) - 1;
   double r2 = 0.0;
   for (int i = 0; i < head_dim; ++i) {
-    y[i] = rn_mul(y[i], p.rotation_scale);
     int code = 0;  // as encode_tq
     while (code < last && !(y[i] < p.thresholds[code])) ++code;
     for (int k = 0; k < p.bits; ++k) {

@@ -7,6 +7,7 @@
 #include "core/rng.h"
 #include "kernels/kv_format.h"
 #include "kernels/lloyd_max.h"
+#include "kernels/orthogonal.h"
 
 namespace kvgate::kernels::gpu {
 
@@ -30,21 +31,33 @@ void scaled_codebook(int bits, int head_dim, float* centroids, float* thresholds
   for (size_t i = 0; i < cb.centroids.size(); ++i) centroids[i] = static_cast<float>(cb.centroids[i] * sigma);
   for (size_t i = 0; i < cb.thresholds.size(); ++i) thresholds[i] = static_cast<float>(cb.thresholds[i] * sigma);
 }
-}  // namespace
 
-std::optional<TqConstants> make_tq_params(int bits, int head_dim, bool norm_correction, uint64_t seed, int outliers) {
-  if (bits < 1 || bits > 4 || head_dim < 1 || head_dim > kTqMaxHeadDim || (head_dim & (head_dim - 1)) != 0 ||
-      outliers < 0 || outliers > head_dim)
+// The constants with rot=qr's Q (qr) or the Walsh-Hadamard rotation, which needs a power of two.
+std::optional<TqConstants> tq_constants(int bits, int head_dim, bool norm_correction, uint64_t seed, int outliers,
+                                        bool qr) {
+  if (bits < 1 || bits > 4 || head_dim < 1 || head_dim > kTqMaxHeadDim ||
+      (!qr && (head_dim & (head_dim - 1)) != 0) || outliers < 0 || outliers > head_dim)
     return std::nullopt;
   TqConstants c;
   TqParams& p = c.params;
   p.bits = bits;
   p.outliers = outliers;
   p.norm_correction = norm_correction;
-  p.rotation_scale = hadamard_rotation(head_dim, seed, p.signs);
+  if (qr) {
+    auto matrix = std::make_shared<std::vector<float>>(OrthogonalRotation(head_dim, seed).matrix());
+    p.rotation_matrix = matrix->data();
+    c.rotation_matrix = std::move(matrix);
+  } else {
+    p.rotation_scale = hadamard_rotation(head_dim, seed, p.signs);
+  }
   scaled_codebook(bits, head_dim, p.centroids, p.thresholds);
   if (outliers > 0) scaled_codebook(bits + 1, head_dim, p.outlier_centroids, p.outlier_thresholds);
   return c;
+}
+}  // namespace
+
+std::optional<TqConstants> make_tq_params(int bits, int head_dim, bool norm_correction, uint64_t seed, int outliers) {
+  return tq_constants(bits, head_dim, norm_correction, seed, outliers, false);
 }
 
 std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim, const FormatOptions& options) {
@@ -53,11 +66,13 @@ std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim, const F
   codec_options.norm_correction = options.norm_correction;
   codec_options.seed = options.seed;
   codec_options.outlier_channels = options.outlier_channels;
-  if (!is_tq(format) || options != codec_options || options.rotation == Rotation::qr) return std::nullopt;
+  if (!is_tq(format) || options != codec_options) return std::nullopt;
   if (is_tqprod(format) && (options.norm_correction || options.outlier_channels != 0)) return std::nullopt;
+  if ((format == KvFormat::tq2_5 || format == KvFormat::tq3_5) && head_dim % 4 != 0) return std::nullopt;  // its FormatInfo
   const int outliers = options.outlier_channels != 0 ? options.outlier_channels : tq_default_outliers(format, head_dim);
-  std::optional<TqConstants> c =
-      make_tq_params(tq_bits(format), head_dim, options.norm_correction, options.seed, outliers);
+  // KeyRotation: rot=qr, else (none or hadamard) the Walsh-Hadamard rotation.
+  std::optional<TqConstants> c = tq_constants(tq_bits(format), head_dim, options.norm_correction, options.seed,
+                                              outliers, options.rotation == Rotation::qr);
   if (c && is_tqprod(format)) {
     // TurboQuantProdCodec's S and scale.
     auto sketch = std::make_shared<std::vector<float>>(static_cast<size_t>(head_dim) * head_dim);

@@ -18,10 +18,11 @@ namespace kvgate::kernels::gpu {
 inline constexpr uint64_t kTqDefaultSeed = 0x6b76676174650001ull;  // FormatOptions::seed's default
 
 // A TurboQuant codec's constants on the host: the TqParams the kernels read, whose matrix
-// pointer (tqprod's sketch) points into storage that every copy of this object shares.
+// pointers (tqprod's sketch, rot=qr's Q) point into storage that every copy of this object shares.
 struct TqConstants {
   TqParams params;
-  std::shared_ptr<const std::vector<float>> sketch;  // tqprod: S, head_dim x head_dim row-major
+  std::shared_ptr<const std::vector<float>> sketch;           // tqprod: S, head_dim x head_dim row-major
+  std::shared_ptr<const std::vector<float>> rotation_matrix;  // rot=qr: Q, head_dim x head_dim row-major
 };
 
 // The constants of tq{bits} at head_dim (Walsh-Hadamard rotation from `seed`; the first
@@ -30,8 +31,9 @@ struct TqConstants {
 std::optional<TqConstants> make_tq_params(int bits, int head_dim, bool norm_correction = false,
                                           uint64_t seed = kTqDefaultSeed, int outliers = 0);
 // The same for a GPU TurboQuant format (tqprod{b} too) with a CPU format's options, as the CPU
-// codec builds them: outlier channels default to the format's own, tqprod's sketch S comes from
-// the seed. nullopt for options the CPU codec rejects or the kernels lack (the QR rotation).
+// codec builds them: outlier channels default to the format's own, tqprod's sketch S and rot=qr's
+// Q come from the seed (rot=qr takes any head_dim up to kTqMaxHeadDim). nullopt for options the
+// CPU codec rejects or a head_dim the kernels lack.
 std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim, const FormatOptions& options);
 // The format at its default options.
 std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim);

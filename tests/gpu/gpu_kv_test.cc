@@ -95,6 +95,10 @@ TEST(GpuKvLayout, RowBytesEqualCpuGroupBytesAndBadShapesAreUsageErrors) {
   EXPECT_EQ(kv_format_named("tqprod3"), KvFormat::tqprod3);
   EXPECT_FALSE(kv_format_named("tq3_5").has_value());
   EXPECT_THROW(kv_row_bytes(KvFormat::q4_0, 67), Error);
+  EXPECT_THROW(kv_row_bytes(KvFormat::tq2_5, 66), Error);  // the CPU codec's head_dim multiple of 4
+  FormatOptions qr;
+  qr.rotation = Rotation::qr;  // any head_dim
+  EXPECT_EQ(kv_row_bytes(KvFormat::tqprod3, 67), make_codec("tqprod3", 67, qr)->group_bytes());
   EXPECT_THROW(kv_row_bytes(KvFormat::q5_1, 80), Error);
   EXPECT_THROW(kv_row_bytes(KvFormat::nvfp4, 40), Error);
   EXPECT_EQ(kv_row_bytes(KvFormat::nvfp4, 80), cpu_codec(KvFormat::nvfp4, 80)->group_bytes());
@@ -136,6 +140,14 @@ TEST(GpuKvLayout, BadCacheShapesAndScalesAreUsageErrors) {
   shape.key.format = KvFormat::q4_0;
   shape.head_dim = 96;
   EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // rows of 96 cannot be Hadamard-rotated
+  shape.key = KvSideFormat{KvFormat::tq3, 1.0f, make_tq_params(KvFormat::tq3, 64)};
+  EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // nor TurboQuant keys without rot=qr
+  FormatOptions qr;
+  qr.rotation = Rotation::qr;
+  shape.key.tq = make_tq_params(KvFormat::tq3, 64, qr);
+  EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // a 64 x 64 Q for rows of 96
+  shape.key = KvSideFormat{KvFormat::tqprod3, 1.0f, make_tq_params(KvFormat::tq3, 96, qr)};
+  EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // tqprod without its sketch
 }
 
 TEST_P(GpuKv, QuantizeWritesTheCpuCodecBytes) {
@@ -220,13 +232,14 @@ void cpu_view(Filled& c, KvFormat f, const Codec& codec, std::vector<float>& x, 
 }
 
 // rotated: ggml blocks with rot=hadamard on both sides, at a head_dim whose 1/sqrt is inexact.
-// key_options: the key format's CPU options instead of the defaults (TurboQuant's options).
+// key_options: the key format's CPU options instead of the defaults (TurboQuant's options);
+// head_dim: a head_dim other than the format's test size (0: that size).
 Filled fill(KvFormat f, int n_tokens, uint64_t seed, bool rotated = false,
-            const std::optional<FormatOptions>& key_options = std::nullopt) {
+            const std::optional<FormatOptions>& key_options = std::nullopt, int head_dim = 0) {
   Filled c;
   c.key_format = key_format_for(f);
   c.value_format = value_format_for(f);
-  c.d = rotated ? 128 : head_dim_for(f);
+  c.d = head_dim ? head_dim : rotated ? 128 : head_dim_for(f);
   c.n_tokens = n_tokens;
   c.page_tokens = is_kivi(f) ? 32 : 16;
   const FormatOptions key_opts = key_options ? *key_options : options_for(c.key_format, rotated);
@@ -321,8 +334,8 @@ std::vector<double> reference_attention(Filled& c, const std::vector<float>& q, 
 }
 
 void expect_attention_matches(KvFormat f, int n_tokens, int n_q, int group, bool rotated = false,
-                              const std::optional<FormatOptions>& key_options = std::nullopt) {
-  Filled c = fill(f, n_tokens, 31 + n_q, rotated, key_options);
+                              const std::optional<FormatOptions>& key_options = std::nullopt, int head_dim = 0) {
+  Filled c = fill(f, n_tokens, 31 + n_q, rotated, key_options, head_dim);
   const int n_heads = Filled::kKvHeads * group;
   Rng rng(41);
   std::vector<float> q(static_cast<size_t>(n_q) * n_heads * c.d);
@@ -391,12 +404,15 @@ INSTANTIATE_TEST_SUITE_P(GgmlFormats, GpuKvRotated, ::testing::ValuesIn(ggml_for
                          format_test_name);
 
 // TurboQuant keys with the options the GPU backend accepts besides the defaults: norm
-// correction, another seed, and outlier channel counts whose codes end inside a byte.
+// correction, another seed, outlier channel counts whose codes end inside a byte, and rot=qr
+// (also at head_dims that are not a power of two).
 struct TqCase {
   KvFormat format;
   FormatOptions options;
   const char* label;
+  int head_dim = 0;  // 0: the format's test size
 };
+void PrintTo(const TqCase& c, std::ostream* os) { *os << c.label; }
 std::vector<TqCase> tq_cases() {
   std::vector<TqCase> out;
   FormatOptions o;
@@ -416,6 +432,12 @@ std::vector<TqCase> tq_cases() {
   o = FormatOptions{};
   o.seed = 7;
   out.push_back({KvFormat::tqprod3, o, "tqprod3_seed7"});
+  o = FormatOptions{};
+  o.rotation = Rotation::qr;
+  out.push_back({KvFormat::tq3, o, "tq3_qr"});
+  out.push_back({KvFormat::tq2_5, o, "tq2_5_qr_d80", 80});
+  o.seed = 5;
+  out.push_back({KvFormat::tqprod3, o, "tqprod3_qr_seed5_d67", 67});  // spans past head_dim in attention
   return out;
 }
 
@@ -427,15 +449,15 @@ class GpuKvTurboQuant : public ::testing::TestWithParam<TqCase> {
 };
 
 TEST_P(GpuKvTurboQuant, AppendStoresTheCpuCodecBytes) {
-  Filled c = fill(GetParam().format, 83, 21, false, GetParam().options);
+  Filled c = fill(GetParam().format, 83, 21, false, GetParam().options, GetParam().head_dim);
   ASSERT_EQ(c.cache->kv_bytes_per_token(), (c.codec->group_bytes() + c.value_codec->group_bytes()) * Filled::kKvHeads);
   expect_side_bytes(c, c.key_format, *c.codec, c.k, true);
   expect_side_bytes(c, c.value_format, *c.value_codec, c.v, false);
 }
 
 TEST_P(GpuKvTurboQuant, DecodeAndPrefillAttentionMatchFloat64Reference) {
-  expect_attention_matches(GetParam().format, 301, 1, 4, false, GetParam().options);
-  expect_attention_matches(GetParam().format, 301, 37, 3, false, GetParam().options);
+  expect_attention_matches(GetParam().format, 301, 1, 4, false, GetParam().options, GetParam().head_dim);
+  expect_attention_matches(GetParam().format, 301, 37, 3, false, GetParam().options, GetParam().head_dim);
 }
 
 INSTANTIATE_TEST_SUITE_P(TurboQuantOptions, GpuKvTurboQuant, ::testing::ValuesIn(tq_cases()),

@@ -238,7 +238,7 @@ INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuSmallModel,
                                            "int4_pth", "fp8_pth@0=f16", "k8v4", "tq3/4", "tq4:nc/u8", "u2/u3",
                                            "kivi4", "kivi2_k:residual=32/kivi2_v:residual=32", "q5_0/q5_1",
                                            "iq4_nl", "nvfp4", "q8_0:rot=hadamard/q4_0:rot=hadamard", "tq3.5/4",
-                                           "tq2.5:outliers=5/4", "tqprod3/4"),
+                                           "tq2.5:outliers=5/4", "tqprod3/4", "tq3:rot=qr/4"),
                          test_name);
 
 // The default model, or the GGUF named by $KVGATE_GPU_TEST_MODEL: ci/gpu-check.sh names the
@@ -432,7 +432,11 @@ TEST(GpuKvShape, ConfigsWithoutGpuKernelsAreUsageErrors) {
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("tq2.5:nc:outliers=5/4"), arch, 0).key.tq->params.outliers, 5);
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("tq3:outliers=3/4"), arch, 1).key.tq->params.outliers, 3);
   EXPECT_NE(gpu_kv_shape(kernels::parse_kv_config("tqprod3:seed=9/4"), arch, 0).key.tq->sketch, nullptr);
-  for (const char* spec : {"tq3:rot=qr/4", "kivi4_k:group=48/kivi4_v"}) {
+  EXPECT_NE(gpu_kv_shape(kernels::parse_kv_config("tq3:rot=qr/4"), arch, 0).key.tq->rotation_matrix, nullptr);
+  EXPECT_NE(gpu_kv_shape(kernels::parse_kv_config("tqprod2:rot=qr/4"), arch, 1).key.tq->params.rotation_matrix, nullptr);
+  // Every KV format has GPU kernels; these options do not: KIVI key groups must divide the
+  // 32-token page.
+  for (const char* spec : {"kivi4_k:group=48/kivi4_v", "kivi2_k:group=64/kivi2_v"}) {
     try {
       gpu_kv_shape(kernels::parse_kv_config(spec), arch, 0);
       ADD_FAILURE() << spec << " accepted";

@@ -16,6 +16,7 @@
 #include "kernels/gpu/kv_rows.h"
 #include "kernels/gpu/tq_params.h"
 #include "kernels/kv_format.h"
+#include "kernels/orthogonal.h"
 #include "tests/kernels/gpu_row_cases.h"
 
 namespace kvgate::kernels::gpu {
@@ -29,8 +30,8 @@ const char* name_of(KvFormat f) { return format_name(f); }
 
 // One GPU format as a test case: the CPU codec with the same options, and the TurboQuant
 // constants where the format has them. Each format at its defaults, plus TurboQuant with norm
-// correction, with another rotation seed and with outlier channels that do not end on a byte,
-// and nvfp4 at the default global scale 1 as well.
+// correction, with another rotation seed, with outlier channels that do not end on a byte and
+// with rot=qr, and nvfp4 at the default global scale 1 as well.
 struct Variant {
   KvFormat format;
   int head_dim;
@@ -48,7 +49,11 @@ std::vector<Variant> variants() {
     v.options.scale = tensor_scale_for(f);
     if (is_tq(f)) {
       v.tq = make_tq_params(f, v.head_dim, v.options);
-      Variant nc = v, seeded = v, outliers = v;
+      Variant nc = v, seeded = v, outliers = v, qr = v;
+      qr.options.rotation = Rotation::qr;
+      qr.tq = make_tq_params(f, v.head_dim, qr.options);
+      qr.label += ":rot=qr";
+      out.push_back(qr);
       nc.options.norm_correction = true;
       nc.tq = make_tq_params(f, v.head_dim, nc.options);
       nc.label += ":nc";
@@ -86,7 +91,12 @@ TEST(GpuRows, EveryGpuFormatIsARegisteredCpuFormatOfTheSameSize) {
   }
   FormatOptions qr;
   qr.rotation = Rotation::qr;
-  EXPECT_FALSE(make_tq_params(KvFormat::tq3, 64, qr).has_value());
+  EXPECT_NE(make_tq_params(KvFormat::tq3, 64, qr)->params.rotation_matrix, nullptr);
+  EXPECT_EQ(make_tq_params(KvFormat::tq3, 64)->params.rotation_matrix, nullptr);
+  EXPECT_TRUE(make_tq_params(KvFormat::tq3, 96, qr).has_value());  // rot=qr takes any head_dim
+  EXPECT_FALSE(make_tq_params(KvFormat::tq3, 96, FormatOptions{}).has_value());  // Hadamard: a power of two
+  EXPECT_FALSE(make_tq_params(KvFormat::tq3, 320, qr).has_value());  // past the kernels' head_dim
+  EXPECT_FALSE(make_tq_params(KvFormat::tq2_5, 66, qr).has_value());  // head_dim / 4 outliers: a multiple of 4
   EXPECT_FALSE(make_tq_params(3, 96).has_value());  // not a power of two
   EXPECT_FALSE(make_tq_params(2, 64, false, kTqDefaultSeed, 65).has_value());  // more outliers than channels
   EXPECT_FALSE(make_tq_params(KvFormat::q4_0, 64, FormatOptions{}).has_value());
@@ -342,6 +352,56 @@ TEST(GpuRows, TqProdRowsAndScoresEqualTheCpuReference) {
             }
             // (Subnormal keys overflow 1/||k|| into NaN codes and scores; those are compared bit for bit above.)
             if (std::isfinite(cpu_dot)) ASSERT_NEAR(sum, cpu_dot, 1e-5 * magnitude + 1e-30) << "row " << r << " query " << qi;
+          }
+        }
+      }
+}
+
+// rot=qr: keys rotated by the dense Q as OrthogonalRotation computes it, at head_dims the
+// Walsh-Hadamard rotation cannot take, for every kind of TurboQuant row.
+TEST(GpuRows, QrRotatedTurboQuantRowsEqualTheCpuReference) {
+  constexpr int kRows = 40;
+  for (KvFormat f : {KvFormat::tq1, KvFormat::tq2_5, KvFormat::tq3, KvFormat::tq4, KvFormat::tqprod2, KvFormat::tqprod4})
+    for (int d : {24, 80, 256})
+      for (uint64_t seed : {FormatOptions{}.seed, uint64_t{99}}) {
+        SCOPED_TRACE(std::string(name_of(f)) + " d " + std::to_string(d) + " seed " + std::to_string(seed));
+        FormatOptions options;
+        options.rotation = Rotation::qr;
+        options.seed = seed;
+        if (f == KvFormat::tq4) {
+          options.norm_correction = true;
+          options.outlier_channels = 3;
+        }
+        const auto codec = make_codec(name_of(f), d, options);
+        const std::optional<TqConstants> constants = make_tq_params(f, d, options);
+        ASSERT_TRUE(constants.has_value());
+        const TqParams& p = constants->params;
+        ASSERT_NE(p.rotation_matrix, nullptr);
+        const size_t rb = row_bytes(f, d, &p);
+        ASSERT_EQ(codec->group_bytes(), rb);
+        const std::vector<float> x = probe_rows(d, kRows, 41);
+        std::vector<uint8_t> cpu(rb), shared(rb);
+        std::vector<float> want(d), got(d), q(d), sq(d), unit(d);
+        const OrthogonalRotation cpu_rotation(d, seed);
+        for (int r = 0; r < kRows; ++r) {
+          const float* row = x.data() + static_cast<size_t>(r) * d;
+          // The rotation itself, bit for bit: a last-ulp difference rarely moves a code.
+          const float inv = static_cast<float>(1.0 / (1.0 + r));
+          for (int i = 0; i < d; ++i) unit[i] = row[i] * inv;
+          cpu_rotation.forward(unit.data(), want.data());
+          tq_rotate_unit(p, d, row, inv, got.data());
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "rotated row " << r << " element " << i;
+          codec->quantize_ref(row, cpu.data());
+          encode_row(f, d, 1.0f, row, shared.data(), &p);
+          ASSERT_EQ(cpu, shared) << "row " << r;
+          codec->dequantize_stored_ref(cpu.data(), want.data());
+          decode_row(f, d, 1.0f, cpu.data(), got.data(), &p);
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "row " << r << " element " << i;
+          if (is_tqprod(f)) {
+            codec->prepare_query(x.data() + static_cast<size_t>((r + 1) % (kRows - 9) + 9) * d, q.data());
+            tqprod_sketch_query(p, d, q.data(), sq.data());
+            ASSERT_TRUE(same_float(codec->dot_ref(q.data(), cpu.data(), 0), tqprod_dot(p, d, q.data(), sq.data(), cpu.data())))
+                << "row " << r;
           }
         }
       }
