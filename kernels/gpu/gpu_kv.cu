@@ -66,20 +66,41 @@ struct DeviceBuffer {
 
 unsigned blocks_for(size_t items, int threads) { return static_cast<unsigned>((items + threads - 1) / threads); }
 
-__global__ void quantize_rows_kernel(KvFormat f, int head_dim, float scale, const float* x, size_t n_rows,
-                                     uint8_t* out) {
+// tq: TurboQuant constants in device memory, or null for the other formats.
+__global__ void quantize_rows_kernel(KvFormat f, int head_dim, float scale, const TqParams* tq, const float* x,
+                                     size_t n_rows, uint8_t* out) {
   const size_t r = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= n_rows) return;
-  encode_row(f, head_dim, scale, x + r * head_dim, out + r * row_bytes(f, head_dim));
+  encode_row(f, head_dim, scale, x + r * head_dim, out + r * row_bytes(f, head_dim, tq), tq);
 }
 
-__global__ void dequantize_rows_kernel(KvFormat f, int head_dim, float scale, const uint8_t* in, size_t n_rows,
-                                       float* y) {
+__global__ void dequantize_rows_kernel(KvFormat f, int head_dim, float scale, const TqParams* tq, const uint8_t* in,
+                                       size_t n_rows, float* y) {
   const size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_rows * head_dim) return;
   const size_t r = e / head_dim;
-  y[e] = decode_element(f, in + r * row_bytes(f, head_dim), static_cast<int>(e % head_dim), scale);
+  y[e] = decode_element(f, in + r * row_bytes(f, head_dim, tq), static_cast<int>(e % head_dim), scale, tq, 0, head_dim);
 }
+
+// A TurboQuant codec's constants in device memory: copies of its matrices, and of its params
+// pointing at the copies.
+struct DeviceTq {
+  DeviceBuffer params, sketch, rotation;
+
+  static void upload_matrix(DeviceBuffer& dst, const std::vector<float>& m, const float** ptr, const char* what) {
+    dst.resize(m.size() * sizeof(float));
+    check(gpuMemcpy(dst.ptr, m.data(), m.size() * sizeof(float), gpuMemcpyHostToDevice), what);
+    *ptr = dst.as<float>();
+  }
+  void upload(const TqConstants& c) {
+    TqParams p = c.params;
+    if (c.sketch) upload_matrix(sketch, *c.sketch, &p.sketch, "upload QJL sketch");
+    if (c.rotation_matrix) upload_matrix(rotation, *c.rotation_matrix, &p.rotation_matrix, "upload rotation matrix");
+    params.resize(sizeof(TqParams));
+    check(gpuMemcpy(params.ptr, &p, sizeof(TqParams), gpuMemcpyHostToDevice), "upload TurboQuant constants");
+  }
+  const TqParams* get() const { return params.as<TqParams>(); }
+};
 
 // ---- the paged cache ----
 
@@ -488,36 +509,82 @@ namespace {
 void require_plain(KvFormat format, const char* what) {
   if (is_tq(format) || is_kivi(format))
     throw_usage_error(std::string("GPU ") + what + ": " + kv_format_name(format) +
-                      (is_tq(format) ? " needs its codec constants; use DevicePagedKv with KvSideFormat::tq"
+                      (is_tq(format) ? " needs its codec constants (the overload taking TqConstants)"
                                      : " is stored through a window and token groups; use DevicePagedKv"));
 }
-}  // namespace
 
-void quantize_rows(KvFormat format, int head_dim, float scale, const float* x, size_t n_rows, uint8_t* out) {
-  const size_t bytes = kv_row_bytes(format, head_dim);
-  require_plain(format, "quantize_rows");
-  require_scale(format, scale);
+// TurboQuant constants that fit `format` at head_dim: what make_tq_params builds for it.
+void require_tq(KvFormat format, int head_dim, const std::optional<TqConstants>& tq, const std::string& what) {
+  const size_t square = static_cast<size_t>(head_dim) * head_dim;
+  auto matches = [&](const std::shared_ptr<const std::vector<float>>& m, const float* ptr) {
+    return ptr == nullptr ? !m : m && m->size() == square && ptr == m->data();
+  };
+  if (is_tq(format) != tq.has_value() ||
+      (tq && (tq->params.bits != tq_bits(format) || tq->params.outliers < 0 || tq->params.outliers > head_dim ||
+              is_tqprod(format) != (tq->params.sketch != nullptr) || !matches(tq->sketch, tq->params.sketch) ||
+              !matches(tq->rotation_matrix, tq->params.rotation_matrix))))
+    throw_usage_error(what + ": " + kv_format_name(format) +
+                      (is_tq(format) ? " needs matching TurboQuant constants (make_tq_params)"
+                                     : " takes no TurboQuant constants"));
+  if (is_tq(format) && (head_dim > kTqMaxHeadDim || (!tq->rotation_matrix && (head_dim & (head_dim - 1)) != 0)))
+    throw_usage_error(what + ": TurboQuant keys need a head_dim up to " + std::to_string(kTqMaxHeadDim) +
+                      ", a power of two with the Walsh-Hadamard rotation; got " + std::to_string(head_dim));
+}
+
+void quantize_on_device(KvFormat format, int head_dim, float scale, const std::optional<TqConstants>& tq,
+                        const float* x, size_t n_rows, uint8_t* out) {
+  const size_t bytes = row_bytes(format, head_dim, tq ? &tq->params : nullptr);
   if (n_rows == 0) return;
+  DeviceTq dtq;
+  if (tq) dtq.upload(*tq);
   DeviceBuffer dx(n_rows * head_dim * sizeof(float)), dout(n_rows * bytes);
   check(gpuMemcpy(dx.ptr, x, n_rows * head_dim * sizeof(float), gpuMemcpyHostToDevice), "upload");
-  quantize_rows_kernel<<<blocks_for(n_rows, kRowThreads), kRowThreads>>>(format, head_dim, scale, dx.as<float>(), n_rows,
-                                                                           dout.as<uint8_t>());
+  quantize_rows_kernel<<<blocks_for(n_rows, kRowThreads), kRowThreads>>>(format, head_dim, scale, tq ? dtq.get() : nullptr,
+                                                                           dx.as<float>(), n_rows, dout.as<uint8_t>());
   check(gpuGetLastError(), "quantize launch");
   check(gpuMemcpy(out, dout.ptr, n_rows * bytes, gpuMemcpyDeviceToHost), "download");
 }
 
-void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* in, size_t n_rows, float* y) {
-  const size_t bytes = kv_row_bytes(format, head_dim);
-  require_plain(format, "dequantize_rows");
-  require_scale(format, scale);
+void dequantize_on_device(KvFormat format, int head_dim, float scale, const std::optional<TqConstants>& tq,
+                          const uint8_t* in, size_t n_rows, float* y) {
+  const size_t bytes = row_bytes(format, head_dim, tq ? &tq->params : nullptr);
   if (n_rows == 0) return;
+  DeviceTq dtq;
+  if (tq) dtq.upload(*tq);
   const size_t n = n_rows * head_dim;
   DeviceBuffer din(n_rows * bytes), dy(n * sizeof(float));
   check(gpuMemcpy(din.ptr, in, n_rows * bytes, gpuMemcpyHostToDevice), "upload");
-  dequantize_rows_kernel<<<blocks_for(n, kRowThreads), kRowThreads>>>(format, head_dim, scale, din.as<uint8_t>(), n_rows,
-                                                                        dy.as<float>());
+  dequantize_rows_kernel<<<blocks_for(n, kRowThreads), kRowThreads>>>(format, head_dim, scale, tq ? dtq.get() : nullptr,
+                                                                        din.as<uint8_t>(), n_rows, dy.as<float>());
   check(gpuGetLastError(), "dequantize launch");
   check(gpuMemcpy(y, dy.ptr, n * sizeof(float), gpuMemcpyDeviceToHost), "download");
+}
+}  // namespace
+
+void quantize_rows(KvFormat format, int head_dim, float scale, const float* x, size_t n_rows, uint8_t* out) {
+  kv_row_bytes(format, head_dim);  // validates head_dim for the format
+  require_plain(format, "quantize_rows");
+  require_scale(format, scale);
+  quantize_on_device(format, head_dim, scale, std::nullopt, x, n_rows, out);
+}
+
+void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* in, size_t n_rows, float* y) {
+  kv_row_bytes(format, head_dim);
+  require_plain(format, "dequantize_rows");
+  require_scale(format, scale);
+  dequantize_on_device(format, head_dim, scale, std::nullopt, in, n_rows, y);
+}
+
+void quantize_rows(KvFormat format, int head_dim, const TqConstants& tq, const float* x, size_t n_rows, uint8_t* out) {
+  kv_row_bytes(format, head_dim);
+  require_tq(format, head_dim, tq, "GPU quantize_rows");
+  quantize_on_device(format, head_dim, 1.0f, tq, x, n_rows, out);
+}
+
+void dequantize_rows(KvFormat format, int head_dim, const TqConstants& tq, const uint8_t* in, size_t n_rows, float* y) {
+  kv_row_bytes(format, head_dim);
+  require_tq(format, head_dim, tq, "GPU dequantize_rows");
+  dequantize_on_device(format, head_dim, 1.0f, tq, in, n_rows, y);
 }
 
 // One side (K or V) of the cache: its pool of units, TurboQuant constants, and for KIVI the f16
@@ -529,7 +596,8 @@ struct SideStore {
   int residual = 0;  // KIVI: the newest tokens kept in f16
   bool windowed = false;
   int quantized = 0;
-  DeviceBuffer pool, tq, tq_sketch, tq_rotation, rot, window;
+  DeviceBuffer pool, rot, window;
+  DeviceTq tq;
 
   // Tokens in units after n tokens: whole groups that left the R-token window (the CPU cache's
   // rule), or every token for the other formats.
@@ -547,7 +615,7 @@ struct DevicePagedKv::Impl {
   std::vector<int32_t> order;
 
   SideArgs args(const SideStore& s) const {
-    return SideArgs{s.format.format, s.format.scale, s.format.tq ? s.tq.as<TqParams>() : nullptr,
+    return SideArgs{s.format.format, s.format.scale, s.format.tq ? s.tq.get() : nullptr,
                     s.format.rotation ? s.rot.as<RotationParams>() : nullptr,
                     s.windowed ? s.window.as<uint16_t>() : nullptr, s.quantized};
   }
@@ -589,22 +657,7 @@ namespace {
 void init_side(SideStore& s, const KvSideFormat& f, const PagedKvShape& shape, bool is_key) {
   s.format = f;
   require_scale(f.format, f.scale);
-  const size_t sketch_floats = static_cast<size_t>(shape.head_dim) * shape.head_dim;
-  if (is_tq(f.format) != f.tq.has_value() ||
-      (f.tq && (f.tq->params.bits != tq_bits(f.format) || f.tq->params.outliers < 0 ||
-                f.tq->params.outliers > shape.head_dim ||
-                is_tqprod(f.format) != (f.tq->sketch && f.tq->sketch->size() == sketch_floats &&
-                                        f.tq->params.sketch == f.tq->sketch->data()) ||
-                (f.tq->params.rotation_matrix != nullptr) !=
-                    (f.tq->rotation_matrix && f.tq->rotation_matrix->size() == sketch_floats &&
-                     f.tq->params.rotation_matrix == f.tq->rotation_matrix->data()))))
-    throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) +
-                      (is_tq(f.format) ? " needs matching TurboQuant constants (make_tq_params)"
-                                       : " takes no TurboQuant constants"));
-  if (is_tq(f.format) && (shape.head_dim > kTqMaxHeadDim ||
-                          (!f.tq->rotation_matrix && (shape.head_dim & (shape.head_dim - 1)) != 0)))
-    throw_usage_error("GPU paged KV: TurboQuant keys need a head_dim up to " + std::to_string(kTqMaxHeadDim) +
-                      ", a power of two with the Walsh-Hadamard rotation; got " + std::to_string(shape.head_dim));
+  require_tq(f.format, shape.head_dim, f.tq, "GPU paged KV");
   if (f.rotation && (!is_ggml(f.format) || (shape.head_dim & (shape.head_dim - 1)) != 0))
     throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) +
                       (is_ggml(f.format) ? " with a Hadamard rotation needs a power-of-two head_dim, got " +
@@ -654,27 +707,7 @@ DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std
   const size_t tokens = static_cast<size_t>(m.pages) * shape.page_tokens;
   for (SideStore* side : {&m.key, &m.value}) {
     side->pool.resize(tokens / side->group * shape.n_kv_heads * side->unit_bytes);
-    if (side->format.tq) {
-      // The kernels read the matrices from device memory: copies of them, and of the params
-      // pointing at the copies.
-      TqParams params = side->format.tq->params;
-      if (side->format.tq->sketch) {
-        const std::vector<float>& sketch = *side->format.tq->sketch;
-        side->tq_sketch.resize(sketch.size() * sizeof(float));
-        check(gpuMemcpy(side->tq_sketch.ptr, sketch.data(), sketch.size() * sizeof(float), gpuMemcpyHostToDevice),
-              "upload QJL sketch");
-        params.sketch = side->tq_sketch.as<float>();
-      }
-      if (side->format.tq->rotation_matrix) {
-        const std::vector<float>& matrix = *side->format.tq->rotation_matrix;
-        side->tq_rotation.resize(matrix.size() * sizeof(float));
-        check(gpuMemcpy(side->tq_rotation.ptr, matrix.data(), matrix.size() * sizeof(float), gpuMemcpyHostToDevice),
-              "upload rotation matrix");
-        params.rotation_matrix = side->tq_rotation.as<float>();
-      }
-      side->tq.resize(sizeof(TqParams));
-      check(gpuMemcpy(side->tq.ptr, &params, sizeof(TqParams), gpuMemcpyHostToDevice), "upload TurboQuant constants");
-    }
+    if (side->format.tq) side->tq.upload(*side->format.tq);
     if (side->format.rotation) {
       side->rot.resize(sizeof(RotationParams));
       check(gpuMemcpy(side->rot.ptr, &*side->format.rotation, sizeof(RotationParams), gpuMemcpyHostToDevice),

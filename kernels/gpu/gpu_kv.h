@@ -37,6 +37,11 @@ size_t kv_row_bytes(KvFormat format, int head_dim);
 // driver failure.
 void quantize_rows(KvFormat format, int head_dim, float scale, const float* x, size_t n_rows, uint8_t* out);
 void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* in, size_t n_rows, float* y);
+// The same for TurboQuant keys with their codec constants (make_tq_params); rows are
+// kv_row_bytes long unless the constants set another outlier count, and dequantize_rows gives
+// them in the rotated basis (the CPU codec's dequantize_stored_ref).
+void quantize_rows(KvFormat format, int head_dim, const TqConstants& tq, const float* x, size_t n_rows, uint8_t* out);
+void dequantize_rows(KvFormat format, int head_dim, const TqConstants& tq, const uint8_t* in, size_t n_rows, float* y);
 
 struct KvSideFormat {
   KvFormat format = KvFormat::f16;

@@ -61,7 +61,6 @@ int quantized_for(KvFormat f, int n) {
   const int group = is_kivi_key(f) ? kKiviDefaultGroup : 1;
   return n > kKiviResidual ? (n - kKiviResidual) / group * group : 0;
 }
-float scale_for(KvFormat f) { return testing::tensor_scale_for(f); }
 
 std::unique_ptr<Codec> cpu_codec(KvFormat f, int head_dim, bool rotated = false) {
   return make_codec(kv_format_name(f), head_dim, options_for(f, rotated));
@@ -140,35 +139,53 @@ TEST(GpuKvLayout, BadCacheShapesAndScalesAreUsageErrors) {
   shape.key.format = KvFormat::q4_0;
   shape.head_dim = 96;
   EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // rows of 96 cannot be Hadamard-rotated
+  // TurboQuant constants are checked before any driver call too: usage errors (exit code 2), not
+  // the environment error a missing device gives.
+  auto usage_error = [](auto&& run) {
+    try {
+      run();
+    } catch (const Error& e) {
+      return e.exit_code() == 2;
+    }
+    return false;
+  };
   shape.key = KvSideFormat{KvFormat::tq3, 1.0f, make_tq_params(KvFormat::tq3, 64)};
-  EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // nor TurboQuant keys without rot=qr
+  EXPECT_TRUE(usage_error([&] { DevicePagedKv(shape, 16); }));  // nor TurboQuant keys without rot=qr
   FormatOptions qr;
   qr.rotation = Rotation::qr;
   shape.key.tq = make_tq_params(KvFormat::tq3, 64, qr);
-  EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // a 64 x 64 Q for rows of 96
+  EXPECT_TRUE(usage_error([&] { DevicePagedKv(shape, 16); }));  // a 64 x 64 Q for rows of 96
   shape.key = KvSideFormat{KvFormat::tqprod3, 1.0f, make_tq_params(KvFormat::tq3, 96, qr)};
-  EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // tqprod without its sketch
+  EXPECT_TRUE(usage_error([&] { DevicePagedKv(shape, 16); }));  // tqprod without its sketch
+  EXPECT_TRUE(usage_error([&] { quantize_rows(KvFormat::tq3, 64, 1.0f, &x, 1, &code); }));  // constants needed
+  EXPECT_TRUE(usage_error([&] { quantize_rows(KvFormat::tq3, 64, *make_tq_params(KvFormat::tq2, 64), &x, 1, &code); }));
+  EXPECT_TRUE(usage_error([&] { quantize_rows(KvFormat::tqprod3, 64, *make_tq_params(KvFormat::tq2, 64), &x, 1, &code); }));
+  EXPECT_TRUE(usage_error([&] { dequantize_rows(KvFormat::tq3, 96, *make_tq_params(KvFormat::tq3, 64, qr), &code, 1, &x); }));
+  EXPECT_TRUE(usage_error([&] { quantize_rows(KvFormat::q8_0, 64, *make_tq_params(KvFormat::tq3, 64), &x, 1, &code); }));
 }
 
-TEST_P(GpuKv, QuantizeWritesTheCpuCodecBytes) {
-  const KvFormat f = GetParam();
-  if (is_tq(f) || is_kivi(f)) GTEST_SKIP() << kv_format_name(f) << " is stored through DevicePagedKv only: AppendStoresTheCpuCodecBytesInPagedOrder covers it";
-  const int d = head_dim_for(f), n_rows = 37;
-  const auto codec = cpu_codec(f, d);
+// Rows through the host API, against the CPU codec with `options` (TurboQuant keys: with their
+// constants, decoded in the rotated basis as dequantize_stored_ref).
+void expect_quantize_rows_match(KvFormat f, int d, const FormatOptions& options) {
+  const int n_rows = 37;
+  const auto codec = make_codec(kv_format_name(f), d, options);
+  const std::optional<TqConstants> tq = is_tq(f) ? make_tq_params(f, d, options) : std::nullopt;
+  ASSERT_EQ(is_tq(f), tq.has_value());
   const size_t row = codec->group_bytes();
   const std::vector<float> x = probe_rows(d, n_rows, 11);
   std::vector<uint8_t> want(row * n_rows), got(row * n_rows, 0xAB);  // poisoned
   for (int r = 0; r < n_rows; ++r) codec->quantize_ref(x.data() + static_cast<size_t>(r) * d, want.data() + r * row);
-  quantize_rows(f, d, scale_for(f), x.data(), n_rows, got.data());
+  if (tq) quantize_rows(f, d, *tq, x.data(), n_rows, got.data());
+  else quantize_rows(f, d, options.scale, x.data(), n_rows, got.data());
   for (size_t b = 0; b < want.size(); ++b)
     ASSERT_EQ(got[b], want[b]) << kv_format_name(f) << " row " << b / row << " byte " << b % row;
 }
 
-TEST_P(GpuKv, DequantizeEqualsCpuCodecBitForBit) {
-  const KvFormat f = GetParam();
-  if (is_tq(f) || is_kivi(f)) GTEST_SKIP() << kv_format_name(f) << " is stored through DevicePagedKv only: the attention tests decode it";
-  const int d = head_dim_for(f), n_rows = 29;
-  const auto codec = cpu_codec(f, d);
+void expect_dequantize_rows_match(KvFormat f, int d, const FormatOptions& options) {
+  const int n_rows = 29;
+  const auto codec = make_codec(kv_format_name(f), d, options);
+  const std::optional<TqConstants> tq = is_tq(f) ? make_tq_params(f, d, options) : std::nullopt;
+  ASSERT_EQ(is_tq(f), tq.has_value());
   const size_t row = codec->group_bytes();
   // Codes from real data, then rows of arbitrary bytes (any scale bits, NaN codes included).
   const std::vector<float> x = probe_rows(d, n_rows, 12);
@@ -177,11 +194,28 @@ TEST_P(GpuKv, DequantizeEqualsCpuCodecBitForBit) {
   Rng rng(13);
   for (size_t b = row * (n_rows - 6); b < codes.size(); ++b) codes[b] = static_cast<uint8_t>(rng.below(256));
   std::vector<float> want(static_cast<size_t>(d) * n_rows), got(want.size(), -12345.0f);
-  for (int r = 0; r < n_rows; ++r) codec->dequantize_ref(codes.data() + r * row, want.data() + static_cast<size_t>(r) * d);
-  dequantize_rows(f, d, scale_for(f), codes.data(), n_rows, got.data());
+  for (int r = 0; r < n_rows; ++r) {
+    float* w = want.data() + static_cast<size_t>(r) * d;
+    if (tq) codec->dequantize_stored_ref(codes.data() + r * row, w);
+    else codec->dequantize_ref(codes.data() + r * row, w);
+  }
+  if (tq) dequantize_rows(f, d, *tq, codes.data(), n_rows, got.data());
+  else dequantize_rows(f, d, options.scale, codes.data(), n_rows, got.data());
   for (size_t i = 0; i < want.size(); ++i)
     ASSERT_TRUE(same_float(got[i], want[i])) << kv_format_name(f) << " row " << i / d << " element " << i % d << ": got "
                                              << got[i] << " want " << want[i];
+}
+
+TEST_P(GpuKv, QuantizeWritesTheCpuCodecBytes) {
+  const KvFormat f = GetParam();
+  if (is_kivi(f)) GTEST_SKIP() << kv_format_name(f) << " is stored through DevicePagedKv only: AppendStoresTheCpuCodecBytesInPagedOrder covers it";
+  expect_quantize_rows_match(f, head_dim_for(f), options_for(f, false));
+}
+
+TEST_P(GpuKv, DequantizeEqualsCpuCodecBitForBit) {
+  const KvFormat f = GetParam();
+  if (is_kivi(f)) GTEST_SKIP() << kv_format_name(f) << " is stored through DevicePagedKv only: the attention tests decode it";
+  expect_dequantize_rows_match(f, head_dim_for(f), options_for(f, false));
 }
 
 // A cache of 3 KV heads, pages (16 tokens, 32 for KIVI's groups) in a scrambled pool order,
@@ -453,6 +487,13 @@ TEST_P(GpuKvTurboQuant, AppendStoresTheCpuCodecBytes) {
   ASSERT_EQ(c.cache->kv_bytes_per_token(), (c.codec->group_bytes() + c.value_codec->group_bytes()) * Filled::kKvHeads);
   expect_side_bytes(c, c.key_format, *c.codec, c.k, true);
   expect_side_bytes(c, c.value_format, *c.value_codec, c.v, false);
+}
+
+TEST_P(GpuKvTurboQuant, QuantizeAndDequantizeRowsEqualTheCpuCodec) {
+  const TqCase& c = GetParam();
+  const int d = c.head_dim ? c.head_dim : head_dim_for(c.format);
+  expect_quantize_rows_match(c.format, d, c.options);
+  expect_dequantize_rows_match(c.format, d, c.options);
 }
 
 TEST_P(GpuKvTurboQuant, DecodeAndPrefillAttentionMatchFloat64Reference) {
