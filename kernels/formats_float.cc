@@ -83,11 +83,11 @@ using F16Codec = Half16Codec<f32_to_f16, f16_to_f32, simd::RowKind::f16>;
 using BF16Codec = Half16Codec<f32_to_bf16, bf16_to_f32, simd::RowKind::bf16>;
 
 const FormatInfo kF32{"f32", "float", "exact oracle (no engine stores it)", "IEEE binary32, unquantized",
-                      true, true, 1, false, kBackendCpu, &make<F32Codec>};
+                      true, true, 1, false, kAllBackends, &make<F32Codec>};
 const FormatInfo kF16{"f16", "float", "vLLM/SGLang/llama.cpp default (auto, -ctk f16)", "IEEE binary16, round to nearest even",
-                      true, true, 1, false, kBackendCpu | kBackendCuda | kBackendHip, &make<F16Codec>};
+                      true, true, 1, false, kAllBackends, &make<F16Codec>};
 const FormatInfo kBF16{"bf16", "float", "vLLM with a bf16 model (auto), llama.cpp -ctk bf16", "bfloat16, round to nearest even",
-                       true, true, 1, false, kBackendCpu | kBackendCuda | kBackendHip, &make<BF16Codec>};
+                       true, true, 1, false, kAllBackends, &make<BF16Codec>};
 
 }  // namespace
 

@@ -78,14 +78,14 @@ class Fp8Codec final : public QuantizedCodec {
 };
 
 const FormatInfo kFp8E4m3{"fp8_e4m3", "fp8", "vLLM/SGLang --kv-cache-dtype fp8 (fp8_e4m3) on CUDA",
-                          "OCP E4M3FN (max 448), per-tensor scale, 8 bits", true, true, 1, false, kBackendCpu,
+                          "OCP E4M3FN (max 448), per-tensor scale, 8 bits", true, true, 1, false, kAllBackends,
                           &make_quantized_codec<Fp8Codec<Fp8Kind::e4m3fn>>};
 const FormatInfo kFp8E5m2{"fp8_e5m2", "fp8", "vLLM --kv-cache-dtype fp8_e5m2",
-                          "OCP E5M2 (max 57344), per-tensor scale, 8 bits", true, true, 1, false, kBackendCpu,
+                          "OCP E5M2 (max 57344), per-tensor scale, 8 bits", true, true, 1, false, kAllBackends,
                           &make_quantized_codec<Fp8Codec<Fp8Kind::e5m2>>};
 const FormatInfo kFp8E4m3Fnuz{"fp8_e4m3fnuz", "fp8", "vLLM --kv-cache-dtype fp8 on ROCm MI300 (gfx94x)",
                               "E4M3FNUZ (max 240, 0x80 = NaN, no -0), per-tensor scale, 8 bits", true, true, 1, false,
-                              kBackendCpu, &make_quantized_codec<Fp8Codec<Fp8Kind::e4m3fnuz>>};
+                              kAllBackends, &make_quantized_codec<Fp8Codec<Fp8Kind::e4m3fnuz>>};
 
 }  // namespace
 

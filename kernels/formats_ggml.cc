@@ -273,7 +273,7 @@ class GgmlCodec final : public QuantizedCodec {
   simd::RowFormat row_;
 };
 
-constexpr uint32_t kGgmlBackends = kBackendCpu;
+constexpr uint32_t kGgmlBackends = kAllBackends;
 
 const FormatInfo kQ8_0{"q8_0", "llama.cpp", "llama.cpp -ctk/-ctv q8_0",
                        "ggml block_q8_0: 32 x int8 + fp16 scale (8.5 bits)", true, true, 32, false, kGgmlBackends,

@@ -286,16 +286,16 @@ constexpr std::string_view kMirrors = "KIVI reference code (jy-yuan/KIVI); HF tr
 
 const FormatInfo kKivi2K{"kivi2_k", "kivi", kMirrors,
                          "keys: 2-bit per-channel over 32-token groups, fp16 scale+min, f16 residual window",
-                         true, false, 1, false, kBackendCpu, &make_key<2>};
+                         true, false, 1, false, kAllBackends, &make_key<2>};
 const FormatInfo kKivi2V{"kivi2_v", "kivi", kMirrors,
                          "values: 2-bit per-token, 32-channel groups, fp16 scale+min, f16 residual window",
-                         false, true, kValueChannelGroup, false, kBackendCpu, &make_value<2>};
+                         false, true, kValueChannelGroup, false, kAllBackends, &make_value<2>};
 const FormatInfo kKivi4K{"kivi4_k", "kivi", kMirrors,
                          "keys: 4-bit per-channel over 32-token groups, fp16 scale+min, f16 residual window",
-                         true, false, 1, false, kBackendCpu, &make_key<4>};
+                         true, false, 1, false, kAllBackends, &make_key<4>};
 const FormatInfo kKivi4V{"kivi4_v", "kivi", kMirrors,
                          "values: 4-bit per-token, 32-channel groups, fp16 scale+min, f16 residual window",
-                         false, true, kValueChannelGroup, false, kBackendCpu, &make_value<4>};
+                         false, true, kValueChannelGroup, false, kAllBackends, &make_value<4>};
 
 }  // namespace
 

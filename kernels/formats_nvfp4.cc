@@ -95,7 +95,7 @@ class Nvfp4Codec final : public QuantizedCodec {
 
 const FormatInfo kNvfp4{"nvfp4", "nvfp4", "TensorRT-LLM/ModelOpt NVFP4 KV cache (Blackwell)",
                         "E2M1 x16 + E4M3 block scale, per-tensor f32 global scale (scale=, default 1), 4.5 bits",
-                        true, true, kNvfp4Block, false, kBackendCpu, &make_quantized_codec<Nvfp4Codec>};
+                        true, true, kNvfp4Block, false, kAllBackends, &make_quantized_codec<Nvfp4Codec>};
 
 }  // namespace
 

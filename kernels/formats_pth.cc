@@ -131,13 +131,13 @@ class Int4PthCodec final : public PthCodec {
 const FormatInfo kInt8Pth{"int8_pth", "per-token-head",
                           "ik_llama.cpp q8_KV-style per-row int8 (symmetric, one scale per token-head)",
                           "int8 symmetric, f32 scale absmax/127 per token-head, 8.25 bits at d=128", true, true, 1,
-                          false, kBackendCpu, &make_quantized_codec<Int8PthCodec>};
+                          false, kAllBackends, &make_quantized_codec<Int8PthCodec>};
 const FormatInfo kFp8Pth{"fp8_pth", "per-token-head", "dynamic per-token-head FP8 (e4m3, scale absmax/448)",
                          "fp8 e4m3fn, f32 scale absmax/448 per token-head, 8.25 bits at d=128", true, true, 1, false,
-                         kBackendCpu, &make_quantized_codec<Fp8PthCodec>};
+                         kAllBackends, &make_quantized_codec<Fp8PthCodec>};
 const FormatInfo kInt4Pth{"int4_pth", "per-token-head", "per-token-head symmetric int4 (KIVI-style values without groups)",
                           "int4 symmetric [-7,7], f32 scale absmax/7 per token-head, 4.25 bits at d=128", true, true,
-                          2, false, kBackendCpu, &make_quantized_codec<Int4PthCodec>};
+                          2, false, kAllBackends, &make_quantized_codec<Int4PthCodec>};
 
 }  // namespace
 

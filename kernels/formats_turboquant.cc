@@ -446,26 +446,26 @@ std::unique_ptr<Codec> make_prod(const FormatInfo& info, int d, const FormatOpti
 constexpr std::string_view kMirrors = "vLLM TurboQuant keys (turboquant_* presets); TurboQuant paper";
 
 const FormatInfo kTq1{"tq1", "turboquant", kMirrors, "rotation + 1-bit Lloyd-Max codes, fp16 norm",
-                      true, false, 1, false, kBackendCpu, &make_mse<1, 0>};
+                      true, false, 1, false, kAllBackends, &make_mse<1, 0>};
 const FormatInfo kTq2{"tq2", "turboquant", kMirrors, "rotation + 2-bit Lloyd-Max codes, fp16 norm",
-                      true, false, 1, false, kBackendCpu, &make_mse<2, 0>};
+                      true, false, 1, false, kAllBackends, &make_mse<2, 0>};
 const FormatInfo kTq25{"tq2.5", "turboquant", kMirrors, "tq2 with head_dim/4 rotated channels at 3 bits",
-                       true, false, 4, false, kBackendCpu, &make_mse<2, 4>};
+                       true, false, 4, false, kAllBackends, &make_mse<2, 4>};
 const FormatInfo kTq3{"tq3", "turboquant", kMirrors, "rotation + 3-bit Lloyd-Max codes, fp16 norm",
-                      true, false, 1, false, kBackendCpu, &make_mse<3, 0>};
+                      true, false, 1, false, kAllBackends, &make_mse<3, 0>};
 const FormatInfo kTq35{"tq3.5", "turboquant", kMirrors, "tq3 with head_dim/4 rotated channels at 4 bits",
-                       true, false, 4, false, kBackendCpu, &make_mse<3, 4>};
+                       true, false, 4, false, kAllBackends, &make_mse<3, 4>};
 const FormatInfo kTq4{"tq4", "turboquant", kMirrors, "rotation + 4-bit Lloyd-Max codes, fp16 norm",
-                      true, false, 1, false, kBackendCpu, &make_mse<4, 0>};
+                      true, false, 1, false, kAllBackends, &make_mse<4, 0>};
 const FormatInfo kTqProd2{"tqprod2", "turboquant", "TurboQuant paper (TurboQuant_prod)",
                           "1-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
-                          true, false, 1, false, kBackendCpu, &make_prod<2>};
+                          true, false, 1, false, kAllBackends, &make_prod<2>};
 const FormatInfo kTqProd3{"tqprod3", "turboquant", "TurboQuant paper (TurboQuant_prod)",
                           "2-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
-                          true, false, 1, false, kBackendCpu, &make_prod<3>};
+                          true, false, 1, false, kAllBackends, &make_prod<3>};
 const FormatInfo kTqProd4{"tqprod4", "turboquant", "TurboQuant paper (TurboQuant_prod)",
                           "3-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
-                          true, false, 1, false, kBackendCpu, &make_prod<4>};
+                          true, false, 1, false, kAllBackends, &make_prod<4>};
 
 }  // namespace
 

@@ -91,16 +91,16 @@ class UniformCodec final : public QuantizedCodec {
 
 const FormatInfo kU2{"u2", "uniform", "TurboQuant values (vLLM turboquant presets), 2-bit",
                      "per-token asymmetric uniform, fp16 scale + fp16 zero, 2 bits", true, true, 4, false,
-                     kBackendCpu, &make_quantized_codec<UniformCodec<2>>};
+                     kAllBackends, &make_quantized_codec<UniformCodec<2>>};
 const FormatInfo kU3{"u3", "uniform", "TurboQuant values (vLLM turboquant presets), 3-bit",
                      "per-token asymmetric uniform, fp16 scale + fp16 zero, 3 bits packed", true, true, 8, false,
-                     kBackendCpu, &make_quantized_codec<UniformCodec<3>>};
+                     kAllBackends, &make_quantized_codec<UniformCodec<3>>};
 const FormatInfo kU4{"u4", "uniform", "TurboQuant values (vLLM turboquant presets), 4-bit",
                      "per-token asymmetric uniform, fp16 scale + fp16 zero, 4 bits", true, true, 2, false,
-                     kBackendCpu, &make_quantized_codec<UniformCodec<4>>};
+                     kAllBackends, &make_quantized_codec<UniformCodec<4>>};
 const FormatInfo kU8{"u8", "uniform", "TurboQuant-style per-token uniform values, 8-bit",
                      "per-token asymmetric uniform, fp16 scale + fp16 zero, 8 bits", true, true, 1, false,
-                     kBackendCpu, &make_quantized_codec<UniformCodec<8>>};
+                     kAllBackends, &make_quantized_codec<UniformCodec<8>>};
 
 }  // namespace
 

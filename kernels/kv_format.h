@@ -22,6 +22,9 @@ enum BackendMask : uint32_t {
   kBackendCuda = 1u << 1,
   kBackendHip = 1u << 2,
 };
+// Every format has CPU, CUDA and HIP kernels (kernels/gpu/kv_rows.h); a GPU build still
+// refuses shapes its kernels do not take (runtime/gpu_model.h: gpu_kv_shape).
+inline constexpr uint32_t kAllBackends = kBackendCpu | kBackendCuda | kBackendHip;
 
 enum class Rotation : uint8_t { none, hadamard, qr };
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -121,6 +122,20 @@ TEST(GpuRows, EveryGpuFormatIsARegisteredCpuFormatOfTheSameSize) {
   ASSERT_NE(prod->sketch, nullptr);
   EXPECT_EQ(prod->sketch->size(), 64u * 64u);
   EXPECT_EQ(prod->params.sketch, prod->sketch->data());
+}
+
+// The registry's backend column (kvgate kv list) says which formats a GPU build stores: exactly
+// the ones with a GPU kernel, under the same name.
+TEST(GpuRows, RegistryBackendsNameExactlyTheGpuFormats) {
+  size_t with_gpu = 0;
+  for (const FormatInfo* f : all_formats()) {
+    bool has_kernel = false;
+    for (KvFormat g : kAllKvFormats) has_kernel = has_kernel || f->name == format_name(g);
+    EXPECT_EQ((f->backends & kBackendCuda) != 0, has_kernel) << f->name;
+    EXPECT_EQ((f->backends & kBackendHip) != 0, has_kernel) << f->name;
+    with_gpu += has_kernel ? 1 : 0;
+  }
+  EXPECT_EQ(with_gpu, std::size(kAllKvFormats));
 }
 
 // The outlier channels' codes lead the stream at b + 1 bits, so every count moves the byte
@@ -351,7 +366,9 @@ TEST(GpuRows, TqProdRowsAndScoresEqualTheCpuReference) {
               magnitude += std::fabs(static_cast<double>(q[i]) * mse[i]) + std::fabs(static_cast<double>(sq[i]) * qjl[i]);
             }
             // (Subnormal keys overflow 1/||k|| into NaN codes and scores; those are compared bit for bit above.)
-            if (std::isfinite(cpu_dot)) ASSERT_NEAR(sum, cpu_dot, 1e-5 * magnitude + 1e-30) << "row " << r << " query " << qi;
+            if (std::isfinite(cpu_dot)) {
+              ASSERT_NEAR(sum, cpu_dot, 1e-5 * magnitude + 1e-30) << "row " << r << " query " << qi;
+            }
           }
         }
       }
