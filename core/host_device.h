@@ -9,3 +9,12 @@
 #else
 #define KVGATE_HD inline
 #endif
+
+// Unrolls a loop with a compile-time trip count on the device, so an array the loop indexes
+// stays in registers (the decode spans the attention kernels fill: rolled, they went through
+// local memory, as ptxas's stack frame showed); nothing on the host.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define KVGATE_UNROLL _Pragma("unroll")
+#else
+#define KVGATE_UNROLL
+#endif

@@ -783,7 +783,12 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
   p.q = q;
   p.softmax_scale = softmax_scale;
   const int epl = s.head_dim <= 32 ? 1 : s.head_dim <= 64 ? 2 : s.head_dim <= 128 ? 4 : 8;
-  const int rows = epl == 8 ? 8 : 16;
+  // A decode step of a small GQA group (Llama-3's 4 query heads per KV head) fills 4 rows: a
+  // 16-row block would spend 3/4 of its FMAs and registers on empty rows. Rows are independent
+  // (each has its own scores, softmax and accumulators, summed in the same order), so the block
+  // size does not change any result.
+  const int rows_per_kv_head = n_queries * p.group;
+  const int rows = rows_per_kv_head <= 4 ? 4 : epl == 8 ? 8 : 16;
   if (split_tokens == 0) {
     // Enough splits that the grid covers the device about twice, none shorter than 256 tokens.
     const int row_blocks = (n_queries * p.group + rows - 1) / rows;
@@ -801,10 +806,14 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
     m.partial.resize(static_cast<size_t>(p.n_splits) * out_rows * (s.head_dim + 2) * sizeof(float));
     p.partial = m.partial.as<float>();
   }
-  switch (epl) {
-    case 1: launch_attention<1, 16>(p, s.n_kv_heads); break;
-    case 2: launch_attention<2, 16>(p, s.n_kv_heads); break;
-    case 4: launch_attention<4, 16>(p, s.n_kv_heads); break;
+  switch (epl * 100 + rows) {
+    case 104: launch_attention<1, 4>(p, s.n_kv_heads); break;
+    case 204: launch_attention<2, 4>(p, s.n_kv_heads); break;
+    case 404: launch_attention<4, 4>(p, s.n_kv_heads); break;
+    case 804: launch_attention<8, 4>(p, s.n_kv_heads); break;
+    case 116: launch_attention<1, 16>(p, s.n_kv_heads); break;
+    case 216: launch_attention<2, 16>(p, s.n_kv_heads); break;
+    case 416: launch_attention<4, 16>(p, s.n_kv_heads); break;
     default: launch_attention<8, 8>(p, s.n_kv_heads); break;
   }
   check(gpuGetLastError(), "attention launch");

@@ -704,6 +704,7 @@ KVGATE_HD void tqprod_spans(const TqParams& p, int head_dim, const uint8_t* row,
   const float norm = f16_to_f32(load_u16(row));
   const float weight = rn_mul(norm, rn_mul(p.qjl_scale, f16_to_f32(load_u16(row + 2))));
   const uint8_t* signs = tqprod_signs(p, row, head_dim);
+  KVGATE_UNROLL
   for (int k = 0; k < N; ++k) {
     mse[k] = k < n ? rn_mul(norm, p.centroids[tq_code(p, row + 4, i0 + k)]) : 0.0f;
     qjl[k] = k < n ? rn_mul(tqprod_sign(signs, i0 + k), weight) : 0.0f;
@@ -986,6 +987,7 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
   static_assert(kNvfp4Block % N == 0, "a span must not straddle an nvfp4 or ggml block");
   switch (f) {
     case KvFormat::f32:
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k) y[k] = k < n ? load_f32(row + 4 * (i0 + k)) : 0.0f;
       return;
     case KvFormat::kivi2_k:
@@ -995,6 +997,7 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
     case KvFormat::tqprod2:  // attention scores these with tqprod_spans instead
     case KvFormat::tqprod3:
     case KvFormat::tqprod4:
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k) y[k] = k < n ? decode_element(f, row, i0 + k, tensor_scale, tq, sub, head_dim) : 0.0f;
       return;
     case KvFormat::tq1:
@@ -1004,35 +1007,42 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
     case KvFormat::tq2_5:
     case KvFormat::tq3_5: {
       const float norm = f16_to_f32(load_u16(row));
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k)
         y[k] = k < n ? rn_mul(norm, tq_centroid(*tq, i0 + k, tq_code(*tq, row + 2, i0 + k))) : 0.0f;
       return;
     }
     case KvFormat::f16:
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k) y[k] = k < n ? f16_to_f32(load_u16(row + 2 * (i0 + k))) : 0.0f;
       return;
     case KvFormat::bf16:
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k) y[k] = k < n ? bf16_to_f32(load_u16(row + 2 * (i0 + k))) : 0.0f;
       return;
     case KvFormat::fp8_e4m3:
     case KvFormat::fp8_e5m2:
     case KvFormat::fp8_e4m3fnuz: {
       const Fp8Kind kind = fp8_kind(f);
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k) y[k] = k < n ? rn_mul(fp8_to_f32(row[i0 + k], kind), tensor_scale) : 0.0f;
       return;
     }
     case KvFormat::int8_pth: {
       const float s = load_f32(row);
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k) y[k] = k < n ? rn_mul(static_cast<float>(static_cast<int8_t>(row[4 + i0 + k])), s) : 0.0f;
       return;
     }
     case KvFormat::fp8_pth: {
       const float s = load_f32(row);
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k) y[k] = k < n ? rn_mul(fp8_to_f32(row[4 + i0 + k], Fp8Kind::e4m3fn), s) : 0.0f;
       return;
     }
     case KvFormat::int4_pth: {
       const float s = load_f32(row);
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k) {
         const int i = i0 + k;
         const uint8_t b = row[4 + i / 2];
@@ -1046,6 +1056,7 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
     case KvFormat::u8: {
       const float s = f16_to_f32(load_u16(row)), z = f16_to_f32(load_u16(row + 2));
       const int bits = uniform_bits(f);
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k)
         y[k] = k < n ? rn_add(rn_mul(static_cast<float>(uniform_code(row + 4, i0 + k, bits)), s), z) : 0.0f;
       return;
@@ -1053,6 +1064,7 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
     case KvFormat::nvfp4: {
       const uint8_t* b = row + (i0 / kNvfp4Block) * kNvfp4BlockBytes;
       const float s = fp8_to_f32(b[0], Fp8Kind::e4m3fn);
+      KVGATE_UNROLL
       for (int k = 0; k < N; ++k) {
         const int j = i0 % kNvfp4Block + k;
         const uint8_t packed = b[1 + j / 2];
@@ -1071,10 +1083,12 @@ KVGATE_HD void decode_span(KvFormat f, const uint8_t* row, int i0, int n, float 
   const int j0 = i0 % kGgmlBlock;
   const float d = f16_to_f32(load_u16(b));
   if (f == KvFormat::q8_0) {
+    KVGATE_UNROLL
     for (int k = 0; k < N; ++k) y[k] = k < n ? rn_mul(static_cast<float>(static_cast<int8_t>(b[2 + j0 + k])), d) : 0.0f;
     return;
   }
   const float m = f == KvFormat::q4_1 || f == KvFormat::q5_1 ? f16_to_f32(load_u16(b + 2)) : 0.0f;
+  KVGATE_UNROLL
   for (int k = 0; k < N; ++k) y[k] = k < n ? ggml_value(f, ggml_code(f, b, j0 + k), d, m) : 0.0f;
 }
 
