@@ -69,7 +69,7 @@ for suite in $suites; do
   log="$build.${suite//\//_}.log"
   run timeout 300 "$tests" --gtest_brief=1 --gtest_filter="$suite.*" >"$log" 2>&1 || status=1
   grep -E '^\[  (FAILED|SKIPPED) |Failure|Expected|Which is|NMSE|split|prefill:' "$log" | head -30
-  rows+=("| $(printf '%-28s' "$suite") | $(printf '%6s' "$(passed "$log")") | $(printf '%7s' "$(skipped "$log")") | $(printf '%6s' "$(failed "$log")") |")
+  rows+=("| $(printf '%-34s' "$suite") | $(printf '%6s' "$(passed "$log")") | $(printf '%7s' "$(skipped "$log")") | $(printf '%6s' "$(failed "$log")") |")
 done
 tested=$(date +%s)
 
@@ -100,8 +100,8 @@ run timeout 240 "$bench" --tokens 8192,32768 --iterations 50 >"$bench_log" 2>&1 
 done_at=$(date +%s)
 
 echo
-echo "| suite                        | passed | skipped | failed |"
-echo "|------------------------------|--------|---------|--------|"
+echo "| suite                              | passed | skipped | failed |"
+echo "|------------------------------------|--------|---------|--------|"
 printf '%s\n' "${rows[@]}"
 echo
 echo "$eval_line"
