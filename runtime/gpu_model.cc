@@ -88,9 +88,10 @@ gpu::WeightType gpu_weight_type(GgmlType type, const std::string& tensor) {
 // The matrix's bytes as stored ([rows][row_bytes], row-major as ggml stores it).
 GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total) {
   const gpu::WeightType type = gpu_weight_type(w.type, w.name);
-  if (w.rows > std::numeric_limits<int>::max() || w.cols > std::numeric_limits<int>::max() || w.cols % gpu::weight_block_elems(type) != 0 ||
-      w.row_bytes != static_cast<size_t>(w.cols / gpu::weight_block_elems(type)) *
-                         static_cast<size_t>(gpu::weight_block_bytes(type)))
+  const int64_t block_elems = gpu::weight_block_elems(type);
+  if (w.rows > std::numeric_limits<int>::max() || w.cols > std::numeric_limits<int>::max() ||
+      w.cols % block_elems != 0 ||
+      w.row_bytes != static_cast<size_t>(w.cols / block_elems) * static_cast<size_t>(gpu::weight_block_bytes(type)))
     throw_usage_error("tensor '" + w.name + "': a " + std::to_string(w.rows) + " x " + std::to_string(w.cols) + " " +
                       ggml_type_name(w.type) + " matrix the GPU kernels cannot address");
   const size_t bytes = static_cast<size_t>(w.rows) * w.row_bytes;
