@@ -316,16 +316,24 @@ KVGATE_HD void encode_q4_0(const float* x, uint8_t* b) {
   }
 }
 
-KVGATE_HD void encode_q4_1(const float* x, uint8_t* b) {
-  float lo = FLT_MAX, hi = -FLT_MAX;
+// The block header q4_1 and q5_1 share: d = (max - min) / levels and the minimum, as fp16, in
+// the first 4 bytes; lo and id (1/d, 0 for a flat block) for the codes.
+KVGATE_HD void store_min_scale(const float* x, float levels, uint8_t* b, float& lo, float& id) {
+  float hi = -FLT_MAX;
+  lo = FLT_MAX;
   for (int j = 0; j < kGgmlBlock; ++j) {
     if (x[j] < lo) lo = x[j];
     if (x[j] > hi) hi = x[j];
   }
-  const float d = rn_div(rn_sub(hi, lo), 15.0f);
-  const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
+  const float d = rn_div(rn_sub(hi, lo), levels);
+  id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
   store_u16(b, f32_to_f16(d));
   store_u16(b + 2, f32_to_f16(lo));
+}
+
+KVGATE_HD void encode_q4_1(const float* x, uint8_t* b) {
+  float lo, id;
+  store_min_scale(x, 15.0f, b, lo, id);
   for (int j = 0; j < 16; ++j) {
     const int c0 = x86_trunc_to_int8(rn_add(rn_mul(rn_sub(x[j], lo), id), 0.5f));
     const int c1 = x86_trunc_to_int8(rn_add(rn_mul(rn_sub(x[16 + j], lo), id), 0.5f));
@@ -362,15 +370,8 @@ KVGATE_HD void encode_q5_0(const float* x, uint8_t* b) {
 }
 
 KVGATE_HD void encode_q5_1(const float* x, uint8_t* b) {
-  float lo = FLT_MAX, hi = -FLT_MAX;
-  for (int j = 0; j < kGgmlBlock; ++j) {
-    if (x[j] < lo) lo = x[j];
-    if (x[j] > hi) hi = x[j];
-  }
-  const float d = rn_div(rn_sub(hi, lo), 31.0f);
-  const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
-  store_u16(b, f32_to_f16(d));
-  store_u16(b + 2, f32_to_f16(lo));
+  float lo, id;
+  store_min_scale(x, 31.0f, b, lo, id);
   for (int k = 4; k < 24; ++k) b[k] = 0;
   for (int j = 0; j < kGgmlBlock; ++j) put_q5(b + 4, b + 8, j, x86_trunc_to_uint8(rn_add(rn_mul(rn_sub(x[j], lo), id), 0.5f)));
 }
