@@ -12,16 +12,50 @@
 #include "core/error.h"
 
 namespace kvgate {
+namespace {
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// Opens `path` for reading and checks it is not a directory; returns the descriptor and its stat.
+int open_input(const std::string& path, struct stat& st) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw_input_error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    int err = errno;
+    const int err = errno;
     ::close(fd);
     throw_environment_error(path + ": cannot stat: " + std::strerror(err));
   }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw_input_error(path + ": is a directory, expected a file");
+  }
+  return fd;
+}
+
+}  // namespace
+
+std::string read_whole_file(const std::string& path) {
+  struct stat st {};
+  const int fd = open_input(path, st);
+  std::string bytes;
+  if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<size_t>(st.st_size));
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw_input_error(path + ": cannot read: " + std::strerror(err));
+    }
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return bytes;
+}
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  struct stat st {};
+  int fd = open_input(path, st);
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     throw_input_error(path + ": not a regular file");

@@ -1,6 +1,8 @@
 #pragma once
-// A read-only memory map of a whole file. Model files are hundreds of MB: mapping them keeps
-// the weights out of our heap and lets the OS share pages between runs.
+// Whole-file input. Model files are hundreds of MB: mapping them keeps the weights out of our
+// heap and lets the OS share pages between runs. Small inputs read once (JSON, JSONL, text) are
+// read into a string. Both name the path in every error: a missing file, a directory where a
+// file was expected or a special file is bad input (exit 2), never an internal error.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -27,5 +29,9 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// The bytes of `path`; any readable file, a pipe included (/dev/stdin). Empty is allowed: what
+// an empty input means is the caller's to say.
+std::string read_whole_file(const std::string& path);
 
 }  // namespace kvgate
