@@ -1,6 +1,8 @@
 // `kvgate bench kernels`: quantize, dequantize and one-thread fused decode throughput per KV
 // format, each next to the copy bandwidth measured in the same run (design.md: performance is
 // reported as a ratio against a bound, never as a bare number).
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -9,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/kernel_benchmarks.h"
-#include "kernels/kv_config.h"
 #include "core/error.h"
+#include "kernels/kernel_bench.h"
+#include "kernels/kv_config.h"
 #include "harness/backend.h"
 #include "harness/commands.h"
 #include "harness/model_bench.h"
@@ -50,7 +52,8 @@ std::vector<int64_t> parse_tokens(const std::string& list) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != t.size() || v < 1) throw_usage_error("bench kernels: --tokens '" + t + "' is not a positive integer");
+    if (used != t.size() || v < 1)
+      throw_usage_error("bench kernels: --tokens '" + echo_user_text(t) + "' is not a positive integer");
     tokens.push_back(v);
   }
   if (tokens.empty()) throw_usage_error("bench kernels: --tokens needs at least one length");
@@ -66,7 +69,7 @@ void run_kernels_gpu(const BenchFlags& flags, bool as_json) {
   std::vector<gpu::KvFormat> formats;
   for (const std::string& name : split_commas(flags.formats)) {
     const auto f = gpu::kv_format_named(name);
-    if (!f) throw_usage_error("bench kernels: no GPU kernel for KV format '" + name + "'");
+    if (!f) throw_usage_error("bench kernels: no GPU kernel for KV format '" + echo_user_text(name) + "'");
     formats.push_back(*f);
   }
   if (formats.empty())
@@ -123,13 +126,17 @@ void run_kernels_gpu(const BenchFlags& flags, bool as_json) {
 
 void run_kernels(const BenchFlags& flags, bool as_json) {
   if (flags.backend != "cpu") return run_kernels_gpu(flags, as_json);
-  bench::KernelBenchOptions o;
+  kernels::KernelBenchOptions o;
   o.formats = split_commas(flags.formats);
   o.tokens = parse_tokens(flags.tokens);
   if (!(flags.min_time > 0.0 && flags.min_time <= 60.0)) throw_usage_error("bench kernels: --min-time must be in (0, 60] seconds");
   o.min_time_s = flags.min_time;
 
-  const bench::KernelBenchReport r = bench::run_kernel_benchmarks(o);
+  // One progress line per measurement on a terminal: a full run takes minutes.
+  const bool progress = ::isatty(STDERR_FILENO) != 0;
+  const kernels::KernelBenchReport r = kernels::run_kernel_benchmarks(o, [progress](const std::string& name, double gb_per_s) {
+    if (progress) std::fprintf(stderr, "  %-40s %8.2f GB/s\n", name.c_str(), gb_per_s);
+  });
   if (as_json) {
     nlohmann::json formats = nlohmann::json::array();
     for (const auto& f : r.formats) {

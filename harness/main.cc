@@ -29,9 +29,7 @@ int main(int argc, char** argv) {
     kvgate::harness::add_model_commands(app, ctx);
     kvgate::harness::add_evalset_commands(app, ctx);
     kvgate::harness::add_kv_commands(app, ctx);
-#ifdef KVGATE_HAVE_BENCH
     kvgate::harness::add_bench_commands(app, ctx);
-#endif
     kvgate::harness::add_tokenize_commands(app, ctx);
     kvgate::harness::add_runs_commands(app, ctx);
     kvgate::harness::add_infer_commands(app, ctx);

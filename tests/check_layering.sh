@@ -1,31 +1,57 @@
 #!/usr/bin/env bash
-# Fails when a module includes a header of a module its layer may not see (docs/architecture.md):
-# core sees nothing; kernels sees core; each layer-2 module sees core and kernels but no other
-# layer-2 module; only harness sees CLI11.
+# Fails (exit 1) when a module reaches a module its layer may not see (docs/architecture.md):
+# core sees nothing; kernels sees core; runtime and workloads see core and kernels; evalsets,
+# scoring and results see core; no layer-2 module sees another; harness sees all of them; no
+# module sees bench/ or tests/; only harness sees CLI11. Checked twice: the #include lines of
+# every file under a module, and the kvgate_* targets its CMakeLists.txt files link.
+# Usage: check_layering.sh [SOURCE_ROOT]   (tests/check_layering_selftest.sh tests this script)
 set -u
 cd "${1:-$(dirname "$0")/..}" || exit 2
+modules=(core kernels runtime evalsets workloads scoring results harness)
 allowed() {
   case "$1" in
     core) echo "core" ;;
     kernels) echo "core kernels" ;;
     runtime|workloads) echo "core kernels $1" ;;
     evalsets|scoring|results) echo "core $1" ;;
+    harness) echo "core kernels runtime evalsets workloads scoring results harness" ;;
   esac
 }
 bad=0
-for module in core kernels runtime evalsets workloads scoring results; do
+complain() {
+  echo "$1"
+  bad=1
+}
+
+# Who defines each kvgate_* library: kvgate_module(NAME ...) makes kvgate_NAME, add_library
+# names it directly; the owner is the top directory of the CMakeLists.txt that defines it.
+declare -A owner
+while IFS=: read -r file _ text; do
+  dir=${file%%/*}
+  if [[ $text =~ kvgate_module\(([a-z0-9_]+) ]]; then
+    owner[kvgate_${BASH_REMATCH[1]}]=$dir
+  elif [[ $text =~ add_(library|executable)\((kvgate_[a-z0-9_]+) ]]; then
+    owner[${BASH_REMATCH[2]}]=$dir
+  fi
+done < <(grep -rnE --include=CMakeLists.txt '(kvgate_module|add_library|add_executable)\(' "${modules[@]}" bench tests 2>/dev/null)
+
+for module in "${modules[@]}"; do
+  [[ -d $module ]] || continue
   ok=" $(allowed "$module") "
   while IFS=: read -r file line include; do
     target=$(sed -E 's/.*#include "([a-z_]+)\/.*/\1/' <<<"$include")
-    if [[ "$ok" != *" $target "* ]]; then
-      echo "$file:$line: $module may not include $target/ ($include)"
-      bad=1
-    fi
+    [[ $ok == *" $target "* ]] || complain "$file:$line: $module may not include $target/ ($include)"
   done < <(grep -rnE '#include "(core|kernels|runtime|evalsets|workloads|scoring|results|harness|bench|tests)/' "$module")
-  if grep -rlE '#include <CLI/' "$module" >/dev/null; then
-    echo "$module: only harness may include CLI11"
-    bad=1
+  if [[ $module != harness ]] && grep -rqE '#include <CLI/' "$module"; then
+    complain "$module: only harness may include CLI11"
   fi
+  while IFS=: read -r file line text; do
+    text=${text%%#*}  # a comment may name anything
+    for target in $(grep -oE '\bkvgate_[a-z0-9_]+' <<<"$text"); do
+      dep=${owner[$target]:-}
+      [[ -z $dep || $ok == *" $dep "* ]] || complain "$file:$line: $module may not link $target (defined in $dep/)"
+    done
+  done < <(grep -rnE --include=CMakeLists.txt 'kvgate_[a-z0-9_]+' "$module")
 done
 if [[ $bad -eq 0 ]]; then echo "layering: ok"; fi
 exit $bad
