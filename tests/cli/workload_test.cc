@@ -8,13 +8,12 @@
 
 #include "tests/cli/run_cli.h"
 #include "tests/runtime/gguf_writer.h"
+#include "tests/workloads/mooncake_traces.h"
 
 namespace kvgate::testing {
 namespace {
 
 using nlohmann::json;
-
-const std::string kMooncake = std::string(KVGATE_SOURCE_DIR) + "/../shared/traces/mooncake_conversation_trace.jsonl";
 
 std::string temp_file(const std::string& name, const std::string& content) {
   const std::string path = ::testing::TempDir() + "kvgate_wl_" + std::to_string(::getpid()) + "_" + name;
@@ -28,25 +27,38 @@ json parse_out(const CliResult& r) {
   return j;
 }
 
-TEST(WorkloadCli, ProfileOfTheMooncakeTrace) {
-  if (!std::ifstream(kMooncake).good()) GTEST_SKIP() << "real trace not found at " << kMooncake;
-  const CliResult r = run_kvgate("profile --trace " + kMooncake + " --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+// `profile` on a Mooncake-format trace, as JSON and as text; returns the JSON.
+json expect_mooncake_profile(const std::string& path) {
+  const CliResult r = run_kvgate("profile --trace " + path + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   const json j = parse_out(r);
   EXPECT_EQ(j["format"], "mooncake");
-  EXPECT_EQ(j["requests"], 12031);
-  EXPECT_EQ(std::lround(j["prompt_tokens"]["mean"].get<double>()), 12035);
-  EXPECT_EQ(std::lround(j["output_tokens"]["mean"].get<double>()), 343);
   EXPECT_TRUE(j["sessions"].is_null());
   const double share = j["summary"]["reusable_prefix_share"].get<double>();
   EXPECT_GT(share, 0.0);
   EXPECT_LT(share, 1.0);
   EXPECT_EQ(j["prefix_reuse"]["block_tokens"], 512);
 
-  const CliResult text = run_kvgate("profile --trace " + kMooncake);
-  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const CliResult text = run_kvgate("profile --trace " + path);
+  EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("p95 prompt tokens"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("reusable prefix share"), std::string::npos) << text.out;
+  return j;
+}
+
+TEST(WorkloadCli, ProfileOfTheMooncakeSample) {
+  const json j = expect_mooncake_profile(kMooncakeSample);
+  EXPECT_EQ(j["requests"], 209);
+  EXPECT_EQ(std::lround(j["prompt_tokens"]["mean"].get<double>()), 6273);
+  EXPECT_EQ(std::lround(j["output_tokens"]["mean"].get<double>()), 249);
+}
+
+TEST(WorkloadCli, ProfileOfTheMooncakeTrace) {
+  if (!have_real_mooncake()) GTEST_SKIP() << real_mooncake_absent("`kvgate profile`");
+  const json j = expect_mooncake_profile(kMooncakeReal);
+  EXPECT_EQ(j["requests"], 12031);
+  EXPECT_EQ(std::lround(j["prompt_tokens"]["mean"].get<double>()), 12035);
+  EXPECT_EQ(std::lround(j["output_tokens"]["mean"].get<double>()), 343);
 }
 
 TEST(WorkloadCli, BadRowsAbortWithFileAndLineOrAreSkippedAndCounted) {

@@ -9,15 +9,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/workloads/mooncake_traces.h"
 #include "workloads/profile.h"
 #include "workloads/trace.h"
 
 namespace kvgate::workloads {
 namespace {
 
-const std::string kMooncake = std::string(KVGATE_SOURCE_DIR) + "/../shared/traces/mooncake_conversation_trace.jsonl";
-
-bool have_mooncake() { return std::ifstream(kMooncake).good(); }
+using testing::have_real_mooncake;
+using testing::kMooncakeReal;
+using testing::kMooncakeSample;
 
 TEST(Profile, PrefixReuseFollowsTheChainNotSingleIds) {
   // Request 2 repeats block id 9 but after a different first block: not reusable.
@@ -69,14 +70,13 @@ TEST(Profile, SessionsAndTurnsFromTheShapeFormat) {
   EXPECT_EQ(p.context_histogram.back().count, 1u);  // 200K tokens: the open-ended bucket
 }
 
-// The acceptance check on real traffic: every statistic recomputed here from the raw JSON lines,
-// without the importer.
-TEST(Profile, MooncakeConversationTraceMatchesIndependentComputation) {
-  if (!have_mooncake()) GTEST_SKIP() << "real trace not found at " << kMooncake << " (it lives outside the repo)";
-  const Trace trace = load_trace(kMooncake);
+// Every statistic of a Mooncake trace recomputed here from the raw JSON lines, without the
+// importer, and compared with the profile; returns the profile for trace-specific checks.
+WorkloadProfile expect_profile_matches_independent_computation(const std::string& path) {
+  const Trace trace = load_trace(path);
   const WorkloadProfile p = profile_trace(trace);
 
-  std::ifstream in(kMooncake);
+  std::ifstream in(path);
   std::string line;
   uint64_t n = 0;
   long double sum_in = 0, sum_out = 0;
@@ -102,6 +102,7 @@ TEST(Profile, MooncakeConversationTraceMatchesIndependentComputation) {
     std::vector<int64_t> prefix;
     bool intact = true;
     const auto& ids = row["hash_ids"];
+    EXPECT_EQ(static_cast<int64_t>(ids.size()), (input + 511) / 512) << path << ":" << n;
     for (size_t i = 0; i < ids.size(); ++i) {
       prefix.push_back(ids[i].get<int64_t>());
       ++blocks;
@@ -115,16 +116,13 @@ TEST(Profile, MooncakeConversationTraceMatchesIndependentComputation) {
       seen_prefixes.insert(prefix);
     }
   }
-  EXPECT_EQ(n, 12031u);
   EXPECT_EQ(p.requests, n);
   EXPECT_EQ(p.bad_rows_skipped, 0u);
   EXPECT_NEAR(p.prompt_tokens.mean, static_cast<double>(sum_in / n), 1e-6);
   EXPECT_NEAR(p.output_tokens.mean, static_cast<double>(sum_out / n), 1e-6);
-  EXPECT_EQ(std::lround(p.prompt_tokens.mean), 12035);
-  EXPECT_EQ(std::lround(p.output_tokens.mean), 343);
   EXPECT_DOUBLE_EQ(p.prompt_tokens.max, static_cast<double>(max_in));
   EXPECT_NEAR(p.duration_s, (last_ts - first_ts) / 1000.0, 1e-9);
-  ASSERT_TRUE(p.prefix.known);
+  EXPECT_TRUE(p.prefix.known);
   EXPECT_EQ(p.prefix.blocks, blocks);
   EXPECT_EQ(p.prefix.reusable_blocks, reusable_blocks);
   EXPECT_EQ(p.prefix.tokens, tokens);
@@ -132,6 +130,25 @@ TEST(Profile, MooncakeConversationTraceMatchesIndependentComputation) {
   // Sanity on the shape of this workload: multi-turn chat re-sends most of its context.
   EXPECT_GT(p.prefix.token_share(), 0.2);
   EXPECT_LT(p.prefix.token_share(), 0.95);
+  return p;
+}
+
+TEST(Profile, MooncakeSampleMatchesIndependentComputation) {
+  const WorkloadProfile p = expect_profile_matches_independent_computation(kMooncakeSample);
+  // The sample as tests/data/make_mooncake_sample.py writes it.
+  EXPECT_EQ(p.requests, 209u);
+  EXPECT_EQ(std::lround(p.prompt_tokens.mean), 6273);
+  EXPECT_EQ(std::lround(p.output_tokens.mean), 249);
+  EXPECT_FALSE(p.sessions_known);
+}
+
+// The acceptance check on real traffic.
+TEST(Profile, MooncakeConversationTraceMatchesIndependentComputation) {
+  if (!have_real_mooncake()) GTEST_SKIP() << testing::real_mooncake_absent("the profile's independent recomputation");
+  const WorkloadProfile p = expect_profile_matches_independent_computation(kMooncakeReal);
+  EXPECT_EQ(p.requests, 12031u);
+  EXPECT_EQ(std::lround(p.prompt_tokens.mean), 12035);
+  EXPECT_EQ(std::lround(p.output_tokens.mean), 343);
 }
 
 }  // namespace

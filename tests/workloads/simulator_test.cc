@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "tests/workloads/mooncake_traces.h"
 #include "workloads/generate.h"
 #include "workloads/presets.h"
 #include "workloads/profile.h"
@@ -12,8 +13,6 @@
 
 namespace kvgate::workloads {
 namespace {
-
-const std::string kMooncake = std::string(KVGATE_SOURCE_DIR) + "/../shared/traces/mooncake_conversation_trace.jsonl";
 
 // Byte sizes from the format definitions, per KV head and token at head_dim 128: FP8 stores
 // 128 + 128 bytes; TurboQuant tq4 keys 64 bytes of codes + a 2-byte fp16 norm, u4 values 64
@@ -270,9 +269,23 @@ TEST(Simulator, HitRateNeverDropsWithMoreCacheOnGeneratedTraffic) {
   }
 }
 
+TEST(Simulator, HitRateNeverDropsWithMoreCacheOnTheMooncakeSample) {
+  const Trace t = load_trace(testing::kMooncakeSample);
+  const ModelShape m = find_model_preset("Llama-3.1-8B");
+  GpuSpec gpu = find_gpu_preset("H200");
+  const std::vector<double> mem_gb = {18, 20, 24, 28, 34, 45, 80};
+  expect_monotone_hit_rate(t, m, gpu, mem_gb);
+  // The memory points span real cache pressure, or the monotonicity above would hold trivially.
+  gpu.mem_bytes = mem_gb.front() * 1e9;
+  const double tight = simulate_capacity(t, m, gpu, kv_for(m, "f16", 512), SimOptions{}).hit_rate;
+  gpu.mem_bytes = mem_gb.back() * 1e9;
+  const double roomy = simulate_capacity(t, m, gpu, kv_for(m, "f16", 512), SimOptions{}).hit_rate;
+  EXPECT_LT(tight, roomy);
+}
+
 TEST(Simulator, HitRateNeverDropsWithMoreCacheOnTheMooncakeTrace) {
-  if (!std::ifstream(kMooncake).good()) GTEST_SKIP() << "real trace not found at " << kMooncake;
-  const Trace t = load_trace(kMooncake);
+  if (!testing::have_real_mooncake()) GTEST_SKIP() << testing::real_mooncake_absent("the simulator's hit-rate monotonicity");
+  const Trace t = load_trace(testing::kMooncakeReal);
   expect_monotone_hit_rate(t, find_model_preset("Llama-3.1-8B"), find_gpu_preset("H200"), {30, 45, 80, 141});
 }
 
