@@ -90,7 +90,7 @@ EvalItem generate_item(const std::string& domain, uint64_t seed, size_t index, T
   else if (domain == "korean") item = gen::make_korean_item(rng, target);
   else if (domain == "policy") item = gen::make_policy_item(rng, target);
   else if (domain == "agentic") item = gen::make_agentic_item(rng, target);
-  else throw_usage_error("unknown eval domain \"" + domain + "\" (tables, diffs, korean, policy, agentic, all)");
+  else throw_usage_error("unknown eval domain \"" + echo_user_text(domain) + "\" (tables, diffs, korean, policy, agentic, all)");
   item.id = domain + "-s" + std::to_string(seed) + "-" + gen::pad(static_cast<int64_t>(index), 4);
   item.domain = domain;
   item.meta["seed"] = seed;
@@ -107,7 +107,7 @@ std::vector<EvalItem> generate(const GenerateOptions& options) {
     bool known = false;
     for (const std::string& d : generator_domains()) known = known || d == options.domain;
     if (!known)
-      throw_usage_error("unknown eval domain \"" + options.domain + "\" (tables, diffs, korean, policy, agentic, all)");
+      throw_usage_error("unknown eval domain \"" + echo_user_text(options.domain) + "\" (tables, diffs, korean, policy, agentic, all)");
     domains.push_back(options.domain);
   }
   std::vector<EvalItem> items;

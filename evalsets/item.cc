@@ -1,12 +1,11 @@
 #include "evalsets/item.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/mapped_file.h"
 #include "evalsets/utf8.h"
 
 namespace kvgate::evalsets {
@@ -44,7 +43,7 @@ void check_tool_calls(const json& calls, const std::string& where, const LineCon
     const std::string w = where + "tool_calls[" + std::to_string(i) + "]: ";
     if (!call.is_object()) ctx.fail(w + "must be an object");
     for (const auto& [key, value] : call.items())
-      if (key != "id" && key != "type" && key != "function") ctx.fail(w + "unknown field \"" + key + "\"");
+      if (key != "id" && key != "type" && key != "function") ctx.fail(w + "unknown field \"" + echo_user_text(key) + "\"");
     if (call.contains("id") && !call["id"].is_string()) ctx.fail(w + "\"id\" must be a string");
     if (call.contains("type") && call["type"] != "function") ctx.fail(w + "\"type\" must be \"function\"");
     auto fn = call.find("function");
@@ -63,11 +62,11 @@ Message parse_message(const json& m, size_t index, const LineContext& ctx) {
   if (!m.is_object()) ctx.fail(where + "must be an object");
   for (const auto& [key, value] : m.items())
     if (key != "role" && key != "content" && key != "name" && key != "tool_call_id" && key != "tool_calls")
-      ctx.fail(where + "unknown field \"" + key + "\"");
+      ctx.fail(where + "unknown field \"" + echo_user_text(key) + "\"");
   Message msg;
   msg.role = require_string(m, "role", where, ctx);
   if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
-    ctx.fail(where + "role \"" + msg.role + "\" is not one of system, user, assistant, tool");
+    ctx.fail(where + "role \"" + echo_user_text(msg.role) + "\" is not one of system, user, assistant, tool");
   msg.content = require_string(m, "content", where, ctx);
   if (m.contains("name")) msg.name = require_string(m, "name", where, ctx);
   if (m.contains("tool_call_id")) {
@@ -87,7 +86,7 @@ void parse_score(const json& s, EvalItem& item, const LineContext& ctx) {
   if (!s.is_object()) ctx.fail("\"score\" must be an object");
   const std::string kind = require_string(s, "kind", "score: ", ctx);
   for (const auto& [key, value] : s.items())
-    if (key != "kind" && !(key == "spans" && kind == "spans")) ctx.fail("score: unknown field \"" + key + "\"");
+    if (key != "kind" && !(key == "spans" && kind == "spans")) ctx.fail("score: unknown field \"" + echo_user_text(key) + "\"");
   if (kind == "answer") {
     item.score = ScoreKind::answer;
     if (item.has_text) ctx.fail("score kind \"answer\" needs \"messages\"; use \"spans\" for raw text");
@@ -132,7 +131,7 @@ void parse_score(const json& s, EvalItem& item, const LineContext& ctx) {
       previous_end = static_cast<size_t>(e);
     }
   } else {
-    ctx.fail("score kind \"" + kind + "\" is not one of answer, turns, spans");
+    ctx.fail("score kind \"" + echo_user_text(kind) + "\" is not one of answer, turns, spans");
   }
 }
 
@@ -153,7 +152,7 @@ EvalItem parse_item(std::string_view line, const std::string& file, uint64_t lin
   for (const auto& [key, value] : j.items())
     if (key != "id" && key != "domain" && key != "messages" && key != "text" && key != "score" && key != "answer" &&
         key != "meta")
-      ctx.fail("unknown field \"" + key + "\"");
+      ctx.fail("unknown field \"" + echo_user_text(key) + "\"");
   EvalItem item;
   item.id = require_string(j, "id", "", ctx);
   if (item.id.empty()) ctx.fail("\"id\" is empty");
@@ -205,12 +204,7 @@ std::vector<EvalItem> parse_items(std::string_view jsonl, const std::string& fil
 }
 
 std::vector<EvalItem> load_items(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path + ": cannot open for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw_environment_error(path + ": read failed");
-  const std::string text = ss.str();
+  const std::string text = read_whole_file(path);
   std::vector<EvalItem> items = parse_items(text, path);
   if (items.empty()) throw_input_error(path + ": no items");
   return items;
@@ -224,7 +218,7 @@ void check_unique_ids(const std::vector<EvalItem>& items, const std::string& fil
     if (!inserted) {
       const auto line_of = [&](size_t k) { return line_numbers.empty() ? k + 1 : line_numbers[k]; };
       throw_input_error_line(file, line_of(i),
-                             "duplicate id \"" + items[i].id + "\" (first used on line " +
+                             "duplicate id \"" + echo_user_text(items[i].id) + "\" (first used on line " +
                                  std::to_string(line_of(it->second)) + ")");
     }
   }

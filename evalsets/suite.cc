@@ -148,7 +148,7 @@ std::string find_builtin_suite(const std::string& name) {
     if (fs::is_regular_file(candidate, ec)) return candidate;
     searched += (searched.empty() ? "" : ", ") + dir;
   }
-  throw_usage_error("no built-in suite \"" + name + "\" (looked in " + (searched.empty() ? "nothing" : searched) + ")");
+  throw_usage_error("no built-in suite \"" + echo_user_text(name) + "\" (looked in " + (searched.empty() ? "nothing" : searched) + ")");
 }
 
 Suite load_suite(const std::string& name_or_path) {

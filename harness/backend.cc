@@ -16,7 +16,7 @@ void add_backend_option(CLI::App* command, std::string& backend) {
 void check_backend(const std::string& backend) {
   if (backend == "cpu") return;
   if (backend != "cuda" && backend != "hip")
-    throw_usage_error("--backend: expected cpu, cuda or hip, got '" + backend + "'");
+    throw_usage_error("--backend: expected cpu, cuda or hip, got '" + echo_user_text(backend) + "'");
 #if defined(KVGATE_HAVE_GPU_RUNTIME)
   if (backend == KVGATE_GPU_RUNTIME_VENDOR) {
     if (kernels::gpu::device_count() == 0)

@@ -3,13 +3,12 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "harness/backend.h"
 #include "harness/commands.h"
 #include "harness/inference.h"
@@ -18,18 +17,10 @@
 namespace kvgate::harness {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path + ": cannot open for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::vector<runtime::ChatMessage> read_messages(const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_file(path));
+    j = nlohmann::json::parse(read_whole_file(path));
   } catch (const nlohmann::json::parse_error& e) {
     throw_input_error_at(path, e.byte, "not valid JSON");
   }
@@ -129,7 +120,7 @@ void run_perplexity_cmd(const PerplexityArgs& a) {
   std::optional<kernels::KvConfig> ref;
   if (!a.ref.empty()) ref = kernels::parse_kv_config(a.ref);
   LoadedModel lm = load_model(a.model);
-  const std::vector<int32_t> tokens = lm.tokenizer.encode(read_file(a.file), false);
+  const std::vector<int32_t> tokens = lm.tokenizer.encode(read_whole_file(a.file), false);
   const std::unique_ptr<runtime::Engine> engine = make_engine(a.backend, *lm.model, a.threads);
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   const PerplexityResult r = run_perplexity(*engine, lm, tokens, candidate, ref ? &*ref : nullptr, a.options,

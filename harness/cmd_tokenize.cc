@@ -3,9 +3,7 @@
 // to bytes) and to turn ids from a log or a run back into text.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "harness/commands.h"
 #include "runtime/chat_template.h"
 #include "runtime/gguf.h"
@@ -25,15 +24,6 @@ namespace kvgate::harness {
 namespace {
 
 namespace rt = kvgate::runtime;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw_input_error(path + ": read failed");
-  return ss.str();
-}
 
 // One line per token, so control bytes, backslashes and bytes that are not (yet) a whole
 // UTF-8 character are written as escapes; everything else is printed as is.
@@ -93,7 +83,7 @@ struct TokenizeOptions {
 };
 
 void run_tokenize(const TokenizeOptions& o) {
-  std::string text = o.file.empty() ? o.text : read_file(o.file);
+  std::string text = o.file.empty() ? o.text : read_whole_file(o.file);
   const std::string source = o.file.empty() ? "--text" : o.file;
   LoadedTokenizer loaded = load_tokenizer(o.model);
   if (o.chat) {
@@ -180,7 +170,7 @@ struct DetokenizeOptions {
 
 void run_detokenize(const DetokenizeOptions& o) {
   const std::string source = o.file.empty() ? "--ids" : o.file;
-  const std::string input = o.file.empty() ? o.ids : read_file(o.file);
+  const std::string input = o.file.empty() ? o.ids : read_whole_file(o.file);
   const std::vector<int64_t> raw = parse_ids(input, source);
   LoadedTokenizer loaded = load_tokenizer(o.model);
   std::vector<int32_t> ids;

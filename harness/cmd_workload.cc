@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "harness/commands.h"
 #include "kernels/kv_config.h"
 #include "runtime/gguf.h"
@@ -186,7 +187,7 @@ std::vector<std::pair<kn::KvConfig, double>> parse_overheads(const std::string& 
   std::vector<std::pair<kn::KvConfig, double>> out;
   auto add = [&](const std::string& spec, double factor, const std::string& where) {
     if (!(factor > 0) || !std::isfinite(factor))
-      throw_usage_error(where + ": overhead factor for '" + spec + "' must be a positive number");
+      throw_usage_error(where + ": overhead factor for '" + echo_user_text(spec) + "' must be a positive number");
     out.emplace_back(kn::parse_kv_config(spec), factor);
   };
   size_t start = 0;
@@ -197,25 +198,26 @@ std::vector<std::pair<kn::KvConfig, double>> parse_overheads(const std::string& 
     start = comma + 1;
     if (entry.empty()) continue;
     const size_t eq = entry.rfind('=');
-    if (eq == std::string::npos || eq == 0) throw_usage_error("--kv-overhead: expected SPEC=FACTOR, got '" + entry + "'");
+    if (eq == std::string::npos || eq == 0)
+      throw_usage_error("--kv-overhead: expected SPEC=FACTOR, got '" + echo_user_text(entry) + "'");
     double factor = 0;
     try {
       size_t used = 0;
       factor = std::stod(entry.substr(eq + 1), &used);
       if (used != entry.size() - eq - 1) throw std::invalid_argument("trailing");
     } catch (const std::exception&) {
-      throw_usage_error("--kv-overhead: '" + entry.substr(eq + 1) + "' is not a number");
+      throw_usage_error("--kv-overhead: '" + echo_user_text(entry.substr(eq + 1)) + "' is not a number");
     }
     add(entry.substr(0, eq), factor, "--kv-overhead");
   }
   if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) throw_input_error(file + ": cannot open");
-    json j = json::parse(in, nullptr, false);
+    const std::string text = read_whole_file(file);
+    const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object())
-      throw_input_error(file + ": expected a JSON object mapping KV specs to overhead factors");
+      throw_input_error(file + (text.empty() ? ": is empty; expected" : ": expected") +
+                        " a JSON object mapping KV specs to overhead factors");
     for (const auto& [spec, v] : j.items()) {
-      if (!v.is_number()) throw_input_error(file + ": the factor for '" + spec + "' is not a number");
+      if (!v.is_number()) throw_input_error(file + ": the factor for '" + echo_user_text(spec) + "' is not a number");
       add(spec, v.get<double>(), file);
     }
   }

@@ -78,7 +78,7 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool a
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role.empty() || m.role.find('\n') != std::string::npos || m.role.find("<|") != std::string::npos) {
-      throw_input_error("chat message " + std::to_string(i) + ": role \"" + m.role +
+      throw_input_error("chat message " + std::to_string(i) + ": role \"" + echo_user_text(m.role) +
                         "\" must be non-empty, one line and free of <| markers");
     }
     out.append(kStart).append(m.role).append("\n").append(m.content).append(kEnd).append("\n");

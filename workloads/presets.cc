@@ -78,7 +78,7 @@ double weight_bits_per_param(std::string_view dtype) {
     if (same_name(w.name, dtype)) return w.bits;
   std::string names;
   for (const WeightType& w : kWeightTypes) names += (names.empty() ? "" : ", ") + std::string(w.name);
-  throw_usage_error("unknown weight dtype '" + std::string(dtype) + "'; valid: " + names);
+  throw_usage_error("unknown weight dtype '" + echo_user_text(dtype) + "'; valid: " + names);
 }
 
 std::span<const ModelShape> model_presets() { return models(); }
@@ -93,14 +93,14 @@ ModelShape find_model_preset(std::string_view name, std::string_view weight_dtyp
       out.weight_bytes = m.n_params * bits / 8.0;
       return out;
     }
-  throw_usage_error("unknown model '" + std::string(name) + "'; presets: " + names_of(models()) +
+  throw_usage_error("unknown model '" + echo_user_text(name) + "'; presets: " + names_of(models()) +
                     " (or a path to a .gguf file)");
 }
 
 GpuSpec find_gpu_preset(std::string_view name) {
   for (const GpuSpec& g : gpus())
     if (same_name(g.name, name)) return g;
-  throw_usage_error("unknown GPU '" + std::string(name) + "'; presets: " + names_of(gpus()));
+  throw_usage_error("unknown GPU '" + echo_user_text(name) + "'; presets: " + names_of(gpus()));
 }
 
 }  // namespace kvgate::workloads

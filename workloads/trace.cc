@@ -226,7 +226,7 @@ int64_t csv_tokens(std::string_view cell, const char* column) {
   int64_t v = 0;
   auto [p, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
   if (ec != std::errc() || p != cell.data() + cell.size() || cell.empty())
-    row_error(std::string("column \"") + column + "\" is \"" + std::string(cell) + "\", not an integer");
+    row_error(std::string("column \"") + column + "\" is \"" + echo_user_text(cell) + "\", not an integer");
   if (v < 0) row_error(std::string("column \"") + column + "\" is negative");
   if (v > kMaxTokens) row_error(std::string("column \"") + column + "\" is implausibly large");
   return v;
@@ -236,7 +236,7 @@ double csv_seconds(std::string_view cell, const char* column) {
   double v = 0;
   auto [p, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
   if (ec != std::errc() || p != cell.data() + cell.size() || cell.empty() || !std::isfinite(v) || v < 0)
-    row_error(std::string("column \"") + column + "\" is \"" + std::string(cell) + "\", not a non-negative number");
+    row_error(std::string("column \"") + column + "\" is \"" + echo_user_text(cell) + "\", not a non-negative number");
   return v;
 }
 
@@ -255,7 +255,7 @@ int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
 double azure_seconds(std::string_view cell) {
   if (cell.find('-') == std::string_view::npos) return csv_seconds(cell, "TIMESTAMP");
   auto bad = [&]() -> double {
-    row_error("column \"TIMESTAMP\" is \"" + std::string(cell) + "\", not YYYY-MM-DD HH:MM:SS[.fff]");
+    row_error("column \"TIMESTAMP\" is \"" + echo_user_text(cell) + "\", not YYYY-MM-DD HH:MM:SS[.fff]");
   };
   auto num = [&](size_t pos, size_t len) -> int {
     if (pos + len > cell.size()) bad();
@@ -359,7 +359,7 @@ TraceFormat parse_format_name(std::string_view name) {
   for (TraceFormat f : {TraceFormat::automatic, TraceFormat::mooncake, TraceFormat::azure, TraceFormat::burstgpt,
                         TraceFormat::bailian, TraceFormat::kvgate})
     if (format_name(f) == name) return f;
-  throw_usage_error("unknown trace format '" + std::string(name) +
+  throw_usage_error("unknown trace format '" + echo_user_text(name) +
                     "'; valid formats: auto, mooncake, azure, burstgpt, bailian, kvgate");
 }
 
