@@ -123,7 +123,14 @@ TEST_F(CliErrors, HugeFieldsAreCutWhereTheyAreEchoed) {
   const CliResult as_json = run_kvgate("capacity --trace " + trace_ + " --kv fp8 --kv-overhead-file " + spec + " --json");
   EXPECT_EQ(as_json.exit_code, 2);
   expect_one_short_line(as_json, 1200);
-  for (const auto& p : {twice, role, csv, spec}) std::remove(p.c_str());
+  // The same backstop for a gate policy's unknown 10 MB key, read before any run is looked up.
+  const std::string policy =
+      temp_file("policy.json", json{{"kvgate_gate_policy", 1}, {"rules", {{{"domain", "*"}, {"kv", "*"}, {huge, 1}}}}}.dump());
+  const CliResult long_key = run_kvgate("gate --baseline 1 --candidate 2 --policy " + policy + " --db " + temp_path("none.db"));
+  EXPECT_EQ(long_key.exit_code, 2);
+  EXPECT_NE(long_key.err.find(policy + ": rules[0]: unknown key"), std::string::npos) << long_key.err.substr(0, 300);
+  expect_one_short_line(long_key, 1100);
+  for (const auto& p : {twice, role, csv, spec, policy}) std::remove(p.c_str());
 }
 
 TEST(CliCommands, AMistypedCommandIsNamedWithTheClosestOnes) {
