@@ -3,6 +3,7 @@ find_package(Threads REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
+find_package(CURL 7.68 REQUIRED)  # curl_multi_poll
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SQLITE3 REQUIRED IMPORTED_TARGET sqlite3)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)

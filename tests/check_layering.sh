@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # Fails (exit 1) when a module reaches a module its layer may not see (docs/architecture.md):
 # core sees nothing; kernels sees core; runtime and workloads see core and kernels; evalsets,
-# scoring and results see core; no layer-2 module sees another; harness sees all of them; no
-# module sees bench/ or tests/; only harness sees CLI11. Checked twice: the #include lines of
-# every file under a module, and the kvgate_* targets its CMakeLists.txt files link.
+# scoring, results and serving see core; no layer-2 module sees another; harness sees all of
+# them; no module sees bench/ or tests/; only harness sees CLI11. Checked twice: the #include
+# lines of every file under a module, and the kvgate_* targets its CMakeLists.txt files link.
 # Usage: check_layering.sh [SOURCE_ROOT]   (tests/check_layering_selftest.sh tests this script)
 set -u
 cd "${1:-$(dirname "$0")/..}" || exit 2
-modules=(core kernels runtime evalsets workloads scoring results harness)
+modules=(core kernels runtime evalsets workloads scoring results serving harness)
 allowed() {
   case "$1" in
     core) echo "core" ;;
     kernels) echo "core kernels" ;;
     runtime|workloads) echo "core kernels $1" ;;
-    evalsets|scoring|results) echo "core $1" ;;
-    harness) echo "core kernels runtime evalsets workloads scoring results harness" ;;
+    evalsets|scoring|results|serving) echo "core $1" ;;
+    harness) echo "core kernels runtime evalsets workloads scoring results serving harness" ;;
   esac
 }
 bad=0
@@ -41,7 +41,7 @@ for module in "${modules[@]}"; do
   while IFS=: read -r file line include; do
     target=$(sed -E 's/.*#include "([a-z_]+)\/.*/\1/' <<<"$include")
     [[ $ok == *" $target "* ]] || complain "$file:$line: $module may not include $target/ ($include)"
-  done < <(grep -rnE '#include "(core|kernels|runtime|evalsets|workloads|scoring|results|harness|bench|tests)/' "$module")
+  done < <(grep -rnE '#include "(core|kernels|runtime|evalsets|workloads|scoring|results|serving|harness|bench|tests)/' "$module")
   if [[ $module != harness ]] && grep -rqE '#include <CLI/' "$module"; then
     complain "$module: only harness may include CLI11"
   fi

@@ -1,0 +1,105 @@
+#pragma once
+// What each engine kind is sent and how its answers are read: greedy generation with top-k
+// logprobs, teacher-forced scoring of a span, and version/model/KV discovery. Prompts go as
+// token ids wherever the engine accepts them, so the engine sees exactly kvgate's tokens (no
+// second tokenizer, no BOS added behind our back).
+//
+//              generation                  span scoring (teacher forced)
+//   vllm       POST /v1/completions        POST /v1/completions, prompt_logprobs = k
+//   sglang     POST /generate              POST /generate, return_logprob, logprob_start_len,
+//                                          top_logprobs_num
+//   llama-     POST /completion            POST /completion per span token: prompt = context +
+//   server                                 span[0, i), n_predict 1, n_probs k, cache_prompt (the
+//                                          prefix stays in the slot's cache, so each step
+//                                          evaluates one new token)
+//   openai     POST /v1/completions        not available: the OpenAI API has no prompt logprobs
+//
+// Builders and parsers are pure functions on strings, so every dialect is tested without a
+// server; serving/engine_client.h sends them.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "serving/completion.h"
+#include "serving/endpoint.h"
+
+namespace kvgate::serving {
+
+constexpr int kMaxTopLogprobs = 20;  // what vLLM (--max-logprobs) and OpenAI allow by default
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt_tokens;  // sent as ids; must be non-empty unless prompt_text is set
+  std::string prompt_text;             // used only when prompt_tokens is empty
+  int max_tokens = 32;
+  int top_logprobs = 0;  // 0..kMaxTopLogprobs alternatives per generated token
+  bool stream = true;
+  bool ignore_eos = false;  // load replay: generate exactly max_tokens (where the engine can)
+};
+
+struct ScoreRequest {
+  std::vector<int32_t> context;  // what precedes the span; non-empty (token 0 has no distribution)
+  std::vector<int32_t> span;     // the tokens scored, each under the context and the span before it
+  int top_logprobs = kMaxTopLogprobs;  // 1..kMaxTopLogprobs
+};
+
+struct ScoredToken {
+  int32_t target = 0;
+  // The target's logprob. vLLM and SGLang always return it; llama-server only lists the top
+  // k, so it is absent there when the target is not among them (the estimator in
+  // scoring/topk_kld.h then bounds it).
+  std::optional<double> target_logprob;
+  std::vector<TokenLogprob> top;  // best first, at most top_logprobs, every entry with an id
+};
+
+struct ScoreResult {
+  std::vector<ScoredToken> tokens;  // one per span token
+  std::optional<int64_t> cached_prompt_tokens;  // summed over the requests, where reported
+};
+
+// One HTTP exchange, relative to the endpoint's base URL.
+struct EngineRequest {
+  std::string method = "POST";
+  std::string path;  // "/v1/completions", ...
+  std::string body;  // JSON ("" for GET)
+  ResponseFormat format = ResponseFormat::openai_completions;
+  bool stream = false;
+};
+
+// `model` is the model field to send ("" = omit; llama-server ignores it anyway). Throws
+// kvgate::Error (usage) for an unresolved `automatic` kind or out-of-range parameters.
+EngineRequest build_generate(EngineKind kind, const std::string& model, const GenerateRequest& request);
+
+// The requests that score one span: one for vLLM and SGLang, span.size() for llama-server.
+// Throws kvgate::Error (usage) for the openai kind, which cannot score a given span.
+std::vector<EngineRequest> build_score(EngineKind kind, const std::string& model, const ScoreRequest& request);
+
+// Reads the bodies of build_score's requests, in order. A body that lacks the logprobs, scores
+// a different token than was sent, or has the wrong length is a kvgate::Error (input) saying so.
+ScoreResult parse_score(EngineKind kind, const ScoreRequest& request, const std::vector<std::string>& bodies);
+
+struct EngineInfo {
+  EngineKind kind = EngineKind::automatic;
+  std::string version;  // as the engine reports it ("" when it does not)
+  std::string model;    // the served model's id or path
+  // The KV cache dtype the engine reports (SGLang's kv_cache_dtype); "" when the engine does
+  // not expose it (llama-server's /props, vLLM's /version), and the endpoint's stated `kv`
+  // stands instead.
+  std::string kv_cache_dtype;
+  std::optional<int64_t> context_length;
+  std::string raw;  // the discovery answers, compact JSON keyed by path, for the results
+};
+
+// GET paths whose answers parse_discovery reads, per kind (automatic: none).
+std::vector<std::string> discovery_paths(EngineKind kind);
+// `answers`: (path, body) for the paths that answered 200; missing paths are skipped. Throws
+// kvgate::Error (input) for an answer that is not JSON.
+EngineInfo parse_discovery(EngineKind kind, const std::vector<std::pair<std::string, std::string>>& answers);
+
+// Guesses the kind from one probe answer: /props with default_generation_settings or
+// build_info is llama-server, /get_server_info is SGLang, /version with a version string is
+// vLLM. nullopt when the answer says nothing.
+std::optional<EngineKind> kind_from_probe(const std::string& path, const std::string& body);
+
+}  // namespace kvgate::serving
