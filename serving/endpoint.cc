@@ -41,7 +41,11 @@ std::string url_problem(std::string_view url) {
   return "";
 }
 
-std::string strip_trailing_slashes(std::string url) {
+// The server root: users often paste the OpenAI base URL (".../v1"), but kvgate appends full
+// paths (/v1/completions, /completion, /generate), so a trailing /v1 is dropped.
+std::string base_url(std::string url) {
+  while (url.size() > 1 && url.back() == '/') url.pop_back();
+  if (url.size() > 3 && url.compare(url.size() - 3, 3, "/v1") == 0) url.resize(url.size() - 3);
   while (url.size() > 1 && url.back() == '/') url.pop_back();
   return url;
 }
@@ -87,7 +91,7 @@ EndpointConfig parse_one(const json& obj, const std::string& where) {
     throw_input_error(where + ".name: \"" + e.name + "\" must be 1-128 letters, digits or _-./+");
   e.url = string_field(obj["url"], where + ".url");
   if (const std::string p = url_problem(e.url); !p.empty()) throw_input_error(where + ".url: " + p);
-  e.url = strip_trailing_slashes(e.url);
+  e.url = base_url(e.url);
   if (obj.contains("model")) e.model = string_field(obj["model"], where + ".model");
   if (obj.contains("engine")) {
     const std::string k = string_field(obj["engine"], where + ".engine");
@@ -161,7 +165,7 @@ std::vector<EndpointConfig> parse_endpoint_flag(std::string_view value) {
     e.url = std::string(pair.substr(eq + 1));
     if (!valid_name(e.name)) throw_input_error(shown + "name must be 1-128 letters, digits or _-./+");
     if (const std::string p = url_problem(e.url); !p.empty()) throw_input_error(shown + "URL " + p);
-    e.url = strip_trailing_slashes(e.url);
+    e.url = base_url(e.url);
     if (!names.insert(e.name).second) throw_input_error(shown + "endpoint name \"" + e.name + "\" is given twice");
     out.push_back(std::move(e));
     if (comma == std::string_view::npos) break;

@@ -33,7 +33,7 @@ struct Timeouts {
 
 struct EndpointConfig {
   std::string name;  // the KV config label it stands for in results, e.g. "fp8"
-  std::string url;   // base URL without a trailing slash: scheme://host[:port][/prefix]
+  std::string url;   // server root, scheme://host[:port][/prefix]; a trailing "/" or "/v1" is dropped
   std::string model;  // the "model" field sent with requests; empty = what discovery reports
   EngineKind kind = EngineKind::automatic;
   std::string api_key_env;  // environment variable holding the API key; empty = no key

@@ -28,7 +28,7 @@ void expect_input_error(const std::function<void()>& f, const std::string& needl
 }
 
 TEST(EndpointFlag, ParsesPairsAndNormalizesUrls) {
-  const auto eps = parse_endpoint_flag("f16=http://a:8000/,fp8=https://b.example/serve,q8_0/q4_0=http://10.0.0.1:9");
+  const auto eps = parse_endpoint_flag("f16=http://a:8000/v1/,fp8=https://b.example/serve,q8_0/q4_0=http://10.0.0.1:9");
   ASSERT_EQ(eps.size(), 3u);
   EXPECT_EQ(eps[0].name, "f16");
   EXPECT_EQ(eps[0].url, "http://a:8000");
