@@ -359,16 +359,19 @@ void CompletionParser::chunk(std::string_view json_text, SteadyClock::time_point
                             ? meta["output_token_logprobs"] : empty;
       const json& tops = meta.contains("output_top_logprobs") && meta["output_top_logprobs"].is_array()
                              ? meta["output_top_logprobs"] : empty;
+      const json& output_ids = j.contains("output_ids") && j["output_ids"].is_array() ? j["output_ids"] : empty;
       std::vector<StreamedToken> tokens;
       for (int64_t i = 0; i < fresh; ++i) {
         StreamedToken tok;
         tok.received = received;
+        const int64_t oi = static_cast<int64_t>(output_ids.size()) - fresh + i;
+        if (oi >= 0) tok.id = checked_id(output_ids[oi]);
         // Cumulative or incremental lists alike end with the newest tokens.
         const int64_t li = static_cast<int64_t>(lps.size()) - fresh + i;
         if (li >= 0) {
           if (auto e = entry_from_triple(lps[li])) {
             tok.logprob = e->logprob;
-            tok.id = e->id;
+            if (e->id) tok.id = e->id;
             tok.text = e->text;
           }
         }

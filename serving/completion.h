@@ -17,8 +17,8 @@
 //                       completion_probabilities[{id, token, logprob, top_logprobs[{id, token,
 //                       logprob}]}] (or prob/top_probs with post_sampling_probs, or the older
 //                       probs[{tok_str, prob}]), tokens_evaluated/predicted, timings.
-//   sglang_generate     SGLang /generate: text (cumulative by default), meta_info with
-//                       completion_tokens, output_token_logprobs [[logprob, id, text]],
+//   sglang_generate     SGLang /generate: text (cumulative by default), output_ids,
+//                       meta_info with completion_tokens, output_token_logprobs [[logprob, id, text]],
 //                       output_top_logprobs, finish_reason {type}, prompt/cached_tokens.
 #include <chrono>
 #include <cstdint>

@@ -154,6 +154,20 @@ TEST(CompletionStream, SglangCumulativeAndIncrementalStreamsAgree) {
   }
 }
 
+TEST(CompletionStream, SglangIdsWithoutLogprobsComeFromOutputIds) {
+  CompletionStream s(ResponseFormat::sglang_generate);
+  s.feed("data: {\"text\":\"x\",\"output_ids\":[41],\"meta_info\":{\"completion_tokens\":1,\"finish_reason\":null}}\n\n"
+         "data: {\"text\":\"xy\",\"output_ids\":[41,42],\"meta_info\":{\"completion_tokens\":2,"
+         "\"finish_reason\":{\"type\":\"stop\",\"matched\":2}}}\n\ndata: [DONE]\n\n",
+         at(1));
+  const Completion c = s.finish();
+  ASSERT_EQ(c.tokens.size(), 2u);
+  EXPECT_EQ(c.tokens[0].id, 41);
+  EXPECT_EQ(c.tokens[1].id, 42);
+  EXPECT_EQ(c.tokens[1].text, "y");
+  EXPECT_EQ(c.finish_reason, "stop");
+}
+
 TEST(CompletionStream, FailuresSayWhatWasWrong) {
   {
     CompletionStream s(ResponseFormat::openai_completions);
