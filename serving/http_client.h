@@ -108,7 +108,7 @@ class HttpClient {
 
   // Drives all transfers for at most `max_wait` (returns earlier once something completes or
   // a timer fires); returns how many are not done yet. Handlers run on this thread, inside
-  // poll, and may call submit().
+  // poll, and may call submit() but not poll()/run() (nor EngineClient's blocking calls).
   size_t poll(std::chrono::milliseconds max_wait);
   // poll() until every transfer is done.
   void run();
