@@ -51,7 +51,10 @@ std::string vllm_chunk(int i, int k) {
   for (int j = 0; j < k; ++j) top["token_id:" + std::to_string(1000 + j * 7 + i % 13)] = -0.5 - j * 0.25;
   nlohmann::json c = {{"index", 0}, {"text", " tok"}, {"finish_reason", nullptr}, {"token_ids", {1000 + i}}};
   if (k > 0)
-    c["logprobs"] = {{"tokens", {"token_id:" + std::to_string(1000 + i)}}, {"token_logprobs", {-0.5}}, {"top_logprobs", {top}}, {"text_offset", {0}}};
+    c["logprobs"] = {{"tokens", {"token_id:" + std::to_string(1000 + i)}},
+                     {"token_logprobs", {-0.5}},
+                     {"top_logprobs", {top}},
+                     {"text_offset", {0}}};
   return "data: " + nlohmann::json{{"id", "cmpl-1"}, {"object", "text_completion"}, {"model", "m"}, {"choices", {c}}}.dump() + "\n\n";
 }
 

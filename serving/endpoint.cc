@@ -2,13 +2,12 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 
 namespace kvgate::serving {
 
@@ -83,12 +82,15 @@ EndpointConfig parse_one(const json& obj, const std::string& where) {
   static const std::set<std::string> known = {"name", "url", "model", "engine", "api_key_env", "headers", "timeout_s",
                                               "connect_timeout_s", "stall_timeout_s", "max_inflight", "kv"};
   for (const auto& [key, value] : obj.items())
-    if (!known.count(key)) throw_input_error(where + "." + key + ": unknown field (known: name, url, model, engine, api_key_env, headers, timeout_s, connect_timeout_s, stall_timeout_s, max_inflight, kv)");
+    if (!known.count(key))
+      throw_input_error(where + "." + echo_user_text(key) +
+                        ": unknown field (known: name, url, model, engine, api_key_env, headers, timeout_s, "
+                        "connect_timeout_s, stall_timeout_s, max_inflight, kv)");
   if (!obj.contains("name")) throw_input_error(where + ".name: missing");
   if (!obj.contains("url")) throw_input_error(where + ".url: missing");
   e.name = string_field(obj["name"], where + ".name");
   if (!valid_name(e.name))
-    throw_input_error(where + ".name: \"" + e.name + "\" must be 1-128 letters, digits or _-./+");
+    throw_input_error(where + ".name: \"" + echo_user_text(e.name) + "\" must be 1-128 letters, digits or _-./+");
   e.url = string_field(obj["url"], where + ".url");
   if (const std::string p = url_problem(e.url); !p.empty()) throw_input_error(where + ".url: " + p);
   e.url = base_url(e.url);
@@ -96,7 +98,8 @@ EndpointConfig parse_one(const json& obj, const std::string& where) {
   if (obj.contains("engine")) {
     const std::string k = string_field(obj["engine"], where + ".engine");
     const auto kind = parse_engine_kind(k);
-    if (!kind) throw_input_error(where + ".engine: \"" + k + "\" is not one of auto, vllm, sglang, llama-server, openai");
+    if (!kind)
+      throw_input_error(where + ".engine: \"" + echo_user_text(k) + "\" is not one of auto, vllm, sglang, llama-server, openai");
     e.kind = *kind;
   }
   if (obj.contains("api_key_env")) {
@@ -108,10 +111,11 @@ EndpointConfig parse_one(const json& obj, const std::string& where) {
     const json& h = obj["headers"];
     if (!h.is_object()) throw_input_error(where + ".headers: must be an object of header name to string value");
     for (const auto& [name, value] : h.items()) {
-      if (!valid_header_name(name)) throw_input_error(where + ".headers: \"" + name + "\" is not a valid header name");
-      if (!value.is_string()) throw_input_error(where + ".headers." + name + ": must be a string");
+      if (!valid_header_name(name))
+        throw_input_error(where + ".headers: \"" + echo_user_text(name) + "\" is not a valid header name");
+      if (!value.is_string()) throw_input_error(where + ".headers." + echo_user_text(name) + ": must be a string");
       const std::string v = value.get<std::string>();
-      if (!valid_header_value(v)) throw_input_error(where + ".headers." + name + ": contains a line break");
+      if (!valid_header_value(v)) throw_input_error(where + ".headers." + echo_user_text(name) + ": contains a line break");
       e.headers.emplace_back(name, v);
     }
   }
@@ -157,7 +161,7 @@ std::vector<EndpointConfig> parse_endpoint_flag(std::string_view value) {
   while (start <= value.size()) {
     const size_t comma = value.find(',', start);
     const std::string_view pair = value.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    const std::string shown = "--endpoint: \"" + std::string(pair) + "\": ";
+    const std::string shown = "--endpoint: \"" + echo_user_text(pair) + "\": ";
     const size_t eq = pair.find('=');
     if (eq == std::string_view::npos) throw_input_error(shown + "expected NAME=URL");
     EndpointConfig e;
@@ -185,7 +189,8 @@ std::vector<EndpointConfig> parse_endpoints_json(std::string_view text, const st
   std::string prefix = "";
   if (doc.is_object()) {
     for (const auto& [key, value] : doc.items())
-      if (key != "endpoints") throw_input_error(source + ": " + key + ": unknown top-level field (expected \"endpoints\")");
+      if (key != "endpoints")
+        throw_input_error(source + ": " + echo_user_text(key) + ": unknown top-level field (expected \"endpoints\")");
     if (!doc.contains("endpoints")) throw_input_error(source + ": endpoints: missing");
     list = &doc["endpoints"];
     prefix = "endpoints";
@@ -204,11 +209,7 @@ std::vector<EndpointConfig> parse_endpoints_json(std::string_view text, const st
 }
 
 std::vector<EndpointConfig> load_endpoints_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path + ": cannot open the endpoints file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_endpoints_json(ss.str(), path);
+  return parse_endpoints_json(read_whole_file(path), path);
 }
 
 std::vector<std::string> request_headers(const EndpointConfig& endpoint) {

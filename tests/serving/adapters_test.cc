@@ -185,7 +185,8 @@ TEST(ParseScore, LlamaServerStepsTargetOutsideTopK) {
 
 TEST(Discovery, ReadsWhatEachEngineReports) {
   const EngineInfo llama = parse_discovery(EngineKind::llama_server,
-                                           {{"/props", R"({"build_info":"b11434-abc","model_alias":"smol","default_generation_settings":{"n_ctx":8192}})"},
+                                           {{"/props", R"({"build_info":"b11434-abc","model_alias":"smol",
+                                                           "default_generation_settings":{"n_ctx":8192}})"},
                                             {"/v1/models", R"({"data":[{"id":"smol"}]})"}});
   EXPECT_EQ(llama.version, "b11434-abc");
   EXPECT_EQ(llama.model, "smol");
@@ -198,7 +199,8 @@ TEST(Discovery, ReadsWhatEachEngineReports) {
   EXPECT_EQ(vllm.model, "meta/llama");
   EXPECT_EQ(vllm.context_length, 32768);
 
-  const EngineInfo sgl = parse_discovery(EngineKind::sglang, {{"/get_server_info", R"({"version":"0.5.2","kv_cache_dtype":"fp8_e5m2","model_path":"/m"})"}});
+  const EngineInfo sgl = parse_discovery(
+      EngineKind::sglang, {{"/get_server_info", R"({"version":"0.5.2","kv_cache_dtype":"fp8_e5m2","model_path":"/m"})"}});
   EXPECT_EQ(sgl.kv_cache_dtype, "fp8_e5m2");
   EXPECT_EQ(sgl.model, "/m");
   EXPECT_NE(sgl.raw.find("/get_server_info"), std::string::npos);

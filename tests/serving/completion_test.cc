@@ -190,7 +190,9 @@ TEST(CompletionStream, FailuresSayWhatWasWrong) {
   {
     CompletionStream s(ResponseFormat::sglang_generate);
     const std::string e = error_of([&] {
-      s.feed("data: {\"text\":\"\",\"meta_info\":{\"completion_tokens\":0,\"finish_reason\":{\"type\":\"abort\",\"message\":\"too long\"}}}\n\n", at(1));
+      s.feed("data: {\"text\":\"\",\"meta_info\":{\"completion_tokens\":0,"
+             "\"finish_reason\":{\"type\":\"abort\",\"message\":\"too long\"}}}\n\n",
+             at(1));
     });
     EXPECT_NE(e.find("aborted the request: too long"), std::string::npos) << e;
   }
@@ -203,7 +205,9 @@ TEST(CompletionStream, FailuresSayWhatWasWrong) {
 
 TEST(CompletionStream, NothingAfterDoneCounts) {
   CompletionStream s(ResponseFormat::openai_completions);
-  s.feed("data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\ndata: {\"choices\":[{\"text\":\"zzz\"}]}\n\n", at(1));
+  s.feed("data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+         "data: {\"choices\":[{\"text\":\"zzz\"}]}\n\n",
+         at(1));
   EXPECT_EQ(s.finish().text, "a");
 }
 

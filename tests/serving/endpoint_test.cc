@@ -93,7 +93,11 @@ TEST(EndpointsFile, ErrorsNameTheFileAndField) {
   expect_input_error(parse(R"({"endpoints": []})"), "eps.json: endpoints: must be a non-empty array");
   expect_input_error(parse(R"({"endpoint": []})"), "eps.json: endpoint: unknown top-level field");
   expect_input_error(parse("{\"endpoints\": [}"), "eps.json: at byte");
-  expect_input_error([] { load_endpoints_file("/nonexistent/eps.json"); }, "/nonexistent/eps.json: cannot open");
+  expect_input_error([] { load_endpoints_file("/nonexistent/eps.json"); }, "/nonexistent/eps.json");
+  // A huge user value is quoted cut, not whole.
+  const auto [message, code] = failure([] { parse_endpoint_flag(std::string(100000, 'x')); });
+  EXPECT_EQ(code, 2);
+  EXPECT_LT(message.size(), 300u) << message.size();
 }
 
 TEST(EndpointsFile, LoadsFromDisk) {
