@@ -94,8 +94,8 @@ def structure_problems(docs):
 
 
 RECORDER = """#!/bin/sh
-# kvgate in the simulated pods: appends its argv to $RECORD and writes the database it was given,
-# which must not exist yet (a leftover would hold a failed attempt's unfinished run).
+# kvgate in the simulated pods: appends its argv to $RECORD; eval writes the database it was
+# given, which must not exist yet (a leftover would hold a failed attempt's unfinished run).
 echo "$*" >> "$RECORD"
 prev=""
 for arg in "$@"; do

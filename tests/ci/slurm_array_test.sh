@@ -136,7 +136,7 @@ check "submit.sh printed both job ids" test -n "$array_job" -a -n "$merge_job"
 check "both array tasks and the merge completed" \
   test "$(job_states "$array_job")$(job_states "$merge_job")" = "COMPLETED COMPLETED COMPLETED "
 for i in 0 1; do
-  r=("$a"/records/task-$i-of-2.job-*)
+  r=("$a"/records/task-"$i"-of-2.job-*)
   check "task $i ran once, as index $i of 2" test ${#r[@]} -eq 1 -a -f "${r[0]}"
   # The whole array: no --shard, kvgate reads SLURM_ARRAY_TASK_ID/COUNT itself.
   check "task $i's command" test "$(field argv "${r[0]}")" = \
