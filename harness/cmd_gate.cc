@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "harness/commands.h"
 #include "harness/report_html.h"
+#include "harness/stored_scores.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
 #include "scoring/gate.h"
@@ -85,16 +86,11 @@ scoring::GateRun load_gate_run(results::Store& store, const results::RunRecord& 
     it.item_key = r.item_key;
     it.domain = r.domain;
     it.config = spec(r.metrics.config_id);
-    it.scored_tokens = r.metrics.scored_tokens;
-    it.kld_mean = r.metrics.kld_mean;
-    it.kld_p99 = r.metrics.kld_p99;
-    it.top1 = r.metrics.top1_agreement;
-    it.exact_match_gold = r.metrics.exact_match_gold;
-    if (r.metrics.generated_tokens) it.diverged = r.metrics.first_divergence.has_value();
+    it.scores = item_scores(r.metrics);
     g.items.push_back(std::move(it));
   }
   for (const results::RunTurnMetrics& t : store.run_turn_metrics(run.id))
-    g.turns.push_back({spec(t.turn.config_id), t.turn.ttft_ms, t.turn.tpot_ms});
+    g.turns.push_back({spec(t.turn.config_id), turn_latency(t.turn)});
   return g;
 }
 
@@ -236,7 +232,7 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
   const scoring::GateRun cand_run = load_gate_run(store, *cand);
   std::optional<scoring::GateRun> base_run;
   if (base) base_run = load_gate_run(store, *base);
-  std::vector<std::string> pairing_notes;
+  std::vector<scoring::ConfigPairing> pairings;
   for (const std::string& pair : a.pair_configs) {
     const size_t eq = pair.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
@@ -248,15 +244,11 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
       throw_input_error(store.path() + ": baseline run " + std::to_string(base->id) + " has no config " + from);
     if (std::find(cand_run.configs.begin(), cand_run.configs.end(), to) == cand_run.configs.end())
       throw_input_error(store.path() + ": candidate run " + std::to_string(cand->id) + " has no config " + to);
-    // The baseline's rows are relabelled, so pairs, checks and policy rules use the candidate's spec.
-    for (std::string& c : base_run->configs)
-      if (c == from) c = to;
-    for (scoring::GateItem& it : base_run->items)
-      if (it.config == from) it.config = to;
-    for (scoring::GateTurn& t : base_run->turns)
-      if (t.config == from) t.config = to;
-    pairing_notes.push_back("baseline config " + from + " is compared with candidate config " + to);
+    pairings.push_back({from, to});
   }
+  // Pairs, checks and policy rules then use the candidate's spec for the paired baseline rows.
+  const std::vector<std::string> pairing_notes =
+      base_run ? scoring::pair_baseline_configs(*base_run, pairings) : std::vector<std::string>{};
   scoring::GateOutcome outcome = scoring::evaluate_gate(policy, base_run ? &*base_run : nullptr, cand_run);
   outcome.notes.insert(outcome.notes.begin(), pairing_notes.begin(), pairing_notes.end());
 

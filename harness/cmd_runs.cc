@@ -1,15 +1,20 @@
 // `kvgate runs list` and `kvgate runs show RUN`: what the results store holds, for people and
 // (with --json) for scripts. Both only read: a missing or foreign database is bad input.
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/commands.h"
+#include "harness/stored_scores.h"
 #include "results/store.h"
+#include "scoring/aggregate.h"
 
 namespace kvgate::harness {
 namespace {
@@ -54,6 +59,28 @@ std::string status_text(const results::RunRecord& r) {
   return r.status == "running" ? "running (incomplete)" : r.status;
 }
 
+struct ConfigResults {
+  int64_t config_id = 0;
+  std::string spec, role;
+  scoring::ItemAggregate items;
+};
+
+// Per config that has stored items, ordered by spec.
+std::vector<ConfigResults> summarize(results::Store& store, int64_t run_id,
+                                     const std::vector<results::RunConfigRecord>& configs) {
+  std::map<int64_t, scoring::ItemAggregator> by_config;
+  for (const results::RunItemMetrics& r : store.run_item_metrics(run_id)) by_config[r.metrics.config_id].add(item_scores(r.metrics));
+  std::vector<ConfigResults> out;
+  for (const auto& [id, items] : by_config) {
+    ConfigResults c{id, "config#" + std::to_string(id), "", items.result()};
+    for (const results::RunConfigRecord& rc : configs)
+      if (rc.config_id == id) c.spec = rc.spec, c.role = rc.role;
+    out.push_back(std::move(c));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ConfigResults& x, const ConfigResults& y) { return x.spec < y.spec; });
+  return out;
+}
+
 void run_list(const RunsArgs& a) {
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
   const auto runs = store.list_runs();
@@ -81,7 +108,7 @@ void run_show(const RunsArgs& a) {
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
   const results::RunRecord run = store.resolve_run(a.run);
   const auto configs = store.run_configs(run.id);
-  const auto summary = store.summarize_run(run.id);
+  const auto summary = summarize(store, run.id, configs);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
@@ -98,10 +125,10 @@ void run_show(const RunsArgs& a) {
       out["summary"].push_back({{"config_id", s.config_id},
                                 {"spec", s.spec},
                                 {"role", s.role},
-                                {"items", s.items},
-                                {"scored_tokens", s.scored_tokens},
-                                {"kld_mean", number_or_null(s.kld_mean)},
-                                {"top1_agreement", number_or_null(s.top1_agreement)}});
+                                {"items", s.items.items},
+                                {"scored_tokens", s.items.scored_tokens},
+                                {"kld_mean", number_or_null(s.items.kld_mean)},
+                                {"top1_agreement", number_or_null(s.items.same_top1)}});
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
@@ -123,8 +150,8 @@ void run_show(const RunsArgs& a) {
   if (!summary.empty()) {
     text += fmt::format("{:<26} {:>6} {:>10} {:>12} {:>8}\n", "results", "items", "tokens", "mean KLD", "top-1 %");
     for (const auto& s : summary)
-      text += fmt::format("  {:<24} {:>6} {:>10} {:>12.6f} {:>8.3f}\n", s.spec, s.items, s.scored_tokens, s.kld_mean,
-                          100.0 * s.top1_agreement);
+      text += fmt::format("  {:<24} {:>6} {:>10} {:>12.6f} {:>8.3f}\n", s.spec, s.items.items, s.items.scored_tokens,
+                          s.items.kld_mean, 100.0 * s.items.same_top1);
   }
   std::fputs(text.c_str(), stdout);
 }

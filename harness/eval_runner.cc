@@ -7,9 +7,13 @@
 #include <optional>
 #include <span>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/hash.h"
+#include "harness/stored_scores.h"
 #include "runtime/chat_template.h"
+#include "scoring/aggregate.h"
 #include "scoring/latency.h"
 #include "scoring/sequence.h"
 #include "scoring/stats.h"
@@ -103,16 +107,15 @@ namespace {
 
 // Per config, everything one item accumulates.
 struct ConfigState {
-  const kernels::KvConfig* config = nullptr;
-  int64_t config_id = 0;
-  bool reference = false;
+  const PlannedConfig* config = nullptr;
+  runtime::Engine* engine = nullptr;  // where this config's forward passes run
   std::unique_ptr<runtime::EngineSequence> seq;
   std::vector<float> last_row;  // logits that predict the next token to be appended
   double pending_prefill_ms = 0;
   // item-level per-token values
   std::vector<double> kld, delta_p, nll, nll_ref;
   int64_t same_top1 = 0;
-  std::map<scoring::TokenClass, results::TokenClassMetrics> classes;
+  std::map<scoring::TokenClass, results::TokenClassMetrics> classes;  // config_id set by the recorder
   std::vector<results::TurnMetrics> turns;
   std::vector<results::LatencySamples> latency;
   std::vector<int32_t> final_greedy;
@@ -147,218 +150,256 @@ bool matches_gold(std::string generated, std::string gold) {
 
 }  // namespace
 
-EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm, runtime::Engine& engine,
-                    const std::vector<evalsets::EvalItem>& items,
-                    const std::string& evalset_hash, const kernels::KvConfig& ref,
-                    const std::vector<kernels::KvConfig>& candidates, const std::vector<int64_t>& config_ids,
-                    const EvalOptions& options, const std::function<void(const std::string&)>& progress) {
-  const auto t_start = Clock::now();
+std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const LoadedModel& lm, const EvalOptions& options) {
   const runtime::Model& model = *lm.model;
-  const size_t vocab = model.arch().n_vocab;
-  const auto finished = store.finished_pairs(run_id);
-  const size_t n_configs = candidates.size() + 1;
-  KVGATE_CHECK(config_ids.size() == n_configs, "one config id per config");
+  const int64_t context = model.arch().n_ctx_train;  // 0: the GGUF does not say
+  const Workload& w = plan.workload;
+  const std::string where = w.source.rfind("suite:", 0) == 0 ? "suite " + w.name : w.name;
+  std::vector<PreparedItem> out;
+  out.reserve(w.items.size());
+  for (const evalsets::EvalItem& item : w.items) {
+    PreparedItem p{&item, segment_item(item, model, lm.tokenizer), 0};
+    // The longest sequence the item needs: all of it, or a scored span's context plus the greedy
+    // answer probed there (its last token is never fed back).
+    int64_t longest_probe = 0, probe_at = 0, probe_tokens = 0;
+    for (const Segment& seg : p.segments) {
+      const int64_t n = static_cast<int64_t>(seg.tokens.size());
+      if (seg.target >= 0) {
+        const int64_t greedy = std::min<int64_t>(options.max_new_tokens, n + 4);
+        if (p.tokens + greedy - 1 > longest_probe) longest_probe = p.tokens + greedy - 1, probe_at = p.tokens, probe_tokens = greedy;
+      }
+      p.tokens += n;
+    }
+    if (context > 0 && p.tokens > context)
+      throw_input_error(fmt::format("{}: item {} is {} tokens long (rendered and tokenized for this model), more than the "
+                                    "model's context of {} tokens (context_length of {})",
+                                    where, item.id, p.tokens, context, model.path()));
+    if (context > 0 && longest_probe > context)
+      throw_input_error(fmt::format("{}: item {} is {} tokens long, and the greedy answer probed after its scored span at "
+                                    "token {} needs up to {} more: more than the model's context of {} tokens (context_length "
+                                    "of {}); lower --max-new-tokens or shorten the item",
+                                    where, item.id, p.tokens, probe_at, probe_tokens, context, model.path()));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
 
-  EvalResult result;
-  result.run_id = run_id;
-  struct Totals {
-    double kld_sum = 0;
-    int64_t tokens = 0, same = 0, answered = 0, correct = 0;
-    std::vector<double> item_p99, ttft, tpot;
-  };
-  std::vector<Totals> totals(n_configs);
-  const size_t n_items = options.limit > 0 ? std::min<size_t>(items.size(), static_cast<size_t>(options.limit)) : items.size();
-  result.items_total = static_cast<int64_t>(n_items);
+namespace {
 
-  for (size_t it = 0; it < n_items; ++it) {
-    const evalsets::EvalItem& item = items[it];
-    bool done = true;
-    for (int64_t id : config_ids) done = done && finished.count({item.id, id}) > 0;
-    if (done) {
-      ++result.items_skipped;
+// Runs one item through every config: the configs advance through the item's segments together.
+void run_item(const PreparedItem& prepared, const LoadedModel& lm, std::vector<ConfigState>& states,
+              const EvalOptions& options) {
+  const evalsets::EvalItem& item = *prepared.item;
+  const size_t vocab = lm.model->arch().n_vocab;
+  const size_t n_configs = states.size();
+  for (ConfigState& st : states) {
+    // Room for the item plus one greedy probe per scored span.
+    st.seq = st.engine->start(st.config->kv, prepared.tokens + options.max_new_tokens + 64);
+    st.last_row.assign(vocab, 0.0f);
+  }
+
+  std::vector<float> ref_rows, rows;
+  std::vector<int32_t> ref_greedy;
+  int turn_index = 0;
+  for (const Segment& seg : prepared.segments) {
+    const int64_t n = static_cast<int64_t>(seg.tokens.size());
+    if (seg.target < 0) {
+      for (ConfigState& st : states) {
+        const auto t0 = Clock::now();
+        st.engine->forward(*st.seq, seg.tokens, false, st.last_row.data());
+        st.pending_prefill_ms += ms_since(t0);
+      }
       continue;
     }
-    if (progress) progress("item " + std::to_string(it + 1) + "/" + std::to_string(n_items) + " " + item.id);
-    const std::vector<Segment> segments = segment_item(item, model, lm.tokenizer);
-    int64_t total_tokens = 0;
-    for (const Segment& s : segments) total_tokens += static_cast<int64_t>(s.tokens.size());
-
-    std::vector<ConfigState> states(n_configs);
+    const int64_t context_tokens = states[0].seq->length();
+    // Greedy probe on a fork of each config's sequence: TTFT (the new turn's prefill with the
+    // prefix cached, plus the first token) and TPOT, and the answer each config would give.
+    const int max_new = static_cast<int>(std::min<int64_t>(options.max_new_tokens, n + 4));
     for (size_t c = 0; c < n_configs; ++c) {
       ConfigState& st = states[c];
-      st.config = c == 0 ? &ref : &candidates[c - 1];
-      st.config_id = config_ids[c];
-      st.reference = c == 0;
-      // Room for the item plus one greedy probe per scored span.
-      st.seq = engine.start(*st.config, total_tokens + options.max_new_tokens + 64);
-      st.last_row.assign(vocab, 0.0f);
+      const std::unique_ptr<runtime::EngineSequence> fork = st.seq->fork(context_tokens);
+      std::vector<float> logits = st.last_row;
+      std::vector<int32_t> greedy;
+      results::LatencySamples lat;
+      lat.turn_index = turn_index;
+      const auto t0 = Clock::now();
+      for (int g = 0; g < max_new; ++g) {
+        const int32_t tok = argmax(logits);
+        lat.token_times_ms.push_back(st.pending_prefill_ms + ms_since(t0));
+        if (lm.tokenizer.eos_id() && tok == *lm.tokenizer.eos_id()) break;
+        greedy.push_back(tok);
+        if (g + 1 < max_new) st.engine->forward(*fork, std::span<const int32_t>(&tok, 1), false, logits.data());
+      }
+      st.pending_prefill_ms = 0;
+      st.latency.push_back(std::move(lat));
+      if (c == 0) ref_greedy = greedy;
+      const auto div = scoring::first_divergence(ref_greedy, greedy);
+      if (div && !st.diverged_anywhere) {
+        st.diverged_anywhere = true;
+        st.first_divergence = static_cast<int64_t>(*div);
+      }
+      if (seg.final_answer) {
+        st.final_greedy = greedy;
+        if (item.has_answer) st.gold_match = matches_gold(lm.tokenizer.decode(greedy, false), item.answer);
+      }
     }
 
-    std::vector<float> ref_rows, rows;
-    std::vector<int32_t> ref_greedy;
-    int turn_index = 0;
-    for (const Segment& seg : segments) {
-      const int64_t n = static_cast<int64_t>(seg.tokens.size());
-      if (seg.target < 0) {
-        for (ConfigState& st : states) {
-          const auto t0 = Clock::now();
-          engine.forward(*st.seq, seg.tokens, false, st.last_row.data());
-          st.pending_prefill_ms += ms_since(t0);
-        }
+    // Teacher-forced pass over the scored span: row j predicts token j of the span.
+    // Token classes depend only on the span's tokens, not on the config.
+    std::vector<scoring::TokenClass> token_classes;
+    for (const int32_t tok : seg.tokens) token_classes.push_back(scoring::classify_token(lm.tokenizer.piece(tok, false)));
+    results::TurnMetrics base_turn;
+    base_turn.turn_index = turn_index;
+    base_turn.context_tokens = context_tokens;
+    base_turn.scored_tokens = n;
+    for (size_t c = 0; c < n_configs; ++c) {
+      ConfigState& st = states[c];
+      std::vector<float>& out = c == 0 ? ref_rows : rows;
+      // predictions[j] = (j == 0 ? last_row : forward row j - 1)
+      out.resize(static_cast<size_t>(n + 1) * vocab);
+      std::copy(st.last_row.begin(), st.last_row.end(), out.begin());
+      st.engine->forward(*st.seq, seg.tokens, true, out.data() + vocab);
+      std::copy(out.end() - static_cast<int64_t>(vocab), out.end(), st.last_row.begin());
+      double turn_kld = 0;
+      int64_t turn_same = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const uint32_t target = static_cast<uint32_t>(seg.tokens[static_cast<size_t>(j)]);
+        std::span<const float> r(ref_rows.data() + static_cast<size_t>(j) * vocab, vocab);
+        std::span<const float> q(out.data() + static_cast<size_t>(j) * vocab, vocab);
+        const scoring::PositionComparison cmp = scoring::compare_position(r, q, target);
+        st.kld.push_back(cmp.kld);
+        st.delta_p.push_back(cmp.delta_p);
+        st.nll.push_back(cmp.nll_q);
+        st.nll_ref.push_back(cmp.nll_ref);
+        st.same_top1 += cmp.same_top1;
+        turn_kld += cmp.kld;
+        turn_same += cmp.same_top1;
+        const scoring::TokenClass cls = token_classes[static_cast<size_t>(j)];
+        results::TokenClassMetrics& tc = st.classes[cls];
+        tc.token_class = std::string(scoring::token_class_name(cls));
+        tc.scored_tokens += 1;
+        tc.kld_sum += cmp.kld;
+        tc.delta_p_sum += cmp.delta_p;
+        tc.same_top1 += cmp.same_top1;
+      }
+      results::TurnMetrics turn = base_turn;
+      turn.kld_mean = turn_kld / static_cast<double>(n);
+      turn.top1_agreement = static_cast<double>(turn_same) / static_cast<double>(n);
+      const scoring::LatencyBreakdown lat = scoring::derive_latency(st.latency.back().token_times_ms);
+      turn.ttft_ms = lat.ttft;
+      // A one-token answer has no TPOT; the store keeps 0 there (scoring/aggregate.h skips it).
+      turn.tpot_ms = std::isnan(lat.tpot) ? 0.0 : lat.tpot;
+      st.turns.push_back(turn);
+    }
+    ++turn_index;
+  }
+}
+
+// What one config's pass over an item leaves in the store.
+ConfigItemRecord config_record(ConfigState& st) {
+  ConfigItemRecord r;
+  results::ItemMetrics& m = r.metrics;
+  m.scored_tokens = static_cast<int64_t>(st.kld.size());
+  if (!st.kld.empty()) {
+    m.kld_mean = scoring::mean_stderr(st.kld).mean;
+    m.kld_max = *std::max_element(st.kld.begin(), st.kld.end());
+    m.kld_p99 = scoring::percentile(st.kld, 0.99);
+    m.delta_p_mean = scoring::mean_stderr(st.delta_p).mean;
+    double sq = 0;
+    for (double d : st.delta_p) sq += d * d;
+    m.delta_p_rms = std::sqrt(sq / static_cast<double>(st.delta_p.size()));
+    m.top1_agreement = static_cast<double>(st.same_top1) / static_cast<double>(st.kld.size());
+    m.nll_mean = scoring::mean_stderr(st.nll).mean;
+    m.nll_ref_mean = scoring::mean_stderr(st.nll_ref).mean;
+  }
+  m.generated_tokens = static_cast<int64_t>(st.final_greedy.size());
+  m.first_divergence = st.first_divergence;
+  m.exact_match_ref = !st.diverged_anywhere;
+  m.exact_match_gold = st.gold_match;
+  r.turns = std::move(st.turns);
+  for (const auto& [cls, tc] : st.classes) r.token_classes.push_back(tc);
+  r.latency = std::move(st.latency);
+  return r;
+}
+
+// The summary over the items run now, by the aggregation every other command uses on the stored rows.
+struct ConfigTotals {
+  std::map<std::string, scoring::ItemScores> items;  // by item key: the store's order
+  std::vector<scoring::TurnLatency> turns;
+};
+
+ConfigSummaryRow summary_row(const PlannedConfig& config, const ConfigTotals& totals, const kernels::KvShape& shape) {
+  std::vector<scoring::ItemScores> items;
+  for (const auto& [key, scores] : totals.items) items.push_back(scores);
+  const scoring::ItemAggregate a = scoring::aggregate_items(items);
+  const scoring::LatencyAggregate l = scoring::aggregate_latency(totals.turns);
+  ConfigSummaryRow row;
+  row.spec = config.spec;
+  row.reference = config.role == ConfigRole::reference;
+  row.bits_per_element = config.kv.bits_per_element(shape);
+  row.kv_bytes_per_token = config.kv.bytes_per_token(shape);
+  row.scored_tokens = a.scored_tokens;
+  row.kld_mean = a.kld_mean;
+  row.kld_p99 = a.kld_p99;
+  row.top1 = a.same_top1;
+  row.answered_items = a.answered;
+  row.answer_accuracy = a.accuracy;
+  row.ttft_p50_ms = l.ttft_p50;
+  row.tpot_p50_ms = l.tpot_p50;
+  return row;
+}
+
+}  // namespace
+
+EvalResult run_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine& engine, RunRecorder& recorder,
+                    const EvalOptions& options, const std::function<void(const std::string&)>& progress) {
+  const auto t_start = Clock::now();
+  const std::vector<PreparedItem> prepared = prepare_items(plan, lm, options);
+  const runtime::ModelArch& arch = lm.model->arch();
+  const kernels::KvShape shape{static_cast<int>(arch.n_layers), static_cast<int>(arch.n_kv_heads),
+                               static_cast<int>(arch.head_dim)};
+  recorder.open(shape);
+  EvalResult result;
+  result.run_id = recorder.run_id();
+  try {
+    std::vector<ConfigTotals> totals(plan.configs.size());
+    const size_t n_items =
+        options.limit > 0 ? std::min<size_t>(prepared.size(), static_cast<size_t>(options.limit)) : prepared.size();
+    result.items_total = static_cast<int64_t>(n_items);
+    for (size_t it = 0; it < n_items; ++it) {
+      const evalsets::EvalItem& item = *prepared[it].item;
+      if (recorder.holds(item.id)) {
+        ++result.items_skipped;
         continue;
       }
-      const int64_t context_tokens = states[0].seq->length();
-      // Greedy probe on a fork of each config's sequence: TTFT (the new turn's prefill with the
-      // prefix cached, plus the first token) and TPOT, and the answer each config would give.
-      const int max_new = static_cast<int>(std::min<int64_t>(options.max_new_tokens, n + 4));
-      for (size_t c = 0; c < n_configs; ++c) {
-        ConfigState& st = states[c];
-        const std::unique_ptr<runtime::EngineSequence> fork = st.seq->fork(context_tokens);
-        std::vector<float> logits = st.last_row;
-        std::vector<int32_t> greedy;
-        results::LatencySamples lat;
-        lat.config_id = st.config_id;
-        lat.turn_index = turn_index;
-        const auto t0 = Clock::now();
-        for (int g = 0; g < max_new; ++g) {
-          const int32_t tok = argmax(logits);
-          lat.token_times_ms.push_back(st.pending_prefill_ms + ms_since(t0));
-          if (lm.tokenizer.eos_id() && tok == *lm.tokenizer.eos_id()) break;
-          greedy.push_back(tok);
-          if (g + 1 < max_new) engine.forward(*fork, std::span<const int32_t>(&tok, 1), false, logits.data());
-        }
-        st.pending_prefill_ms = 0;
-        st.latency.push_back(std::move(lat));
-        if (c == 0) ref_greedy = greedy;
-        const auto div = scoring::first_divergence(ref_greedy, greedy);
-        if (div && !st.diverged_anywhere) {
-          st.diverged_anywhere = true;
-          st.first_divergence = static_cast<int64_t>(*div);
-        }
-        if (seg.final_answer) {
-          st.final_greedy = greedy;
-          if (item.has_answer) st.gold_match = matches_gold(lm.tokenizer.decode(greedy, false), item.answer);
-        }
+      if (progress) progress("item " + std::to_string(it + 1) + "/" + std::to_string(n_items) + " " + item.id);
+      std::vector<ConfigState> states(plan.configs.size());
+      for (size_t c = 0; c < states.size(); ++c) {
+        states[c].config = &plan.configs[c];
+        states[c].engine = &engine;
       }
+      run_item(prepared[it], lm, states, options);
 
-      // Teacher-forced pass over the scored span: row j predicts token j of the span.
-      // Token classes depend only on the span's tokens, not on the config.
-      std::vector<scoring::TokenClass> token_classes;
-      for (const int32_t tok : seg.tokens) token_classes.push_back(scoring::classify_token(lm.tokenizer.piece(tok, false)));
-      results::TurnMetrics base_turn;
-      base_turn.turn_index = turn_index;
-      base_turn.context_tokens = context_tokens;
-      base_turn.scored_tokens = n;
-      for (size_t c = 0; c < n_configs; ++c) {
-        ConfigState& st = states[c];
-        std::vector<float>& out = c == 0 ? ref_rows : rows;
-        // predictions[j] = (j == 0 ? last_row : forward row j - 1)
-        out.resize(static_cast<size_t>(n + 1) * vocab);
-        std::copy(st.last_row.begin(), st.last_row.end(), out.begin());
-        engine.forward(*st.seq, seg.tokens, true, out.data() + vocab);
-        std::copy(out.end() - static_cast<int64_t>(vocab), out.end(), st.last_row.begin());
-        double turn_kld = 0;
-        int64_t turn_same = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          const uint32_t target = static_cast<uint32_t>(seg.tokens[static_cast<size_t>(j)]);
-          std::span<const float> r(ref_rows.data() + static_cast<size_t>(j) * vocab, vocab);
-          std::span<const float> q(out.data() + static_cast<size_t>(j) * vocab, vocab);
-          const scoring::PositionComparison cmp = scoring::compare_position(r, q, target);
-          st.kld.push_back(cmp.kld);
-          st.delta_p.push_back(cmp.delta_p);
-          st.nll.push_back(cmp.nll_q);
-          st.nll_ref.push_back(cmp.nll_ref);
-          st.same_top1 += cmp.same_top1;
-          turn_kld += cmp.kld;
-          turn_same += cmp.same_top1;
-          const scoring::TokenClass cls = token_classes[static_cast<size_t>(j)];
-          results::TokenClassMetrics& tc = st.classes[cls];
-          tc.config_id = st.config_id;
-          tc.token_class = std::string(scoring::token_class_name(cls));
-          tc.scored_tokens += 1;
-          tc.kld_sum += cmp.kld;
-          tc.delta_p_sum += cmp.delta_p;
-          tc.same_top1 += cmp.same_top1;
-        }
-        results::TurnMetrics turn = base_turn;
-        turn.config_id = st.config_id;
-        turn.kld_mean = turn_kld / static_cast<double>(n);
-        turn.top1_agreement = static_cast<double>(turn_same) / static_cast<double>(n);
-        const scoring::LatencyBreakdown lat = scoring::derive_latency(st.latency.back().token_times_ms);
-        turn.ttft_ms = lat.ttft;
-        turn.tpot_ms = std::isnan(lat.tpot) ? 0.0 : lat.tpot;
-        st.turns.push_back(turn);
+      ItemRecord record;
+      record.info.item_key = item.id;
+      record.info.domain = item.domain;
+      record.info.evalset_hash = plan.workload.hash;
+      record.info.item_hash = hex_u64(xxhash64(evalsets::canonical_line(item)));
+      for (size_t c = 0; c < states.size(); ++c) {
+        ConfigItemRecord r = config_record(states[c]);
+        totals[c].items[item.id] = item_scores(r.metrics);
+        for (const results::TurnMetrics& t : r.turns) totals[c].turns.push_back(turn_latency(t));
+        record.configs.push_back(std::move(r));
       }
-      ++turn_index;
+      recorder.record(std::move(record));
+      ++result.items_run;
     }
-
-    results::ItemInfo info;
-    info.item_key = item.id;
-    info.domain = item.domain;
-    info.evalset_hash = evalset_hash;
-    info.item_hash = hex_u64(xxhash64(evalsets::canonical_line(item)));
-    results::ItemWriter writer = store.begin_item(run_id, info);
-    for (ConfigState& st : states) {
-      results::ItemMetrics m;
-      m.config_id = st.config_id;
-      m.scored_tokens = static_cast<int64_t>(st.kld.size());
-      if (!st.kld.empty()) {
-        m.kld_mean = scoring::mean_stderr(st.kld).mean;
-        m.kld_max = *std::max_element(st.kld.begin(), st.kld.end());
-        m.kld_p99 = scoring::percentile(st.kld, 0.99);
-        m.delta_p_mean = scoring::mean_stderr(st.delta_p).mean;
-        double sq = 0;
-        for (double d : st.delta_p) sq += d * d;
-        m.delta_p_rms = std::sqrt(sq / static_cast<double>(st.delta_p.size()));
-        m.top1_agreement = static_cast<double>(st.same_top1) / static_cast<double>(st.kld.size());
-        m.nll_mean = scoring::mean_stderr(st.nll).mean;
-        m.nll_ref_mean = scoring::mean_stderr(st.nll_ref).mean;
-      }
-      m.generated_tokens = static_cast<int64_t>(st.final_greedy.size());
-      m.first_divergence = st.first_divergence;
-      m.exact_match_ref = !st.diverged_anywhere;
-      m.exact_match_gold = st.gold_match;
-      writer.add_metrics(m);
-      Totals& tot = totals[static_cast<size_t>(&st - states.data())];
-      for (double k : st.kld) tot.kld_sum += k;
-      tot.tokens += m.scored_tokens;
-      tot.same += st.same_top1;
-      if (m.scored_tokens > 0) tot.item_p99.push_back(m.kld_p99);
-      if (st.gold_match) {
-        ++tot.answered;
-        tot.correct += *st.gold_match;
-      }
-      for (const results::TurnMetrics& t : st.turns) {
-        tot.ttft.push_back(t.ttft_ms);
-        if (t.tpot_ms > 0) tot.tpot.push_back(t.tpot_ms);
-      }
-      for (const results::TurnMetrics& t : st.turns) writer.add_turn(t);
-      for (const auto& [cls, tc] : st.classes) writer.add_token_class(tc);
-      for (const results::LatencySamples& l : st.latency) writer.add_latency(l);
-    }
-    writer.commit();
-    ++result.items_run;
-  }
-  const kernels::KvShape shape{static_cast<int>(model.arch().n_layers), static_cast<int>(model.arch().n_kv_heads),
-                               static_cast<int>(model.arch().head_dim)};
-  for (size_t c = 0; c < n_configs; ++c) {
-    const kernels::KvConfig& cfg = c == 0 ? ref : candidates[c - 1];
-    const Totals& t = totals[c];
-    ConfigSummaryRow row;
-    row.spec = cfg.canonical();
-    row.reference = c == 0;
-    row.bits_per_element = cfg.bits_per_element(shape);
-    row.kv_bytes_per_token = cfg.bytes_per_token(shape);
-    row.scored_tokens = t.tokens;
-    const double nan = std::nan("");
-    row.kld_mean = t.tokens ? t.kld_sum / static_cast<double>(t.tokens) : nan;
-    row.kld_p99 = t.item_p99.empty() ? nan : scoring::percentile(t.item_p99, 0.99);
-    row.top1 = t.tokens ? static_cast<double>(t.same) / static_cast<double>(t.tokens) : nan;
-    row.answered_items = t.answered;
-    row.answer_accuracy = t.answered ? static_cast<double>(t.correct) / static_cast<double>(t.answered) : nan;
-    row.ttft_p50_ms = t.ttft.empty() ? nan : scoring::percentile(t.ttft, 0.5);
-    row.tpot_p50_ms = t.tpot.empty() ? nan : scoring::percentile(t.tpot, 0.5);
-    result.configs.push_back(row);
+    for (size_t c = 0; c < plan.configs.size(); ++c) result.configs.push_back(summary_row(plan.configs[c], totals[c], shape));
+    // A --limit run leaves items out, so it stays resumable rather than complete.
+    recorder.finish(result.items_run + result.items_skipped == static_cast<int64_t>(prepared.size()));
+  } catch (...) {
+    recorder.fail();
+    throw;
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   return result;

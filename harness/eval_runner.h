@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "evalsets/item.h"
+#include "harness/eval_plan.h"
 #include "harness/inference.h"
-#include "kernels/kv_config.h"
-#include "results/store.h"
+#include "harness/run_recorder.h"
 #include "runtime/engine.h"
 
 namespace kvgate::harness {
@@ -33,6 +33,14 @@ struct Segment {
 std::vector<Segment> segment_item(const evalsets::EvalItem& item, const runtime::Model& model,
                                   const runtime::Tokenizer& tokenizer);
 
+// An item rendered and tokenized, ready to run: every item of a plan is prepared before any
+// model work, so an item that cannot run stops the run before it starts.
+struct PreparedItem {
+  const evalsets::EvalItem* item = nullptr;
+  std::vector<Segment> segments;
+  int64_t tokens = 0;  // over all segments
+};
+
 struct EvalOptions {
   int threads = 0;          // CPU workers of the engine the caller makes
   std::string backend = "cpu";
@@ -41,8 +49,8 @@ struct EvalOptions {
 };
 
 // The printed summary, over the items this invocation ran (a resumed run's earlier items are
-// in the database; `kvgate runs show` summarizes all of them). kld_p99 is the 99th percentile,
-// over items, of each item's 99th-percentile token KLD: the tail that a few bad items make.
+// in the database; `kvgate runs show` summarizes all of them), by scoring/aggregate.h's
+// definitions: the same numbers `runs show`, the report and the gate compute from the stored rows.
 struct ConfigSummaryRow {
   std::string spec;
   bool reference = false;
@@ -58,16 +66,20 @@ struct ConfigSummaryRow {
 struct EvalResult {
   int64_t run_id = 0;
   int64_t items_total = 0, items_run = 0, items_skipped = 0;
-  std::vector<ConfigSummaryRow> configs;  // reference first
+  std::vector<ConfigSummaryRow> configs;  // in the plan's order: reference first
   double seconds = 0;
 };
 
-// Runs `items` into run `run_id` (already begun, configs attached in order ref, candidates) on
-// `engine`. Items whose every config is already stored (a resumed run) are skipped.
-EvalResult run_eval(results::Store& store, int64_t run_id, const LoadedModel& lm, runtime::Engine& engine,
-                    const std::vector<evalsets::EvalItem>& items,
-                    const std::string& evalset_hash, const kernels::KvConfig& ref,
-                    const std::vector<kernels::KvConfig>& candidates, const std::vector<int64_t>& config_ids,
+// Renders and tokenizes every item of the plan's workload. Input error (exit 2), naming the
+// workload, the item, its token count and the limit, when an item with its greedy answers would
+// not fit in the model's trained context (GGUF context_length); nothing has run yet then.
+std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const LoadedModel& lm, const EvalOptions& options);
+
+// Runs the plan on `engine`: prepares every item (see prepare_items), opens the run through
+// `recorder`, runs each item through every config and records it, then marks the run complete
+// (or interrupted after --limit, or failed on an error). Items a resumed run already holds are
+// skipped.
+EvalResult run_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine& engine, RunRecorder& recorder,
                     const EvalOptions& options, const std::function<void(const std::string&)>& progress);
 
 }  // namespace kvgate::harness

@@ -7,7 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "scoring/stats.h"
+#include "harness/stored_scores.h"
+#include "scoring/aggregate.h"
 
 namespace kvgate::harness {
 namespace {
@@ -20,8 +21,6 @@ constexpr const char* kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00", 
 std::string num(double v, int digits = 4) {
   return std::isfinite(v) ? fmt::format("{:.{}g}", v, digits) : std::string("-");
 }
-
-double pct(std::vector<double> v, double f) { return v.empty() ? kNaN : scoring::percentile(v, f); }
 
 struct ConfigStats {
   std::string spec, role;
@@ -49,7 +48,7 @@ struct Analysis {
   std::map<std::string, size_t> config_index;
   std::set<std::string> domains;
   std::map<std::pair<std::string, std::string>, DomainStats> by_domain;  // (domain, spec)
-  std::map<std::string, std::map<int64_t, std::pair<double, int64_t>>> drift;  // spec -> turn -> (sum, n)
+  std::map<std::string, std::map<int64_t, double>> drift;  // spec -> turn -> mean over sessions of the turn's mean KLD
   int64_t sessions = 0;
   std::vector<MovedItem> moved;
 };
@@ -77,49 +76,24 @@ Analysis analyze(const ReportInput& in) {
     per_domain[{r.domain, it->second}].push_back(&r);
     a.domains.insert(r.domain);
   }
-  struct Sums {
-    double kld = 0, top1 = 0, tokens = 0, correct = 0, answered = 0, diverged = 0, generated = 0;
-    void add(const results::ItemMetrics& m) {
-      if (m.scored_tokens > 0 && std::isfinite(m.kld_mean) && std::isfinite(m.top1_agreement)) {
-        kld += m.kld_mean * static_cast<double>(m.scored_tokens);
-        top1 += m.top1_agreement * static_cast<double>(m.scored_tokens);
-        tokens += static_cast<double>(m.scored_tokens);
-      }
-      if (m.exact_match_gold) {
-        answered += 1;
-        correct += *m.exact_match_gold ? 1 : 0;
-      }
-      if (m.generated_tokens) {
-        generated += 1;
-        diverged += m.first_divergence ? 1 : 0;
-      }
-    }
-  };
   for (ConfigStats& s : a.configs) {
-    Sums sum;
-    std::vector<double> p99s;
-    for (const auto* r : per_config[s.spec]) {
-      sum.add(r->metrics);
-      if (std::isfinite(r->metrics.kld_p99)) p99s.push_back(r->metrics.kld_p99);
-      if (std::isfinite(r->metrics.kld_max)) s.kld_max = std::isfinite(s.kld_max) ? std::max(s.kld_max, r->metrics.kld_max) : r->metrics.kld_max;
-      s.tokens += r->metrics.scored_tokens;
-    }
-    s.items = static_cast<int64_t>(per_config[s.spec].size());
-    if (sum.tokens > 0) {
-      s.kld_mean = sum.kld / sum.tokens;
-      s.top1 = sum.top1 / sum.tokens;
-    }
-    if (sum.answered > 0) s.accuracy = sum.correct / sum.answered;
-    if (sum.generated > 0) s.divergence = sum.diverged / sum.generated;
-    s.kld_p99 = pct(p99s, 0.99);
-    std::vector<double> ttft, tpot;
+    scoring::ItemAggregator items;
+    for (const auto* r : per_config[s.spec]) items.add(item_scores(r->metrics));
+    const scoring::ItemAggregate x = items.result();
+    s.items = x.items;
+    s.tokens = x.scored_tokens;
+    s.kld_mean = x.kld_mean;
+    s.top1 = x.same_top1;
+    s.kld_p99 = x.kld_p99;
+    s.kld_max = x.kld_max;
+    s.accuracy = x.accuracy;
+    s.divergence = x.divergence_rate;
+    std::vector<scoring::TurnLatency> turns;
     for (const results::RunTurnMetrics& t : in.turns)
-      if (spec_of.count(t.turn.config_id) && spec_of[t.turn.config_id] == s.spec) {
-        if (std::isfinite(t.turn.ttft_ms)) ttft.push_back(t.turn.ttft_ms);
-        if (std::isfinite(t.turn.tpot_ms)) tpot.push_back(t.turn.tpot_ms);
-      }
-    s.ttft_p50 = pct(ttft, 0.5), s.ttft_p95 = pct(ttft, 0.95), s.ttft_p99 = pct(ttft, 0.99);
-    s.tpot_p50 = pct(tpot, 0.5), s.tpot_p95 = pct(tpot, 0.95), s.tpot_p99 = pct(tpot, 0.99);
+      if (spec_of.count(t.turn.config_id) && spec_of[t.turn.config_id] == s.spec) turns.push_back(turn_latency(t.turn));
+    const scoring::LatencyAggregate l = scoring::aggregate_latency(turns);
+    s.ttft_p50 = l.ttft_p50, s.ttft_p95 = l.ttft_p95, s.ttft_p99 = l.ttft_p99;
+    s.tpot_p50 = l.tpot_p50, s.tpot_p95 = l.tpot_p95, s.tpot_p99 = l.tpot_p99;
   }
 
   // Baseline rows are paired by item key and config spec, never by database ids.
@@ -131,21 +105,23 @@ Analysis analyze(const ReportInput& in) {
 
   for (const auto& [key, rows] : per_domain) {
     DomainStats d;
-    Sums sum, base_sum;
+    scoring::ItemAggregator sum, base_sum;
     for (const auto* r : rows) {
-      sum.add(r->metrics);
+      sum.add(item_scores(r->metrics));
       const auto b = base.find({r->item_key, key.second});
       if (b != base.end()) {
-        base_sum.add(b->second->metrics);
+        base_sum.add(item_scores(b->second->metrics));
         ++d.paired;
         if (std::isfinite(r->metrics.kld_mean) && std::isfinite(b->second->metrics.kld_mean))
           a.moved.push_back({r->item_key, r->domain, key.second, b->second->metrics.kld_mean, r->metrics.kld_mean});
       }
     }
-    d.items = static_cast<int64_t>(rows.size());
-    if (sum.tokens > 0) d.kld_mean = sum.kld / sum.tokens, d.top1 = sum.top1 / sum.tokens;
-    if (sum.answered > 0) d.accuracy = sum.correct / sum.answered;
-    if (base_sum.tokens > 0) d.baseline_kld_mean = base_sum.kld / base_sum.tokens;
+    const scoring::ItemAggregate x = sum.result();
+    d.items = x.items;
+    d.kld_mean = x.kld_mean;
+    d.top1 = x.same_top1;
+    d.accuracy = x.accuracy;
+    d.baseline_kld_mean = base_sum.result().kld_mean;
     a.by_domain[key] = d;
   }
   std::sort(a.moved.begin(), a.moved.end(), [](const MovedItem& x, const MovedItem& y) {
@@ -161,13 +137,13 @@ Analysis analyze(const ReportInput& in) {
   for (const results::RunTurnMetrics& t : in.turns)
     turns_of_item[t.item_key] = std::max(turns_of_item[t.item_key], t.turn.turn_index + 1);
   std::set<std::string> sessions;
+  std::map<std::string, std::vector<scoring::SessionTurn>> session_turns;  // spec -> its turns of sessions
   for (const results::RunTurnMetrics& t : in.turns) {
     if (turns_of_item[t.item_key] < 2 || !spec_of.count(t.turn.config_id) || !std::isfinite(t.turn.kld_mean)) continue;
     sessions.insert(t.item_key);
-    auto& cell = a.drift[spec_of[t.turn.config_id]][t.turn.turn_index];
-    cell.first += t.turn.kld_mean;
-    cell.second += 1;
+    session_turns[spec_of[t.turn.config_id]].push_back({t.turn.turn_index, t.turn.kld_mean});
   }
+  for (const auto& [spec, turns] : session_turns) a.drift[spec] = scoring::drift_over_turns(turns);
   a.sessions = static_cast<int64_t>(sessions.size());
   return a;
 }
@@ -304,7 +280,7 @@ std::string chart_drift(const Analysis& a) {
   int64_t tmax = 0;
   double ymax = 0;
   for (const auto& [spec, turns] : a.drift)
-    for (const auto& [t, cell] : turns) tmax = std::max(tmax, t), ymax = std::max(ymax, cell.first / static_cast<double>(cell.second));
+    for (const auto& [t, kld] : turns) tmax = std::max(tmax, t), ymax = std::max(ymax, kld);
   const std::vector<double> xt = ticks(0, static_cast<double>(std::max<int64_t>(tmax, 1))), yt = ticks(0, ymax);
   f.x0 = 0, f.x1 = xt.back(), f.y0 = 0, f.y1 = yt.back();
   s += axes(f, xt, yt, "turn index", "mean KLD");
@@ -314,13 +290,11 @@ std::string chart_drift(const Analysis& a) {
     const auto ci = a.config_index.find(spec);
     const std::string color = ci == a.config_index.end() ? "#777" : a.configs[ci->second].color;
     std::string pts;
-    for (const auto& [t, cell] : turns)
-      pts += fmt::format("{:.1f},{:.1f} ", f.px(static_cast<double>(t)), f.py(cell.first / static_cast<double>(cell.second)));
+    for (const auto& [t, kld] : turns) pts += fmt::format("{:.1f},{:.1f} ", f.px(static_cast<double>(t)), f.py(kld));
     s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", pts, color);
-    for (const auto& [t, cell] : turns)
+    for (const auto& [t, kld] : turns)
       s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} turn {}: {}</title></circle>",
-                       f.px(static_cast<double>(t)), f.py(cell.first / static_cast<double>(cell.second)), color, xml_escape(spec), t,
-                       num(cell.first / static_cast<double>(cell.second)));
+                       f.px(static_cast<double>(t)), f.py(kld), color, xml_escape(spec), t, num(kld));
     s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
                      "class=\"pl\">{}</text>",
                      f.w - f.right - 150, ly, color, f.w - f.right - 136, ly + 9, xml_escape(spec));

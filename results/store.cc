@@ -340,22 +340,6 @@ std::set<std::pair<std::string, int64_t>> Store::finished_pairs(int64_t run_id) 
   return out;
 }
 
-std::vector<ConfigSummary> Store::summarize_run(int64_t run_id) {
-  Statement s(*connection_,
-              "SELECT c.id, c.spec, COALESCE(rc.role, ''), COUNT(m.item_id), COALESCE(SUM(m.scored_tokens), 0), "
-              "SUM(m.kld_mean * m.scored_tokens) / NULLIF(SUM(m.scored_tokens), 0), "
-              "SUM(m.top1_agreement * m.scored_tokens) / NULLIF(SUM(m.scored_tokens), 0) "
-              "FROM item_metrics m JOIN items i ON i.id = m.item_id JOIN configs c ON c.id = m.config_id "
-              "LEFT JOIN run_configs rc ON rc.run_id = i.run_id AND rc.config_id = c.id "
-              "WHERE i.run_id = ?1 GROUP BY c.id ORDER BY c.spec");
-  s.bind(1, run_id);
-  std::vector<ConfigSummary> out;
-  while (s.step())
-    out.push_back({s.column_int(0), s.column_text(1), s.column_text(2), s.column_int(3), s.column_int(4),
-                   s.column_double(5), s.column_double(6)});
-  return out;
-}
-
 std::optional<ItemMetrics> Store::item_metrics(int64_t run_id, const std::string& item_key, int64_t config_id) {
   Statement s(*connection_,
               "SELECT m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, m.delta_p_mean, m.delta_p_rms, "

@@ -132,14 +132,6 @@ struct RunTurnMetrics {
   TurnMetrics turn;
 };
 
-struct ConfigSummary {
-  int64_t config_id = 0;
-  std::string spec, role;
-  int64_t items = 0, scored_tokens = 0;
-  double kld_mean = 0;        // token-weighted over items; NaN without scored tokens
-  double top1_agreement = 0;  // token-weighted
-};
-
 class Store;
 
 // Writes everything one item produces in one transaction. Nothing is visible to other
@@ -193,7 +185,6 @@ class Store {
   RunRecord resolve_run(const std::string& ref);
   std::vector<RunConfigRecord> run_configs(int64_t run_id);
   std::set<std::pair<std::string, int64_t>> finished_pairs(int64_t run_id);  // (item_key, config_id)
-  std::vector<ConfigSummary> summarize_run(int64_t run_id);
   std::optional<ItemMetrics> item_metrics(int64_t run_id, const std::string& item_key, int64_t config_id);
   // Every (item, config) metrics row of a run, ordered by item key then config id.
   std::vector<RunItemMetrics> run_item_metrics(int64_t run_id);

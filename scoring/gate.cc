@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/hash.h"
 #include "scoring/stats.h"
 
@@ -61,73 +62,44 @@ std::string short_list(const std::vector<std::string>& names, size_t shown = 5) 
 
 // The numbers a metric reads from one item; NaN when the item did not measure it.
 double metric_value(const GateItem& item, const std::string& metric) {
-  if (metric == "kld_mean") return item.kld_mean;
-  if (metric == "kld_p99") return item.kld_p99;
-  if (metric == "same_top1") return item.top1;
-  if (metric == "accuracy") return item.exact_match_gold ? (*item.exact_match_gold ? 1.0 : 0.0) : kNaN;
-  if (metric == "divergence_rate") return item.diverged ? (*item.diverged ? 1.0 : 0.0) : kNaN;
+  const ItemScores& s = item.scores;
+  if (metric == "kld_mean") return s.kld_mean;
+  if (metric == "kld_p99") return s.kld_p99;
+  if (metric == "same_top1") return s.top1;
+  if (metric == "accuracy") return s.exact_match_gold ? (*s.exact_match_gold ? 1.0 : 0.0) : kNaN;
+  if (metric == "divergence_rate") return s.diverged ? (*s.diverged ? 1.0 : 0.0) : kNaN;
   return kNaN;
 }
 
 // +1: a higher value is worse (KLD, divergence); -1: a lower value is worse (agreement, accuracy).
 double worse_sign(const std::string& metric) { return metric == "same_top1" || metric == "accuracy" ? -1.0 : 1.0; }
 
-struct Aggregates {
-  double kld_mean = kNaN, kld_p99 = kNaN, same_top1 = kNaN, divergence_rate = kNaN, accuracy = kNaN;
-  size_t items = 0;
-};
-
-Aggregates aggregate(const std::vector<const GateItem*>& items) {
-  Aggregates a;
-  a.items = items.size();
-  double kld_sum = 0, top1_sum = 0, tokens = 0, diverged = 0, generated = 0, correct = 0, answered = 0;
-  std::vector<double> p99s;
-  for (const GateItem* it : items) {
-    if (it->scored_tokens > 0 && std::isfinite(it->kld_mean) && std::isfinite(it->top1)) {
-      kld_sum += it->kld_mean * static_cast<double>(it->scored_tokens);
-      top1_sum += it->top1 * static_cast<double>(it->scored_tokens);
-      tokens += static_cast<double>(it->scored_tokens);
-    }
-    if (std::isfinite(it->kld_p99)) p99s.push_back(it->kld_p99);
-    if (it->diverged) {
-      generated += 1;
-      diverged += *it->diverged ? 1 : 0;
-    }
-    if (it->exact_match_gold) {
-      answered += 1;
-      correct += *it->exact_match_gold ? 1 : 0;
-    }
-  }
-  if (tokens > 0) {
-    a.kld_mean = kld_sum / tokens;
-    a.same_top1 = top1_sum / tokens;
-  }
-  if (!p99s.empty()) a.kld_p99 = percentile(p99s, 0.99);
-  if (generated > 0) a.divergence_rate = diverged / generated;
-  if (answered > 0) a.accuracy = correct / answered;
-  return a;
-}
-
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "n/a"; }
+
+// A group the baseline does not have: every number unmeasured.
+ItemAggregate unmeasured() { return ItemAggregator().result(); }
 
 void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, const GateRun& cand,
                          std::vector<CheckResult>& out) {
-  std::map<GroupKey, std::vector<const GateItem*>> groups, base_groups;
+  std::map<GroupKey, std::vector<const GateItem*>> groups;
+  std::map<GroupKey, ItemAggregator> base_groups;
   std::map<ItemKey, const GateItem*> by_item;
   for (const GateItem& it : cand.items) {
     groups[{it.domain, it.config}].push_back(&it);
     by_item[{it.item_key, it.config}] = &it;
   }
   if (baseline)
-    for (const GateItem& it : baseline->items) base_groups[{it.domain, it.config}].push_back(&it);
+    for (const GateItem& it : baseline->items) base_groups[{it.domain, it.config}].add(it.scores);
 
   for (const auto& [key, items] : groups) {
     const auto& [domain, config] = key;
     if (config == cand.reference_config) continue;  // KLD against itself is zero by construction
     const AbsoluteLimits lim = policy.limits_for(domain, config).absolute;
-    const Aggregates a = aggregate(items);
+    ItemAggregator cand_group;
+    for (const GateItem* it : items) cand_group.add(it->scores);
+    const ItemAggregate a = cand_group.result();
     const auto base_it = base_groups.find(key);
-    const Aggregates b = base_it == base_groups.end() ? Aggregates{} : aggregate(base_it->second);
+    const ItemAggregate b = base_it == base_groups.end() ? unmeasured() : base_it->second.result();
 
     auto check = [&](const char* metric, const std::optional<double>& limit, double value, double base_value,
                      bool upper, const char* what) {
@@ -158,9 +130,9 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
       double ref_correct = 0, cfg_correct = 0, n = 0;
       for (const GateItem* it : items) {
         const auto ref = by_item.find({it->item_key, cand.reference_config});
-        if (!it->exact_match_gold || ref == by_item.end() || !ref->second->exact_match_gold) continue;
-        ref_correct += *ref->second->exact_match_gold ? 1 : 0;
-        cfg_correct += *it->exact_match_gold ? 1 : 0;
+        if (!it->scores.exact_match_gold || ref == by_item.end() || !ref->second->scores.exact_match_gold) continue;
+        ref_correct += *ref->second->scores.exact_match_gold ? 1 : 0;
+        cfg_correct += *it->scores.exact_match_gold ? 1 : 0;
         n += 1;
       }
       CheckResult c = make_check(CheckKind::absolute, "accuracy_drop", domain, config);
@@ -259,37 +231,48 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
   }
 }
 
+LatencyAggregate run_latency(const GateRun& run, const std::string& config) {
+  std::vector<TurnLatency> turns;
+  for (const GateTurn& t : run.turns)
+    if (t.config == config) turns.push_back(t.latency);
+  return aggregate_latency(turns);
+}
+
 void add_latency_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out) {
-  auto collect = [](const GateRun& run, const std::string& config, bool ttft) {
-    std::vector<double> v;
-    for (const GateTurn& t : run.turns)
-      if (t.config == config && std::isfinite(ttft ? t.ttft_ms : t.tpot_ms)) v.push_back(ttft ? t.ttft_ms : t.tpot_ms);
-    return v;
+  struct Spec {
+    const char* metric;
+    bool ttft;
+    double fraction;
+    std::optional<double> limit;
+    double LatencyAggregate::*value;
   };
-  const std::tuple<const char*, bool, double, std::optional<double>> specs[] = {
-      {"ttft_p50_ratio", true, 0.50, policy.latency.ttft_p50_ratio_max},
-      {"ttft_p95_ratio", true, 0.95, policy.latency.ttft_p95_ratio_max},
-      {"tpot_p50_ratio", false, 0.50, policy.latency.tpot_p50_ratio_max},
-      {"tpot_p95_ratio", false, 0.95, policy.latency.tpot_p95_ratio_max}};
+  const Spec specs[] = {
+      {"ttft_p50_ratio", true, 0.50, policy.latency.ttft_p50_ratio_max, &LatencyAggregate::ttft_p50},
+      {"ttft_p95_ratio", true, 0.95, policy.latency.ttft_p95_ratio_max, &LatencyAggregate::ttft_p95},
+      {"tpot_p50_ratio", false, 0.50, policy.latency.tpot_p50_ratio_max, &LatencyAggregate::tpot_p50},
+      {"tpot_p95_ratio", false, 0.95, policy.latency.tpot_p95_ratio_max, &LatencyAggregate::tpot_p95}};
   const std::set<std::string> base_configs(base.configs.begin(), base.configs.end());
   for (const std::string& config : cand.configs) {
     if (!base_configs.count(config)) continue;
-    for (const auto& [metric, ttft, fraction, limit] : specs) {
-      if (!limit) continue;
-      CheckResult c = make_check(CheckKind::latency, metric, "*", config);
-      c.threshold = *limit;
-      const std::vector<double> b = collect(base, config, ttft), v = collect(cand, config, ttft);
-      c.items = v.size();
-      if (b.empty() || v.empty()) {
-        c.detail = fmt::format("{}: no timed turns in {}; not checked", metric, b.empty() ? "the baseline" : "the candidate");
+    const LatencyAggregate b = run_latency(base, config), v = run_latency(cand, config);
+    for (const Spec& spec : specs) {
+      if (!spec.limit) continue;
+      CheckResult c = make_check(CheckKind::latency, spec.metric, "*", config);
+      c.threshold = *spec.limit;
+      const size_t base_turns = spec.ttft ? b.ttft_turns : b.tpot_turns;
+      const size_t cand_turns = spec.ttft ? v.ttft_turns : v.tpot_turns;
+      c.items = cand_turns;
+      if (base_turns == 0 || cand_turns == 0) {
+        c.detail = fmt::format("{}: no timed turns in {}; not checked", spec.metric,
+                               base_turns == 0 ? "the baseline" : "the candidate");
       } else {
-        c.baseline_value = percentile(b, fraction);
-        c.candidate_value = percentile(v, fraction);
+        c.baseline_value = b.*spec.value;
+        c.candidate_value = v.*spec.value;
         c.delta = c.baseline_value > 0 ? c.candidate_value / c.baseline_value : kNaN;
-        c.passed = !(std::isfinite(c.delta) && c.delta > *limit);
-        c.detail = fmt::format("{} p{:.0f} {} ms vs baseline {} ms: ratio {} {} limit {}", ttft ? "TTFT" : "TPOT",
-                               fraction * 100, num(c.candidate_value), num(c.baseline_value), num(c.delta),
-                               c.passed ? "<=" : ">", num(*limit));
+        c.passed = !(std::isfinite(c.delta) && c.delta > *spec.limit);
+        c.detail = fmt::format("{} p{:.0f} {} ms vs baseline {} ms: ratio {} {} limit {}", spec.ttft ? "TTFT" : "TPOT",
+                               spec.fraction * 100, num(c.candidate_value), num(c.baseline_value), num(c.delta),
+                               c.passed ? "<=" : ">", num(*spec.limit));
       }
       out.push_back(std::move(c));
     }
@@ -367,6 +350,53 @@ void add_coverage_checks(const GateRun& base, const GateRun& cand, std::vector<C
 }
 
 }  // namespace
+
+std::vector<std::string> pair_baseline_configs(GateRun& baseline, const std::vector<ConfigPairing>& pairings) {
+  std::map<std::string, std::string> paired_as;  // baseline config -> the candidate config it stands for
+  std::map<std::string, std::string> target_of;  // candidate config -> the baseline config paired with it
+  std::vector<std::string> notes;
+  for (const ConfigPairing& p : pairings) {
+    if (paired_as.count(p.baseline_config))
+      throw_usage_error("--pair-config: baseline config " + p.baseline_config + " is paired twice");
+    if (target_of.count(p.candidate_config))
+      throw_usage_error("--pair-config: candidate config " + p.candidate_config + " is paired with both " +
+                        target_of[p.candidate_config] + " and " + p.baseline_config);
+    paired_as[p.baseline_config] = p.candidate_config;
+    target_of[p.candidate_config] = p.baseline_config;
+    notes.push_back("baseline config " + p.baseline_config + " is compared with candidate config " + p.candidate_config);
+  }
+  // The name a baseline config goes by in the comparison; nullopt: displaced by a pairing.
+  auto name_in_comparison = [&](const std::string& config) -> std::optional<std::string> {
+    if (const auto it = paired_as.find(config); it != paired_as.end()) return it->second;
+    if (target_of.count(config)) return std::nullopt;
+    return config;
+  };
+  std::vector<std::string> configs;
+  for (const std::string& c : baseline.configs) {
+    if (const auto name = name_in_comparison(c)) {
+      configs.push_back(*name);
+    } else {
+      notes.push_back("baseline config " + c + " is left out: the candidate's " + c + " is compared with the baseline's " +
+                      target_of[c] + " instead");
+    }
+  }
+  baseline.configs = std::move(configs);
+  std::vector<GateItem> items;
+  for (GateItem& it : baseline.items)
+    if (const auto name = name_in_comparison(it.config)) {
+      it.config = *name;
+      items.push_back(std::move(it));
+    }
+  baseline.items = std::move(items);
+  std::vector<GateTurn> turns;
+  for (GateTurn& t : baseline.turns)
+    if (const auto name = name_in_comparison(t.config)) {
+      t.config = *name;
+      turns.push_back(std::move(t));
+    }
+  baseline.turns = std::move(turns);
+  return notes;
+}
 
 GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, const GateRun& candidate) {
   GateOutcome o;

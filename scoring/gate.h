@@ -11,22 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "scoring/aggregate.h"
 #include "scoring/gate_policy.h"
 
 namespace kvgate::scoring {
 
-// One eval item under one KV config. NaN / nullopt: not measured.
+// One eval item under one KV config.
 struct GateItem {
   std::string item_key, domain, config;
-  int64_t scored_tokens = 0;
-  double kld_mean = 0, kld_p99 = 0, top1 = 0;
-  std::optional<bool> exact_match_gold;
-  std::optional<bool> diverged;  // greedy answer differs from the reference config's; nullopt: not generated
+  ItemScores scores;
 };
 
 struct GateTurn {
   std::string config;
-  double ttft_ms = 0, tpot_ms = 0;  // NaN when not measured
+  TurnLatency latency;
 };
 
 struct GateRun {
@@ -67,6 +65,18 @@ struct GateOutcome {
   size_t failed() const;
   bool passed() const { return failed() == 0; }
 };
+
+// `--pair-config BASE=CAND`: the baseline's BASE config is compared with the candidate's CAND.
+struct ConfigPairing {
+  std::string baseline_config, candidate_config;
+};
+
+// Rewrites `baseline` as the candidate sees it under `pairings`: each paired config's rows and
+// turns carry the candidate config's name, and the baseline's own rows of a config that a
+// pairing targets are left out, so one name never stands for two sets of rows. Returns one note
+// per pairing and per config left out. A config paired twice, or two pairings onto one config,
+// are usage errors (kvgate::Error).
+std::vector<std::string> pair_baseline_configs(GateRun& baseline, const std::vector<ConfigPairing>& pairings);
 
 // baseline == nullptr: no baseline (a first run), so only comparability-free absolute checks
 // run, with a note saying so. Deterministic: the same inputs give bit-identical results.

@@ -202,8 +202,41 @@ TEST(EvalCli, SmokeSuiteOrdersConfigsByDamage) {
   EXPECT_LT(kld.at("q4_0/q4_0"), kld.at("tq3/u3"));
   EXPECT_LT(kld.at("tq3/u3"), kld.at("tq2/u2"));
   results::Store store = results::Store::open(db, results::Store::Mode::existing);
-  const auto summary = store.summarize_run(j["run"].get<int64_t>());
-  for (const auto& s : summary) EXPECT_EQ(s.items, 10) << s.spec;
+  std::map<int64_t, int> items_per_config;
+  for (const auto& row : store.run_item_metrics(j["run"].get<int64_t>())) ++items_per_config[row.metrics.config_id];
+  EXPECT_EQ(items_per_config.size(), 6u);
+  for (const auto& [config, items] : items_per_config) EXPECT_EQ(items, 10) << "config " << config;
+
+  // `runs show` aggregates the stored rows the way eval aggregated them as it ran: same bits.
+  CliResult show = run_kvgate("runs show " + std::to_string(j["run"].get<int64_t>()) + " --json --db " + db);
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  std::map<std::string, double> shown;
+  for (const auto& c : nlohmann::json::parse(show.out)["summary"]) shown[c["spec"].get<std::string>()] = c["kld_mean"].get<double>();
+  EXPECT_EQ(shown, kld);
+}
+
+// An item longer than the model's context (8192 tokens for the default model) stops the run
+// before any forward pass, naming the file, the item, its length and the limit; nothing is stored.
+TEST(EvalCli, ItemLongerThanTheModelsContextIsExit2BeforeAnyWork) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  const std::string items = temp("too_long.jsonl"), db = temp("too_long.db");
+  std::remove(db.c_str());
+  {
+    std::ofstream out(items);
+    out << R"({"answer":"4","domain":"custom","id":"short","messages":[{"content":"2+2?","role":"user"},)"
+        << R"({"content":"4","role":"assistant"}],"score":{"kind":"answer"}})" << "\n";
+    std::string filler;
+    for (int i = 0; i < 12000; ++i) filler += "word ";
+    out << R"({"domain":"custom","id":"very-long","messages":[{"content":")" << filler
+        << R"(Say yes.","role":"user"},{"content":"yes","role":"assistant"}],"score":{"kind":"answer"}})" << "\n";
+  }
+  const CliResult r = run_kvgate("eval --evalset " + items + " --kv q4_0 --threads 2 --db " + db);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(items + ": item very-long is "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("context of 8192 tokens"), std::string::npos) << r.err;
+  CliResult runs = run_kvgate("runs list --json --db " + db);
+  ASSERT_EQ(runs.exit_code, 0) << runs.err;
+  EXPECT_TRUE(nlohmann::json::parse(runs.out)["runs"].empty()) << "no run was begun: " << runs.out;
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "results/store.h"
 #include "tests/cli/run_cli.h"
@@ -222,6 +224,72 @@ TEST_F(GateCli, BadPolicyAndBadRunsExit2) {
   EXPECT_EQ(run_kvgate(gate("--baseline nope --candidate 1")).exit_code, 2);
   EXPECT_EQ(run_kvgate("gate --db " + db_ + " --policy /nonexistent.json --baseline 1 --candidate 1").exit_code, 2);
   EXPECT_EQ(run_kvgate("report --db " + db_ + " --run 1").exit_code, 2) << "needs --html or --md";
+}
+
+// One run over 4 tables items; `kld_of` maps each config spec (reference first) to its items'
+// mean KLD. Configs are registered in the order given, so their ids follow it.
+int64_t run_with_configs(results::Store& store, const results::RunInfo& info,
+                         const std::vector<std::pair<std::string, double>>& kld_of) {
+  const int64_t run = store.begin_run(info);
+  std::vector<int64_t> ids;
+  for (const auto& [spec, kld] : kld_of) {
+    ids.push_back(store.add_config({spec, "h-" + spec, 4.0}));
+    store.attach_config(run, ids.back(), ids.size() == 1 ? results::ConfigRole::reference : results::ConfigRole::candidate,
+                        1000);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const std::string key = "tables-" + std::to_string(i);
+    results::ItemWriter w = store.begin_item(run, {key, "tables", "es", "h-" + key});
+    for (size_t c = 0; c < ids.size(); ++c) {
+      results::ItemMetrics m;
+      m.config_id = ids[c];
+      m.scored_tokens = 50;
+      m.kld_mean = kld_of[c].second + 0.001 * i;
+      m.kld_max = 4 * m.kld_mean;
+      m.kld_p99 = 3 * m.kld_mean;
+      m.top1_agreement = c == 0 ? 1.0 : 0.9;
+      m.generated_tokens = 8;
+      m.exact_match_gold = true;
+      w.add_metrics(m);
+      w.add_turn({ids[c], 0, 300, 50, m.kld_mean, m.top1_agreement, 100.0, 10.0});
+    }
+    w.commit();
+  }
+  store.finish_run(run, results::RunStatus::complete);
+  return run;
+}
+
+// Pre-rollout: production ran fp8 (and, earlier, the candidate's tq3/u4 too); the candidate run
+// has tq3/u4 only. Pairing fp8=tq3/4 must compare the candidate's tq3/u4 with the baseline's fp8,
+// not with the baseline's own tq3/u4 rows, which carry the same name once fp8 is relabelled.
+TEST_F(GateCli, PairConfigComparesThePairedConfigNotTheBaselinesOwnRowsOfTheTarget) {
+  {
+    results::Store store = results::Store::open(db_);
+    run_with_configs(store, synthetic_info("smoke"), {{"f16/f16", 0.0}, {"fp8_e4m3/fp8_e4m3", 0.01}, {"tq3/u4", 0.2}});
+    run_with_configs(store, synthetic_info("smoke"), {{"f16/f16", 0.0}, {"tq3/u4", 0.2}});
+  }
+  const CliResult r = run_kvgate(gate("--baseline 1 --candidate 2 --pair-config fp8=tq3/4 --json"));
+  EXPECT_EQ(r.exit_code, 1) << "tq3/u4's KLD is 20x fp8's on every item: " << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  bool compared = false;
+  for (const auto& c : j["checks"]) {
+    if (c["kind"] != "regression" || c["metric"] != "kld_mean" || c["config"] != "tq3/u4") continue;
+    compared = true;
+    EXPECT_NEAR(c["baseline_value"].get<double>(), 0.0115, 1e-12) << "the baseline side is fp8's rows: " << c["detail"];
+    EXPECT_NEAR(c["candidate_value"].get<double>(), 0.2015, 1e-12) << c["detail"];
+    EXPECT_FALSE(c["passed"].get<bool>()) << c["detail"];
+  }
+  EXPECT_TRUE(compared) << r.out;
+  std::string notes;
+  for (const auto& n : j["notes"]) notes += n.get<std::string>() + "\n";
+  EXPECT_NE(notes.find("baseline config fp8_e4m3/fp8_e4m3 is compared with candidate config tq3/u4"), std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("baseline config tq3/u4 is left out"), std::string::npos) << notes;
+
+  // Two pairings onto one candidate config cannot both be compared with it.
+  const CliResult twice = run_kvgate(gate("--baseline 1 --candidate 2 --pair-config fp8=tq3/4 --pair-config f16=tq3/4"));
+  EXPECT_EQ(twice.exit_code, 2) << twice.out << twice.err;
+  EXPECT_NE(twice.err.find("paired with both"), std::string::npos) << twice.err;
 }
 
 // Two real eval runs of the default model, made once for the tests below.

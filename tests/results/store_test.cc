@@ -210,12 +210,17 @@ TEST_F(StoreTest, ItemsMetricsAndResumePairs) {
   EXPECT_EQ(configs[0].role, "reference");
   EXPECT_EQ(configs[0].kv_bytes_per_token, 18432.0);
 
-  const auto summary = store.summarize_run(run);
-  ASSERT_EQ(summary.size(), 1u);
-  EXPECT_EQ(summary[0].items, 2);
-  EXPECT_EQ(summary[0].scored_tokens, 200);
-  EXPECT_NEAR(summary[0].kld_mean, 0.03, 1e-15);
-  EXPECT_EQ(summary[0].role, "candidate");
+  // What `runs show`, the report and the gate aggregate: every row, in item-key order.
+  const auto rows = store.run_item_metrics(run);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].item_key, "t-1");
+  EXPECT_EQ(rows[1].item_key, "t-2");
+  EXPECT_EQ(rows[1].metrics.config_id, q4);
+  EXPECT_EQ(rows[1].metrics.kld_mean, 0.04);
+  const auto turns = store.run_turn_metrics(run);
+  ASSERT_EQ(turns.size(), 1u);
+  EXPECT_EQ(turns[0].item_key, "t-1");
+  EXPECT_EQ(turns[0].turn.tpot_ms, 15.0);
 
   EXPECT_EQ(count("SELECT COUNT(*) FROM turn_metrics"), 1);
   EXPECT_EQ(count("SELECT COUNT(*) FROM token_class_metrics WHERE token_class = 'digits'"), 1);

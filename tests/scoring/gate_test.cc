@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "scoring/gate_policy.h"
@@ -42,11 +43,13 @@ GateRun make_run(int64_t id, int n, double kld_scale) {
   for (const char* domain : {"tables", "policy"})
     for (int i = 0; i < n; ++i) {
       const std::string key = std::string(domain) + "-" + std::to_string(i);
-      GateItem ref{key, domain, "f16/f16", 100, 0, 0, 1.0, true, false};
-      GateItem q{key, domain, "q4_0/q4_0", 100, kld_scale * (0.01 + 0.004 * (i % 5)), kld_scale * 0.2, 0.95, true, i % 3 == 0};
+      // scores: tokens, mean KLD, max KLD, p99 KLD, top-1, gold match, diverged
+      GateItem ref{key, domain, "f16/f16", {100, 0, 0, 0, 1.0, true, false}};
+      const double kld = kld_scale * (0.01 + 0.004 * (i % 5));
+      GateItem q{key, domain, "q4_0/q4_0", {100, kld, kld_scale * 0.3, kld_scale * 0.2, 0.95, true, i % 3 == 0}};
       r.items.push_back(ref);
       r.items.push_back(q);
-      r.turns.push_back({"q4_0/q4_0", 50.0 + i, 10.0 + 0.1 * i});
+      r.turns.push_back({"q4_0/q4_0", {50.0 + i, 10.0 + 0.1 * i}});
     }
   return r;
 }
@@ -145,7 +148,7 @@ TEST(Gate, WorseDomainFailsAndNamesItsItems) {
   GateRun cand = make_run(2, 20, 1.0);
   // Only the policy domain gets worse, and item policy-3 the most.
   for (GateItem& it : cand.items)
-    if (it.domain == "policy" && it.config == "q4_0/q4_0") it.kld_mean += it.item_key == "policy-3" ? 0.05 : 0.01;
+    if (it.domain == "policy" && it.config == "q4_0/q4_0") it.scores.kld_mean += it.item_key == "policy-3" ? 0.05 : 0.01;
   const GateOutcome o = evaluate_gate(p, &base, cand);
   const CheckResult* worse = find(o, "regression.kld_mean[policy, q4_0/q4_0]");
   ASSERT_NE(worse, nullptr);
@@ -168,7 +171,7 @@ TEST(Gate, RealButTinyChangeStaysUnderTheFloor) {
   const GateRun base = make_run(1, 20, 1.0);
   GateRun cand = make_run(2, 20, 1.0);
   for (GateItem& it : cand.items)
-    if (it.config == "q4_0/q4_0") it.kld_mean += 0.001;  // consistent, so the interval excludes 0; below the 0.002 floor
+    if (it.config == "q4_0/q4_0") it.scores.kld_mean += 0.001;  // consistent, so the interval excludes 0; below the 0.002 floor
   const GateOutcome o = evaluate_gate(p, &base, cand);
   const CheckResult* c = find(o, "regression.kld_mean[tables, q4_0/q4_0]");
   ASSERT_NE(c, nullptr);
@@ -183,7 +186,7 @@ TEST(Gate, LargeButNoisyChangeDoesNotFire) {
   // Half the items much worse, half much better: mean delta near 0, interval spans 0.
   int k = 0;
   for (GateItem& it : cand.items)
-    if (it.domain == "tables" && it.config == "q4_0/q4_0") it.kld_mean += (k++ % 2 ? 0.03 : -0.025);
+    if (it.domain == "tables" && it.config == "q4_0/q4_0") it.scores.kld_mean += (k++ % 2 ? 0.03 : -0.025);
   const GateOutcome o = evaluate_gate(p, &base, cand);
   const CheckResult* c = find(o, "regression.kld_mean[tables, q4_0/q4_0]");
   ASSERT_NE(c, nullptr);
@@ -225,7 +228,7 @@ TEST(Gate, AccuracyDropIsAgainstTheReferenceConfig) {
   GateRun cand = make_run(2, 10, 1.0);
   int wrong = 0;
   for (GateItem& it : cand.items)
-    if (it.domain == "tables" && it.config == "q4_0/q4_0" && wrong < 6) it.exact_match_gold = false, ++wrong;
+    if (it.domain == "tables" && it.config == "q4_0/q4_0" && wrong < 6) it.scores.exact_match_gold = false, ++wrong;
   const GateOutcome o = evaluate_gate(p, nullptr, cand);
   const CheckResult* c = find(o, "absolute.accuracy_drop[tables, q4_0/q4_0]");
   ASSERT_NE(c, nullptr);
@@ -262,7 +265,7 @@ TEST(Gate, LatencyRatioLimit) {
   const GatePolicy p = test_policy();
   const GateRun base = make_run(1, 10, 1.0);
   GateRun cand = make_run(2, 10, 1.0);
-  for (GateTurn& t : cand.turns) t.tpot_ms *= 2.5;
+  for (GateTurn& t : cand.turns) t.latency.tpot_ms *= 2.5;
   const GateOutcome o = evaluate_gate(p, &base, cand);
   const CheckResult* c = find(o, "latency.tpot_p50_ratio[*, q4_0/q4_0]");
   ASSERT_NE(c, nullptr);
@@ -270,11 +273,48 @@ TEST(Gate, LatencyRatioLimit) {
   EXPECT_FALSE(c->passed);
 }
 
+// --pair-config when the baseline also ran the candidate's config: the relabelled rows replace
+// the baseline's own rows of that config instead of sharing its name with them.
+TEST(Gate, PairingReplacesTheBaselinesOwnRowsOfTheTargetConfig) {
+  const GatePolicy p = test_policy();
+  GateRun base = make_run(1, 10, 1.0);  // q4_0 at scale 1 ...
+  GateRun fp8 = make_run(1, 10, 0.1);   // ... and fp8 at a tenth of its KLD
+  for (GateItem& it : fp8.items)
+    if (it.config == "q4_0/q4_0") base.items.push_back({it.item_key, it.domain, "fp8/fp8", it.scores});
+  for (const GateTurn& t : fp8.turns) base.turns.push_back({"fp8/fp8", t.latency});
+  base.configs.push_back("fp8/fp8");
+  const GateRun cand = make_run(2, 10, 1.0);
+
+  const std::vector<std::string> notes = pair_baseline_configs(base, {{"fp8/fp8", "q4_0/q4_0"}});
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0], "baseline config fp8/fp8 is compared with candidate config q4_0/q4_0");
+  EXPECT_NE(notes[1].find("baseline config q4_0/q4_0 is left out"), std::string::npos) << notes[1];
+  EXPECT_EQ(base.configs, (std::vector<std::string>{"f16/f16", "q4_0/q4_0"}));
+  for (const GateItem& it : base.items) {
+    if (it.config == "q4_0/q4_0") {
+      EXPECT_LT(it.scores.kld_mean, 0.003) << it.item_key << " must be fp8's row";
+    }
+  }
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  const CheckResult* reg = find(o, "regression.kld_mean[tables, q4_0/q4_0]");
+  ASSERT_NE(reg, nullptr);
+  EXPECT_FALSE(reg->passed) << reg->detail;
+  EXPECT_NEAR(reg->baseline_value * 10, reg->candidate_value, 1e-12) << reg->detail;
+
+  GateRun twice = make_run(1, 2, 1.0);
+  EXPECT_THROW(pair_baseline_configs(twice, {{"f16/f16", "q4_0/q4_0"}, {"q4_0/q4_0", "q4_0/q4_0"}}), Error);
+  EXPECT_THROW(pair_baseline_configs(twice, {{"f16/f16", "q4_0/q4_0"}, {"f16/f16", "fp8/fp8"}}), Error);
+  // A swap pairs each with the other: nothing is left out.
+  GateRun swapped = make_run(1, 2, 1.0);
+  EXPECT_EQ(pair_baseline_configs(swapped, {{"f16/f16", "q4_0/q4_0"}, {"q4_0/q4_0", "f16/f16"}}).size(), 2u);
+  EXPECT_EQ(swapped.items.size(), 8u);
+}
+
 TEST(Gate, DeterministicAcrossCalls) {
   const GatePolicy p = test_policy();
   const GateRun base = make_run(1, 30, 1.0);
   GateRun cand = make_run(2, 30, 1.0);
-  for (size_t i = 0; i < cand.items.size(); ++i) cand.items[i].kld_mean += 0.0005 * static_cast<double>(i % 7);
+  for (size_t i = 0; i < cand.items.size(); ++i) cand.items[i].scores.kld_mean += 0.0005 * static_cast<double>(i % 7);
   const GateOutcome a = evaluate_gate(p, &base, cand), b = evaluate_gate(p, &base, cand);
   ASSERT_EQ(a.checks.size(), b.checks.size());
   for (size_t i = 0; i < a.checks.size(); ++i) {

@@ -1,0 +1,95 @@
+#include "scoring/aggregate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "scoring/stats.h"
+
+namespace kvgate::scoring {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double percentile_or_nan(const std::vector<double>& values, double fraction) {
+  return values.empty() ? kNaN : percentile(values, fraction);
+}
+
+}  // namespace
+
+void ItemAggregator::add(const ItemScores& it) {
+  ++items_;
+  scored_tokens_ += it.scored_tokens;
+  if (it.scored_tokens > 0 && std::isfinite(it.kld_mean) && std::isfinite(it.top1)) {
+    const double n = static_cast<double>(it.scored_tokens);
+    kld_sum_ += it.kld_mean * n;
+    top1_sum_ += it.top1 * n;
+    weighted_tokens_ += n;
+  }
+  if (it.scored_tokens > 0 && std::isfinite(it.kld_p99)) p99s_.push_back(it.kld_p99);
+  if (std::isfinite(it.kld_max)) {
+    kld_max_ = has_max_ ? std::max(kld_max_, it.kld_max) : it.kld_max;
+    has_max_ = true;
+  }
+  if (it.exact_match_gold) {
+    answered_ += 1;
+    correct_ += *it.exact_match_gold ? 1 : 0;
+  }
+  if (it.diverged) {
+    generated_ += 1;
+    diverged_ += *it.diverged ? 1 : 0;
+  }
+}
+
+ItemAggregate ItemAggregator::result() const {
+  ItemAggregate a;
+  a.items = items_;
+  a.scored_tokens = scored_tokens_;
+  a.kld_mean = weighted_tokens_ > 0 ? kld_sum_ / weighted_tokens_ : kNaN;
+  a.same_top1 = weighted_tokens_ > 0 ? top1_sum_ / weighted_tokens_ : kNaN;
+  a.kld_p99 = percentile_or_nan(p99s_, 0.99);
+  a.kld_max = has_max_ ? kld_max_ : kNaN;
+  a.answered = static_cast<int64_t>(answered_);
+  a.accuracy = answered_ > 0 ? correct_ / answered_ : kNaN;
+  a.divergence_rate = generated_ > 0 ? diverged_ / generated_ : kNaN;
+  return a;
+}
+
+ItemAggregate aggregate_items(std::span<const ItemScores> items) {
+  ItemAggregator agg;
+  for (const ItemScores& it : items) agg.add(it);
+  return agg.result();
+}
+
+LatencyAggregate aggregate_latency(std::span<const TurnLatency> turns) {
+  std::vector<double> ttft, tpot;
+  for (const TurnLatency& t : turns) {
+    if (std::isfinite(t.ttft_ms)) ttft.push_back(t.ttft_ms);
+    if (std::isfinite(t.tpot_ms) && t.tpot_ms > 0) tpot.push_back(t.tpot_ms);
+  }
+  LatencyAggregate a;
+  a.ttft_turns = ttft.size();
+  a.tpot_turns = tpot.size();
+  a.ttft_p50 = percentile_or_nan(ttft, 0.50);
+  a.ttft_p95 = percentile_or_nan(ttft, 0.95);
+  a.ttft_p99 = percentile_or_nan(ttft, 0.99);
+  a.tpot_p50 = percentile_or_nan(tpot, 0.50);
+  a.tpot_p95 = percentile_or_nan(tpot, 0.95);
+  a.tpot_p99 = percentile_or_nan(tpot, 0.99);
+  return a;
+}
+
+std::map<int64_t, double> drift_over_turns(std::span<const SessionTurn> turn_kld) {
+  std::map<int64_t, std::pair<double, int64_t>> sums;
+  for (const SessionTurn& t : turn_kld) {
+    if (!std::isfinite(t.kld_mean)) continue;
+    auto& cell = sums[t.turn_index];
+    cell.first += t.kld_mean;
+    cell.second += 1;
+  }
+  std::map<int64_t, double> out;
+  for (const auto& [turn, cell] : sums) out[turn] = cell.first / static_cast<double>(cell.second);
+  return out;
+}
+
+}  // namespace kvgate::scoring

@@ -1,0 +1,84 @@
+#pragma once
+// The one per-config summary of a run: what `kvgate eval` prints, `kvgate runs show` lists, the
+// report tabulates and the gate's absolute and latency checks compare. Pure functions on plain
+// numbers; the harness maps stored rows (or the runner's own values) into these structs.
+//
+// Definitions (docs/gates.md "Absolute metrics", docs/schema.md):
+//   mean KLD, same top-1  token-weighted over items: Σ mean_i · n_i / Σ n_i, over the items that
+//                         measured both (n_i > 0, both finite);
+//   KLD p99               the 99th percentile over items of each item's 99th-percentile token
+//                         KLD, over items with scored tokens (the tail a few bad items make);
+//   KLD max               the largest item maximum;
+//   accuracy              gold exact-match rate over the items with a gold answer;
+//   divergence rate       fraction of the items with a greedy answer whose answer differs from
+//                         the reference config's;
+//   TTFT, TPOT            percentiles over turns; a turn that emitted one token has no TPOT
+//                         (the store holds 0 there), so it is left out of the TPOT percentiles.
+// Percentiles are scoring/stats.h's. Sums run in the order the items are given: callers pass
+// them in item-key order (the store's order), so every consumer of the same rows gets the same
+// bits.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace kvgate::scoring {
+
+// One item under one config. NaN / nullopt: not measured.
+struct ItemScores {
+  int64_t scored_tokens = 0;
+  double kld_mean = 0, kld_max = 0, kld_p99 = 0, top1 = 0;
+  std::optional<bool> exact_match_gold;
+  std::optional<bool> diverged;  // greedy answer differs from the reference config's; nullopt: not generated
+};
+
+// NaN where no item measured the quantity.
+struct ItemAggregate {
+  int64_t items = 0;
+  int64_t scored_tokens = 0;  // over every item, measured or not
+  double kld_mean = 0, same_top1 = 0, kld_p99 = 0, kld_max = 0;
+  double accuracy = 0;
+  int64_t answered = 0;  // items with a gold answer
+  double divergence_rate = 0;
+};
+
+// Accumulates items one at a time, for callers that group rows as they read them.
+class ItemAggregator {
+ public:
+  void add(const ItemScores& item);
+  ItemAggregate result() const;
+
+ private:
+  int64_t items_ = 0, scored_tokens_ = 0;
+  double kld_sum_ = 0, top1_sum_ = 0, weighted_tokens_ = 0;
+  double correct_ = 0, answered_ = 0, diverged_ = 0, generated_ = 0;
+  double kld_max_ = 0;
+  bool has_max_ = false;
+  std::vector<double> p99s_;
+};
+
+ItemAggregate aggregate_items(std::span<const ItemScores> items);
+
+// One scored turn's latency, ms. NaN (or a TPOT <= 0) where not measured.
+struct TurnLatency {
+  double ttft_ms = 0, tpot_ms = 0;
+};
+
+struct LatencyAggregate {
+  size_t ttft_turns = 0, tpot_turns = 0;  // turns that measured each
+  double ttft_p50 = 0, ttft_p95 = 0, ttft_p99 = 0;
+  double tpot_p50 = 0, tpot_p95 = 0, tpot_p99 = 0;  // NaN without measured turns
+};
+
+LatencyAggregate aggregate_latency(std::span<const TurnLatency> turns);
+
+// Drift over the turns of multi-turn sessions: per turn index, the mean over sessions of that
+// turn's mean KLD. `turn_kld` holds one config's turns; turns with a non-finite KLD are skipped.
+struct SessionTurn {
+  int64_t turn_index = 0;
+  double kld_mean = 0;
+};
+std::map<int64_t, double> drift_over_turns(std::span<const SessionTurn> turn_kld);
+
+}  // namespace kvgate::scoring

@@ -1,0 +1,82 @@
+// The one per-config summary (scoring/aggregate.h) on hand-computed numbers.
+#include "scoring/aggregate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace kvgate::scoring {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+TEST(Aggregate, TokenWeightedMeansAndItemTails) {
+  // scores: tokens, mean KLD, max KLD, p99 KLD, top-1, gold match, diverged
+  const std::vector<ItemScores> items = {
+      {100, 0.01, 0.5, 0.2, 0.9, true, false},
+      {300, 0.03, 0.9, 0.4, 0.7, false, true},
+      {0, 0, 0, 0, 0, std::nullopt, std::nullopt},  // nothing scored: counted, never averaged
+  };
+  const ItemAggregate a = aggregate_items(items);
+  EXPECT_EQ(a.items, 3);
+  EXPECT_EQ(a.scored_tokens, 400);
+  EXPECT_DOUBLE_EQ(a.kld_mean, (0.01 * 100 + 0.03 * 300) / 400);
+  EXPECT_DOUBLE_EQ(a.same_top1, (0.9 * 100 + 0.7 * 300) / 400);
+  EXPECT_DOUBLE_EQ(a.kld_p99, 0.2 + 0.99 * (0.4 - 0.2)) << "p99 over the two items that scored tokens";
+  EXPECT_DOUBLE_EQ(a.kld_max, 0.9);
+  EXPECT_EQ(a.answered, 2);
+  EXPECT_DOUBLE_EQ(a.accuracy, 0.5);
+  EXPECT_DOUBLE_EQ(a.divergence_rate, 0.5);
+}
+
+TEST(Aggregate, UnmeasuredIsNaNAndAnItemWithoutAMeanIsLeftOut) {
+  const ItemAggregate none = aggregate_items({});
+  EXPECT_EQ(none.items, 0);
+  for (double v : {none.kld_mean, none.same_top1, none.kld_p99, none.kld_max, none.accuracy, none.divergence_rate})
+    EXPECT_TRUE(std::isnan(v));
+  const std::vector<ItemScores> items = {{50, 0.02, 0.1, 0.05, 0.8, std::nullopt, std::nullopt},
+                                         {50, kNaN, kNaN, kNaN, kNaN, std::nullopt, std::nullopt}};
+  const ItemAggregate a = aggregate_items(items);
+  EXPECT_EQ(a.scored_tokens, 100);
+  EXPECT_DOUBLE_EQ(a.kld_mean, 0.02);
+  EXPECT_DOUBLE_EQ(a.kld_p99, 0.05);
+  EXPECT_TRUE(std::isnan(a.accuracy));
+}
+
+TEST(Aggregate, AccumulatorEqualsTheSpanFormBitForBit) {
+  std::vector<ItemScores> items;
+  for (int i = 0; i < 37; ++i)
+    items.push_back({10 + i, 0.001 * i + 1e-7 / (i + 1), 0.01 * i, 0.005 * i, 1.0 - 0.01 * i, i % 2 == 0, i % 3 == 0});
+  ItemAggregator acc;
+  for (const ItemScores& it : items) acc.add(it);
+  const ItemAggregate x = acc.result(), y = aggregate_items(items);
+  EXPECT_EQ(x.kld_mean, y.kld_mean);
+  EXPECT_EQ(x.same_top1, y.same_top1);
+  EXPECT_EQ(x.kld_p99, y.kld_p99);
+}
+
+TEST(Aggregate, LatencyPercentilesSkipTurnsWithoutATpot) {
+  const std::vector<TurnLatency> turns = {{10, 2}, {20, 4}, {30, 0}, {40, kNaN}, {kNaN, 6}};
+  const LatencyAggregate l = aggregate_latency(turns);
+  EXPECT_EQ(l.ttft_turns, 4u);
+  EXPECT_EQ(l.tpot_turns, 3u) << "a one-token turn (stored TPOT 0) has no TPOT";
+  EXPECT_DOUBLE_EQ(l.ttft_p50, 25);
+  EXPECT_DOUBLE_EQ(l.tpot_p50, 4);
+  EXPECT_DOUBLE_EQ(l.tpot_p99, 4 + 0.98 * 2);
+  const LatencyAggregate none = aggregate_latency({});
+  EXPECT_TRUE(std::isnan(none.ttft_p50));
+  EXPECT_TRUE(std::isnan(none.tpot_p95));
+}
+
+TEST(Aggregate, DriftIsTheMeanOverSessionsPerTurn) {
+  const std::vector<SessionTurn> turns = {{0, 0.01}, {1, 0.02}, {0, 0.03}, {1, 0.06}, {2, kNaN}};
+  const auto drift = drift_over_turns(turns);
+  ASSERT_EQ(drift.size(), 2u);
+  EXPECT_DOUBLE_EQ(drift.at(0), 0.02);
+  EXPECT_DOUBLE_EQ(drift.at(1), 0.04);
+}
+
+}  // namespace
+}  // namespace kvgate::scoring
