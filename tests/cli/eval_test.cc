@@ -215,6 +215,19 @@ TEST(EvalCli, SmokeSuiteOrdersConfigsByDamage) {
   EXPECT_EQ(shown, kld);
 }
 
+// Each config is one column of results: a spec given twice (or equal to the reference) would
+// write two rows for one (item, config), so it is refused before anything runs.
+TEST(EvalCli, ConfigGivenTwiceIsExit2) {
+  const std::string db = temp("twice.db");
+  std::remove(db.c_str());
+  CliResult r = run_kvgate("eval --evalset " + small_evalset() + " --kv fp8,fp8_e4m3 --db " + db);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("twice"), std::string::npos) << r.err;
+  r = run_kvgate("eval --evalset " + small_evalset() + " --kv none --db " + db);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("reference"), std::string::npos) << r.err;
+}
+
 // An item longer than the model's context (8192 tokens for the default model) stops the run
 // before any forward pass, naming the file, the item, its length and the limit; nothing is stored.
 TEST(EvalCli, ItemLongerThanTheModelsContextIsExit2BeforeAnyWork) {
