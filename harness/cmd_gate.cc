@@ -236,7 +236,7 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
   for (const std::string& pair : a.pair_configs) {
     const size_t eq = pair.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
-      throw_usage_error("--pair-config '" + pair + "': expected BASE_SPEC=CANDIDATE_SPEC");
+      throw_usage_error("--pair-config '" + echo_user_text(pair) + "': expected BASE_SPEC=CANDIDATE_SPEC");
     if (!base_run) throw_usage_error("--pair-config needs a baseline run");
     const std::string from = kernels::parse_kv_config(pair.substr(0, eq)).canonical();
     const std::string to = kernels::parse_kv_config(pair.substr(eq + 1)).canonical();

@@ -173,12 +173,12 @@ std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const LoadedModel&
     if (context > 0 && p.tokens > context)
       throw_input_error(fmt::format("{}: item {} is {} tokens long (rendered and tokenized for this model), more than the "
                                     "model's context of {} tokens (context_length of {})",
-                                    where, item.id, p.tokens, context, model.path()));
+                                    where, echo_user_text(item.id), p.tokens, context, model.path()));
     if (context > 0 && longest_probe > context)
       throw_input_error(fmt::format("{}: item {} is {} tokens long, and the greedy answer probed after its scored span at "
                                     "token {} needs up to {} more: more than the model's context of {} tokens (context_length "
                                     "of {}); lower --max-new-tokens or shorten the item",
-                                    where, item.id, p.tokens, probe_at, probe_tokens, context, model.path()));
+                                    where, echo_user_text(item.id), p.tokens, probe_at, probe_tokens, context, model.path()));
     out.push_back(std::move(p));
   }
   return out;
