@@ -5,9 +5,10 @@
 // is being resumed; the runner and the recorder only read it.
 //
 // A config is one column of results. Today every config runs on the run's one model through
-// the run's one engine, and differs by its KV spec; a config that names its own model or
-// serving endpoint, or a run that takes one shard of the items, would be a field here, with the
-// runner asking the plan for each config's engine and item list.
+// the run's one engine and differs by its KV spec. A config that names its own model or serving
+// endpoint (engine mode) would be a field of PlannedConfig, the runner already keeping one
+// engine per config; a shard (docs/scale-out.md: the items whose id hashes to I mod N, taken
+// after --limit) would be a field of EvalPlan that selects the items the runner prepares.
 #include <cstdint>
 #include <string>
 #include <vector>
