@@ -33,7 +33,10 @@ void check_backend(const std::string& backend) {
 std::unique_ptr<runtime::Engine> make_engine(const std::string& backend, const runtime::Model& model, int threads) {
   check_backend(backend);
 #if defined(KVGATE_HAVE_GPU_RUNTIME)
-  if (backend != "cpu") return runtime::make_gpu_engine(model);
+  if (backend != "cpu") {
+    runtime::require_gpu_forward_support(model, backend);
+    return runtime::make_gpu_engine(model);
+  }
 #endif
   return runtime::make_cpu_engine(model, threads);
 }

@@ -68,7 +68,10 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
   std::fill_n(s.acc_window.begin(), static_cast<size_t>(rows) * D, 0.0f);
 
   const int64_t visible_end = first_pos + q_end;  // no row sees a token at or past this
-  for (int64_t ps = 0; ps < visible_end; ps += pt) {
+  // A sliding window hides keys at or before position - window from each row; the block's
+  // first row sees the oldest ones, and pages before them may have been dropped.
+  const int64_t oldest_visible = v.window > 0 ? std::max<int64_t>(0, first_pos + q_begin - v.window + 1) : 0;
+  for (int64_t ps = oldest_visible / pt * pt; ps < visible_end; ps += pt) {
     // The chunk runs to the page's end (or the sequence's) even past visible_end, so a quantized
     // run always covers whole token groups; the causal mask removes what a row may not see.
     const int64_t pe = std::min<int64_t>(ps + pt, v.length);
@@ -94,6 +97,8 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
       float* row = scores + static_cast<size_t>(r) * n;
       const int64_t pos = s.position[r];
       for (int64_t t = std::max<int64_t>(pos + 1 - ps, 0); t < n; ++t) row[t] = -INFINITY;
+      if (v.window > 0)
+        for (int64_t t = 0; t < std::min<int64_t>(pos - v.window + 1 - ps, n); ++t) row[t] = -INFINITY;
       float chunk_max = -INFINITY;
       // A plain compare, not std::fmax: scores are never NaN here and fmax is a libm call per score.
       for (int t = 0; t < n; ++t) chunk_max = row[t] > chunk_max ? row[t] : chunk_max;

@@ -6,7 +6,9 @@
 //
 // Semantics (design.md): the queries' own K/V are already appended and quantized, and every
 // query attends to the quantized cache, causal: query i of a chunk of n sits at position
-// length - n + i and sees positions [0, length - n + i]. Decode is a chunk of one.
+// length - n + i and sees positions [0, length - n + i]. Decode is a chunk of one. In a cache
+// with a sliding window W (PagedKvCacheShape::window) it sees (length - n + i - W, length - n + i],
+// as llama.cpp's LLAMA_SWA_TYPE_STANDARD mask.
 #include <cmath>
 #include <cstdint>
 

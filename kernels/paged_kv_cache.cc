@@ -38,6 +38,7 @@ PagedKvCache::PagedKvCache(const std::vector<LayerFormats>& layers, const PagedK
     throw_usage_error("paged KV cache: page_tokens " + std::to_string(shape.page_tokens) + " is out of range (1..4096)");
   if (shape.capacity_pages <= 0 || shape.capacity_pages > std::numeric_limits<int32_t>::max())
     throw_usage_error("paged KV cache: capacity of " + std::to_string(shape.capacity_pages) + " pages is out of range");
+  if (shape.window < 0) throw_usage_error("paged KV cache: negative sliding window " + std::to_string(shape.window));
   size_t bytes_per_page = 0;
   layers_.resize(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -158,8 +159,10 @@ int64_t PagedKvCache::pages_needed_for_append(const Sequence& s, int layer, int6
     const int64_t first = rs.windowed() ? w.quantized : old_len;
     const int64_t last = rs.windowed() ? std::max(w.quantized, rs.quantized_for(new_len)) : new_len;
     if (last <= first) continue;
-    for (int64_t idx = first / pt; idx <= (last - 1) / pt && idx < have; ++idx)
-      if (refcount_[static_cast<size_t>(s.pages[static_cast<size_t>(idx)])] > 1) copies.insert(idx);
+    for (int64_t idx = first / pt; idx <= (last - 1) / pt && idx < have; ++idx) {
+      const int32_t page = s.pages[static_cast<size_t>(idx)];
+      if (page != kDroppedPage && refcount_[static_cast<size_t>(page)] > 1) copies.insert(idx);
+    }
   }
   return needed + static_cast<int64_t>(copies.size());
 }
@@ -169,6 +172,7 @@ void PagedKvCache::append(SeqId seq, int layer, const float* k, const float* v, 
   Sequence& s = seq_ref(seq);
   if (n_tokens < 0) throw_usage_error("paged KV cache: negative token count");
   if (n_tokens == 0) return;
+  drop_pages_behind_window(s);
   const int64_t needed = pages_needed_for_append(s, layer, n_tokens);
   if (needed > free_pages())
     throw_usage_error("KV cache is full: appending " + std::to_string(n_tokens) + " tokens to layer " +
@@ -184,6 +188,9 @@ void PagedKvCache::append(SeqId seq, int layer, const float* k, const float* v, 
 
 void PagedKvCache::quantize_group(Sequence& s, RoleStore& rs, int h, int64_t first_token, const float* rows) {
   const int64_t pt = shape_.page_tokens;
+  // A group that leaves a format's f16 window after its page fell out of the sliding window is
+  // outside every future query's view: there is nothing to store.
+  if (s.pages[static_cast<size_t>(first_token / pt)] == kDroppedPage) return;
   const int32_t page = writable_page(s, static_cast<size_t>(first_token / pt));
   uint8_t* dst = rs.pool.get() + static_cast<size_t>(page) * rs.page_bytes + static_cast<size_t>(h) * rs.head_bytes +
                  static_cast<size_t>((first_token % pt) / rs.group) * rs.codec->group_bytes();
@@ -257,6 +264,7 @@ SeqId PagedKvCache::fork(SeqId parent, int64_t n_tokens) {
     if (n_tokens < 0 || n_tokens > available)
       throw_usage_error("paged KV cache: cannot fork " + std::to_string(n_tokens) + " tokens of sequence " +
                         std::to_string(parent) + ", which holds " + std::to_string(available));
+    check_window_kept(p, n_tokens, "fork");
     child.live = true;
     child.pages.assign(p.pages.begin(), p.pages.begin() + ceil_div(n_tokens, shape_.page_tokens));
     child.lengths.assign(layers_.size(), n_tokens);
@@ -265,7 +273,8 @@ SeqId PagedKvCache::fork(SeqId parent, int64_t n_tokens) {
       child.value_windows.push_back(cut_window(layers_[l].value, p.value_windows[l], p.pages, n_tokens));
     }
   }
-  for (int32_t page : child.pages) ++refcount_[static_cast<size_t>(page)];
+  for (int32_t page : child.pages)
+    if (page != kDroppedPage) ++refcount_[static_cast<size_t>(page)];
   for (size_t i = 0; i < sequences_.size(); ++i) {
     if (!sequences_[i].live) {
       sequences_[i] = std::move(child);
@@ -282,19 +291,22 @@ void PagedKvCache::truncate(SeqId seq, int64_t n_tokens) {
   if (n_tokens < 0 || n_tokens > available)
     throw_usage_error("paged KV cache: cannot truncate sequence " + std::to_string(seq) + " to " +
                       std::to_string(n_tokens) + " tokens; it holds " + std::to_string(available));
+  check_window_kept(s, n_tokens, "truncate");
   for (size_t l = 0; l < layers_.size(); ++l) {
     s.key_windows[l] = cut_window(layers_[l].key, s.key_windows[l], s.pages, n_tokens);
     s.value_windows[l] = cut_window(layers_[l].value, s.value_windows[l], s.pages, n_tokens);
     s.lengths[l] = n_tokens;
   }
   const size_t keep = static_cast<size_t>(ceil_div(n_tokens, shape_.page_tokens));
-  for (size_t i = keep; i < s.pages.size(); ++i) unref_page(s.pages[i]);
+  for (size_t i = keep; i < s.pages.size(); ++i)
+    if (s.pages[i] != kDroppedPage) unref_page(s.pages[i]);
   s.pages.resize(keep);
 }
 
 void PagedKvCache::release(SeqId seq) {
   Sequence& s = seq_ref(seq);
-  for (int32_t page : s.pages) unref_page(page);
+  for (int32_t page : s.pages)
+    if (page != kDroppedPage) unref_page(page);
   s = Sequence{};
 }
 
@@ -316,6 +328,7 @@ KvLayerView PagedKvCache::view(SeqId seq, int layer) const {
   const Layer& l = layers_[static_cast<size_t>(layer)];
   KvLayerView v;
   v.length = s.lengths[static_cast<size_t>(layer)];
+  v.window = shape_.window;
   v.n_kv_heads = shape_.n_kv_heads;
   v.head_dim = shape_.head_dim;
   v.page_tokens = shape_.page_tokens;
@@ -343,16 +356,41 @@ void PagedKvCache::dequantize_ref(SeqId seq, int layer, std::vector<float>& k, s
     out.assign(static_cast<size_t>(lv.length) * H * D, 0.0f);
     const int g = rv.codec->token_group();
     std::vector<float> group(static_cast<size_t>(g) * D);
-    for (int64_t t0 = 0; t0 < rv.quantized; t0 += g)
+    for (int64_t t0 = 0; t0 < rv.quantized; t0 += g) {
+      if (rv.pages[t0 / lv.page_tokens] == kDroppedPage) continue;  // left as zeros
       for (int h = 0; h < H; ++h) {
         rv.codec->dequantize_ref(rv.group_at(h, t0, lv.page_tokens), group.data());
         for (int j = 0; j < g; ++j)
           std::memcpy(&out[(static_cast<size_t>(t0 + j) * H + h) * D], &group[static_cast<size_t>(j) * D], sizeof(float) * D);
       }
+    }
     for (int64_t t = rv.quantized; t < lv.length; ++t)
       for (int h = 0; h < H; ++h)
         std::memcpy(&out[(static_cast<size_t>(t) * H + h) * D], rv.window_row(h, t, D), sizeof(float) * D);
   }
+}
+
+void PagedKvCache::drop_pages_behind_window(Sequence& s) {
+  if (shape_.window <= 0) return;
+  // Every later query sits at or after the shortest layer's length, so it sees no token before
+  // that length - window + 1; pages wholly before it are returned.
+  const int64_t first_visible = *std::min_element(s.lengths.begin(), s.lengths.end()) - shape_.window + 1;
+  const int64_t whole_pages = std::max<int64_t>(0, first_visible) / shape_.page_tokens;
+  for (int64_t i = 0; i < whole_pages && i < static_cast<int64_t>(s.pages.size()); ++i) {
+    int32_t& page = s.pages[static_cast<size_t>(i)];
+    if (page == kDroppedPage) continue;
+    unref_page(page);
+    page = kDroppedPage;
+  }
+}
+
+void PagedKvCache::check_window_kept(const Sequence& s, int64_t n_tokens, const char* what) const {
+  if (shape_.window <= 0) return;
+  const int64_t first = std::max<int64_t>(0, n_tokens - shape_.window + 1);
+  for (int64_t t = first; t < n_tokens; t += shape_.page_tokens)
+    if (s.pages[static_cast<size_t>(t / shape_.page_tokens)] == kDroppedPage)
+      throw_usage_error("paged KV cache: cannot " + std::string(what) + " at " + std::to_string(n_tokens) +
+                        " tokens: the sliding window's pages before that point were already dropped");
 }
 
 KvMemory PagedKvCache::memory() const {

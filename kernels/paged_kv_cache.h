@@ -40,7 +40,14 @@ struct PagedKvCacheShape {
   int head_dim = 0;
   int page_tokens = 32;        // must be a multiple of every layer codec's token_group
   int64_t capacity_pages = 0;  // pool size; every page covers all layers
+  // Sliding-window cache (0: keep every token): a query at position p attends to positions
+  // (p - window, p] only, and a page whose tokens all lie before every future query's window is
+  // returned to the pool. Its block-table entry becomes kDroppedPage.
+  int64_t window = 0;
 };
+
+// Block-table entry of a page a sliding-window cache has dropped.
+constexpr int32_t kDroppedPage = -1;
 
 using SeqId = int32_t;
 
@@ -70,6 +77,7 @@ struct KvRoleView {
 
 struct KvLayerView {
   int64_t length = 0;
+  int64_t window = 0;  // PagedKvCacheShape::window
   int n_kv_heads = 0;
   int head_dim = 0;
   int page_tokens = 0;
@@ -104,7 +112,8 @@ class PagedKvCache {
   SeqId create_sequence();
   // A new sequence holding the first n_tokens of `parent`, sharing its pages.
   SeqId fork(SeqId parent, int64_t n_tokens);
-  // Drops every token at position >= n_tokens.
+  // Drops every token at position >= n_tokens. In a sliding-window cache the cut must leave
+  // the last window's tokens in kept pages (a usage error otherwise); the same holds for fork.
   void truncate(SeqId seq, int64_t n_tokens);
   void release(SeqId seq);
 
@@ -167,6 +176,10 @@ class PagedKvCache {
   // Window of a sequence cut to n_tokens, from the source's pages and window.
   Window cut_window(const RoleStore& rs, const Window& src, const std::vector<int32_t>& pages, int64_t n_tokens) const;
   void check_layer(int layer) const;
+  // Sliding-window caches: returns the pages no query at or after the sequence's length can see.
+  void drop_pages_behind_window(Sequence& s);
+  // Usage error when a cut at n_tokens would need a dropped page.
+  void check_window_kept(const Sequence& s, int64_t n_tokens, const char* what) const;
 
   PagedKvCacheShape shape_;
   std::vector<Layer> layers_;

@@ -8,7 +8,7 @@ namespace {
 
 class CpuSequence final : public EngineSequence {
  public:
-  CpuSequence(std::shared_ptr<kernels::PagedKvCache> cache, kernels::SeqId seq) : cache_(std::move(cache)), seq_(seq) {}
+  CpuSequence(std::shared_ptr<ModelKvCache> cache, kernels::SeqId seq) : cache_(std::move(cache)), seq_(seq) {}
   ~CpuSequence() override { cache_->release(seq_); }
   CpuSequence(const CpuSequence&) = delete;
   CpuSequence& operator=(const CpuSequence&) = delete;
@@ -17,11 +17,11 @@ class CpuSequence final : public EngineSequence {
   std::unique_ptr<EngineSequence> fork(int64_t n) override {
     return std::make_unique<CpuSequence>(cache_, cache_->fork(seq_, n));  // shares pages, copy on write
   }
-  kernels::PagedKvCache& cache() { return *cache_; }
+  ModelKvCache& cache() { return *cache_; }
   kernels::SeqId id() const { return seq_; }
 
  private:
-  std::shared_ptr<kernels::PagedKvCache> cache_;  // shared with the forks
+  std::shared_ptr<ModelKvCache> cache_;  // shared with the forks
   kernels::SeqId seq_;
 };
 
@@ -33,7 +33,7 @@ class CpuEngine final : public Engine {
   const ModelArch& arch() const override { return model_.arch(); }
   uint64_t weight_bytes() const override { return model_.weight_bytes(); }
   std::unique_ptr<EngineSequence> start(const kernels::KvConfig& config, int64_t max_tokens) override {
-    std::shared_ptr<kernels::PagedKvCache> cache = model_.make_cache(config, max_tokens);
+    std::shared_ptr<ModelKvCache> cache = model_.make_cache(config, max_tokens);
     const kernels::SeqId seq = cache->create_sequence();
     return std::make_unique<CpuSequence>(std::move(cache), seq);
   }
@@ -52,6 +52,14 @@ class CpuEngine final : public Engine {
 
 std::unique_ptr<Engine> make_cpu_engine(const Model& model, int threads) {
   return std::make_unique<CpuEngine>(model, threads);
+}
+
+void require_gpu_forward_support(const Model& model, const std::string& backend) {
+  std::string why;
+  if (model.arch().arch == "llama" && model.is_plain_llama(&why)) return;
+  if (why.empty()) why = "architecture '" + model.arch().arch + "'";
+  throw_input_error(model.path() + ": the " + backend + " backend runs the plain Llama block only, and this " +
+                    model.arch().arch + " model has " + why + "; run it with --backend cpu");
 }
 
 }  // namespace kvgate::runtime

@@ -42,4 +42,9 @@ class Engine {
 // The CPU runtime on `threads` workers (0 = all cores); `model` must outlive the engine.
 std::unique_ptr<Engine> make_cpu_engine(const Model& model, int threads);
 
+// The GPU forward (gpu_model.h) implements the plain Llama block (Model::is_plain_llama): for
+// any other model this throws an input error (exit 2) naming the architecture and the feature,
+// so a GPU run never computes a different model than the file describes.
+void require_gpu_forward_support(const Model& model, const std::string& backend);
+
 }  // namespace kvgate::runtime

@@ -548,6 +548,61 @@ const GgufArray* GgufFile::get_array(std::string_view key) const {
 
 // ---- model architecture ----------------------------------------------------------------------
 
+namespace {
+
+// Architectures whose RoPE rotates the two halves of a head (llama.cpp: LLAMA_ROPE_TYPE_NEOX).
+bool rotates_halves(std::string_view arch) {
+  for (std::string_view a : {"qwen", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi2",
+                             "phi3", "stablelm", "falcon", "gptneox", "olmo2", "starcoder2", "dbrx"})
+    if (arch == a) return true;
+  return false;
+}
+
+// Default local/global layer pattern of the architectures with sliding-window attention:
+// layer l is local unless l % pattern == pattern - 1 (llama_hparams::set_swa_pattern).
+uint32_t default_swa_pattern(std::string_view arch) {
+  if (arch == "gemma2") return 2;
+  if (arch == "gemma3") return 6;
+  return 0;
+}
+
+void read_rope_and_window(const GgufFile& file, ModelArch& m) {
+  const std::string p = m.arch + ".";
+  m.rope_layout = rotates_halves(m.arch) ? RopeLayout::halves : RopeLayout::adjacent_pairs;
+  // As llama.cpp: the type defaults to "linear", whose factor defaults to none (scale 1).
+  m.rope_scaling = std::string(file.get_string(p + "rope.scaling.type").value_or("linear"));
+  auto factor = file.get_f32(p + "rope.scaling.factor");
+  if (!factor) factor = file.get_f32(p + "rope.scale_linear");
+  m.rope_freq_scale = (!factor || *factor == 0.0f || m.rope_scaling == "none") ? 1.0f : 1.0f / *factor;
+  if (m.rope_scaling == "linear" && m.rope_freq_scale == 1.0f) m.rope_scaling = "none";
+
+  const uint32_t pattern = default_swa_pattern(m.arch);
+  if (pattern == 0) return;  // llama.cpp ignores a sliding_window key on other architectures
+  // Gemma 2 has a window of 4096 even when the file does not say so; Gemma 3 without the key
+  // is a global-attention model.
+  m.sliding_window = file.get_u32(p + "attention.sliding_window").value_or(m.arch == "gemma2" ? 4096u : 0u);
+  if (m.sliding_window == 0) return;
+  m.rope_base_swa = file.get_f32(p + "rope.freq_base_swa").value_or(m.arch == "gemma2" ? m.rope_base : 10000.0f);
+  m.layer_swa.assign(m.n_layers, false);
+  const std::string pattern_key = p + "attention.sliding_window_pattern";
+  if (const GgufValue* v = file.find(pattern_key); v && v->as_array()) {
+    const GgufArray& a = *v->as_array();
+    if (a.count != m.n_layers)
+      throw_input_error_at(file.name(), v->file_offset(), "metadata key '" + pattern_key + "' has " + num(a.count) +
+                                                              " entries for " + num(m.n_layers) + " layers");
+    for (uint64_t l = 0; l < a.count; ++l) {
+      const auto flag = GgufValue::array_uint(a, l);
+      if (!flag) throw_input_error_at(file.name(), v->file_offset(), "metadata key '" + pattern_key + "' is not an array of bools");
+      m.layer_swa[l] = *flag != 0;
+    }
+    return;
+  }
+  const uint32_t n = file.get_u32(pattern_key).value_or(pattern);
+  for (uint32_t l = 0; l < m.n_layers; ++l) m.layer_swa[l] = n == 0 || l % n < n - 1;
+}
+
+}  // namespace
+
 ModelArch read_model_arch(const GgufFile& file) {
   ModelArch m;
   const auto arch = file.get_string("general.architecture");
@@ -583,6 +638,7 @@ ModelArch read_model_arch(const GgufFile& file) {
   m.n_rot = file.get_u32(p + "rope.dimension_count").value_or(m.head_dim);
   m.rope_base = file.get_f32(p + "rope.freq_base").value_or(10000.0f);
   m.rms_eps = file.get_f32(p + "attention.layer_norm_rms_epsilon").value_or(1e-5f);
+  read_rope_and_window(file, m);
   if (const GgufArray* tokens = file.get_array("tokenizer.ggml.tokens")) {
     if (tokens->count > std::numeric_limits<uint32_t>::max())
       throw_input_error(file.name() + ": vocabulary of " + num(tokens->count) + " tokens is too large");

@@ -11,6 +11,7 @@
 //   uint32_t layers = f.get_u32("llama.block_count").value_or(0);
 //   const GgufTensor* w = f.find_tensor("blk.0.attn_q.weight");   // w->data, w->n_bytes
 //   ModelArch arch = read_model_arch(f);
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -168,7 +169,12 @@ class GgufFile {
   std::unordered_map<std::string_view, size_t> tensor_index_;
 };
 
-// The shape of a Llama-family model as the runtime and the capacity planner need it.
+// How RoPE pairs a head's dimensions: ggml's "normal" rotation of adjacent pairs (x[2i], x[2i+1]),
+// used by Llama GGUFs (whose converter permutes Q/K for it), or GPT-NeoX's rotation of the two
+// halves (x[i], x[i + n_rot/2]), used by Qwen2, Qwen3 and Gemma 3 (llama_model_rope_type).
+enum class RopeLayout : uint8_t { adjacent_pairs, halves };
+
+// The shape of a decoder model as the runtime and the capacity planner need it.
 struct ModelArch {
   std::string arch;  // general.architecture, e.g. "llama"
   std::string name;  // general.name, empty if absent
@@ -184,11 +190,38 @@ struct ModelArch {
   uint32_t n_rot = 0;  // rotary dimensions per head (head_dim unless the file says otherwise)
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
+  RopeLayout rope_layout = RopeLayout::adjacent_pairs;
+  // rope.scaling.type: "none" or "linear" (others are read but the runtime refuses them), and
+  // the linear scale 1 / rope.scaling.factor that multiplies every rotation angle.
+  std::string rope_scaling = "none";
+  float rope_freq_scale = 1.0f;
+  // Sliding-window attention (Gemma 2/3): a query at position p on a sliding-window layer sees
+  // keys at positions p - sliding_window < q <= p (llama.cpp's LLAMA_SWA_TYPE_STANDARD), and
+  // that layer's RoPE uses rope_base_swa. Empty layer_swa: every layer is global.
+  uint32_t sliding_window = 0;
+  std::vector<bool> layer_swa;  // [n_layers]
+  float rope_base_swa = 10000.0f;
 
-  // K and V bytes one token occupies in the cache across all layers at the given element size.
+  bool is_swa(uint32_t layer) const { return layer < layer_swa.size() && layer_swa[layer]; }
+  uint32_t n_swa_layers() const {
+    uint32_t n = 0;
+    for (bool b : layer_swa) n += b ? 1u : 0u;
+    return n;
+  }
+
+  // K and V bytes one token occupies in the cache across all layers at the given element size
+  // (every layer full; for sliding-window models this is the cost of a token inside the window).
   uint64_t kv_bytes_per_token(double bytes_per_element) const {
     return static_cast<uint64_t>(static_cast<double>(n_layers) * n_kv_heads * (head_dim + head_dim_v) *
                                  bytes_per_element);
+  }
+  // K and V bytes one sequence of `context` tokens holds: global layers keep every token,
+  // sliding-window layers at most sliding_window of them.
+  uint64_t kv_bytes_for_context(double bytes_per_element, uint64_t context) const {
+    const uint64_t local = std::min<uint64_t>(context, sliding_window);
+    const double tokens = static_cast<double>(n_layers - n_swa_layers()) * static_cast<double>(context) +
+                          static_cast<double>(n_swa_layers()) * static_cast<double>(local);
+    return static_cast<uint64_t>(tokens * n_kv_heads * (head_dim + head_dim_v) * bytes_per_element);
   }
 };
 
