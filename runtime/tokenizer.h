@@ -1,6 +1,9 @@
 #pragma once
-// Byte-level BPE tokenizer built from a GGUF vocabulary (tokenizer.ggml.model = "gpt2"),
-// producing the same ids as llama.cpp for the same text:
+// Tokenizers built from a GGUF vocabulary, producing the same ids as llama.cpp for the same
+// text: byte-level BPE (tokenizer.ggml.model = "gpt2": SmolLM2, Llama 3, Qwen) and
+// SentencePiece (tokenizer.ggml.model = "llama": Gemma, Llama 2, Mistral).
+//
+// Byte-level BPE:
 //
 //   1. Special tokens. With parse_special, unknown, control and user-defined tokens (token
 //      types 2, 3, 4) are cut out of the text as whole strings, longest first, before anything
@@ -15,6 +18,14 @@
 //      Any other name is an input error: guessing a pattern silently produces wrong ids.
 //   3. Each word's bytes are spelled in GPT-2's byte alphabet and merged pairwise, lowest merge
 //      rank first (leftmost on ties), with a priority queue: O(n log n) per word.
+//
+// SentencePiece (llama.cpp's llm_tokenizer_spm): special tokens are cut out as in step 1; each
+// remaining fragment gets a leading space when tokenizer.ggml.add_space_prefix says so (default
+// true) and it is the first fragment or follows a special token; spaces become U+2581; the
+// fragment starts as one symbol per code point and the adjacent pair whose concatenation is
+// the vocabulary entry with the highest score (tokenizer.ggml.scores) merges first (leftmost
+// on ties) until no pair is an entry; a final symbol that is no entry is emitted as its bytes'
+// <0xXX> tokens (byte fallback).
 //
 // Text must be well-formed UTF-8; anything else is an input error naming the byte offset of the
 // first bad byte (llama.cpp would substitute or throw; we refuse rather than guess).
@@ -48,12 +59,16 @@ enum class TokenType : uint8_t {
 };
 
 enum class PreTokenizer : uint8_t { gpt2, smollm, llama3 };
+enum class TokenizerModel : uint8_t { bpe, spm };
 
 // Everything a tokenizer is built from, independent of the file it came from.
 struct VocabData {
-  std::vector<std::string> tokens;  // in GPT-2 byte alphabet, except control/user-defined text
+  TokenizerModel model = TokenizerModel::bpe;
+  std::vector<std::string> tokens;  // BPE: in GPT-2 byte alphabet, except control/user-defined text
   std::vector<TokenType> types;     // empty: all normal
-  std::vector<std::string> merges;  // "left right", rank = index
+  std::vector<std::string> merges;  // BPE: "left right", rank = index
+  std::vector<float> scores;        // SentencePiece: one per token
+  bool add_space_prefix = true;     // SentencePiece only
   std::string pre = "default";      // tokenizer.ggml.pre
   std::optional<int32_t> bos_id, eos_id, unk_id, pad_id;
   bool add_bos = false;
@@ -62,9 +77,9 @@ struct VocabData {
 
 class Tokenizer {
  public:
-  // Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,*_token_id,add_bos_token}.
-  // A model other than "gpt2", an unknown pre-tokenizer, mismatched array lengths or an id out
-  // of range are input errors naming the file and key.
+  // Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,scores,*_token_id,add_bos_token,
+  // add_space_prefix}. A model other than "gpt2" or "llama", an unknown pre-tokenizer,
+  // mismatched array lengths or an id out of range are input errors naming the file and key.
   static Tokenizer from_gguf(const GgufFile& file);
   static Tokenizer from_vocab(VocabData data);
 
@@ -95,6 +110,7 @@ class Tokenizer {
   TokenType token_type(int32_t id) const { return types_.at(static_cast<size_t>(id)); }
   std::optional<int32_t> find_token(std::string_view text) const;
 
+  TokenizerModel model() const { return model_; }
   PreTokenizer pre_tokenizer() const { return pre_; }
   const std::string& pre_tokenizer_name() const { return pre_name_; }
   std::optional<int32_t> bos_id() const { return bos_; }
@@ -109,6 +125,10 @@ class Tokenizer {
  private:
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
   void encode_fragment(std::string_view text, std::vector<int32_t>& out) const;
+  // SentencePiece merges of one fragment, spaces already escaped (tokenizer_spm.cc).
+  void spm_fragment(std::string_view escaped, std::vector<int32_t>& out) const;
+  static Tokenizer from_spm_vocab(VocabData data);
+  std::string spm_piece(int32_t id, bool render_special) const;
 
   struct MergeResult {
     int32_t rank;
@@ -129,6 +149,10 @@ class Tokenizer {
   std::unordered_map<uint64_t, MergeResult> merges_;
   std::vector<int32_t> special_ids_;  // control, user-defined and unknown tokens, longest first
 
+  TokenizerModel model_ = TokenizerModel::bpe;
+  std::vector<float> scores_;              // SentencePiece
+  bool add_space_prefix_ = false;          // SentencePiece
+  std::array<int32_t, 256> spm_byte_token_{};  // <0xXX> token of each byte (or the byte's own entry), -1 if none
   PreTokenizer pre_ = PreTokenizer::gpt2;
   std::string pre_name_;
   std::optional<int32_t> bos_, eos_, unk_, pad_;
