@@ -89,7 +89,7 @@ def main():
         del out["token_cases"]
         write(os.path.join(args.out, "gemma3_logits.json"), out)
 
-    for name in ("qwen2", "qwen3", "llama3"):
+    for name in ("qwen2", "qwen3", "llama3", "llama-linear"):
         model = os.path.join(HERE, "tiny_models", f"tiny-{name}.gguf")
         if not os.path.exists(model):
             raise SystemExit(f"{model} is missing: run make_tiny_models.py first")
@@ -98,7 +98,7 @@ def main():
             "kv_types": ["f32"], "prompts": TINY_PROMPTS, "greedy": {"ids": TINY_PROMPTS[0]["ids"], "n": 24}})
         out["source"]["model"] = os.path.basename(model)
         del out["token_cases"]
-        write(os.path.join(args.out, f"tiny_{name}_logits.json"), out)
+        write(os.path.join(args.out, f"tiny_{name.replace('-', '_')}_logits.json"), out)
 
 
 if __name__ == "__main__":
