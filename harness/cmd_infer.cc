@@ -71,6 +71,9 @@ void run_generate(const GenerateArgs& a) {
   std::vector<double> token_times;
   engine->forward(*seq, prompt, false, logits.data());
   std::vector<int32_t> out;
+  // Gemma's chat turns end with <end_of_turn>, not with its EOS (llama.cpp counts both as end
+  // of generation); other vocabularies have no such token.
+  const int32_t end_of_turn = lm.tokenizer.find_token("<end_of_turn>").value_or(-1);
   const bool live = !a.json && ::isatty(STDOUT_FILENO);
   for (int i = 0; i < a.n; ++i) {
     // Greedy: the lowest id wins a tie, so the choice is deterministic.
@@ -78,7 +81,7 @@ void run_generate(const GenerateArgs& a) {
     for (size_t t = 1; t < logits.size(); ++t)
       if (logits[t] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(t);
     token_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (!a.ignore_eos && lm.tokenizer.eos_id() && best == *lm.tokenizer.eos_id()) break;
+    if (!a.ignore_eos && ((lm.tokenizer.eos_id() && best == *lm.tokenizer.eos_id()) || best == end_of_turn)) break;
     out.push_back(best);
     if (live) {
       std::fputs(lm.tokenizer.piece(best, false).c_str(), stdout);

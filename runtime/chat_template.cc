@@ -1,5 +1,7 @@
 #include "runtime/chat_template.h"
 
+#include <cctype>
+
 #include "core/error.h"
 #include "runtime/gguf.h"
 
@@ -49,7 +51,14 @@ ChatTemplate ChatTemplate::chatml(std::optional<std::string> default_system) {
   return t;
 }
 
+ChatTemplate ChatTemplate::gemma() {
+  ChatTemplate t;
+  t.style_ = Style::gemma;
+  return t;
+}
+
 ChatTemplate ChatTemplate::from_template_text(std::string_view tpl, const std::string& source) {
+  if (tpl.find("<start_of_turn>") != std::string_view::npos) return gemma();
   if (tpl.find(kStart) == std::string_view::npos || tpl.find(kEnd) == std::string_view::npos) {
     std::string head(tpl.substr(0, 60));
     for (char& c : head) {
@@ -64,12 +73,54 @@ ChatTemplate ChatTemplate::from_template_text(std::string_view tpl, const std::s
 ChatTemplate ChatTemplate::from_gguf(const GgufFile& file) {
   const auto tpl = file.get_string("tokenizer.chat_template");
   if (!tpl) {
+    const std::string arch(file.get_string("general.architecture").value_or(""));
+    bool has_turns = false;
+    if (const GgufArray* tokens = file.get_array("tokenizer.ggml.tokens"); tokens && arch.rfind("gemma", 0) == 0) {
+      bool start = false, end = false;
+      for (std::string_view t : tokens->strings) {
+        start = start || t == "<start_of_turn>";
+        end = end || t == "<end_of_turn>";
+      }
+      has_turns = start && end;
+    }
+    if (has_turns) return gemma();
     throw_input_error(file.name() + ": tokenizer.chat_template: missing; cannot format chat messages for this model");
   }
   return from_template_text(*tpl, file.name() + ": tokenizer.chat_template");
 }
 
+std::string ChatTemplate::apply_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  // isspace-trimming, as llama.cpp's trim().
+  auto trim = [](const std::string& s) {
+    size_t b = 0, e = s.size();
+    while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+    return s.substr(b, e - b);
+  };
+  std::string out, system;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role.empty() || m.role.find('\n') != std::string::npos || m.role.find("<start_of_turn>") != std::string::npos)
+      throw_input_error("chat message " + std::to_string(i) + ": role \"" + m.role +
+                        "\" must be non-empty, one line and free of <start_of_turn>");
+    if (m.role == "system") {
+      system += trim(m.content);
+      continue;
+    }
+    const std::string role = m.role == "assistant" ? "model" : m.role;
+    out.append("<start_of_turn>").append(role).append("\n");
+    if (!system.empty() && role != "model") {
+      out.append(system).append("\n\n");
+      system.clear();
+    }
+    out.append(trim(m.content)).append("<end_of_turn>\n");
+  }
+  if (add_generation_prompt) out.append("<start_of_turn>model\n");
+  return out;
+}
+
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  if (style_ == Style::gemma) return apply_gemma(messages, add_generation_prompt);
   std::string out;
   // The SmolLM2 template adds it inside its message loop, so an empty conversation gets none.
   if (default_system_ && !messages.empty() && messages.front().role != "system") {

@@ -1,16 +1,31 @@
 #pragma once
-// Chat formatting for the ChatML family (the default model's, SmolLM2):
+// Chat formatting for two template families, as llama.cpp's built-in templates render them.
+//
+// ChatML (the default model's, SmolLM2; Qwen):
 //
 //   <|im_start|>system\nDEFAULT SYSTEM PROMPT<|im_end|>\n   only when the template has one and
 //                                                          the first message is not a system one
 //   <|im_start|>ROLE\nCONTENT<|im_end|>\n                 every message
 //   <|im_start|>assistant\n                                with add_generation_prompt
 //
-// kvgate does not run Jinja. A GGUF's tokenizer.chat_template is recognised as ChatML when it
-// writes <|im_start|> and <|im_end|> around role and content; a default system prompt is taken
-// from a literal '<|im_start|>system\n...<|im_end|>' string in it. Any other template (Llama 3,
-// Gemma, Mistral, ...) or a missing one is an input error, not a guess: a wrong template changes
-// every token the model sees.
+// Gemma (llama.cpp's LLM_CHAT_TEMPLATE_GEMMA):
+//
+//   <start_of_turn>ROLE\nCONTENT<end_of_turn>\n           every message, content trimmed of
+//                                                          surrounding whitespace; "assistant"
+//                                                          is written "model"
+//   system messages have no turn: their trimmed text, then "\n\n", opens the next user turn
+//   <start_of_turn>model\n                                 with add_generation_prompt
+//
+// BOS is not part of the text: callers prepend it when the tokenizer's add_bos says so.
+//
+// kvgate does not run Jinja. A GGUF's tokenizer.chat_template is recognised as Gemma when it
+// contains <start_of_turn> (llama.cpp's test), else as ChatML when it writes <|im_start|> and
+// <|im_end|> around role and content; a default system prompt is taken from a literal
+// '<|im_start|>system\n...<|im_end|>' string in it. A Gemma-architecture file without a
+// template whose vocabulary has <start_of_turn> and <end_of_turn> (Gemma 3 270M as published)
+// gets the Gemma template: those tokens fix it. Any other template (Llama 3, Mistral, ...) or a
+// missing one is an input error, not a guess: a wrong template changes every token the model
+// sees.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,8 +42,10 @@ struct ChatMessage {
 
 class ChatTemplate {
  public:
+  enum class Style { chatml, gemma };
   // ChatML with the given default system prompt (none when nullopt).
   static ChatTemplate chatml(std::optional<std::string> default_system = std::nullopt);
+  static ChatTemplate gemma();
   // Recognises `template_text` (a Jinja source); `source` names it in errors.
   static ChatTemplate from_template_text(std::string_view template_text, const std::string& source);
   // Reads tokenizer.chat_template.
@@ -40,8 +57,12 @@ class ChatTemplate {
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
 
   const std::optional<std::string>& default_system() const { return default_system_; }
+  Style style() const { return style_; }
 
  private:
+  std::string apply_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+
+  Style style_ = Style::chatml;
   std::optional<std::string> default_system_;
 };
 
