@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -74,6 +75,11 @@ void run_info(const std::string& model_flag, bool json) {
     weight_bytes += t.n_bytes;
   }
   const uint64_t kv_f16 = arch.kv_bytes_per_token(2.0);
+  // Per-sequence totals at a few contexts: for sliding-window models they grow slower than
+  // kv_f16 x context once the context passes the window.
+  std::vector<uint64_t> contexts = {4096};
+  if (arch.n_ctx_train > 4096) contexts.push_back(arch.n_ctx_train);
+  const char* layout = arch.rope_layout == rt::RopeLayout::halves ? "halves" : "adjacent pairs";
 
   if (json) {
     nlohmann::json types = nlohmann::json::array();
@@ -88,12 +94,16 @@ void run_info(const std::string& model_flag, bool json) {
          {{"architecture", arch.arch}, {"name", arch.name}, {"n_layers", arch.n_layers}, {"n_heads", arch.n_heads},
           {"n_kv_heads", arch.n_kv_heads}, {"head_dim", arch.head_dim}, {"head_dim_v", arch.head_dim_v},
           {"n_embd", arch.n_embd}, {"n_ff", arch.n_ff}, {"n_vocab", arch.n_vocab}, {"n_ctx_train", arch.n_ctx_train},
-          {"rope_base", shortest(arch.rope_base)}, {"rms_eps", shortest(arch.rms_eps)}}},
+          {"rope_base", shortest(arch.rope_base)}, {"rms_eps", shortest(arch.rms_eps)}, {"rope_layout", layout},
+          {"rope_scaling", arch.rope_scaling}, {"rope_freq_scale", shortest(arch.rope_freq_scale)},
+          {"sliding_window", arch.sliding_window}, {"sliding_window_layers", arch.n_swa_layers()},
+          {"rope_base_swa", arch.n_swa_layers() ? nlohmann::json(shortest(arch.rope_base_swa)) : nlohmann::json(nullptr)}}},
         {"tensor_count", file.tensors().size()},
         {"tensor_types", types},
         {"weight_bytes", weight_bytes},
         {"kv_bytes_per_token_f16", kv_f16},
     };
+    for (uint64_t c : contexts) j["kv_bytes_per_sequence_f16"][std::to_string(c)] = arch.kv_bytes_for_context(2.0, c);
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -114,11 +124,19 @@ void run_info(const std::string& model_flag, bool json) {
   row("ffn", std::to_string(arch.n_ff));
   row("vocab", grouped(arch.n_vocab));
   row("context length", grouped(arch.n_ctx_train));
-  row("rope base", fmt::format("{:g}", arch.rope_base));
+  row("rope", fmt::format("base {:g}, {}{}", arch.rope_base, layout,
+                          arch.rope_scaling == "none" ? std::string()
+                                                      : fmt::format(", {} scaling x{:g}", arch.rope_scaling,
+                                                                    1.0 / arch.rope_freq_scale)));
+  if (arch.n_swa_layers() > 0)
+    row("sliding window", fmt::format("{} tokens on {} of {} layers (rope base {:g})", grouped(arch.sliding_window),
+                                      arch.n_swa_layers(), arch.n_layers, arch.rope_base_swa));
   row("rms eps", fmt::format("{:g}", arch.rms_eps));
   row("tensors", std::to_string(file.tensors().size()));
   row("weight bytes", grouped(weight_bytes));
-  row("kv bytes/token (f16)", grouped(kv_f16));
+  row("kv bytes/token (f16)", grouped(kv_f16) + (arch.n_swa_layers() ? " (every layer)" : ""));
+  for (uint64_t c : contexts)
+    row(fmt::format("kv bytes/seq @{}", grouped(c)).c_str(), grouped(arch.kv_bytes_for_context(2.0, c)) + " (f16)");
   std::printf("\n%-8s %8s %16s\n", "type", "tensors", "bytes");
   for (const auto& [type, u] : by_type)
     std::printf("%-8s %8s %16s\n", rt::ggml_type_name(static_cast<rt::GgmlType>(type)), grouped(u.count).c_str(),

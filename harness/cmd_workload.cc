@@ -1,6 +1,7 @@
 // `kvgate profile`, `kvgate capacity` and `kvgate workload generate|presets`: what a team's
 // traffic looks like, and what each KV config buys on it (memory, prefix-cache hits, latency)
 // on a given model and GPU, without running the model.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -168,6 +169,8 @@ wl::ModelShape model_from_gguf(const std::string& path) {
   m.n_kv_heads = static_cast<int>(arch.n_kv_heads);
   m.head_dim = static_cast<int>(arch.head_dim);
   m.hidden = static_cast<int>(arch.n_embd);
+  m.sliding_window = arch.sliding_window;
+  m.layer_swa = arch.layer_swa;
   double params = 0, bytes = 0;
   for (const auto& t : file.tensors()) {
     params += static_cast<double>(t.n_elements);
@@ -228,6 +231,8 @@ json result_json(const wl::SimResult& r, const std::string& typed) {
   return {{"kv", typed},
           {"canonical", r.kv_name},
           {"kv_bytes_per_token", r.kv_bytes_per_token},
+          {"kv_window_bytes_per_token", r.kv_window_bytes_per_token},
+          {"sliding_window", r.sliding_window},
           {"kv_bits_per_element", r.kv_bits_per_element},
           {"overhead_factor", r.overhead},
           {"weight_bytes", r.weight_bytes},
@@ -281,6 +286,8 @@ void run_capacity(const CapacityFlags& f) {
     kv.name = cfg.canonical();
     kv.bytes_per_token = cfg.bytes_per_token(shape);
     kv.bits_per_element = cfg.bits_per_element(shape);
+    kv.window_bytes_per_token = wl::window_bytes_per_token(model, cfg);
+    kv.window = model.sliding_window;
     for (const auto& [c, factor] : overheads)
       if (c == cfg) kv.overhead = factor;
     results.emplace_back(wl::simulate_capacity(trace, model, gpu, kv, sim), cfg.name);
@@ -312,6 +319,12 @@ void run_capacity(const CapacityFlags& f) {
   fmt::print("model  {}: {} layers, {} heads ({} KV) x {}, {:.2f}B params, weights {:.1f} GiB ({})\n", model.name,
              model.n_layers, model.n_heads, model.n_kv_heads, model.head_dim, model.n_params / 1e9,
              model.weight_bytes / kGiB, model.weight_dtype);
+  if (model.sliding_window > 0) {
+    const auto local = std::count(model.layer_swa.begin(), model.layer_swa.end(), true);
+    fmt::print("       sliding window of {} tokens on {} of {} layers: B/token counts every layer, KV tokens the "
+               "global layers' blocks, each request also holding min(tokens, {}) in the local layers\n",
+               model.sliding_window, local, model.n_layers, model.sliding_window);
+  }
   fmt::print("gpu    {} x{}: {:.0f} GiB, {:.0f} GB/s, {:.0f} bf16 TFLOPS; memory utilisation {:.2f}\n", gpu.name,
              sim.tensor_parallel, gpu.mem_bytes / kGiB, gpu.bandwidth_bytes_per_s / 1e9, gpu.bf16_flops_per_s / 1e12,
              sim.mem_util);

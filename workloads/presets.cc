@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/kv_format.h"
 
 namespace kvgate::workloads {
 namespace {
@@ -37,6 +38,15 @@ ModelShape model(std::string name, int layers, int heads, int kv_heads, int head
   return m;
 }
 
+// Gemma 3: every sixth layer global, the others a sliding window (llama.cpp's pattern 6).
+ModelShape gemma3(std::string name, int layers, int heads, int kv_heads, int head_dim, int hidden, double params,
+                  int64_t window) {
+  ModelShape m = model(std::move(name), layers, heads, kv_heads, head_dim, hidden, params);
+  m.sliding_window = window;
+  for (int l = 0; l < layers; ++l) m.layer_swa.push_back(l % 6 < 5);
+  return m;
+}
+
 const std::vector<ModelShape>& models() {
   // From each model's config.json on the Hugging Face hub; parameter counts from the model cards.
   static const std::vector<ModelShape> table = {
@@ -45,6 +55,9 @@ const std::vector<ModelShape>& models() {
       model("Qwen2.5-7B", 28, 28, 4, 128, 3584, 7.62e9),
       model("Mistral-7B", 32, 32, 8, 128, 4096, 7.25e9),
       model("SmolLM2-135M", 30, 9, 3, 64, 576, 134.5e6),
+      gemma3("Gemma-3-270M", 18, 4, 1, 256, 640, 268e6, 512),
+      gemma3("Gemma-3-4B", 34, 8, 4, 256, 2560, 4.3e9, 1024),
+      gemma3("Gemma-3-27B", 62, 32, 16, 128, 5376, 27.4e9, 1024),
   };
   return table;
 }
@@ -82,6 +95,24 @@ double weight_bits_per_param(std::string_view dtype) {
 }
 
 std::span<const ModelShape> model_presets() { return models(); }
+
+double window_bytes_per_token(const ModelShape& model, const kernels::KvConfig& config) {
+  double total = 0;
+  for (int layer = 0; layer < model.n_layers && layer < static_cast<int>(model.layer_swa.size()); ++layer) {
+    if (!model.layer_swa[static_cast<size_t>(layer)]) continue;
+    for (const kernels::FormatSpec& f :
+         {config.key_for_layer(layer, model.n_layers), config.value_for_layer(layer, model.n_layers)})
+      total += kernels::make_codec(*f.format, model.head_dim, f.options)->bytes_per_token() * model.n_kv_heads;
+  }
+  return total;
+}
+
+double kv_bytes_for_context(const ModelShape& model, const kernels::KvConfig& config, int64_t context) {
+  const double all = config.bytes_per_token(kernels::KvShape{model.n_layers, model.n_kv_heads, model.head_dim});
+  const double local = window_bytes_per_token(model, config);
+  const int64_t window = model.sliding_window > 0 ? std::min(context, model.sliding_window) : context;
+  return (all - local) * static_cast<double>(context) + local * static_cast<double>(window);
+}
 std::span<const GpuSpec> gpu_presets() { return gpus(); }
 
 ModelShape find_model_preset(std::string_view name, std::string_view weight_dtype) {

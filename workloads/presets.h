@@ -5,6 +5,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "kernels/kv_config.h"
 
 namespace kvgate::workloads {
 
@@ -18,7 +21,19 @@ struct ModelShape {
   double n_params = 0;  // total parameters, embeddings included
   std::string weight_dtype = "bf16";
   double weight_bytes = 0;  // n_params at weight_dtype, or what a GGUF file actually stores
+  // Sliding-window attention (Gemma 2/3): layers flagged in layer_swa keep at most
+  // sliding_window tokens of each sequence in the cache. Empty: every layer is global.
+  int64_t sliding_window = 0;
+  std::vector<bool> layer_swa;  // [n_layers]
 };
+
+// The part of `config`'s bytes per token (KvConfig::bytes_per_token) that the model's
+// sliding-window layers hold; 0 for a model without them. Per-layer overrides keep their model
+// layer numbers.
+double window_bytes_per_token(const ModelShape& model, const kernels::KvConfig& config);
+// K and V bytes one sequence of `context` tokens holds under `config`: global layers keep every
+// token, sliding-window layers at most sliding_window of them.
+double kv_bytes_for_context(const ModelShape& model, const kernels::KvConfig& config, int64_t context);
 
 struct GpuSpec {
   std::string name;

@@ -270,7 +270,16 @@ class Simulator {
   Admission try_admit(uint32_t index, double now) {
     const TraceRequest& r = trace_.requests[index];
     const int64_t prompt = std::max<int64_t>(r.input_tokens, 1);
-    const int64_t total_blocks = ceil_div(prompt + r.output_tokens, block_);
+    // A sliding-window model's local layers hold min(tokens, window) of this request, counted
+    // in blocks of the global layers' size and freed with the request.
+    int64_t window_blocks = 0;
+    if (out_.kv_window_bytes_per_token > 0) {
+      const double window_bytes =
+          out_.kv_window_bytes_per_token * static_cast<double>(std::min(prompt + r.output_tokens, out_.sliding_window));
+      const double block_bytes = (out_.kv_bytes_per_token - out_.kv_window_bytes_per_token) * block_;
+      window_blocks = static_cast<int64_t>(std::ceil(window_bytes / block_bytes));
+    }
+    const int64_t total_blocks = ceil_div(prompt + r.output_tokens, block_) + window_blocks;
     if (total_blocks > out_.kv_blocks) {
       ++out_.rejected;
       out_.prompt_tokens += r.input_tokens;
@@ -481,6 +490,10 @@ void validate(const ModelShape& model, const GpuSpec& gpu, const KvCandidate& kv
     throw_usage_error("KV config " + kv.name + ": bytes per token must be positive");
   if (!(kv.overhead > 0) || !std::isfinite(kv.overhead))
     throw_usage_error("KV config " + kv.name + ": overhead factor must be positive");
+  if (kv.window_bytes_per_token < 0 || kv.window < 0 ||
+      (kv.window_bytes_per_token > 0 && !(kv.window_bytes_per_token < kv.bytes_per_token)))
+    throw_usage_error("KV config " + kv.name + ": the sliding-window layers' bytes per token must be less than the "
+                      "total (the simulator needs at least one global-attention layer)");
 }
 
 std::string gib(double bytes) {
@@ -533,13 +546,17 @@ SimResult simulate_capacity(const Trace& trace, const ModelShape& model, const G
   SimResult out;
   out.kv_name = kv.name;
   out.kv_bytes_per_token = kv.bytes_per_token;
+  out.kv_window_bytes_per_token = kv.window > 0 ? kv.window_bytes_per_token : 0;
+  out.sliding_window = kv.window;
   out.kv_bits_per_element = kv.bits_per_element;
   out.overhead = kv.overhead;
   out.weight_bytes = model.weight_bytes;
   out.usable_bytes = gpu.mem_bytes * options.mem_util * options.tensor_parallel;
   out.kv_budget_bytes = std::max(0.0, out.usable_bytes - model.weight_bytes);
   out.block_tokens = trace.block_tokens > 0 ? trace.block_tokens : options.block_tokens;
-  out.kv_blocks = static_cast<int64_t>(std::floor(out.kv_budget_bytes / (kv.bytes_per_token * out.block_tokens)));
+  // Blocks hold the global layers; sliding-window layers are reserved per request (try_admit).
+  out.kv_blocks = static_cast<int64_t>(
+      std::floor(out.kv_budget_bytes / ((kv.bytes_per_token - out.kv_window_bytes_per_token) * out.block_tokens)));
   out.kv_token_capacity = out.kv_blocks * out.block_tokens;
   out.weights_fit = out.kv_blocks > 0;
   out.requests = trace.requests.size();

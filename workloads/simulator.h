@@ -25,6 +25,12 @@ struct KvCandidate {
   double bytes_per_token = 0;    // K and V over all layers and KV heads, scales and norms included
   double bits_per_element = 0;   // for display
   double overhead = 1.0;         // multiplies the time to read and write this format's cache
+  // Sliding-window models: the part of bytes_per_token in sliding-window layers, which keep at
+  // most `window` tokens of a request (window_bytes_per_token for presets and GGUF files).
+  // Prefix-cache blocks hold the global layers only; each running request also reserves its
+  // window for min(prompt + output, window) tokens. Step times still charge full-context reads.
+  double window_bytes_per_token = 0;
+  int64_t window = 0;
 };
 
 struct SimOptions {
@@ -40,6 +46,8 @@ struct SimOptions {
 struct SimResult {
   std::string kv_name;
   double kv_bytes_per_token = 0;
+  double kv_window_bytes_per_token = 0;  // KvCandidate::window_bytes_per_token
+  int64_t sliding_window = 0;
   double kv_bits_per_element = 0;
   double overhead = 1.0;
   double weight_bytes = 0;
