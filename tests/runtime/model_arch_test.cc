@@ -97,7 +97,7 @@ TEST(GpuForwardSupport, OnlyPlainLlamaBlocksPass) {
 TEST(ModelKvCacheSplit, SlidingWindowLayersGetTheirOwnWindowedCache) {
   // Gemma-like layer pattern on a tiny model's weights is not needed: the split is by arch.
   const auto qwen3 = Model::load(tiny("tiny-qwen3.gguf"));
-  auto cache = qwen3->make_cache(kernels::parse_kv_config("q8_0"), 64);
+  auto cache = qwen3->make_cache(kernels::parse_kv_config("f16"), 64);
   EXPECT_EQ(cache->local(), nullptr);
   EXPECT_EQ(cache->full().n_layers(), 2);
   EXPECT_EQ(cache->full().shape().window, 0);

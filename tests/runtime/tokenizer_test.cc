@@ -344,7 +344,7 @@ void expect_gguf_error(GgufWriter& w, const std::string& fragment) {
 TEST(FromGguf, RejectsWhatItCannotTokenizeFaithfully) {
   {
     GgufWriter w;
-    w.add_string("tokenizer.ggml.model", "llama");  // SentencePiece
+    w.add_string("tokenizer.ggml.model", "bert");  // WordPiece
     expect_gguf_error(w, "tokenizer.ggml.model");
   }
   {
