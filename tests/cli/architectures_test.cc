@@ -48,11 +48,11 @@ TEST(ArchitecturesCli, InfoNamesLayoutAndScaling) {
 
 TEST(ArchitecturesCli, TinyModelsGenerateAndScorePerplexity) {
   for (const char* name : {"tiny-qwen2.gguf", "tiny-qwen3.gguf", "tiny-llama3.gguf"}) {
-    CliResult r = run_kvgate("generate --json --threads 2 --ignore-eos -n 6 --kv q8_0 --prompt 'hello world' --model " +
+    CliResult r = run_kvgate("generate --json --threads 2 --ignore-eos -n 6 --kv fp8 --prompt 'hello world' --model " +
                              tiny(name));
     ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["tokens"].size(), 6u) << name;
-    r = run_kvgate("perplexity --json --threads 2 --ctx 64 --chunks 1 --kv q4_0 --ref f16 --file " +
+    r = run_kvgate("perplexity --json --threads 2 --ctx 64 --chunks 1 --kv int8_pth --ref f16 --file " +
                    std::string(KVGATE_SOURCE_DIR) + "/tests/data/perplexity_sample.txt --model " + tiny(name));
     ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
     EXPECT_GT(nlohmann::json::parse(r.out)["chunk_ppl"][0].get<double>(), 1.0) << name;
