@@ -1,8 +1,8 @@
 #include "runtime/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <set>
 
 #include "core/error.h"
