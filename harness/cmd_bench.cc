@@ -66,21 +66,21 @@ void run_kernels_gpu(const BenchFlags& flags, bool as_json) {
   check_backend(flags.backend);
 #if defined(KVGATE_HAVE_GPU_RUNTIME)
   namespace gpu = kernels::gpu;
-  std::vector<gpu::KvFormat> formats;
+  std::vector<kernels::FormatId> formats;
   for (const std::string& name : split_commas(flags.formats)) {
     const auto f = gpu::kv_format_named(name);
     if (!f) throw_usage_error("bench kernels: no GPU kernel for KV format '" + echo_user_text(name) + "'");
     formats.push_back(*f);
   }
   if (formats.empty())
-    for (gpu::KvFormat f : gpu::kAllKvFormats)
+    for (kernels::FormatId f : gpu::kv_formats())
       if (!gpu::is_kivi_value(f)) formats.push_back(f);  // KIVI once: its key/value pair
   const std::vector<int64_t> tokens = parse_tokens(flags.tokens);
   constexpr int kIterations = 50;
   const double copy = gpu::device_copy_gbps(size_t{1} << 30, 20);
   const gpu::DecodeBenchShape shape;
   std::vector<std::vector<gpu::DecodeBenchResult>> rows;
-  for (gpu::KvFormat f : formats) {
+  for (kernels::FormatId f : formats) {
     rows.emplace_back();
     for (int64_t t : tokens) rows.back().push_back(gpu::bench_decode_attention(f, static_cast<int>(t), kIterations, shape));
   }

@@ -49,34 +49,32 @@ std::unique_ptr<kn::Codec> try_codec(const kn::FormatInfo& f, int head_dim, cons
 
 // ---- kv list ----
 
+// The rows come from the registry (kernels::format_listing), so a registered format is listed.
 void run_list(bool as_json) {
   json rows = json::array();
   if (!as_json)
     std::printf("%-14s %-19s %7s %8s %10s  %-12s %s\n", "format", "family", "bits@64", "bits@128", "B/tok/head", "backends",
                 "mirrors");
-  for (const kn::FormatInfo* f : kn::all_formats()) {
-    const auto c64 = try_codec(*f, 64);
-    const auto c128 = try_codec(*f, 128);
-    const std::string role = f->for_keys && f->for_values ? "k,v" : f->for_keys ? "k" : "v";
+  for (const kn::FormatListing& row : kn::format_listing()) {
+    const kn::FormatInfo* f = row.info;
+    auto or_null = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
     if (as_json) {
       rows.push_back({{"name", f->name},
                       {"family", f->family},
-                      {"roles", role},
-                      {"bits_per_element", {{"64", c64 ? json(c64->bits_per_element()) : json(nullptr)},
-                                            {"128", c128 ? json(c128->bits_per_element()) : json(nullptr)}}},
-                      {"bytes_per_token_head_128", c128 ? json(c128->bytes_per_token()) : json(nullptr)},
-                      {"token_group", c128 ? c128->token_group() : 1},
-                      {"residual_tokens", c128 ? c128->residual_tokens() : 0},
+                      {"roles", row.roles},
+                      {"bits_per_element", {{"64", or_null(row.bits_per_element_64)}, {"128", or_null(row.bits_per_element_128)}}},
+                      {"bytes_per_token_head_128", or_null(row.bytes_per_token_128)},
+                      {"token_group", row.token_group},
+                      {"residual_tokens", row.residual_tokens},
                       {"mirrors", f->mirrors},
                       {"description", f->description},
-                      {"backends", backend_names(f->backends)}});
+                      {"backends", backend_names(f->backends())}});
     } else {
-      auto num = [](const std::unique_ptr<kn::Codec>& c, bool bits) {
-        return c ? fmt::format("{:.3g}", bits ? c->bits_per_element() : c->bytes_per_token()) : std::string("-");
-      };
+      auto num = [](const std::optional<double>& v) { return v ? fmt::format("{:.3g}", *v) : std::string("-"); };
       std::printf("%-14s %-19s %7s %8s %10s  %-12s %s\n", std::string(f->name).c_str(),
-                  (std::string(f->family) + " " + role).c_str(), num(c64, true).c_str(), num(c128, true).c_str(),
-                  num(c128, false).c_str(), joined(backend_names(f->backends), ",").c_str(), std::string(f->mirrors).c_str());
+                  (std::string(f->family) + " " + row.roles).c_str(), num(row.bits_per_element_64).c_str(),
+                  num(row.bits_per_element_128).c_str(), num(row.bytes_per_token_128).c_str(),
+                  joined(backend_names(f->backends()), ",").c_str(), std::string(f->mirrors).c_str());
     }
   }
   if (as_json) std::printf("%s\n", rows.dump(2).c_str());

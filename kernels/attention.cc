@@ -107,23 +107,22 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
         continue;
       }
       SoftmaxState& st = s.state[r];
-      if (chunk_max > st.max) {
-        const float rescale = std::exp(st.max - chunk_max);
+      // Multiplying by a factor of exactly 1 would change no bit, so it is skipped.
+      const float rescale = st.raise_max(chunk_max);
+      if (rescale != 1.0f) {
         float* as = &s.acc_stored[static_cast<size_t>(r) * D];
         float* aw = &s.acc_window[static_cast<size_t>(r) * D];
         for (int i = 0; i < D; ++i) {
           as[i] *= rescale;
           aw[i] *= rescale;
         }
-        st.denom *= rescale;
-        st.max = chunk_max;
       }
       float sum = 0.0f;
       for (int t = 0; t < n; ++t) {
-        row[t] = std::exp(row[t] - st.max);
+        row[t] = st.weight(row[t]);
         sum += row[t];
       }
-      st.denom += sum;
+      st.add(sum);
     }
 
     const int nv = static_cast<int>(std::clamp(v.value.quantized, ps, pe) - ps);
@@ -153,7 +152,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
     float* as = &s.acc_stored[static_cast<size_t>(r) * D];
     const float* aw = &s.acc_window[static_cast<size_t>(r) * D];
     vc.finish_output(as);
-    const float inv = 1.0f / s.state[r].denom;
+    const float inv = s.state[r].normalizer();
     float* dst = job.out + (static_cast<size_t>(qi) * n_heads + head) * D;
     for (int i = 0; i < D; ++i) dst[i] = (as[i] + aw[i]) * inv;
   }

@@ -1,8 +1,8 @@
 #pragma once
 // Fused attention over the paged KV cache: scores and value sums are computed straight from
 // the quantized pages with Codec::dot_rows / axpy_rows, one call per page run, so the cache is
-// never dequantized as a whole. Softmax is online (FlashInfer's state: running max, denominator,
-// accumulator), which is what lets the kernel stream pages once.
+// never dequantized as a whole. Softmax is online (SoftmaxState, FlashInfer's state: running max,
+// denominator, accumulator), which is what lets the kernel stream pages once.
 //
 // Semantics (design.md): the queries' own K/V are already appended and quantized, and every
 // query attends to the quantized cache, causal: query i of a chunk of n sits at position
@@ -13,30 +13,13 @@
 #include <cstdint>
 
 #include "kernels/paged_kv_cache.h"
+#include "kernels/softmax_state.h"
 
 namespace kvgate {
 class ThreadPool;
 }
 
 namespace kvgate::kernels {
-
-// Online softmax state of one query row over the keys seen so far: `max` of the scores, `denom`
-// = sum exp(score - max); the caller's accumulator holds sum exp(score - max) * value.
-struct SoftmaxState {
-  float max = -INFINITY;
-  float denom = 0.0f;
-
-  // Folds in a second state over disjoint keys: acc/other_acc are the two accumulators
-  // (head_dim floats); the result is left in acc.
-  void merge(const SoftmaxState& other, float* acc, const float* other_acc, int head_dim) {
-    const float m = std::fmax(max, other.max);
-    if (m == -INFINITY) return;
-    const float a = std::exp(max - m), b = std::exp(other.max - m);
-    for (int i = 0; i < head_dim; ++i) acc[i] = acc[i] * a + other_acc[i] * b;
-    denom = denom * a + other.denom * b;
-    max = m;
-  }
-};
 
 struct AttentionShape {
   int n_heads = 0;       // query heads; a multiple of the cache's n_kv_heads (GQA)

@@ -1,6 +1,6 @@
 #pragma once
 // Each format family file contributes its registry entries through one function; kv_format.cc
-// calls them in a fixed order, which is the order `kvgate kv list` shows.
+// calls them in a fixed order, which is the order `kvgate kv list` shows (and FormatId's).
 #include <vector>
 
 #include "kernels/kv_format.h"
@@ -11,6 +11,7 @@ void append_float_formats(std::vector<const FormatInfo*>& out);  // f32, f16, bf
 void append_fp8_formats(std::vector<const FormatInfo*>& out);              // fp8_e4m3, fp8_e5m2, fp8_e4m3fnuz
 void append_per_token_head_formats(std::vector<const FormatInfo*>& out);  // int8_pth, fp8_pth, int4_pth
 void append_llama_cpp_formats(std::vector<const FormatInfo*>& out);       // q8_0, q5_0, q5_1, q4_0, q4_1, iq4_nl
+void append_mxfp4_formats(std::vector<const FormatInfo*>& out);           // mxfp4 (a ggml block too: formats_ggml.cc)
 void append_nvfp4_formats(std::vector<const FormatInfo*>& out);           // nvfp4
 void append_uniform_formats(std::vector<const FormatInfo*>& out);         // u2, u3, u4, u8 (TurboQuant values)
 void append_kivi_formats(std::vector<const FormatInfo*>& out);            // kivi2_k, kivi2_v, kivi4_k, kivi4_v

@@ -29,14 +29,14 @@ class F32Codec final : public Codec {
 // f16 and bf16 differ only in the 16-bit conversion. The fused dot/axpy use the AVX2 paths in
 // simd_avx2.cc (F16C conversion) when the CPU has them; f16 quantize/dequantize too (the
 // hardware conversion rounds to nearest even, bit-identical to f32_to_f16/f16_to_f32).
-template <uint16_t (*Encode)(float), float (*Decode)(uint16_t), simd::RowKind kKind>
+template <uint16_t (*Encode)(float), float (*Decode)(uint16_t)>
 class Half16Codec final : public Codec {
  public:
   Half16Codec(const FormatInfo& info, int head_dim, const FormatOptions& options)
-      : Codec(info, head_dim, options), row_{kKind, head_dim, sizeof(uint16_t) * static_cast<size_t>(head_dim)} {}
+      : Codec(info, head_dim, options), row_{info.id, head_dim, sizeof(uint16_t) * static_cast<size_t>(head_dim)} {}
   size_t group_bytes() const override { return sizeof(uint16_t) * head_dim_; }
   void quantize(const float* x, uint8_t* dst) const override {
-    if (kKind != simd::RowKind::f16 || !simd::quantize_row(row_, x, dst)) quantize_ref(x, dst);
+    if (!simd::quantize_row(row_, x, dst)) quantize_ref(x, dst);
   }
   void dequantize(const uint8_t* src, float* y) const override {
     if (!simd::dequantize_row(row_, src, y)) dequantize_ref(src, y);
@@ -79,15 +79,24 @@ std::unique_ptr<Codec> make(const FormatInfo& info, int head_dim, const FormatOp
   return std::make_unique<C>(info, head_dim, options);
 }
 
-using F16Codec = Half16Codec<f32_to_f16, f16_to_f32, simd::RowKind::f16>;
-using BF16Codec = Half16Codec<f32_to_bf16, bf16_to_f32, simd::RowKind::bf16>;
+using F16Codec = Half16Codec<f32_to_f16, f16_to_f32>;
+using BF16Codec = Half16Codec<f32_to_bf16, bf16_to_f32>;
 
-const FormatInfo kF32{"f32", "float", "exact oracle (no engine stores it)", "IEEE binary32, unquantized",
-                      true, true, 1, false, kAllBackends, &make<F32Codec>};
-const FormatInfo kF16{"f16", "float", "vLLM/SGLang/llama.cpp default (auto, -ctk f16)", "IEEE binary16, round to nearest even",
-                      true, true, 1, false, kAllBackends, &make<F16Codec>};
-const FormatInfo kBF16{"bf16", "float", "vLLM with a bf16 model (auto), llama.cpp -ctk bf16", "bfloat16, round to nearest even",
-                       true, true, 1, false, kAllBackends, &make<BF16Codec>};
+const FormatInfo kF32{.id = FormatId::f32, .name = "f32", .family = "float",
+                      .mirrors = "exact oracle (no engine stores it)",
+                      .description = "IEEE binary32, unquantized",
+                      .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                      .options = 0, .gpu = GpuStorage::rows, .make = &make<F32Codec>};
+const FormatInfo kF16{.id = FormatId::f16, .name = "f16", .family = "float",
+                      .mirrors = "vLLM/SGLang/llama.cpp default (auto, -ctk f16)",
+                      .description = "IEEE binary16, round to nearest even",
+                      .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                      .options = 0, .gpu = GpuStorage::rows, .make = &make<F16Codec>};
+const FormatInfo kBF16{.id = FormatId::bf16, .name = "bf16", .family = "float",
+                       .mirrors = "vLLM with a bf16 model (auto), llama.cpp -ctk bf16",
+                       .description = "bfloat16, round to nearest even",
+                       .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                       .options = 0, .gpu = GpuStorage::rows, .make = &make<BF16Codec>};
 
 }  // namespace
 

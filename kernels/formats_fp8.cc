@@ -30,21 +30,13 @@ const Fp8Table& fp8_table(Fp8Kind kind) {
   }
 }
 
-simd::RowKind row_kind(Fp8Kind kind) {
-  switch (kind) {
-    case Fp8Kind::e4m3fn: return simd::RowKind::fp8_e4m3fn;
-    case Fp8Kind::e5m2: return simd::RowKind::fp8_e5m2;
-    default: return simd::RowKind::fp8_e4m3fnuz;
-  }
-}
-
 template <Fp8Kind kKind>
 class Fp8Codec final : public QuantizedCodec {
  public:
   Fp8Codec(const FormatInfo& info, int head_dim, const FormatOptions& options)
-      : QuantizedCodec(info, head_dim, options, /*allow_rotation=*/false),
+      : QuantizedCodec(info, head_dim, options),
         table_(fp8_table(kKind)),
-        row_{row_kind(kKind), head_dim, static_cast<size_t>(head_dim), options.scale} {
+        row_{info.id, head_dim, static_cast<size_t>(head_dim), options.scale} {
     if (!(options.scale > 0.0f) || !std::isfinite(options.scale))
       throw_usage_error("KV format " + std::string(info.name) + ": scale must be a positive finite number, got " +
                         std::to_string(options.scale));
@@ -77,15 +69,25 @@ class Fp8Codec final : public QuantizedCodec {
   simd::RowFormat row_;
 };
 
-const FormatInfo kFp8E4m3{"fp8_e4m3", "fp8", "vLLM/SGLang --kv-cache-dtype fp8 (fp8_e4m3) on CUDA",
-                          "OCP E4M3FN (max 448), per-tensor scale, 8 bits", true, true, 1, false, kAllBackends,
-                          &make_quantized_codec<Fp8Codec<Fp8Kind::e4m3fn>>};
-const FormatInfo kFp8E5m2{"fp8_e5m2", "fp8", "vLLM --kv-cache-dtype fp8_e5m2",
-                          "OCP E5M2 (max 57344), per-tensor scale, 8 bits", true, true, 1, false, kAllBackends,
-                          &make_quantized_codec<Fp8Codec<Fp8Kind::e5m2>>};
-const FormatInfo kFp8E4m3Fnuz{"fp8_e4m3fnuz", "fp8", "vLLM --kv-cache-dtype fp8 on ROCm MI300 (gfx94x)",
-                              "E4M3FNUZ (max 240, 0x80 = NaN, no -0), per-tensor scale, 8 bits", true, true, 1, false,
-                              kAllBackends, &make_quantized_codec<Fp8Codec<Fp8Kind::e4m3fnuz>>};
+const FormatInfo kFp8E4m3{.id = FormatId::fp8_e4m3, .name = "fp8_e4m3", .family = "fp8",
+                          .mirrors = "vLLM/SGLang --kv-cache-dtype fp8 (fp8_e4m3) on CUDA",
+                          .description = "OCP E4M3FN (max 448), per-tensor scale, 8 bits",
+                          .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                          .options = kOptionScale, .gpu = GpuStorage::rows,
+                          .make = &make_quantized_codec<Fp8Codec<Fp8Kind::e4m3fn>>};
+const FormatInfo kFp8E5m2{.id = FormatId::fp8_e5m2, .name = "fp8_e5m2", .family = "fp8",
+                          .mirrors = "vLLM --kv-cache-dtype fp8_e5m2",
+                          .description = "OCP E5M2 (max 57344), per-tensor scale, 8 bits",
+                          .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                          .options = kOptionScale, .gpu = GpuStorage::rows,
+                          .make = &make_quantized_codec<Fp8Codec<Fp8Kind::e5m2>>};
+const FormatInfo kFp8E4m3Fnuz{.id = FormatId::fp8_e4m3fnuz, .name = "fp8_e4m3fnuz", .family = "fp8",
+                              .mirrors = "vLLM --kv-cache-dtype fp8 on ROCm MI300 (gfx94x)",
+                              .description = "E4M3FNUZ (max 240, 0x80 = NaN, no -0), per-tensor scale, 8 bits",
+                              .for_keys = true, .for_values = true,
+                              .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                              .options = kOptionScale, .gpu = GpuStorage::rows,
+                              .make = &make_quantized_codec<Fp8Codec<Fp8Kind::e4m3fnuz>>};
 
 }  // namespace
 

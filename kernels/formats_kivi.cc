@@ -76,7 +76,7 @@ uint32_t encode(float x, Range r, int bits) {
 // scores[qi * n + t] = q[qi] . rows[t] and acc[qi] += sum_t w[qi * n + t] * rows[t] over float
 // rows, through the fused AVX2 kernels (one dispatch per call) or plainly without AVX2.
 void dot_float_rows(int d, const float* q, int n_q, const float* rows, int n, float* scores) {
-  const simd::RowFormat f{simd::RowKind::f32, d, sizeof(float) * static_cast<size_t>(d)};
+  const simd::RowFormat f{FormatId::f32, d, sizeof(float) * static_cast<size_t>(d)};
   if (simd::dot_rows(f, q, n_q, reinterpret_cast<const uint8_t*>(rows), n, scores)) return;
   for (int qi = 0; qi < n_q; ++qi)
     for (int t = 0; t < n; ++t)
@@ -85,7 +85,7 @@ void dot_float_rows(int d, const float* q, int n_q, const float* rows, int n, fl
 }
 
 void axpy_float_rows(int d, const float* w, int n_q, const float* rows, int n, float* acc) {
-  const simd::RowFormat f{simd::RowKind::f32, d, sizeof(float) * static_cast<size_t>(d)};
+  const simd::RowFormat f{FormatId::f32, d, sizeof(float) * static_cast<size_t>(d)};
   if (simd::axpy_rows(f, w, n_q, reinterpret_cast<const uint8_t*>(rows), n, acc)) return;
   for (int t = 0; t < n; ++t)
     for (int qi = 0; qi < n_q; ++qi)
@@ -284,18 +284,31 @@ std::unique_ptr<Codec> make_value(const FormatInfo& info, int d, const FormatOpt
 
 constexpr std::string_view kMirrors = "KIVI reference code (jy-yuan/KIVI); HF transformers QuantizedCache";
 
-const FormatInfo kKivi2K{"kivi2_k", "kivi", kMirrors,
-                         "keys: 2-bit per-channel over 32-token groups, fp16 scale+min, f16 residual window",
-                         true, false, 1, false, kAllBackends, &make_key<2>};
-const FormatInfo kKivi2V{"kivi2_v", "kivi", kMirrors,
-                         "values: 2-bit per-token, 32-channel groups, fp16 scale+min, f16 residual window",
-                         false, true, kValueChannelGroup, false, kAllBackends, &make_value<2>};
-const FormatInfo kKivi4K{"kivi4_k", "kivi", kMirrors,
-                         "keys: 4-bit per-channel over 32-token groups, fp16 scale+min, f16 residual window",
-                         true, false, 1, false, kAllBackends, &make_key<4>};
-const FormatInfo kKivi4V{"kivi4_v", "kivi", kMirrors,
-                         "values: 4-bit per-token, 32-channel groups, fp16 scale+min, f16 residual window",
-                         false, true, kValueChannelGroup, false, kAllBackends, &make_value<4>};
+// Keys and values take both options; a value codec rejects group= with a message that says why.
+constexpr uint32_t kKiviOptions = kOptionTokenGroup | kOptionResidual;
+
+const FormatInfo kKivi2K{.id = FormatId::kivi2_k, .name = "kivi2_k", .family = "kivi",
+                         .mirrors = kMirrors,
+                         .description = "keys: 2-bit per-channel over 32-token groups, fp16 scale+min, f16 residual window",
+                         .for_keys = true, .for_values = false, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                         .options = kKiviOptions, .gpu = GpuStorage::windowed, .make = &make_key<2>};
+const FormatInfo kKivi2V{.id = FormatId::kivi2_v, .name = "kivi2_v", .family = "kivi",
+                         .mirrors = kMirrors,
+                         .description = "values: 2-bit per-token, 32-channel groups, fp16 scale+min, f16 residual window",
+                         .for_keys = false, .for_values = true,
+                         .head_dim_multiple = kValueChannelGroup, .head_dim_power_of_two = false,
+                         .options = kKiviOptions, .gpu = GpuStorage::windowed, .make = &make_value<2>};
+const FormatInfo kKivi4K{.id = FormatId::kivi4_k, .name = "kivi4_k", .family = "kivi",
+                         .mirrors = kMirrors,
+                         .description = "keys: 4-bit per-channel over 32-token groups, fp16 scale+min, f16 residual window",
+                         .for_keys = true, .for_values = false, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                         .options = kKiviOptions, .gpu = GpuStorage::windowed, .make = &make_key<4>};
+const FormatInfo kKivi4V{.id = FormatId::kivi4_v, .name = "kivi4_v", .family = "kivi",
+                         .mirrors = kMirrors,
+                         .description = "values: 4-bit per-token, 32-channel groups, fp16 scale+min, f16 residual window",
+                         .for_keys = false, .for_values = true,
+                         .head_dim_multiple = kValueChannelGroup, .head_dim_power_of_two = false,
+                         .options = kKiviOptions, .gpu = GpuStorage::windowed, .make = &make_value<4>};
 
 }  // namespace
 

@@ -47,7 +47,7 @@ float e2m1_value(uint8_t code) {
 class Nvfp4Codec final : public QuantizedCodec {
  public:
   Nvfp4Codec(const FormatInfo& info, int head_dim, const FormatOptions& options)
-      : QuantizedCodec(info, head_dim, options, /*allow_rotation=*/false) {
+      : QuantizedCodec(info, head_dim, options) {
     if (!(options.scale > 0.0f) || !std::isfinite(options.scale))
       throw_usage_error("KV format nvfp4: global scale must be a positive finite number, got " +
                         std::to_string(options.scale));
@@ -78,7 +78,7 @@ class Nvfp4Codec final : public QuantizedCodec {
     }
   }
  private:
-  simd::RowFormat row() const { return {simd::RowKind::nvfp4, head_dim_, group_bytes(), options_.scale}; }
+  simd::RowFormat row() const { return {info_->id, head_dim_, group_bytes(), options_.scale}; }
 
  protected:
   void decode_row_ref(const uint8_t* src, float* y) const override {
@@ -93,9 +93,12 @@ class Nvfp4Codec final : public QuantizedCodec {
   }
 };
 
-const FormatInfo kNvfp4{"nvfp4", "nvfp4", "TensorRT-LLM/ModelOpt NVFP4 KV cache (Blackwell)",
-                        "E2M1 x16 + E4M3 block scale, per-tensor f32 global scale (scale=, default 1), 4.5 bits",
-                        true, true, kNvfp4Block, false, kAllBackends, &make_quantized_codec<Nvfp4Codec>};
+const FormatInfo kNvfp4{.id = FormatId::nvfp4, .name = "nvfp4", .family = "nvfp4",
+                        .mirrors = "TensorRT-LLM/ModelOpt NVFP4 KV cache (Blackwell)",
+                        .description = "E2M1 x16 + E4M3 block scale, per-tensor f32 global scale (scale=, default 1), 4.5 bits",
+                        .for_keys = true, .for_values = true,
+                        .head_dim_multiple = kNvfp4Block, .head_dim_power_of_two = false,
+                        .options = kOptionScale, .gpu = GpuStorage::rows, .make = &make_quantized_codec<Nvfp4Codec>};
 
 }  // namespace
 

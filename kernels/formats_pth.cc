@@ -48,8 +48,8 @@ int round_clamp(float v, int lo, int hi) {
 // Shared plumbing: fast paths go to simd:: and fall back to the scalar definitions.
 class PthCodec : public QuantizedCodec {
  public:
-  PthCodec(const FormatInfo& info, int head_dim, const FormatOptions& options, simd::RowKind kind, size_t bytes)
-      : QuantizedCodec(info, head_dim, options, /*allow_rotation=*/false), row_{kind, head_dim, bytes, 1.0f} {}
+  PthCodec(const FormatInfo& info, int head_dim, const FormatOptions& options, size_t bytes)
+      : QuantizedCodec(info, head_dim, options), row_{info.id, head_dim, bytes, 1.0f} {}
   size_t group_bytes() const override { return row_.row_bytes; }
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
     if (!simd::dot_rows(row_, q, n_q, groups, n_tokens, scores)) QuantizedCodec::dot_rows(q, n_q, groups, n_tokens, scores);
@@ -71,7 +71,7 @@ class PthCodec : public QuantizedCodec {
 class Int8PthCodec final : public PthCodec {
  public:
   Int8PthCodec(const FormatInfo& info, int head_dim, const FormatOptions& options)
-      : PthCodec(info, head_dim, options, simd::RowKind::int8_pth, 4 + static_cast<size_t>(head_dim)) {}
+      : PthCodec(info, head_dim, options, 4 + static_cast<size_t>(head_dim)) {}
 
  protected:
   void encode_row_ref(const float* x, uint8_t* dst) const override {
@@ -89,7 +89,7 @@ class Int8PthCodec final : public PthCodec {
 class Fp8PthCodec final : public PthCodec {
  public:
   Fp8PthCodec(const FormatInfo& info, int head_dim, const FormatOptions& options)
-      : PthCodec(info, head_dim, options, simd::RowKind::fp8_pth, 4 + static_cast<size_t>(head_dim)) {}
+      : PthCodec(info, head_dim, options, 4 + static_cast<size_t>(head_dim)) {}
 
  protected:
   void encode_row_ref(const float* x, uint8_t* dst) const override {
@@ -106,7 +106,7 @@ class Fp8PthCodec final : public PthCodec {
 class Int4PthCodec final : public PthCodec {
  public:
   Int4PthCodec(const FormatInfo& info, int head_dim, const FormatOptions& options)
-      : PthCodec(info, head_dim, options, simd::RowKind::int4_pth, 4 + static_cast<size_t>(head_dim) / 2) {}
+      : PthCodec(info, head_dim, options, 4 + static_cast<size_t>(head_dim) / 2) {}
 
  protected:
   void encode_row_ref(const float* x, uint8_t* dst) const override {
@@ -128,16 +128,21 @@ class Int4PthCodec final : public PthCodec {
   }
 };
 
-const FormatInfo kInt8Pth{"int8_pth", "per-token-head",
-                          "ik_llama.cpp q8_KV-style per-row int8 (symmetric, one scale per token-head)",
-                          "int8 symmetric, f32 scale absmax/127 per token-head, 8.25 bits at d=128", true, true, 1,
-                          false, kAllBackends, &make_quantized_codec<Int8PthCodec>};
-const FormatInfo kFp8Pth{"fp8_pth", "per-token-head", "dynamic per-token-head FP8 (e4m3, scale absmax/448)",
-                         "fp8 e4m3fn, f32 scale absmax/448 per token-head, 8.25 bits at d=128", true, true, 1, false,
-                         kAllBackends, &make_quantized_codec<Fp8PthCodec>};
-const FormatInfo kInt4Pth{"int4_pth", "per-token-head", "per-token-head symmetric int4 (KIVI-style values without groups)",
-                          "int4 symmetric [-7,7], f32 scale absmax/7 per token-head, 4.25 bits at d=128", true, true,
-                          2, false, kAllBackends, &make_quantized_codec<Int4PthCodec>};
+const FormatInfo kInt8Pth{.id = FormatId::int8_pth, .name = "int8_pth", .family = "per-token-head",
+                          .mirrors = "ik_llama.cpp q8_KV-style per-row int8 (symmetric, one scale per token-head)",
+                          .description = "int8 symmetric, f32 scale absmax/127 per token-head, 8.25 bits at d=128",
+                          .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                          .options = 0, .gpu = GpuStorage::rows, .make = &make_quantized_codec<Int8PthCodec>};
+const FormatInfo kFp8Pth{.id = FormatId::fp8_pth, .name = "fp8_pth", .family = "per-token-head",
+                         .mirrors = "dynamic per-token-head FP8 (e4m3, scale absmax/448)",
+                         .description = "fp8 e4m3fn, f32 scale absmax/448 per token-head, 8.25 bits at d=128",
+                         .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                         .options = 0, .gpu = GpuStorage::rows, .make = &make_quantized_codec<Fp8PthCodec>};
+const FormatInfo kInt4Pth{.id = FormatId::int4_pth, .name = "int4_pth", .family = "per-token-head",
+                          .mirrors = "per-token-head symmetric int4 (KIVI-style values without groups)",
+                          .description = "int4 symmetric [-7,7], f32 scale absmax/7 per token-head, 4.25 bits at d=128",
+                          .for_keys = true, .for_values = true, .head_dim_multiple = 2, .head_dim_power_of_two = false,
+                          .options = 0, .gpu = GpuStorage::rows, .make = &make_quantized_codec<Int4PthCodec>};
 
 }  // namespace
 

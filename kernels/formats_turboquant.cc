@@ -445,27 +445,55 @@ std::unique_ptr<Codec> make_prod(const FormatInfo& info, int d, const FormatOpti
 
 constexpr std::string_view kMirrors = "vLLM TurboQuant keys (turboquant_* presets); TurboQuant paper";
 
-const FormatInfo kTq1{"tq1", "turboquant", kMirrors, "rotation + 1-bit Lloyd-Max codes, fp16 norm",
-                      true, false, 1, false, kAllBackends, &make_mse<1, 0>};
-const FormatInfo kTq2{"tq2", "turboquant", kMirrors, "rotation + 2-bit Lloyd-Max codes, fp16 norm",
-                      true, false, 1, false, kAllBackends, &make_mse<2, 0>};
-const FormatInfo kTq25{"tq2.5", "turboquant", kMirrors, "tq2 with head_dim/4 rotated channels at 3 bits",
-                       true, false, 4, false, kAllBackends, &make_mse<2, 4>};
-const FormatInfo kTq3{"tq3", "turboquant", kMirrors, "rotation + 3-bit Lloyd-Max codes, fp16 norm",
-                      true, false, 1, false, kAllBackends, &make_mse<3, 0>};
-const FormatInfo kTq35{"tq3.5", "turboquant", kMirrors, "tq3 with head_dim/4 rotated channels at 4 bits",
-                       true, false, 4, false, kAllBackends, &make_mse<3, 4>};
-const FormatInfo kTq4{"tq4", "turboquant", kMirrors, "rotation + 4-bit Lloyd-Max codes, fp16 norm",
-                      true, false, 1, false, kAllBackends, &make_mse<4, 0>};
-const FormatInfo kTqProd2{"tqprod2", "turboquant", "TurboQuant paper (TurboQuant_prod)",
-                          "1-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
-                          true, false, 1, false, kAllBackends, &make_prod<2>};
-const FormatInfo kTqProd3{"tqprod3", "turboquant", "TurboQuant paper (TurboQuant_prod)",
-                          "2-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
-                          true, false, 1, false, kAllBackends, &make_prod<3>};
-const FormatInfo kTqProd4{"tqprod4", "turboquant", "TurboQuant paper (TurboQuant_prod)",
-                          "3-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
-                          true, false, 1, false, kAllBackends, &make_prod<4>};
+// Every TurboQuant key picks its rotation (rot=hadamard|qr) and seed; tqprod{b}'s codec rejects
+// nc and outliers (they would bias its inner products), with a message that says so.
+constexpr uint32_t kTqOptions = kOptionRotationKind | kOptionNormCorrection | kOptionSeed | kOptionOutliers;
+
+const FormatInfo kTq1{.id = FormatId::tq1, .name = "tq1", .family = "turboquant",
+                      .mirrors = kMirrors,
+                      .description = "rotation + 1-bit Lloyd-Max codes, fp16 norm",
+                      .for_keys = true, .for_values = false, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                      .options = kTqOptions, .gpu = GpuStorage::turboquant, .make = &make_mse<1, 0>};
+const FormatInfo kTq2{.id = FormatId::tq2, .name = "tq2", .family = "turboquant",
+                      .mirrors = kMirrors,
+                      .description = "rotation + 2-bit Lloyd-Max codes, fp16 norm",
+                      .for_keys = true, .for_values = false, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                      .options = kTqOptions, .gpu = GpuStorage::turboquant, .make = &make_mse<2, 0>};
+const FormatInfo kTq25{.id = FormatId::tq2_5, .name = "tq2.5", .family = "turboquant",
+                       .mirrors = kMirrors,
+                       .description = "tq2 with head_dim/4 rotated channels at 3 bits",
+                       .for_keys = true, .for_values = false, .head_dim_multiple = 4, .head_dim_power_of_two = false,
+                       .options = kTqOptions, .gpu = GpuStorage::turboquant, .make = &make_mse<2, 4>};
+const FormatInfo kTq3{.id = FormatId::tq3, .name = "tq3", .family = "turboquant",
+                      .mirrors = kMirrors,
+                      .description = "rotation + 3-bit Lloyd-Max codes, fp16 norm",
+                      .for_keys = true, .for_values = false, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                      .options = kTqOptions, .gpu = GpuStorage::turboquant, .make = &make_mse<3, 0>};
+const FormatInfo kTq35{.id = FormatId::tq3_5, .name = "tq3.5", .family = "turboquant",
+                       .mirrors = kMirrors,
+                       .description = "tq3 with head_dim/4 rotated channels at 4 bits",
+                       .for_keys = true, .for_values = false, .head_dim_multiple = 4, .head_dim_power_of_two = false,
+                       .options = kTqOptions, .gpu = GpuStorage::turboquant, .make = &make_mse<3, 4>};
+const FormatInfo kTq4{.id = FormatId::tq4, .name = "tq4", .family = "turboquant",
+                      .mirrors = kMirrors,
+                      .description = "rotation + 4-bit Lloyd-Max codes, fp16 norm",
+                      .for_keys = true, .for_values = false, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                      .options = kTqOptions, .gpu = GpuStorage::turboquant, .make = &make_mse<4, 0>};
+const FormatInfo kTqProd2{.id = FormatId::tqprod2, .name = "tqprod2", .family = "turboquant",
+                          .mirrors = "TurboQuant paper (TurboQuant_prod)",
+                          .description = "1-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
+                          .for_keys = true, .for_values = false, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                          .options = kTqOptions, .gpu = GpuStorage::turboquant, .make = &make_prod<2>};
+const FormatInfo kTqProd3{.id = FormatId::tqprod3, .name = "tqprod3", .family = "turboquant",
+                          .mirrors = "TurboQuant paper (TurboQuant_prod)",
+                          .description = "2-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
+                          .for_keys = true, .for_values = false, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                          .options = kTqOptions, .gpu = GpuStorage::turboquant, .make = &make_prod<3>};
+const FormatInfo kTqProd4{.id = FormatId::tqprod4, .name = "tqprod4", .family = "turboquant",
+                          .mirrors = "TurboQuant paper (TurboQuant_prod)",
+                          .description = "3-bit Lloyd-Max codes + 1-bit QJL residual sketch; unbiased inner products",
+                          .for_keys = true, .for_values = false, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                          .options = kTqOptions, .gpu = GpuStorage::turboquant, .make = &make_prod<4>};
 
 }  // namespace
 

@@ -19,16 +19,12 @@
 namespace kvgate::kernels {
 namespace {
 
-constexpr simd::RowKind uniform_row_kind(int bits) {
-  return bits == 2 ? simd::RowKind::u2 : bits == 3 ? simd::RowKind::u3 : bits == 4 ? simd::RowKind::u4 : simd::RowKind::u8;
-}
-
 template <int kBits>
 class UniformCodec final : public QuantizedCodec {
  public:
   UniformCodec(const FormatInfo& info, int head_dim, const FormatOptions& options)
-      : QuantizedCodec(info, head_dim, options, /*allow_rotation=*/false),
-        row_{uniform_row_kind(kBits), head_dim, 4 + (static_cast<size_t>(head_dim) * kBits + 7) / 8} {}
+      : QuantizedCodec(info, head_dim, options),
+        row_{info.id, head_dim, 4 + (static_cast<size_t>(head_dim) * kBits + 7) / 8} {}
   size_t group_bytes() const override { return row_.row_bytes; }
   void dot_rows(const float* q, int n_q, const uint8_t* groups, int n_tokens, float* scores) const override {
     if (!simd::dot_rows(row_, q, n_q, groups, n_tokens, scores))
@@ -89,18 +85,26 @@ class UniformCodec final : public QuantizedCodec {
   }
 };
 
-const FormatInfo kU2{"u2", "uniform", "TurboQuant values (vLLM turboquant presets), 2-bit",
-                     "per-token asymmetric uniform, fp16 scale + fp16 zero, 2 bits", true, true, 4, false,
-                     kAllBackends, &make_quantized_codec<UniformCodec<2>>};
-const FormatInfo kU3{"u3", "uniform", "TurboQuant values (vLLM turboquant presets), 3-bit",
-                     "per-token asymmetric uniform, fp16 scale + fp16 zero, 3 bits packed", true, true, 8, false,
-                     kAllBackends, &make_quantized_codec<UniformCodec<3>>};
-const FormatInfo kU4{"u4", "uniform", "TurboQuant values (vLLM turboquant presets), 4-bit",
-                     "per-token asymmetric uniform, fp16 scale + fp16 zero, 4 bits", true, true, 2, false,
-                     kAllBackends, &make_quantized_codec<UniformCodec<4>>};
-const FormatInfo kU8{"u8", "uniform", "TurboQuant-style per-token uniform values, 8-bit",
-                     "per-token asymmetric uniform, fp16 scale + fp16 zero, 8 bits", true, true, 1, false,
-                     kAllBackends, &make_quantized_codec<UniformCodec<8>>};
+const FormatInfo kU2{.id = FormatId::u2, .name = "u2", .family = "uniform",
+                     .mirrors = "TurboQuant values (vLLM turboquant presets), 2-bit",
+                     .description = "per-token asymmetric uniform, fp16 scale + fp16 zero, 2 bits",
+                     .for_keys = true, .for_values = true, .head_dim_multiple = 4, .head_dim_power_of_two = false,
+                     .options = 0, .gpu = GpuStorage::rows, .make = &make_quantized_codec<UniformCodec<2>>};
+const FormatInfo kU3{.id = FormatId::u3, .name = "u3", .family = "uniform",
+                     .mirrors = "TurboQuant values (vLLM turboquant presets), 3-bit",
+                     .description = "per-token asymmetric uniform, fp16 scale + fp16 zero, 3 bits packed",
+                     .for_keys = true, .for_values = true, .head_dim_multiple = 8, .head_dim_power_of_two = false,
+                     .options = 0, .gpu = GpuStorage::rows, .make = &make_quantized_codec<UniformCodec<3>>};
+const FormatInfo kU4{.id = FormatId::u4, .name = "u4", .family = "uniform",
+                     .mirrors = "TurboQuant values (vLLM turboquant presets), 4-bit",
+                     .description = "per-token asymmetric uniform, fp16 scale + fp16 zero, 4 bits",
+                     .for_keys = true, .for_values = true, .head_dim_multiple = 2, .head_dim_power_of_two = false,
+                     .options = 0, .gpu = GpuStorage::rows, .make = &make_quantized_codec<UniformCodec<4>>};
+const FormatInfo kU8{.id = FormatId::u8, .name = "u8", .family = "uniform",
+                     .mirrors = "TurboQuant-style per-token uniform values, 8-bit",
+                     .description = "per-token asymmetric uniform, fp16 scale + fp16 zero, 8 bits",
+                     .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
+                     .options = 0, .gpu = GpuStorage::rows, .make = &make_quantized_codec<UniformCodec<8>>};
 
 }  // namespace
 

@@ -128,8 +128,6 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
-bool is_family(const FormatInfo* f, std::string_view family) { return f->family == family; }
-
 // Resolves a side's format name: a registered name, a single-format alias, or (value side
 // only) a bare width N meaning the uniform value format uN.
 const FormatInfo* resolve_format(std::string_view spec, std::string_view name, bool value_side) {
@@ -160,56 +158,58 @@ void apply_option(std::string_view spec, const FormatInfo* f, std::string_view o
   auto need_value = [&] {
     if (!has_value || value.empty()) spec_error(spec, where + " needs a value (" + std::string(key) + "=...)");
   };
-  auto need_family = [&](std::initializer_list<std::string_view> families) {
-    for (std::string_view fam : families)
-      if (is_family(f, fam)) return;
-    spec_error(spec, where + " does not apply to the " + std::string(f->family) + " family");
+  // Which options a format takes is its registry entry's to say (FormatInfo::options).
+  auto need_option = [&](uint32_t accepted) {
+    if ((f->options & accepted) == 0)
+      spec_error(spec, where + " does not apply to the " + std::string(f->family) + " family");
   };
-  const bool turboquant = is_family(f, "turboquant");
+  // A format that always rotates (TurboQuant) chooses hadamard (its default) or qr; the others
+  // may add llama.cpp's Hadamard rotation or leave it off.
+  const bool always_rotates = f->accepts(kOptionRotationKind);
   if (key == "scale") {
-    need_family({"fp8", "nvfp4"});
+    need_option(kOptionScale);
     need_value();
     float s = 0.0f;
     if (!parse_float(value, s) || !std::isfinite(s) || s <= 0.0f)
       spec_error(spec, where + ": scale must be a positive finite number");
     o.scale = s;
   } else if (key == "rot") {
-    need_family({"llama.cpp", "turboquant"});
+    need_option(kOptionRotation | kOptionRotationKind);
     const std::string_view kind = has_value ? value : std::string_view("hadamard");
     if (kind == "hadamard") {
       // TurboQuant always rotates; Hadamard is its default, stored as "none" = format default.
-      o.rotation = turboquant ? Rotation::none : Rotation::hadamard;
-    } else if (kind == "qr" && turboquant) {
+      o.rotation = always_rotates ? Rotation::none : Rotation::hadamard;
+    } else if (kind == "qr" && always_rotates) {
       o.rotation = Rotation::qr;
-    } else if (kind == "none" && !turboquant) {
+    } else if (kind == "none" && !always_rotates) {
       o.rotation = Rotation::none;
     } else {
       spec_error(spec, where + ": valid rotations for " + std::string(f->name) + " are " +
-                           (turboquant ? "hadamard, qr" : "hadamard, none"));
+                           (always_rotates ? "hadamard, qr" : "hadamard, none"));
     }
   } else if (key == "nc") {
-    need_family({"turboquant"});
+    need_option(kOptionNormCorrection);
     if (has_value) spec_error(spec, where + " takes no value");
     o.norm_correction = true;
   } else if (key == "seed") {
-    need_family({"llama.cpp", "turboquant"});
+    need_option(kOptionSeed);
     need_value();
     if (!parse_seed(value, o.seed)) spec_error(spec, where + ": seed must be a decimal or 0x-hex 64-bit integer");
   } else if (key == "outliers") {
-    need_family({"turboquant"});
+    need_option(kOptionOutliers);
     need_value();
     long long n = 0;
     if (!parse_int(value, n) || n < 0 || n > 1024)
       spec_error(spec, where + ": outliers must be a channel count in 0..1024");
     o.outlier_channels = static_cast<int>(n);
   } else if (key == "group") {
-    need_family({"kivi"});
+    need_option(kOptionTokenGroup);
     need_value();
     long long n = 0;
     if (!parse_int(value, n) || n < 1 || n > 1024) spec_error(spec, where + ": group must be 1..1024 tokens");
     o.token_group = n == kDefaultKiviGroup ? 0 : static_cast<int>(n);
   } else if (key == "residual") {
-    need_family({"kivi"});
+    need_option(kOptionResidual);
     need_value();
     long long n = 0;
     if (!parse_int(value, n) || n < 0 || n > 65536)
@@ -234,7 +234,7 @@ FormatSpec parse_side(std::string_view spec, std::string_view text, bool value_s
     apply_option(spec, out.format, parts[i], out.options);
   }
   // A seed without a rotation would change the canonical form (and hash) but not the storage.
-  if (out.options.seed != kDefaults.seed && !is_family(out.format, "turboquant") &&
+  if (out.options.seed != kDefaults.seed && !out.format->accepts(kOptionRotationKind) &&
       out.options.rotation == Rotation::none)
     spec_error(spec, "seed= only matters with rot for " + std::string(out.format->name));
   return out;
@@ -356,10 +356,9 @@ std::string FormatSpec::canonical() const {
   if (o.norm_correction) out += ":nc";
   if (o.seed != kDefaults.seed) out += ":seed=0x" + hex_u64(o.seed);
   if (o.outlier_channels != 0) out += ":outliers=" + std::to_string(o.outlier_channels);
-  if (is_family(format, "kivi")) {
-    if (o.token_group != 0) out += ":group=" + std::to_string(o.token_group);
-    if (o.residual_tokens != kDefaultKiviResidual) out += ":residual=" + std::to_string(o.residual_tokens);
-  }
+  if (format->accepts(kOptionTokenGroup) && o.token_group != 0) out += ":group=" + std::to_string(o.token_group);
+  if (format->accepts(kOptionResidual) && o.residual_tokens != kDefaultKiviResidual)
+    out += ":residual=" + std::to_string(o.residual_tokens);
   return out;
 }
 

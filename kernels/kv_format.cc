@@ -50,29 +50,49 @@ void Codec::axpy_rows(const float* weights, int n_q, const uint8_t* groups, int 
 }
 
 namespace {
-std::vector<const FormatInfo*> build_registry() {
+std::vector<const FormatInfo*> builtin_formats() {
   std::vector<const FormatInfo*> all;
   append_float_formats(all);
   append_fp8_formats(all);
   append_per_token_head_formats(all);
   append_llama_cpp_formats(all);
+  append_mxfp4_formats(all);
   append_nvfp4_formats(all);
   append_kivi_formats(all);
   append_turboquant_formats(all);
   append_uniform_formats(all);
   return all;
 }
+
+std::vector<const FormatInfo*>& registry() {
+  static std::vector<const FormatInfo*> formats = builtin_formats();
+  return formats;
+}
 }  // namespace
 
-std::span<const FormatInfo* const> all_formats() {
-  static const std::vector<const FormatInfo*> registry = build_registry();
-  return registry;
-}
+std::span<const FormatInfo* const> all_formats() { return registry(); }
 
 const FormatInfo* find_format(std::string_view name) {
   for (const FormatInfo* f : all_formats())
     if (f->name == name) return f;
   return nullptr;
+}
+
+const FormatInfo* find_format(FormatId id) {
+  if (id == FormatId::external) return nullptr;
+  for (const FormatInfo* f : all_formats())
+    if (f->id == id) return f;
+  return nullptr;
+}
+
+void register_format(const FormatInfo& info) {
+  const std::string name(info.name);
+  KVGATE_CHECK(!name.empty() && find_format(info.name) == nullptr, "KV format '" + name + "' is registered twice");
+  KVGATE_CHECK(info.id == FormatId::external, "KV format '" + name + "' registered at run time with a built-in id");
+  KVGATE_CHECK(info.gpu == GpuStorage::none, "KV format '" + name + "' registered at run time claims GPU kernels");
+  KVGATE_CHECK(info.for_keys || info.for_values, "KV format '" + name + "' stores neither keys nor values");
+  KVGATE_CHECK(info.head_dim_multiple >= 1 && info.make != nullptr, "KV format '" + name + "' is incomplete");
+  registry().push_back(&info);
 }
 
 std::string format_names_joined(std::string_view sep) {
@@ -82,6 +102,43 @@ std::string format_names_joined(std::string_view sep) {
     out += f->name;
   }
   return out;
+}
+
+std::vector<const FormatInfo*> formats_named(std::span<const std::string> names, std::string_view what) {
+  if (names.empty()) return {all_formats().begin(), all_formats().end()};
+  std::vector<const FormatInfo*> out;
+  for (const std::string& name : names) {
+    const FormatInfo* f = find_format(name);
+    if (!f) throw_usage_error(std::string(what) + ": unknown format '" + name + "'; valid formats: " + format_names_joined());
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<FormatListing> format_listing() {
+  // Null when the format cannot be instantiated at this head_dim (a block size that does not divide it).
+  auto try_codec = [](const FormatInfo& f, int head_dim) -> std::unique_ptr<Codec> {
+    try {
+      return make_codec(f, head_dim);
+    } catch (const Error&) {
+      return nullptr;
+    }
+  };
+  std::vector<FormatListing> rows;
+  for (const FormatInfo* f : all_formats()) {
+    FormatListing row{};
+    row.info = f;
+    row.roles = f->for_keys && f->for_values ? "k,v" : f->for_keys ? "k" : "v";
+    if (const auto c64 = try_codec(*f, 64)) row.bits_per_element_64 = c64->bits_per_element();
+    if (const auto c128 = try_codec(*f, 128)) {
+      row.bits_per_element_128 = c128->bits_per_element();
+      row.bytes_per_token_128 = c128->bytes_per_token();
+      row.token_group = c128->token_group();
+      row.residual_tokens = c128->residual_tokens();
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 std::unique_ptr<Codec> make_codec(const FormatInfo& info, int head_dim, const FormatOptions& options) {

@@ -1,8 +1,10 @@
 #pragma once
 // The KV format registry: one FormatInfo per stored format, and a Codec that instantiates a
-// format for one head dimension and its options. Tests, benchmarks, `kvgate kv list`, the
-// attention kernels and the capacity simulator all iterate this table, so adding a format is
-// one entry plus its codec.
+// format for one head dimension and its options. The entry carries everything about a format
+// (ggml's type_traits table is the model): its id, which the SIMD and GPU kernels switch on, its
+// roles, head_dim rules, the spec options it accepts, how the GPU keeps it, and its codec.
+// Tests, benchmarks, `kvgate kv list`, the attention kernels and the capacity simulator all
+// iterate this table, so adding a format is one entry plus its codec (docs/adding-a-kv-format.md).
 //
 // Unit of storage: a *group* of `token_group` consecutive tokens of one KV head (head_dim
 // elements each). Almost every format quantizes tokens independently (token_group == 1); KIVI
@@ -11,9 +13,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "kernels/format_id.h"
 
 namespace kvgate::kernels {
 
@@ -22,9 +28,6 @@ enum BackendMask : uint32_t {
   kBackendCuda = 1u << 1,
   kBackendHip = 1u << 2,
 };
-// Every format has CPU, CUDA and HIP kernels (kernels/gpu/kv_rows.h); a GPU build still
-// refuses shapes its kernels do not take (runtime/gpu_model.h: gpu_kv_shape).
-inline constexpr uint32_t kAllBackends = kBackendCpu | kBackendCuda | kBackendHip;
 
 enum class Rotation : uint8_t { none, hadamard, qr };
 
@@ -40,22 +43,44 @@ struct FormatOptions {
   bool operator==(const FormatOptions&) const = default;
 };
 
+// The spec options (docs/kv-specs.md) an entry accepts, as FormatInfo::options bits. The spec
+// parser (kv_config.cc) rejects any other; the codec may still reject a combination.
+enum FormatOption : uint32_t {
+  kOptionScale = 1u << 0,           // scale=F: per-tensor scale (fp8_*), global scale (nvfp4)
+  kOptionRotation = 1u << 1,        // rot[=hadamard|none]: llama.cpp's optional Walsh-Hadamard rotation
+  kOptionRotationKind = 1u << 2,    // rot=hadamard|qr: the format always rotates and picks how (TurboQuant)
+  kOptionNormCorrection = 1u << 3,  // nc
+  kOptionSeed = 1u << 4,            // seed=N: rotation signs, QR matrix, QJL projection
+  kOptionOutliers = 1u << 5,        // outliers=N: channels with one more bit
+  kOptionTokenGroup = 1u << 6,      // group=N: tokens per key group
+  kOptionResidual = 1u << 7,        // residual=N: newest tokens kept in f16
+};
+
 class Codec;
 
 struct FormatInfo {
+  FormatId id;                   // what the SIMD and GPU kernels dispatch on; FormatId::external for run-time additions
   std::string_view name;         // canonical, e.g. "q4_0"
-  std::string_view family;       // "float", "fp8", "per-token-head", "llama.cpp", "kivi", "turboquant", "uniform", "nvfp4"
+  std::string_view family;       // "float", "fp8", "per-token-head", "llama.cpp", "mxfp4", "nvfp4", "kivi", "turboquant", "uniform"
   std::string_view mirrors;      // which engine stores exactly this
   std::string_view description;
   bool for_keys;                 // may be used as a key format
   bool for_values;               // may be used as a value format
   int head_dim_multiple;         // head_dim must be a multiple of this (e.g. 32 for llama.cpp blocks)
   bool head_dim_power_of_two;    // rotation formats need a Walsh–Hadamard size
-  uint32_t backends;             // BackendMask bits of the backends that implement it
+  uint32_t options;              // FormatOption bits of the spec options it accepts
+  GpuStorage gpu;                // how the CUDA/HIP kernels keep it; none = CPU only
   // Instantiates the format; throws a usage error naming the problem if head_dim or the
   // options do not fit the format.
   std::unique_ptr<Codec> (*make)(const FormatInfo& info, int head_dim, const FormatOptions& options);
+
+  bool accepts(FormatOption option) const { return (options & option) != 0; }
+  // BackendMask bits: the CPU always; CUDA and HIP (one kernel source) where the GPU keeps it.
+  uint32_t backends() const {
+    return kBackendCpu | (gpu != GpuStorage::none ? kBackendCuda | kBackendHip : 0u);
+  }
 };
+
 
 // A format bound to one head_dim and option set. Immutable after construction and safe to use
 // from many threads. The *_ref functions are the plain scalar definition; the unsuffixed ones
@@ -117,12 +142,37 @@ class Codec {
   FormatOptions options_;
 };
 
-// The registry, in a fixed order (family, then width).
+// The registry: the built-in formats in a fixed order (family, then width), then the ones added
+// with register_format in the order they were added.
 std::span<const FormatInfo* const> all_formats();
 const FormatInfo* find_format(std::string_view name);  // nullptr if unknown
+const FormatInfo* find_format(FormatId id);            // nullptr for FormatId::external
+// Adds a format after the built-in ones, e.g. a test's toy format or an experiment kept out of
+// tree; it then appears wherever the registry is iterated. An internal error if its name is
+// taken, its id is a built-in one, or it has no role. Register before other threads read the
+// registry (FormatRegistration does it during static initialization).
+void register_format(const FormatInfo& info);
+struct FormatRegistration {
+  explicit FormatRegistration(const FormatInfo& info) { register_format(info); }
+};
 // Validates head_dim against the format's constraints, then calls info.make.
 std::unique_ptr<Codec> make_codec(const FormatInfo& info, int head_dim, const FormatOptions& options = {});
 std::unique_ptr<Codec> make_codec(std::string_view name, int head_dim, const FormatOptions& options = {});
 std::string format_names_joined(std::string_view sep = ", ");
+// The formats `names` lists, in that order, or every registered one when it is empty (the
+// benchmarks' format lists); an unknown name is a usage error whose message starts with `what`.
+std::vector<const FormatInfo*> formats_named(std::span<const std::string> names, std::string_view what);
+
+// One row of `kvgate kv list`: an entry and what it stores at the two usual head dims.
+struct FormatListing {
+  const FormatInfo* info;
+  std::string roles;                          // "k,v", "k" or "v"
+  std::optional<double> bits_per_element_64;  // empty where the format does not take the head_dim
+  std::optional<double> bits_per_element_128;
+  std::optional<double> bytes_per_token_128;  // per KV head
+  int token_group = 1;                        // at head_dim 128
+  int residual_tokens = 0;
+};
+std::vector<FormatListing> format_listing();
 
 }  // namespace kvgate::kernels

@@ -18,13 +18,12 @@ inline constexpr int kMaxHeadDim = 1024;
 
 class QuantizedCodec : public Codec {
  public:
-  // allow_rotation: whether the format accepts Rotation::hadamard (llama.cpp's rotated caches).
-  QuantizedCodec(const FormatInfo& info, int head_dim, const FormatOptions& options, bool allow_rotation)
-      : Codec(info, head_dim, options) {
+  // Rotation::hadamard (llama.cpp's rotated caches) only where the entry accepts rot.
+  QuantizedCodec(const FormatInfo& info, int head_dim, const FormatOptions& options) : Codec(info, head_dim, options) {
     if (options.rotation == Rotation::qr)
       throw_usage_error("KV format " + std::string(info.name) + " supports only rot=hadamard, not rot=qr");
     if (options.rotation == Rotation::hadamard) {
-      if (!allow_rotation)
+      if (!info.accepts(kOptionRotation))
         throw_usage_error("KV format " + std::string(info.name) + " does not take a rotation option");
       if ((head_dim & (head_dim - 1)) != 0)
         throw_usage_error("KV format " + std::string(info.name) + " with rot=hadamard needs a power-of-two head_dim, got " +

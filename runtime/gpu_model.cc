@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/gpu/gpu_convert.h"
 #include "kernels/gpu/tq_params.h"
+#include "kernels/kv_format.h"
 
 namespace kvgate::runtime {
 namespace {
@@ -17,44 +18,53 @@ constexpr int kGpuPageTokens = 32;  // as Model::make_cache
 
 std::string gpu_format_list() {
   std::string names;
-  for (gpu::KvFormat f : gpu::kAllKvFormats) names += std::string(names.empty() ? "" : ", ") + gpu::kv_format_name(f);
+  for (kernels::FormatId f : gpu::kv_formats()) names += std::string(names.empty() ? "" : ", ") + gpu::kv_format_name(f);
   return names;
 }
 
+// The GPU side of one config side: the registry entry says how the GPU keeps the format, and the
+// spec's options must be ones the kernels take at this head_dim.
 gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::FormatSpec& spec, const char* side,
                            int head_dim) {
-  const auto f = gpu::kv_format_named(spec.format->name);
+  const kernels::FormatInfo& f = *spec.format;
   gpu::KvSideFormat out;
-  bool ok = f.has_value();
-  if (ok && gpu::is_tq(*f)) {
-    out.tq = gpu::make_tq_params(*f, head_dim, spec.options);
-    ok = out.tq.has_value();
-  } else if (ok && gpu::is_kivi(*f)) {
-    kernels::FormatOptions plain;
-    plain.token_group = spec.options.token_group;
-    plain.residual_tokens = spec.options.residual_tokens;
-    out.group = spec.options.token_group;
-    out.residual = spec.options.residual_tokens;
-    const int group = out.group > 0 ? out.group : gpu::kKiviDefaultGroup;
-    ok = spec.options == plain && kGpuPageTokens % group == 0;
-  } else if (ok && spec.options.rotation == kernels::Rotation::hadamard) {
-    if (gpu::is_ggml(*f)) out.rotation = gpu::make_rotation_params(head_dim, spec.options);
-    ok = out.rotation.has_value();
-  } else if (ok) {
-    kernels::FormatOptions plain;
-    plain.scale = spec.options.scale;
-    ok = spec.options == plain &&
-         (spec.options.scale == 1.0f || gpu::is_per_tensor_fp8(*f) || *f == gpu::KvFormat::nvfp4);
+  bool ok = true;
+  switch (f.gpu) {
+    case kernels::GpuStorage::none: ok = false; break;
+    case kernels::GpuStorage::turboquant:
+      out.tq = gpu::make_tq_params(f.id, head_dim, spec.options);
+      ok = out.tq.has_value();
+      break;
+    case kernels::GpuStorage::windowed: {
+      kernels::FormatOptions plain;
+      plain.token_group = spec.options.token_group;
+      plain.residual_tokens = spec.options.residual_tokens;
+      out.group = spec.options.token_group;
+      out.residual = spec.options.residual_tokens;
+      const int group = out.group > 0 ? out.group : gpu::kKiviDefaultGroup;
+      ok = spec.options == plain && kGpuPageTokens % group == 0;
+      break;
+    }
+    case kernels::GpuStorage::rows:
+      if (spec.options.rotation == kernels::Rotation::hadamard) {
+        if (f.accepts(kernels::kOptionRotation)) out.rotation = gpu::make_rotation_params(head_dim, spec.options);
+        ok = out.rotation.has_value();
+      } else {
+        kernels::FormatOptions plain;
+        plain.scale = spec.options.scale;
+        ok = spec.options == plain && (spec.options.scale == 1.0f || f.accepts(kernels::kOptionScale));
+      }
+      break;
   }
   if (!ok)
     throw_usage_error("KV config " + config.canonical() + ": the GPU backend has no kernel for the " + side +
                       " format " + spec.canonical() + " (GPU formats: " + gpu_format_list() +
                       "; fp8_* and nvfp4 take :scale=, tq{b} take :nc, :seed=, :outliers= and :rot=qr (tqprod{b} :seed= and "
-                      ":rot=qr) with a head_dim up to 256, a power of two unless rot=qr, the llama.cpp blocks take :rot "
+                      ":rot=qr) with a head_dim up to 256, a power of two unless rot=qr, the ggml blocks take :rot "
                       "and :seed= with a power-of-two head_dim up to 256, "
                       "kivi* take residual= and a group= dividing 32; others take "
                       "no options)");
-  out.format = *f;
+  out.format = f.id;
   out.scale = spec.options.scale;
   return out;
 }

@@ -9,10 +9,13 @@
 #include "core/error.h"
 #include "core/float_convert.h"
 #include "kernels/cpu_features.h"
+#include "kernels/ggml_blocks.h"
 #include "runtime/weights_avx2.h"
 
 namespace kvgate::runtime {
 namespace {
+
+namespace ggml = kernels::ggml;
 
 inline float half_at(const uint8_t* p) {
   uint16_t h;
@@ -20,105 +23,8 @@ inline float half_at(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-// --- Block decoders, one per ggml type (layouts from ggml's block_* definitions) ---
-
-// block_q4_0 {half d; uint8 qs[16]}: element j = (low nibble j) - 8, element j+16 = high nibble - 8.
-void decode_q4_0(const uint8_t* b, float* y) {
-  const float d = half_at(b);
-  const uint8_t* qs = b + 2;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = static_cast<float>((qs[j] & 0x0f) - 8) * d;
-    y[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
-  }
-}
-// block_q4_1 {half d; half m; uint8 qs[16]}: x = q * d + m.
-void decode_q4_1(const uint8_t* b, float* y) {
-  const float d = half_at(b), m = half_at(b + 2);
-  const uint8_t* qs = b + 4;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = static_cast<float>(qs[j] & 0x0f) * d + m;
-    y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
-  }
-}
-// block_q5_0 {half d; uint8 qh[4]; uint8 qs[16]}: the 5th bit of element j is bit j of qh.
-void decode_q5_0(const uint8_t* b, float* y) {
-  const float d = half_at(b);
-  uint32_t qh;
-  std::memcpy(&qh, b + 2, 4);
-  const uint8_t* qs = b + 6;
-  for (int j = 0; j < 16; ++j) {
-    const int hi0 = static_cast<int>(((qh >> j) << 4) & 0x10);
-    const int hi1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-    y[j] = static_cast<float>(((qs[j] & 0x0f) | hi0) - 16) * d;
-    y[j + 16] = static_cast<float>(((qs[j] >> 4) | hi1) - 16) * d;
-  }
-}
-// block_q5_1 {half d; half m; uint8 qh[4]; uint8 qs[16]}.
-void decode_q5_1(const uint8_t* b, float* y) {
-  const float d = half_at(b), m = half_at(b + 2);
-  uint32_t qh;
-  std::memcpy(&qh, b + 4, 4);
-  const uint8_t* qs = b + 8;
-  for (int j = 0; j < 16; ++j) {
-    const int hi0 = static_cast<int>(((qh >> j) << 4) & 0x10);
-    const int hi1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-    y[j] = static_cast<float>((qs[j] & 0x0f) | hi0) * d + m;
-    y[j + 16] = static_cast<float>((qs[j] >> 4) | hi1) * d + m;
-  }
-}
-// block_q8_0 {half d; int8 qs[32]}.
-void decode_q8_0(const uint8_t* b, float* y) {
-  const float d = half_at(b);
-  const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2);
-  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
-}
-
-// Q4_K's 12 scale bytes pack eight 6-bit (scale, min) pairs.
-inline void q4k_scale_min(int j, const uint8_t* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-// block_q4_K {half d; half dmin; uint8 scales[12]; uint8 qs[128]}: 256 elements in 8 sub-blocks.
-void decode_q4_k(const uint8_t* b, float* y) {
-  const float d = half_at(b), dmin = half_at(b + 2);
-  const uint8_t* scales = b + 4;
-  const uint8_t* q = b + 16;
-  for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
-    int sc, m;
-    q4k_scale_min(is, scales, sc, m);
-    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-    q4k_scale_min(is + 1, scales, sc, m);
-    const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
-    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0x0f) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
-  }
-}
-// block_q6_K {uint8 ql[128]; uint8 qh[64]; int8 scales[16]; half d}: 6-bit values, 16 scales.
-void decode_q6_k(const uint8_t* b, float* y) {
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = half_at(b + 208);
-  for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
-      y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
-      y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
-      y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
-    }
-  }
-}
-
+// The block decoders are kernels/ggml_blocks.h's, which the GPU weight decode and the KV codecs
+// share (layouts from ggml's block_* definitions).
 struct BlockType {
   GgmlType type;
   int block_elems;
@@ -126,11 +32,16 @@ struct BlockType {
   void (*decode)(const uint8_t*, float*);
 };
 
+template <class T>
+constexpr BlockType block_type_of(GgmlType type) {
+  return {type, T::kElems, T::kBytes, &T::dequantize};
+}
+
 constexpr BlockType kBlockTypes[] = {
-    {GgmlType::Q4_0, 32, 18, decode_q4_0}, {GgmlType::Q4_1, 32, 20, decode_q4_1},
-    {GgmlType::Q5_0, 32, 22, decode_q5_0}, {GgmlType::Q5_1, 32, 24, decode_q5_1},
-    {GgmlType::Q8_0, 32, 34, decode_q8_0}, {GgmlType::Q4_K, 256, 144, decode_q4_k},
-    {GgmlType::Q6_K, 256, 210, decode_q6_k},
+    block_type_of<ggml::Q4_0>(GgmlType::Q4_0), block_type_of<ggml::Q4_1>(GgmlType::Q4_1),
+    block_type_of<ggml::Q5_0>(GgmlType::Q5_0), block_type_of<ggml::Q5_1>(GgmlType::Q5_1),
+    block_type_of<ggml::Q8_0>(GgmlType::Q8_0), block_type_of<ggml::Q4_K>(GgmlType::Q4_K),
+    block_type_of<ggml::Q6_K>(GgmlType::Q6_K),
 };
 
 const BlockType* block_type(GgmlType t) {

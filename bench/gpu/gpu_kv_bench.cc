@@ -17,6 +17,7 @@
 namespace {
 
 using namespace kvgate::kernels::gpu;
+using kvgate::kernels::FormatId;
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
@@ -45,8 +46,8 @@ int parse_int(const std::string& flag, const std::string& text) {
 
 int main(int argc, char** argv) try {
   std::vector<int> contexts = {8192, 32768};
-  std::vector<KvFormat> formats;  // default: every GPU format, KIVI once (its key/value pair)
-  for (KvFormat f : kAllKvFormats)
+  std::vector<FormatId> formats;  // default: every GPU format, KIVI once (its key/value pair)
+  for (FormatId f : kv_formats())
     if (!is_kivi_value(f)) formats.push_back(f);
   int iterations = 50;
   bool json = false;
@@ -89,15 +90,15 @@ int main(int argc, char** argv) try {
   }
   // f16 first, so every other format's speedup has its baseline.
   std::vector<double> f16_us(contexts.size(), 0.0);
-  const bool f16_asked = std::find(formats.begin(), formats.end(), KvFormat::f16) != formats.end();
-  std::vector<KvFormat> order = {KvFormat::f16};
-  for (KvFormat f : formats)
-    if (f != KvFormat::f16) order.push_back(f);
-  for (KvFormat f : order) {
+  const bool f16_asked = std::find(formats.begin(), formats.end(), FormatId::f16) != formats.end();
+  std::vector<FormatId> order = {FormatId::f16};
+  for (FormatId f : formats)
+    if (f != FormatId::f16) order.push_back(f);
+  for (FormatId f : order) {
     for (size_t c = 0; c < contexts.size(); ++c) {
       const DecodeBenchResult r = bench_decode_attention(f, contexts[c], iterations);
-      if (f == KvFormat::f16) f16_us[c] = r.us_per_step;
-      if (f == KvFormat::f16 && !f16_asked) continue;
+      if (f == FormatId::f16) f16_us[c] = r.us_per_step;
+      if (f == FormatId::f16 && !f16_asked) continue;
       if (json) {
         std::printf(
             "{\"device\":\"%s\",\"format\":\"%s\",\"bits\":%.3f,\"tokens\":%d,\"us_per_step\":%.3f,\"kv_gbps\":%.2f,"

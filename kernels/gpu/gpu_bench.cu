@@ -11,12 +11,12 @@
 
 namespace kvgate::kernels::gpu {
 
-DecodeBenchResult bench_decode_attention(KvFormat format, int tokens, int iterations, const DecodeBenchShape& s) {
+DecodeBenchResult bench_decode_attention(FormatId format, int tokens, int iterations, const DecodeBenchShape& s) {
   DecodeBenchResult r{};
   // Key-only and value-only formats take their usual partner.
-  const KvFormat key = format == KvFormat::kivi2_v ? KvFormat::kivi2_k : format == KvFormat::kivi4_v ? KvFormat::kivi4_k : format;
+  const FormatId key = format == FormatId::kivi2_v ? FormatId::kivi2_k : format == FormatId::kivi4_v ? FormatId::kivi4_k : format;
   r.key = key;
-  r.value = is_tq(key) ? KvFormat::u4 : key == KvFormat::kivi2_k ? KvFormat::kivi2_v : key == KvFormat::kivi4_k ? KvFormat::kivi4_v : key;
+  r.value = is_tq(key) ? FormatId::u4 : key == FormatId::kivi2_k ? FormatId::kivi2_v : key == FormatId::kivi4_k ? FormatId::kivi4_v : key;
   r.label = r.key == r.value ? std::string(kv_format_name(key)) : std::string(kv_format_name(r.key)) + "/" + kv_format_name(r.value);
   r.tokens = tokens;
   // Per token: a KIVI key group's bytes are shared by its tokens.

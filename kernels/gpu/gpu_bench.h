@@ -15,7 +15,7 @@ struct DecodeBenchShape {
 
 struct DecodeBenchResult {
   std::string label;        // "q4_0"; key-only formats pair up: "tq3/u4", "kivi4_k/kivi4_v"
-  KvFormat key, value;
+  FormatId key, value;
   double bits_per_element;  // K and V averaged
   int tokens;
   double us_per_step;
@@ -25,6 +25,6 @@ struct DecodeBenchResult {
 
 // `format` stores both sides, except that tq{b} keys pair with u4 values and KIVI keys and
 // values with each other (kivi{b}_v measures the same pair as kivi{b}_k).
-DecodeBenchResult bench_decode_attention(KvFormat format, int tokens, int iterations, const DecodeBenchShape& shape = {});
+DecodeBenchResult bench_decode_attention(FormatId format, int tokens, int iterations, const DecodeBenchShape& shape = {});
 
 }  // namespace kvgate::kernels::gpu

@@ -1,149 +1,39 @@
 // One kernel source for CUDA (nvcc) and HIP (clang -xhip); see vendor.h.
 //
-// Quantization runs kernels/gpu/kv_rows.h one thread per row, so its bytes are the CPU codec's
-// (no FMA contraction: kernels/gpu/CMakeLists.txt passes --fmad=false / -ffp-contract=off, and
-// kv_rows.h rounds each operation explicitly).
-//
-// Attention (paged_attention_kernel) is flash-decoding over the paged cache. A thread block
-// serves one KV head, one split of the sequence and up to kRows "rows" (query position x query
-// head of the GQA group), so every page it loads is used by all the query heads sharing that KV
-// head, and a prefill chunk is a grid of such row blocks. Each warp takes 32-token tiles: lane l
-// scores token l against every row (q in shared memory), the warp updates each row's online
-// softmax with shuffles, then each lane accumulates its own span of head_dim over the tile's 32
-// values. Warps, then splits, are merged in a fixed order, so results do not vary run to run.
-#include "kernels/gpu/gpu_kv.h"
-
+// The paged device cache (DevicePagedKv without its attention, which is gpu_attention.cu) and
+// the row quantize/dequantize API. Quantization runs kernels/gpu/kv_rows.h one thread per row,
+// so its bytes are the CPU codec's (no FMA contraction: kernels/gpu/CMakeLists.txt passes
+// --fmad=false / -ffp-contract=off, and the row functions round each operation explicitly).
 #include <algorithm>
 #include <cfloat>
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <utility>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
-#include "core/error.h"
-#include "kernels/gpu/vendor.h"
+#include "kernels/gpu/gpu_kv_impl.h"
+#include "kernels/gpu/kv_checks.h"
 
 namespace kvgate::kernels::gpu {
 namespace {
 
-constexpr int kWarp = 32;
-constexpr int kWarps = 4;  // warps per attention block
-constexpr int kAttentionThreads = kWarp * kWarps;
-constexpr int kRowThreads = 128;  // quantize/append: one thread per row
-
-void check(gpuError_t err, const char* what) {
-  if (err != gpuSuccess)
-    throw_environment_error(std::string("GPU ") + KVGATE_GPU_VENDOR + " " + what + ": " + gpuGetErrorString(err));
-}
-
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) { resize(n); }
-  ~DeviceBuffer() { release(); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void release() {
-    if (ptr) (void)gpuFree(ptr);  // nothing useful to do with a failure here
-    ptr = nullptr;
-    bytes = 0;
-  }
-  void resize(size_t n) {
-    if (n <= bytes && ptr) return;
-    release();
-    check(gpuMalloc(&ptr, n ? n : 1), "malloc");
-    bytes = n;
-  }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(ptr);
-  }
-};
-
-unsigned blocks_for(size_t items, int threads) { return static_cast<unsigned>((items + threads - 1) / threads); }
-
 // tq: TurboQuant constants in device memory, or null for the other formats.
-__global__ void quantize_rows_kernel(KvFormat f, int head_dim, float scale, const TqParams* tq, const float* x,
+__global__ void quantize_rows_kernel(FormatId f, int head_dim, float scale, const TqParams* tq, const float* x,
                                      size_t n_rows, uint8_t* out) {
   const size_t r = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= n_rows) return;
   encode_row(f, head_dim, scale, x + r * head_dim, out + r * row_bytes(f, head_dim, tq), tq);
 }
 
-__global__ void dequantize_rows_kernel(KvFormat f, int head_dim, float scale, const TqParams* tq, const uint8_t* in,
+__global__ void dequantize_rows_kernel(FormatId f, int head_dim, float scale, const TqParams* tq, const uint8_t* in,
                                        size_t n_rows, float* y) {
   const size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_rows * head_dim) return;
   const size_t r = e / head_dim;
   y[e] = decode_element(f, in + r * row_bytes(f, head_dim, tq), static_cast<int>(e % head_dim), scale, tq, 0, head_dim);
-}
-
-// A TurboQuant codec's constants in device memory: copies of its matrices, and of its params
-// pointing at the copies.
-struct DeviceTq {
-  DeviceBuffer params, sketch, rotation;
-
-  static void upload_matrix(DeviceBuffer& dst, const std::vector<float>& m, const float** ptr, const char* what) {
-    dst.resize(m.size() * sizeof(float));
-    check(gpuMemcpy(dst.ptr, m.data(), m.size() * sizeof(float), gpuMemcpyHostToDevice), what);
-    *ptr = dst.as<float>();
-  }
-  void upload(const TqConstants& c) {
-    TqParams p = c.params;
-    if (c.sketch) upload_matrix(sketch, *c.sketch, &p.sketch, "upload QJL sketch");
-    if (c.rotation_matrix) upload_matrix(rotation, *c.rotation_matrix, &p.rotation_matrix, "upload rotation matrix");
-    params.resize(sizeof(TqParams));
-    check(gpuMemcpy(params.ptr, &p, sizeof(TqParams), gpuMemcpyHostToDevice), "upload TurboQuant constants");
-  }
-  const TqParams* get() const { return params.as<TqParams>(); }
-};
-
-// ---- the paged cache ----
-
-// A side's pool: each page holds page_tokens / group units per KV head (a unit is one row, or
-// for KIVI keys one group of tokens).
-struct PagedRows {
-  uint8_t* pool;
-  size_t unit_bytes;
-  const int32_t* page_table;
-  int n_kv_heads;
-  int page_tokens;
-  int group;
-
-  __device__ __forceinline__ uint8_t* unit(int token, int kv_head) const {
-    const size_t page = static_cast<size_t>(page_table[token / page_tokens]);
-    const int units = page_tokens / group;
-    return pool + ((page * n_kv_heads + kv_head) * units + (token % page_tokens) / group) * unit_bytes;
-  }
-};
-
-// A side's format as the kernels see it: tq and rot point at the constants in device memory.
-struct SideArgs {
-  KvFormat format;
-  float scale;
-  const TqParams* tq;
-  const RotationParams* rot;  // null unless a ggml side stores rotated rows
-  const uint16_t* window;  // KIVI: every token's f16 row, [token][kv_head][head_dim]; else null
-  int quantized;           // KIVI: tokens below this are in the units, the rest in the window
-};
-
-// Where token t's row of one side is read from, and as what.
-struct TokenRow {
-  const uint8_t* ptr;
-  KvFormat format;
-  int sub;  // the token's index inside its KIVI key group
-};
-
-__device__ __forceinline__ TokenRow token_row(const PagedRows& rows, const SideArgs& side, int t, int kv_head,
-                                              int head_dim) {
-  if (side.window && t >= side.quantized)
-    return {reinterpret_cast<const uint8_t*>(side.window + (static_cast<size_t>(t) * rows.n_kv_heads + kv_head) * head_dim),
-            KvFormat::f16, 0};
-  return {rows.unit(t, kv_head), side.format, t % rows.group};
 }
 
 // One thread per (new token, KV head, K or V) row.
@@ -188,350 +78,7 @@ __global__ void window_to_units_kernel(PagedRows rows, SideArgs side, int head_d
   }
 }
 
-struct AttentionParams {
-  PagedRows keys, values;
-  SideArgs kf, vf;
-  int head_dim;
-  int n_tokens;   // tokens in the cache
-  int n_heads;    // query heads
-  int group;      // query heads per KV head
-  int n_queries;  // query positions, the last n_queries of the sequence
-  const float* q;
-  float softmax_scale;
-  int split_tokens;
-  int n_splits;
-  float* partial;  // [n_splits][n_queries * n_heads][head_dim + 2]: acc, then max, sum
-  float* out;      // [n_queries][n_heads][head_dim]
-};
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, gpu_shfl_xor(v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += gpu_shfl_xor(v, o);
-  return v;
-}
-
-// The unnormalized Walsh-Hadamard transform (kv_rows.h: fwht) of rows [0, rows) of a shared
-// array, its butterflies spread over the block's threads.
-template <int W>
-__device__ void fwht_shared_rows(float (*x)[W], int rows, int D) {
-  for (int len = 1; len < D; len <<= 1) {
-    for (int e = threadIdx.x; e < rows * (D / 2); e += blockDim.x) {
-      const int r = e / (D / 2), k = e % (D / 2);
-      const int i = (k / len) * 2 * len + k % len;
-      const float a = x[r][i], b = x[r][i + len];
-      x[r][i] = a + b;
-      x[r][i + len] = a - b;
-    }
-    __syncthreads();
-  }
-}
-
-// out[r] = M x[r] for rows [0, rows) of shared arrays, M a D x D row-major matrix in device
-// memory; one output element per thread at a time. out must not alias x. Columns D..W-1 of out
-// are zeroed: a ragged last span reads them.
-template <int W>
-__device__ void matrix_times_rows(const float* m, const float (*x)[W], float (*out)[W], int rows, int D) {
-  for (int e = threadIdx.x; e < rows * W; e += blockDim.x) {
-    const int r = e / W, j = e % W;
-    float s = 0.0f;
-    if (j < D) {
-      const float* m_row = m + static_cast<size_t>(j) * D;
-      for (int i = 0; i < D; ++i) s = fmaf(m_row[i], x[r][i], s);
-    }
-    out[r][j] = s;
-  }
-}
-
-// EPL: head_dim elements per lane (head_dim <= 32 * EPL); kRows: rows per block.
-template <int EPL, int kRows>
-__global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(AttentionParams p) {
-  __shared__ float q_s[kRows][EPL * kWarp];
-  __shared__ float p_s[kWarps][kRows][kWarp];
-  __shared__ float warp_m[kWarps][kRows], warp_l[kWarps][kRows];
-  __shared__ float acc_s[kRows][EPL * kWarp];
-
-  const int split = blockIdx.x, kv_head = blockIdx.y;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int D = p.head_dim;
-  const int rows_per_kv_head = p.n_queries * p.group;
-  const int row0 = blockIdx.z * kRows;
-  const int n_rows = min(kRows, rows_per_kv_head - row0);
-  const int first_pos = p.n_tokens - p.n_queries;
-
-  int pos[kRows];  // each row's query position; rows past n_rows see nothing
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) pos[r] = r < n_rows ? first_pos + (row0 + r) / p.group : -1;
-  for (int e = threadIdx.x; e < kRows * EPL * kWarp; e += blockDim.x) {
-    const int r = e / (EPL * kWarp), i = e % (EPL * kWarp);
-    float v = 0.0f;
-    if (r < n_rows && i < D) {
-      const int g = row0 + r;
-      const int head = kv_head * p.group + g % p.group;
-      v = p.q[(static_cast<size_t>(g / p.group) * p.n_heads + head) * D + i] * p.softmax_scale;
-    }
-    q_s[r][i] = v;
-  }
-  __syncthreads();
-  // TurboQuant keys and rotated ggml keys live in the rotated basis: rotate the scaled query
-  // instead (prepare_query). rot=qr's dense Q goes through acc_s, free until the warps merge.
-  const float* q_matrix = is_tq(p.kf.format) ? p.kf.tq->rotation_matrix : nullptr;
-  const float* q_signs = q_matrix ? nullptr : is_tq(p.kf.format) ? p.kf.tq->signs : p.kf.rot ? p.kf.rot->signs : nullptr;
-  if (q_matrix) {
-    matrix_times_rows(q_matrix, q_s, acc_s, kRows, D);
-    __syncthreads();
-    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] = acc_s[e / D][e % D];
-    __syncthreads();
-  }
-  if (q_signs) {
-    const float q_rotation_scale = is_tq(p.kf.format) ? p.kf.tq->rotation_scale : p.kf.rot->scale;
-    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= q_signs[e % D];
-    __syncthreads();
-    fwht_shared_rows(q_s, kRows, D);
-    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= q_rotation_scale;
-    __syncthreads();
-  }
-  // tqprod keys score against S q as well, shared by every key: computed once per row here
-  // (TurboQuantProdCodec::dot_rows). acc_s is free until the warps merge after the token loop.
-  const bool qjl = is_tqprod(p.kf.format);
-  float (*sq_s)[EPL * kWarp] = acc_s;
-  if (qjl) {
-    matrix_times_rows(p.kf.tq->sketch, q_s, sq_s, kRows, D);
-    __syncthreads();
-  }
-
-  const int split_begin = split * p.split_tokens;
-  const int visible_end = min(p.n_tokens, first_pos + (row0 + n_rows - 1) / p.group + 1);
-  const int split_end = min(split_begin + p.split_tokens, visible_end);
-
-  float m_run[kRows], l_run[kRows], acc[kRows][EPL];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    m_run[r] = -INFINITY;
-    l_run[r] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < EPL; ++e) acc[r][e] = 0.0f;
-  }
-  const int own = lane * EPL;  // this lane's span of head_dim in the value pass
-  const int own_n = max(0, min(EPL, D - own));
-
-  for (int t0 = split_begin + warp * kWarp; t0 < split_end; t0 += kWarps * kWarp) {
-    const int t = t0 + lane;
-    const bool valid = t < split_end;
-    float s[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) s[r] = 0.0f;
-    if (valid) {
-      const TokenRow key = token_row(p.keys, p.kf, t, kv_head, D);
-      for (int i0 = 0; i0 < D; i0 += EPL) {
-        float k[EPL];
-        if (qjl) {
-          float k_qjl[EPL];
-          tqprod_spans<EPL>(*p.kf.tq, D, key.ptr, i0, min(EPL, D - i0), k, k_qjl);
-#pragma unroll
-          for (int r = 0; r < kRows; ++r)
-#pragma unroll
-            for (int e = 0; e < EPL; ++e) s[r] = fmaf(sq_s[r][i0 + e], k_qjl[e], s[r]);
-        } else {
-          decode_span<EPL>(key.format, key.ptr, i0, min(EPL, D - i0), p.kf.scale, k, p.kf.tq, key.sub, D);
-        }
-#pragma unroll
-        for (int r = 0; r < kRows; ++r)
-#pragma unroll
-          for (int e = 0; e < EPL; ++e) s[r] = fmaf(q_s[r][i0 + e], k[e], s[r]);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (!valid || t > pos[r]) s[r] = -INFINITY;
-      const float m_new = fmaxf(m_run[r], warp_max(s[r]));
-      // A row that has seen nothing yet keeps m = -inf and weight 0 (no exp(-inf - -inf)).
-      const float pr = m_new == -INFINITY ? 0.0f : expf(s[r] - m_new);
-      const float correction = m_new == -INFINITY ? 1.0f : expf(m_run[r] - m_new);
-      l_run[r] = l_run[r] * correction + warp_sum(pr);
-      m_run[r] = m_new;
-#pragma unroll
-      for (int e = 0; e < EPL; ++e) acc[r][e] *= correction;
-      p_s[warp][r][lane] = pr;
-    }
-    gpu_syncwarp();
-    const int tile_n = min(kWarp, split_end - t0);
-    if (own_n > 0) {
-      for (int j = 0; j < tile_n; ++j) {
-        float v[EPL];
-        const TokenRow value = token_row(p.values, p.vf, t0 + j, kv_head, D);
-        decode_span<EPL>(value.format, value.ptr, own, own_n, p.vf.scale, v, p.vf.tq, value.sub, D);
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const float w = p_s[warp][r][j];
-#pragma unroll
-          for (int e = 0; e < EPL; ++e) acc[r][e] = fmaf(w, v[e], acc[r][e]);
-        }
-      }
-    }
-    gpu_syncwarp();
-  }
-
-  // Merge the warps in warp order.
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      warp_m[warp][r] = m_run[r];
-      warp_l[warp][r] = l_run[r];
-    }
-  }
-  __syncthreads();
-  float block_m[kRows], block_l[kRows], factor[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    block_m[r] = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) block_m[r] = fmaxf(block_m[r], warp_m[w][r]);
-    block_l[r] = 0.0f;
-    for (int w = 0; w < kWarps; ++w)
-      if (warp_m[w][r] != -INFINITY) block_l[r] += warp_l[w][r] * expf(warp_m[w][r] - block_m[r]);
-    factor[r] = m_run[r] == -INFINITY ? 0.0f : expf(m_run[r] - block_m[r]);
-  }
-  for (int w = 0; w < kWarps; ++w) {
-    if (warp == w) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-#pragma unroll
-        for (int e = 0; e < EPL; ++e) {
-          const float mine = acc[r][e] * factor[r];
-          acc_s[r][own + e] = w == 0 ? mine : acc_s[r][own + e] + mine;
-        }
-    }
-    __syncthreads();
-  }
-  if (p.vf.rot) {
-    // Rotated values were accumulated in the rotated basis: rotate back (finish_output). It is
-    // linear, so each split's partial may be rotated before the splits merge.
-    const RotationParams& rot = *p.vf.rot;
-    fwht_shared_rows(acc_s, n_rows, D);
-    for (int e = threadIdx.x; e < n_rows * D; e += blockDim.x) acc_s[e / D][e % D] *= rot.scale * rot.signs[e % D];
-    __syncthreads();
-  }
-
-  // Write this block's rows: the output itself when there is one split, else a partial.
-  for (int e = threadIdx.x; e < n_rows * D; e += blockDim.x) {
-    const int r = e / D, i = e % D;
-    const int g = row0 + r;
-    const size_t out_row = static_cast<size_t>(g / p.group) * p.n_heads + kv_head * p.group + g % p.group;
-    if (p.n_splits == 1) {
-      p.out[out_row * D + i] = acc_s[r][i] / block_l[r];
-    } else {
-      float* part = p.partial + (static_cast<size_t>(split) * p.n_queries * p.n_heads + out_row) * (D + 2);
-      part[i] = acc_s[r][i];
-      if (i == 0) {
-        part[D] = block_m[r];
-        part[D + 1] = block_l[r];
-      }
-    }
-  }
-}
-
-// One block per output row (query position x query head): splits merged in split order.
-__global__ void merge_splits_kernel(int head_dim, int n_splits, size_t n_out_rows, const float* partial, float* out) {
-  const size_t row = blockIdx.x;
-  const int D = head_dim;
-  float m = -INFINITY;
-  for (int s = 0; s < n_splits; ++s) m = fmaxf(m, partial[(s * n_out_rows + row) * (D + 2) + D]);
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    float acc = 0.0f, l = 0.0f;
-    for (int s = 0; s < n_splits; ++s) {
-      const float* part = partial + (s * n_out_rows + row) * (D + 2);
-      if (part[D] == -INFINITY) continue;
-      const float w = expf(part[D] - m);
-      acc += part[i] * w;
-      l += part[D + 1] * w;
-    }
-    out[row * D + i] = acc / l;
-  }
-}
-
-void require_scale(KvFormat f, float scale) {
-  if ((is_per_tensor_fp8(f) || f == KvFormat::nvfp4) && !(scale > 0.0f && scale < FLT_MAX))
-    throw_usage_error(std::string("GPU KV format ") + kv_format_name(f) +
-                      ": scale must be a positive finite number, got " + std::to_string(scale));
-}
-
-template <int EPL, int kRows>
-void launch_attention(const AttentionParams& p, int n_kv_heads) {
-  const int row_blocks = (p.n_queries * p.group + kRows - 1) / kRows;
-  paged_attention_kernel<EPL, kRows><<<dim3(p.n_splits, n_kv_heads, row_blocks), kAttentionThreads>>>(p);
-}
-
-int multiprocessor_count() {
-  static const int count = [] {
-    gpuDeviceProp_t prop;
-    return gpuGetDeviceProperties(&prop, 0) == gpuSuccess ? prop.multiProcessorCount : 1;
-  }();
-  return count;
-}
-
-}  // namespace
-
-const char* kv_format_name(KvFormat format) {
-  const char* name = format_name(format);
-  if (name[0] != '?') return name;
-  throw_usage_error("GPU KV format: unknown enumerator " + std::to_string(static_cast<int>(format)));
-}
-
-std::optional<KvFormat> kv_format_named(std::string_view name) {
-  for (KvFormat f : kAllKvFormats)
-    if (name == kv_format_name(f)) return f;
-  return std::nullopt;
-}
-
-size_t kv_row_bytes(KvFormat format, int head_dim) {
-  if (head_dim < 1 || head_dim > kMaxKvHeadDim)
-    throw_usage_error(std::string("GPU KV format ") + kv_format_name(format) + ": head_dim must be in 1.." +
-                      std::to_string(kMaxKvHeadDim) + ", got " + std::to_string(head_dim));
-  if (is_ggml(format) && head_dim % kGgmlBlock != 0)
-    throw_usage_error(std::string("GPU KV format ") + kv_format_name(format) + ": head_dim must be a multiple of 32, got " +
-                      std::to_string(head_dim));
-  const int multiple = format == KvFormat::int4_pth || format == KvFormat::u4 ? 2
-                       : format == KvFormat::u2                              ? 4
-                       : format == KvFormat::u3                              ? 8
-                       : is_kivi_value(format)                               ? kKiviValueChannelGroup
-                       : format == KvFormat::nvfp4                           ? kNvfp4Block
-                       : format == KvFormat::tq2_5 || format == KvFormat::tq3_5 ? 4  // head_dim / 4 outliers
-                                                                             : 1;
-  if (head_dim % multiple != 0)
-    throw_usage_error(std::string("GPU KV format ") + kv_format_name(format) + ": head_dim must be a multiple of " +
-                      std::to_string(multiple) + ", got " + std::to_string(head_dim));
-  return row_bytes(format, head_dim);
-}
-
-namespace {
-void require_plain(KvFormat format, const char* what) {
-  if (is_tq(format) || is_kivi(format))
-    throw_usage_error(std::string("GPU ") + what + ": " + kv_format_name(format) +
-                      (is_tq(format) ? " needs its codec constants (the overload taking TqConstants)"
-                                     : " is stored through a window and token groups; use DevicePagedKv"));
-}
-
-// TurboQuant constants that fit `format` at head_dim: what make_tq_params builds for it.
-void require_tq(KvFormat format, int head_dim, const std::optional<TqConstants>& tq, const std::string& what) {
-  const size_t square = static_cast<size_t>(head_dim) * head_dim;
-  auto matches = [&](const std::shared_ptr<const std::vector<float>>& m, const float* ptr) {
-    return ptr == nullptr ? !m : m && m->size() == square && ptr == m->data();
-  };
-  if (is_tq(format) != tq.has_value() ||
-      (tq && (tq->params.bits != tq_bits(format) || tq->params.outliers < 0 || tq->params.outliers > head_dim ||
-              is_tqprod(format) != (tq->params.sketch != nullptr) || !matches(tq->sketch, tq->params.sketch) ||
-              !matches(tq->rotation_matrix, tq->params.rotation_matrix))))
-    throw_usage_error(what + ": " + kv_format_name(format) +
-                      (is_tq(format) ? " needs matching TurboQuant constants (make_tq_params)"
-                                     : " takes no TurboQuant constants"));
-  if (is_tq(format) && (head_dim > kTqMaxHeadDim || (!tq->rotation_matrix && (head_dim & (head_dim - 1)) != 0)))
-    throw_usage_error(what + ": TurboQuant keys need a head_dim up to " + std::to_string(kTqMaxHeadDim) +
-                      ", a power of two with the Walsh-Hadamard rotation; got " + std::to_string(head_dim));
-}
-
-void quantize_on_device(KvFormat format, int head_dim, float scale, const std::optional<TqConstants>& tq,
+void quantize_on_device(FormatId format, int head_dim, float scale, const std::optional<TqConstants>& tq,
                         const float* x, size_t n_rows, uint8_t* out) {
   const size_t bytes = row_bytes(format, head_dim, tq ? &tq->params : nullptr);
   if (n_rows == 0) return;
@@ -545,7 +92,7 @@ void quantize_on_device(KvFormat format, int head_dim, float scale, const std::o
   check(gpuMemcpy(out, dout.ptr, n_rows * bytes, gpuMemcpyDeviceToHost), "download");
 }
 
-void dequantize_on_device(KvFormat format, int head_dim, float scale, const std::optional<TqConstants>& tq,
+void dequantize_on_device(FormatId format, int head_dim, float scale, const std::optional<TqConstants>& tq,
                           const uint8_t* in, size_t n_rows, float* y) {
   const size_t bytes = row_bytes(format, head_dim, tq ? &tq->params : nullptr);
   if (n_rows == 0) return;
@@ -561,119 +108,64 @@ void dequantize_on_device(KvFormat format, int head_dim, float scale, const std:
 }
 }  // namespace
 
-void quantize_rows(KvFormat format, int head_dim, float scale, const float* x, size_t n_rows, uint8_t* out) {
+void quantize_rows(FormatId format, int head_dim, float scale, const float* x, size_t n_rows, uint8_t* out) {
   kv_row_bytes(format, head_dim);  // validates head_dim for the format
-  require_plain(format, "quantize_rows");
-  require_scale(format, scale);
+  check_plain_rows(format, "quantize_rows");
+  check_kv_scale(format, scale);
   quantize_on_device(format, head_dim, scale, std::nullopt, x, n_rows, out);
 }
 
-void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* in, size_t n_rows, float* y) {
+void dequantize_rows(FormatId format, int head_dim, float scale, const uint8_t* in, size_t n_rows, float* y) {
   kv_row_bytes(format, head_dim);
-  require_plain(format, "dequantize_rows");
-  require_scale(format, scale);
+  check_plain_rows(format, "dequantize_rows");
+  check_kv_scale(format, scale);
   dequantize_on_device(format, head_dim, scale, std::nullopt, in, n_rows, y);
 }
 
-void quantize_rows(KvFormat format, int head_dim, const TqConstants& tq, const float* x, size_t n_rows, uint8_t* out) {
+void quantize_rows(FormatId format, int head_dim, const TqConstants& tq, const float* x, size_t n_rows, uint8_t* out) {
   kv_row_bytes(format, head_dim);
-  require_tq(format, head_dim, tq, "GPU quantize_rows");
+  check_tq_constants(format, head_dim, tq, "GPU quantize_rows");
   quantize_on_device(format, head_dim, 1.0f, tq, x, n_rows, out);
 }
 
-void dequantize_rows(KvFormat format, int head_dim, const TqConstants& tq, const uint8_t* in, size_t n_rows, float* y) {
+void dequantize_rows(FormatId format, int head_dim, const TqConstants& tq, const uint8_t* in, size_t n_rows, float* y) {
   kv_row_bytes(format, head_dim);
-  require_tq(format, head_dim, tq, "GPU dequantize_rows");
+  check_tq_constants(format, head_dim, tq, "GPU dequantize_rows");
   dequantize_on_device(format, head_dim, 1.0f, tq, in, n_rows, y);
 }
 
-// One side (K or V) of the cache: its pool of units, TurboQuant constants, and for KIVI the f16
-// window of every token and how many tokens have left it into the units.
-struct SideStore {
-  KvSideFormat format;
-  size_t unit_bytes = 0;
-  int group = 1;     // tokens per unit
-  int residual = 0;  // KIVI: the newest tokens kept in f16
-  bool windowed = false;
-  int quantized = 0;
-  DeviceBuffer pool, rot, window;
-  DeviceTq tq;
 
-  // Tokens in units after n tokens: whole groups that left the R-token window (the CPU cache's
-  // rule), or every token for the other formats.
-  int quantized_for(int n) const { return !windowed ? n : n > residual ? (n - residual) / group * group : 0; }
-};
+// Units up to the side's new quantized count leave the window (KIVI).
+void DevicePagedKv::Impl::flush_window(SideStore& s) {
+  const int target = s.quantized_for(length);
+  if (!s.windowed || target <= s.quantized) return;
+  const size_t items = static_cast<size_t>((target - s.quantized) / s.group) * shape.n_kv_heads;
+  window_to_units_kernel<<<blocks_for(items, kRowThreads), kRowThreads>>>(rows(s), args(s), shape.head_dim, s.quantized,
+                                                                        target);
+  check(gpuGetLastError(), "KIVI group launch");
+  s.quantized = target;
+}
 
-struct DevicePagedKv::Impl {
-  PagedKvShape shape;
-  int capacity = 0;
-  int length = 0;
-  int pages = 0;
-  SideStore key, value;
-  DeviceBuffer page_table;
-  DeviceBuffer staging_k, staging_v, staging_q, staging_out, partial;
-  std::vector<int32_t> order;
-
-  SideArgs args(const SideStore& s) const {
-    return SideArgs{s.format.format, s.format.scale, s.format.tq ? s.tq.get() : nullptr,
-                    s.format.rotation ? s.rot.as<RotationParams>() : nullptr,
-                    s.windowed ? s.window.as<uint16_t>() : nullptr, s.quantized};
-  }
-  PagedRows rows(const SideStore& s) const {
-    return PagedRows{s.pool.as<uint8_t>(), s.unit_bytes, page_table.as<int32_t>(), shape.n_kv_heads, shape.page_tokens,
-                     s.group};
-  }
-  size_t unit_offset(const SideStore& s, int token, int kv_head) const {
-    const size_t page = static_cast<size_t>(order[token / shape.page_tokens]);
-    const int units = shape.page_tokens / s.group;
-    return ((page * shape.n_kv_heads + kv_head) * units + (token % shape.page_tokens) / s.group) * s.unit_bytes;
-  }
-  // Units up to the side's new quantized count leave the window (KIVI).
-  void flush_window(SideStore& s) {
-    const int target = s.quantized_for(length);
-    if (!s.windowed || target <= s.quantized) return;
-    const size_t items = static_cast<size_t>((target - s.quantized) / s.group) * shape.n_kv_heads;
-    window_to_units_kernel<<<blocks_for(items, kRowThreads), kRowThreads>>>(rows(s), args(s), shape.head_dim, s.quantized,
-                                                                          target);
-    check(gpuGetLastError(), "KIVI group launch");
-    s.quantized = target;
-  }
-
-  std::vector<uint8_t> download_unit(const SideStore& s, int token, int kv_head) const {
-    if (token < 0 || token >= length || kv_head < 0 || kv_head >= shape.n_kv_heads)
-      throw_usage_error("GPU paged KV: no row for token " + std::to_string(token) + ", head " + std::to_string(kv_head));
-    if (s.windowed && token >= s.quantized)
-      throw_usage_error("GPU paged KV: token " + std::to_string(token) + " is still in the f16 window (" +
-                        std::to_string(s.quantized) + " tokens quantized)");
-    std::vector<uint8_t> unit(s.unit_bytes);
-    check(gpuMemcpy(unit.data(), s.pool.as<uint8_t>() + unit_offset(s, token, kv_head), s.unit_bytes,
-                    gpuMemcpyDeviceToHost),
-          "download row");
-    return unit;
-  }
-};
+std::vector<uint8_t> DevicePagedKv::Impl::download_unit(const SideStore& s, int token, int kv_head) const {
+  if (token < 0 || token >= length || kv_head < 0 || kv_head >= shape.n_kv_heads)
+    throw_usage_error("GPU paged KV: no row for token " + std::to_string(token) + ", head " + std::to_string(kv_head));
+  if (s.windowed && token >= s.quantized)
+    throw_usage_error("GPU paged KV: token " + std::to_string(token) + " is still in the f16 window (" +
+                      std::to_string(s.quantized) + " tokens quantized)");
+  std::vector<uint8_t> unit(s.unit_bytes);
+  check(gpuMemcpy(unit.data(), s.pool.as<uint8_t>() + unit_offset(s, token, kv_head), s.unit_bytes,
+                  gpuMemcpyDeviceToHost),
+        "download row");
+  return unit;
+}
 
 namespace {
 void init_side(SideStore& s, const KvSideFormat& f, const PagedKvShape& shape, bool is_key) {
+  check_kv_side(f, shape, is_key);
   s.format = f;
-  require_scale(f.format, f.scale);
-  require_tq(f.format, shape.head_dim, f.tq, "GPU paged KV");
-  if (f.rotation && (!is_ggml(f.format) || (shape.head_dim & (shape.head_dim - 1)) != 0))
-    throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) +
-                      (is_ggml(f.format) ? " with a Hadamard rotation needs a power-of-two head_dim, got " +
-                                               std::to_string(shape.head_dim)
-                                         : std::string(" takes no Hadamard rotation")));
-  if ((is_tq(f.format) || is_kivi_key(f.format)) && !is_key)
-    throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) + " stores keys only");
-  if (is_kivi_value(f.format) && is_key)
-    throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) + " stores values only");
   s.windowed = is_kivi(f.format);
   s.group = is_kivi_key(f.format) ? (f.group > 0 ? f.group : kKiviDefaultGroup) : 1;
   s.residual = s.windowed ? f.residual : 0;
-  kv_row_bytes(f.format, shape.head_dim);  // validates head_dim for the format
-  if (s.windowed && (s.residual < 0 || shape.page_tokens % s.group != 0))
-    throw_usage_error(std::string("GPU paged KV: ") + kv_format_name(f.format) + " needs residual >= 0 and a group (" +
-                      std::to_string(s.group) + ") dividing the page (" + std::to_string(shape.page_tokens) + " tokens)");
   s.unit_bytes = unit_bytes(f.format, shape.head_dim, s.group, f.tq ? &f.tq->params : nullptr);
 }
 }  // namespace
@@ -757,83 +249,6 @@ void DevicePagedKv::append(const float* k, const float* v, int n_new) {
   check(gpuDeviceSynchronize(), "append");
 }
 
-void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
-                                     int split_tokens) {
-  Impl& m = *impl_;
-  const PagedKvShape& s = m.shape;
-  if (n_heads < 1 || n_heads % s.n_kv_heads != 0)
-    throw_usage_error("GPU attention: " + std::to_string(n_heads) + " query heads are not a multiple of the cache's " +
-                      std::to_string(s.n_kv_heads) + " KV heads");
-  if (n_queries < 1 || n_queries > m.length)
-    throw_usage_error("GPU attention: " + std::to_string(n_queries) + " queries, but the cache holds " +
-                      std::to_string(m.length) + " tokens (append a chunk's K/V before attending)");
-  if (split_tokens < 0 || split_tokens % kWarp != 0)
-    throw_usage_error("GPU attention: split_tokens must be 0 or a positive multiple of 32, got " +
-                      std::to_string(split_tokens));
-  AttentionParams p{};
-  p.keys = m.rows(m.key);
-  p.values = m.rows(m.value);
-  p.kf = m.args(m.key);
-  p.vf = m.args(m.value);
-  p.head_dim = s.head_dim;
-  p.n_tokens = m.length;
-  p.n_heads = n_heads;
-  p.group = n_heads / s.n_kv_heads;
-  p.n_queries = n_queries;
-  p.q = q;
-  p.softmax_scale = softmax_scale;
-  const int epl = s.head_dim <= 32 ? 1 : s.head_dim <= 64 ? 2 : s.head_dim <= 128 ? 4 : 8;
-  // A decode step of a small GQA group (Llama-3's 4 query heads per KV head) fills 4 rows: a
-  // 16-row block would spend 3/4 of its FMAs and registers on empty rows. Rows are independent
-  // (each has its own scores, softmax and accumulators, summed in the same order), so the block
-  // size does not change any result.
-  const int rows_per_kv_head = n_queries * p.group;
-  const int rows = rows_per_kv_head <= 4 ? 4 : epl == 8 ? 8 : 16;
-  if (split_tokens == 0) {
-    // Enough splits that the grid covers the device about twice, none shorter than 256 tokens.
-    const int row_blocks = (n_queries * p.group + rows - 1) / rows;
-    const int base_blocks = row_blocks * s.n_kv_heads;
-    const int want = std::max(1, (2 * multiprocessor_count() + base_blocks - 1) / base_blocks);
-    const int max_splits = std::max(1, m.length / 256);
-    const int splits = std::min(want, max_splits);
-    split_tokens = ((m.length + splits - 1) / splits + kWarp - 1) / kWarp * kWarp;
-  }
-  p.split_tokens = split_tokens;
-  p.n_splits = (m.length + split_tokens - 1) / split_tokens;
-  p.out = out;
-  const size_t out_rows = static_cast<size_t>(n_queries) * n_heads;
-  if (p.n_splits > 1) {
-    m.partial.resize(static_cast<size_t>(p.n_splits) * out_rows * (s.head_dim + 2) * sizeof(float));
-    p.partial = m.partial.as<float>();
-  }
-  switch (epl * 100 + rows) {
-    case 104: launch_attention<1, 4>(p, s.n_kv_heads); break;
-    case 204: launch_attention<2, 4>(p, s.n_kv_heads); break;
-    case 404: launch_attention<4, 4>(p, s.n_kv_heads); break;
-    case 804: launch_attention<8, 4>(p, s.n_kv_heads); break;
-    case 116: launch_attention<1, 16>(p, s.n_kv_heads); break;
-    case 216: launch_attention<2, 16>(p, s.n_kv_heads); break;
-    case 416: launch_attention<4, 16>(p, s.n_kv_heads); break;
-    default: launch_attention<8, 8>(p, s.n_kv_heads); break;
-  }
-  check(gpuGetLastError(), "attention launch");
-  if (p.n_splits > 1) {
-    merge_splits_kernel<<<static_cast<unsigned>(out_rows), 128>>>(s.head_dim, p.n_splits, out_rows, p.partial, out);
-    check(gpuGetLastError(), "attention merge launch");
-  }
-}
-
-void DevicePagedKv::attention(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
-                              int split_tokens) {
-  Impl& m = *impl_;
-  const size_t bytes = static_cast<size_t>(std::max(n_queries, 0)) * std::max(n_heads, 0) * m.shape.head_dim * sizeof(float);
-  m.staging_q.resize(bytes);
-  m.staging_out.resize(bytes);
-  if (bytes) check(gpuMemcpy(m.staging_q.ptr, q, bytes, gpuMemcpyHostToDevice), "upload queries");
-  attention_device(n_heads, m.staging_q.as<float>(), n_queries, softmax_scale, m.staging_out.as<float>(), split_tokens);
-  check(gpuMemcpy(out, m.staging_out.ptr, bytes, gpuMemcpyDeviceToHost), "download attention");
-}
-
 namespace {
 bool same_matrix(const std::shared_ptr<const std::vector<float>>& a, const std::shared_ptr<const std::vector<float>>& b) {
   return a == b || (a && b && *a == *b);
@@ -912,38 +327,6 @@ std::vector<uint8_t> DevicePagedKv::key_row(int token, int kv_head) const {
 
 std::vector<uint8_t> DevicePagedKv::value_row(int token, int kv_head) const {
   return impl_->download_unit(impl_->value, token, kv_head);
-}
-
-namespace {
-// Mean milliseconds per call of `launch` over `iterations`, after one warm-up call.
-template <class Fn>
-double time_ms(int iterations, Fn&& launch) {
-  launch();
-  check(gpuDeviceSynchronize(), "warm-up");
-  gpuEvent_t start, stop;
-  check(gpuEventCreate(&start), "event");
-  check(gpuEventCreate(&stop), "event");
-  check(gpuEventRecord(start, 0), "event record");
-  for (int i = 0; i < iterations; ++i) launch();
-  check(gpuEventRecord(stop, 0), "event record");
-  check(gpuEventSynchronize(stop), "event sync");
-  float ms = 0.0f;
-  check(gpuEventElapsedTime(&ms, start, stop), "event time");
-  (void)gpuEventDestroy(start);
-  (void)gpuEventDestroy(stop);
-  return static_cast<double>(ms) / std::max(iterations, 1);
-}
-}  // namespace
-
-double DevicePagedKv::time_attention_ms(int n_heads, int n_queries, int iterations, int split_tokens) {
-  Impl& m = *impl_;
-  const size_t floats = static_cast<size_t>(n_queries) * n_heads * m.shape.head_dim;
-  DeviceBuffer q(floats * sizeof(float)), out(floats * sizeof(float));
-  std::vector<float> host(floats);
-  for (size_t i = 0; i < floats; ++i) host[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.0f - 1.0f;
-  check(gpuMemcpy(q.ptr, host.data(), floats * sizeof(float), gpuMemcpyHostToDevice), "upload queries");
-  const float scale = 1.0f / std::sqrt(static_cast<float>(m.shape.head_dim));
-  return time_ms(iterations, [&] { attention_device(n_heads, q.as<float>(), n_queries, scale, out.as<float>(), split_tokens); });
 }
 
 double DevicePagedKv::time_append_ms(const float* k, const float* v, int n_new, int iterations) {

@@ -2,9 +2,11 @@
 // Host API of the GPU KV-cache kernels: quantize-on-append into a paged device cache, and fused
 // attention (decode steps and prefill chunks) that reads the quantized pages directly.
 //
-// Quantization is bit-identical to the CPU codecs' quantize_ref: the kernels run the per-row
-// functions of kernels/gpu/kv_rows.h, which tests/kernels/gpu_rows_test.cc checks against the
-// CPU codecs on the host and tests/gpu checks again on a device. Attention is float32 with an
+// Formats are the registry's (kernels/kv_format.h), named by FormatId; those whose entry has GPU
+// storage have kernels. Quantization is bit-identical to the CPU codecs' quantize_ref: the
+// kernels run the per-row functions of kernels/gpu/kv_rows.h, which
+// tests/kernels/gpu_rows_test.cc checks against the CPU codecs on the host and tests/gpu checks
+// again on a device. Attention is float32 with an
 // online softmax, split along the sequence (flash-decoding) and merged in a fixed order, so it
 // is deterministic run to run; tests/gpu bounds its NMSE against a float64 reference.
 //
@@ -24,27 +26,32 @@ namespace kvgate::kernels::gpu {
 
 inline constexpr int kMaxKvHeadDim = 256;
 
-const char* kv_format_name(KvFormat format);
-std::optional<KvFormat> kv_format_named(std::string_view name);
-// Bytes of one row; throws kvgate::Error (usage) if head_dim does not fit the format (1..256,
-// even for int4_pth, a multiple of 32 for the ggml blocks, of 16 for nvfp4).
-size_t kv_row_bytes(KvFormat format, int head_dim);
+// The registry's formats with GPU kernels, in registry order (kernels/gpu/kv_formats.cc, host
+// code that builds without a GPU toolchain).
+std::vector<FormatId> kv_formats();
+// The registry's name of a format; a usage error for an id no entry has.
+const char* kv_format_name(FormatId format);
+// The format of that name, if it has GPU kernels.
+std::optional<FormatId> kv_format_named(std::string_view name);
+// Bytes of one row; throws kvgate::Error (usage) if head_dim does not fit the format: 1..256 and
+// the registry entry's rules (even for int4_pth, a multiple of 32 for the ggml blocks, ...).
+size_t kv_row_bytes(FormatId format, int head_dim);
 
 // x: [n_rows][head_dim] floats -> out: n_rows * kv_row_bytes bytes. `scale` is the per-tensor
 // scale of the fp8_e4m3/e5m2/e4m3fnuz formats (stored = fp8(x / scale)) and nvfp4's global
 // scale; the others ignore it.
 // Host buffers in and out; throws kvgate::Error (usage) on bad arguments, (environment) on a
 // driver failure.
-void quantize_rows(KvFormat format, int head_dim, float scale, const float* x, size_t n_rows, uint8_t* out);
-void dequantize_rows(KvFormat format, int head_dim, float scale, const uint8_t* in, size_t n_rows, float* y);
+void quantize_rows(FormatId format, int head_dim, float scale, const float* x, size_t n_rows, uint8_t* out);
+void dequantize_rows(FormatId format, int head_dim, float scale, const uint8_t* in, size_t n_rows, float* y);
 // The same for TurboQuant keys with their codec constants (make_tq_params); rows are
 // kv_row_bytes long unless the constants set another outlier count, and dequantize_rows gives
 // them in the rotated basis (the CPU codec's dequantize_stored_ref).
-void quantize_rows(KvFormat format, int head_dim, const TqConstants& tq, const float* x, size_t n_rows, uint8_t* out);
-void dequantize_rows(KvFormat format, int head_dim, const TqConstants& tq, const uint8_t* in, size_t n_rows, float* y);
+void quantize_rows(FormatId format, int head_dim, const TqConstants& tq, const float* x, size_t n_rows, uint8_t* out);
+void dequantize_rows(FormatId format, int head_dim, const TqConstants& tq, const uint8_t* in, size_t n_rows, float* y);
 
 struct KvSideFormat {
-  KvFormat format = KvFormat::f16;
+  FormatId format = FormatId::f16;
   float scale = 1.0f;           // per-tensor scale (fp8_e4m3/e5m2/e4m3fnuz), global scale (nvfp4)
   std::optional<TqConstants> tq;  // the codec constants of TurboQuant keys (make_tq_params)
   int group = 0;                // KIVI keys: tokens per group (0 = 32; must divide page_tokens)

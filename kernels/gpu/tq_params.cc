@@ -60,7 +60,7 @@ std::optional<TqConstants> make_tq_params(int bits, int head_dim, bool norm_corr
   return tq_constants(bits, head_dim, norm_correction, seed, outliers, false);
 }
 
-std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim, const FormatOptions& options) {
+std::optional<TqConstants> make_tq_params(FormatId format, int head_dim, const FormatOptions& options) {
   FormatOptions codec_options;  // the options a TurboQuant codec takes (check_common_options)
   codec_options.rotation = options.rotation;
   codec_options.norm_correction = options.norm_correction;
@@ -68,7 +68,8 @@ std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim, const F
   codec_options.outlier_channels = options.outlier_channels;
   if (!is_tq(format) || options != codec_options) return std::nullopt;
   if (is_tqprod(format) && (options.norm_correction || options.outlier_channels != 0)) return std::nullopt;
-  if ((format == KvFormat::tq2_5 || format == KvFormat::tq3_5) && head_dim % 4 != 0) return std::nullopt;  // its FormatInfo
+  const FormatInfo* info = find_format(format);
+  if (!info || head_dim % info->head_dim_multiple != 0) return std::nullopt;
   const int outliers = options.outlier_channels != 0 ? options.outlier_channels : tq_default_outliers(format, head_dim);
   // KeyRotation: rot=qr, else (none or hadamard) the Walsh-Hadamard rotation.
   std::optional<TqConstants> c = tq_constants(tq_bits(format), head_dim, options.norm_correction, options.seed,
@@ -85,7 +86,7 @@ std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim, const F
   return c;
 }
 
-std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim) {
+std::optional<TqConstants> make_tq_params(FormatId format, int head_dim) {
   return make_tq_params(format, head_dim, FormatOptions{});
 }
 

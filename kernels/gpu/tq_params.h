@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/format_id.h"
 #include "kernels/gpu/kv_rows.h"
 
 namespace kvgate::kernels {
@@ -34,9 +35,9 @@ std::optional<TqConstants> make_tq_params(int bits, int head_dim, bool norm_corr
 // codec builds them: outlier channels default to the format's own, tqprod's sketch S and rot=qr's
 // Q come from the seed (rot=qr takes any head_dim up to kTqMaxHeadDim). nullopt for options the
 // CPU codec rejects or a head_dim the kernels lack.
-std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim, const FormatOptions& options);
+std::optional<TqConstants> make_tq_params(FormatId format, int head_dim, const FormatOptions& options);
 // The format at its default options.
-std::optional<TqConstants> make_tq_params(KvFormat format, int head_dim);
+std::optional<TqConstants> make_tq_params(FormatId format, int head_dim);
 
 // The Hadamard rotation of a ggml format with rot=hadamard (HadamardRotation(head_dim, seed)),
 // or nullopt when the GPU kernels cannot store it: options other than the rotation and its seed,

@@ -26,7 +26,7 @@ using testing::same_float;
 
 // The CPU options of `f` in these tests: the test scale, and for `rotated` ggml blocks
 // rot=hadamard at the default seed.
-FormatOptions options_for(KvFormat f, bool rotated) {
+FormatOptions options_for(FormatId f, bool rotated) {
   FormatOptions options;
   options.scale = testing::tensor_scale_for(f);
   if (rotated) options.rotation = Rotation::hadamard;
@@ -34,7 +34,7 @@ FormatOptions options_for(KvFormat f, bool rotated) {
 }
 // The side of a cache storing `f` with the CPU `options`, with TurboQuant's constants or the
 // rotation where it has them.
-KvSideFormat side_for(KvFormat f, int head_dim, const FormatOptions& options) {
+KvSideFormat side_for(FormatId f, int head_dim, const FormatOptions& options) {
   KvSideFormat side{f, options.scale, std::nullopt};
   if (is_tq(f)) side.tq = make_tq_params(f, head_dim, options);
   if (options.rotation == Rotation::hadamard) side.rotation = make_rotation_params(head_dim, options);
@@ -42,68 +42,36 @@ KvSideFormat side_for(KvFormat f, int head_dim, const FormatOptions& options) {
 }
 // The key and value formats of the cache a test of `f` builds: TurboQuant keys store f16 values,
 // KIVI keys and values pair with each other (same bits).
-KvFormat key_format_for(KvFormat f) {
-  if (f == KvFormat::kivi2_v) return KvFormat::kivi2_k;
-  if (f == KvFormat::kivi4_v) return KvFormat::kivi4_k;
+FormatId key_format_for(FormatId f) {
+  if (f == FormatId::kivi2_v) return FormatId::kivi2_k;
+  if (f == FormatId::kivi4_v) return FormatId::kivi4_k;
   return f;
 }
-KvFormat value_format_for(KvFormat f) {
-  if (is_tq(f)) return KvFormat::f16;
-  if (f == KvFormat::kivi2_k) return KvFormat::kivi2_v;
-  if (f == KvFormat::kivi4_k) return KvFormat::kivi4_v;
+FormatId value_format_for(FormatId f) {
+  if (is_tq(f)) return FormatId::f16;
+  if (f == FormatId::kivi2_k) return FormatId::kivi2_v;
+  if (f == FormatId::kivi4_k) return FormatId::kivi4_v;
   return f;
 }
 float f16_round(float x) { return f16_to_f32(f32_to_f16(x)); }
 // KIVI's default window and key group (kernels/formats_kivi.cc).
 constexpr int kKiviResidual = 128;
-int quantized_for(KvFormat f, int n) {
+int quantized_for(FormatId f, int n) {
   if (!is_kivi(f)) return n;
   const int group = is_kivi_key(f) ? kKiviDefaultGroup : 1;
   return n > kKiviResidual ? (n - kKiviResidual) / group * group : 0;
 }
 
-std::unique_ptr<Codec> cpu_codec(KvFormat f, int head_dim, bool rotated = false) {
+std::unique_ptr<Codec> cpu_codec(FormatId f, int head_dim, bool rotated = false) {
   return make_codec(kv_format_name(f), head_dim, options_for(f, rotated));
 }
 
-class GpuKv : public ::testing::TestWithParam<KvFormat> {
+class GpuKv : public ::testing::TestWithParam<FormatId> {
  protected:
   void SetUp() override {
     if (device_count() == 0) GTEST_SKIP() << "no " << vendor() << " device present; GPU checks need one";
   }
 };
-
-// Runs without a device: the host API's layout must agree with the CPU registry before any
-// byte comparison means anything.
-TEST(GpuKvLayout, RowBytesEqualCpuGroupBytesAndBadShapesAreUsageErrors) {
-  for (KvFormat f : kAllKvFormats) {
-    for (int head_dim : {32, 64, 96, 128, 256}) {
-      if (is_tq(f) && head_dim == 96) continue;  // the rotation needs a power of two
-      EXPECT_EQ(kv_row_bytes(f, head_dim), cpu_codec(f, head_dim)->group_bytes()) << kv_format_name(f) << " d=" << head_dim;
-    }
-    EXPECT_EQ(kv_format_named(kv_format_name(f)), f);
-    try {
-      kv_row_bytes(f, 0);
-      ADD_FAILURE() << kv_format_name(f) << ": head_dim 0 accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.exit_code(), 2);
-    }
-    EXPECT_THROW(kv_row_bytes(f, kMaxKvHeadDim + 32), Error);
-  }
-  EXPECT_EQ(kv_format_named("tq3.5"), KvFormat::tq3_5);
-  EXPECT_EQ(kv_format_named("tqprod3"), KvFormat::tqprod3);
-  EXPECT_FALSE(kv_format_named("tq3_5").has_value());
-  EXPECT_THROW(kv_row_bytes(KvFormat::q4_0, 67), Error);
-  EXPECT_THROW(kv_row_bytes(KvFormat::tq2_5, 66), Error);  // the CPU codec's head_dim multiple of 4
-  FormatOptions qr;
-  qr.rotation = Rotation::qr;  // any head_dim
-  EXPECT_EQ(kv_row_bytes(KvFormat::tqprod3, 67), make_codec("tqprod3", 67, qr)->group_bytes());
-  EXPECT_THROW(kv_row_bytes(KvFormat::q5_1, 80), Error);
-  EXPECT_THROW(kv_row_bytes(KvFormat::nvfp4, 40), Error);
-  EXPECT_EQ(kv_row_bytes(KvFormat::nvfp4, 80), cpu_codec(KvFormat::nvfp4, 80)->group_bytes());
-  EXPECT_THROW(kv_row_bytes(KvFormat::int4_pth, 67), Error);
-  EXPECT_EQ(kv_row_bytes(KvFormat::int8_pth, 67), cpu_codec(KvFormat::int8_pth, 67)->group_bytes());
-}
 
 // Runs without a device: shapes and scales are checked before any driver call.
 TEST(GpuKvLayout, BadCacheShapesAndScalesAreUsageErrors) {
@@ -112,7 +80,7 @@ TEST(GpuKvLayout, BadCacheShapesAndScalesAreUsageErrors) {
   shape.n_kv_heads = 0;
   EXPECT_THROW(DevicePagedKv(shape, 16), Error);
   shape.n_kv_heads = 2;
-  shape.key.format = KvFormat::fp8_e4m3;
+  shape.key.format = FormatId::fp8_e4m3;
   shape.key.scale = 0.0f;
   EXPECT_THROW(DevicePagedKv(shape, 16), Error);
   shape.key.scale = 1.0f;
@@ -121,22 +89,22 @@ TEST(GpuKvLayout, BadCacheShapesAndScalesAreUsageErrors) {
   EXPECT_THROW(DevicePagedKv(shape, 16, {0}), Error);     // too few pages
   float x = 1.0f;
   uint8_t code = 0;
-  EXPECT_THROW(quantize_rows(KvFormat::fp8_e4m3, 1, 0.0f, &x, 1, &code), Error);
-  EXPECT_THROW(quantize_rows(KvFormat::fp8_e5m2, 1, NAN, &x, 1, &code), Error);
-  EXPECT_THROW(quantize_rows(KvFormat::q8_0, 40, 1.0f, &x, 1, &code), Error);
-  EXPECT_THROW(quantize_rows(KvFormat::nvfp4, 16, 0.0f, &x, 1, &code), Error);  // nvfp4's global scale
-  EXPECT_THROW(quantize_rows(KvFormat::nvfp4, 16, INFINITY, &x, 1, &code), Error);
+  EXPECT_THROW(quantize_rows(FormatId::fp8_e4m3, 1, 0.0f, &x, 1, &code), Error);
+  EXPECT_THROW(quantize_rows(FormatId::fp8_e5m2, 1, NAN, &x, 1, &code), Error);
+  EXPECT_THROW(quantize_rows(FormatId::q8_0, 40, 1.0f, &x, 1, &code), Error);
+  EXPECT_THROW(quantize_rows(FormatId::nvfp4, 16, 0.0f, &x, 1, &code), Error);  // nvfp4's global scale
+  EXPECT_THROW(quantize_rows(FormatId::nvfp4, 16, INFINITY, &x, 1, &code), Error);
   shape.page_tokens = 16;
-  shape.value.format = KvFormat::nvfp4;
+  shape.value.format = FormatId::nvfp4;
   shape.value.scale = -1.0f;
   EXPECT_THROW(DevicePagedKv(shape, 16), Error);
   shape.value = KvSideFormat{};
   FormatOptions rotated;
   rotated.rotation = Rotation::hadamard;
-  shape.key = KvSideFormat{KvFormat::f16, 1.0f, std::nullopt};
+  shape.key = KvSideFormat{FormatId::f16, 1.0f, std::nullopt};
   shape.key.rotation = make_rotation_params(64, rotated);
   EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // a rotation on a format that takes none
-  shape.key.format = KvFormat::q4_0;
+  shape.key.format = FormatId::q4_0;
   shape.head_dim = 96;
   EXPECT_THROW(DevicePagedKv(shape, 16), Error);  // rows of 96 cannot be Hadamard-rotated
   // TurboQuant constants are checked before any driver call too: usage errors (exit code 2), not
@@ -149,24 +117,24 @@ TEST(GpuKvLayout, BadCacheShapesAndScalesAreUsageErrors) {
     }
     return false;
   };
-  shape.key = KvSideFormat{KvFormat::tq3, 1.0f, make_tq_params(KvFormat::tq3, 64)};
+  shape.key = KvSideFormat{FormatId::tq3, 1.0f, make_tq_params(FormatId::tq3, 64)};
   EXPECT_TRUE(usage_error([&] { DevicePagedKv(shape, 16); }));  // nor TurboQuant keys without rot=qr
   FormatOptions qr;
   qr.rotation = Rotation::qr;
-  shape.key.tq = make_tq_params(KvFormat::tq3, 64, qr);
+  shape.key.tq = make_tq_params(FormatId::tq3, 64, qr);
   EXPECT_TRUE(usage_error([&] { DevicePagedKv(shape, 16); }));  // a 64 x 64 Q for rows of 96
-  shape.key = KvSideFormat{KvFormat::tqprod3, 1.0f, make_tq_params(KvFormat::tq3, 96, qr)};
+  shape.key = KvSideFormat{FormatId::tqprod3, 1.0f, make_tq_params(FormatId::tq3, 96, qr)};
   EXPECT_TRUE(usage_error([&] { DevicePagedKv(shape, 16); }));  // tqprod without its sketch
-  EXPECT_TRUE(usage_error([&] { quantize_rows(KvFormat::tq3, 64, 1.0f, &x, 1, &code); }));  // constants needed
-  EXPECT_TRUE(usage_error([&] { quantize_rows(KvFormat::tq3, 64, *make_tq_params(KvFormat::tq2, 64), &x, 1, &code); }));
-  EXPECT_TRUE(usage_error([&] { quantize_rows(KvFormat::tqprod3, 64, *make_tq_params(KvFormat::tq2, 64), &x, 1, &code); }));
-  EXPECT_TRUE(usage_error([&] { dequantize_rows(KvFormat::tq3, 96, *make_tq_params(KvFormat::tq3, 64, qr), &code, 1, &x); }));
-  EXPECT_TRUE(usage_error([&] { quantize_rows(KvFormat::q8_0, 64, *make_tq_params(KvFormat::tq3, 64), &x, 1, &code); }));
+  EXPECT_TRUE(usage_error([&] { quantize_rows(FormatId::tq3, 64, 1.0f, &x, 1, &code); }));  // constants needed
+  EXPECT_TRUE(usage_error([&] { quantize_rows(FormatId::tq3, 64, *make_tq_params(FormatId::tq2, 64), &x, 1, &code); }));
+  EXPECT_TRUE(usage_error([&] { quantize_rows(FormatId::tqprod3, 64, *make_tq_params(FormatId::tq2, 64), &x, 1, &code); }));
+  EXPECT_TRUE(usage_error([&] { dequantize_rows(FormatId::tq3, 96, *make_tq_params(FormatId::tq3, 64, qr), &code, 1, &x); }));
+  EXPECT_TRUE(usage_error([&] { quantize_rows(FormatId::q8_0, 64, *make_tq_params(FormatId::tq3, 64), &x, 1, &code); }));
 }
 
 // Rows through the host API, against the CPU codec with `options` (TurboQuant keys: with their
 // constants, decoded in the rotated basis as dequantize_stored_ref).
-void expect_quantize_rows_match(KvFormat f, int d, const FormatOptions& options) {
+void expect_quantize_rows_match(FormatId f, int d, const FormatOptions& options) {
   const int n_rows = 37;
   const auto codec = make_codec(kv_format_name(f), d, options);
   const std::optional<TqConstants> tq = is_tq(f) ? make_tq_params(f, d, options) : std::nullopt;
@@ -181,7 +149,7 @@ void expect_quantize_rows_match(KvFormat f, int d, const FormatOptions& options)
     ASSERT_EQ(got[b], want[b]) << kv_format_name(f) << " row " << b / row << " byte " << b % row;
 }
 
-void expect_dequantize_rows_match(KvFormat f, int d, const FormatOptions& options) {
+void expect_dequantize_rows_match(FormatId f, int d, const FormatOptions& options) {
   const int n_rows = 29;
   const auto codec = make_codec(kv_format_name(f), d, options);
   const std::optional<TqConstants> tq = is_tq(f) ? make_tq_params(f, d, options) : std::nullopt;
@@ -207,13 +175,13 @@ void expect_dequantize_rows_match(KvFormat f, int d, const FormatOptions& option
 }
 
 TEST_P(GpuKv, QuantizeWritesTheCpuCodecBytes) {
-  const KvFormat f = GetParam();
+  const FormatId f = GetParam();
   if (is_kivi(f)) GTEST_SKIP() << kv_format_name(f) << " is stored through DevicePagedKv only: AppendStoresTheCpuCodecBytesInPagedOrder covers it";
   expect_quantize_rows_match(f, head_dim_for(f), options_for(f, false));
 }
 
 TEST_P(GpuKv, DequantizeEqualsCpuCodecBitForBit) {
-  const KvFormat f = GetParam();
+  const FormatId f = GetParam();
   if (is_kivi(f)) GTEST_SKIP() << kv_format_name(f) << " is stored through DevicePagedKv only: the attention tests decode it";
   expect_dequantize_rows_match(f, head_dim_for(f), options_for(f, false));
 }
@@ -224,7 +192,7 @@ TEST_P(GpuKv, DequantizeEqualsCpuCodecBitForBit) {
 // and groups quantized from it).
 struct Filled {
   static constexpr int kKvHeads = 3;
-  KvFormat key_format{}, value_format{};
+  FormatId key_format{}, value_format{};
   int d = 0, n_tokens = 0, page_tokens = 16;
   std::unique_ptr<Codec> codec, value_codec;
   std::unique_ptr<DevicePagedKv> cache;
@@ -242,7 +210,7 @@ std::vector<float> window_rows(Filled& c, std::vector<float>& x, int first, int 
 }
 
 // The CPU's view of one side (see Filled).
-void cpu_view(Filled& c, KvFormat f, const Codec& codec, std::vector<float>& x, std::vector<float>& view) {
+void cpu_view(Filled& c, FormatId f, const Codec& codec, std::vector<float>& x, std::vector<float>& view) {
   view.resize(x.size());
   const int q = quantized_for(f, c.n_tokens), group = codec.token_group();
   std::vector<uint8_t> bytes(codec.group_bytes());
@@ -268,7 +236,7 @@ void cpu_view(Filled& c, KvFormat f, const Codec& codec, std::vector<float>& x, 
 // rotated: ggml blocks with rot=hadamard on both sides, at a head_dim whose 1/sqrt is inexact.
 // key_options: the key format's CPU options instead of the defaults (TurboQuant's options);
 // head_dim: a head_dim other than the format's test size (0: that size).
-Filled fill(KvFormat f, int n_tokens, uint64_t seed, bool rotated = false,
+Filled fill(FormatId f, int n_tokens, uint64_t seed, bool rotated = false,
             const std::optional<FormatOptions>& key_options = std::nullopt, int head_dim = 0) {
   Filled c;
   c.key_format = key_format_for(f);
@@ -310,7 +278,7 @@ Filled fill(KvFormat f, int n_tokens, uint64_t seed, bool rotated = false,
 
 // The bytes of every quantized unit equal the CPU codec's for the same input; KIVI tokens
 // still in the window have no unit yet.
-void expect_side_bytes(Filled& c, KvFormat f, const Codec& codec, std::vector<float>& x, bool key) {
+void expect_side_bytes(Filled& c, FormatId f, const Codec& codec, std::vector<float>& x, bool key) {
   const int q = quantized_for(f, c.n_tokens), group = codec.token_group();
   std::vector<uint8_t> want(codec.group_bytes());
   for (int h = 0; h < Filled::kKvHeads; ++h) {
@@ -326,7 +294,7 @@ void expect_side_bytes(Filled& c, KvFormat f, const Codec& codec, std::vector<fl
 }
 
 TEST_P(GpuKv, AppendStoresTheCpuCodecBytesInPagedOrder) {
-  const KvFormat f = GetParam();
+  const FormatId f = GetParam();
   const int n = is_kivi(f) ? 301 : 83;  // KIVI: past the 128-token window, so groups are quantized
   Filled c = fill(f, n, 21);
   ASSERT_EQ(c.cache->length(), n);
@@ -367,7 +335,7 @@ std::vector<double> reference_attention(Filled& c, const std::vector<float>& q, 
   return out;
 }
 
-void expect_attention_matches(KvFormat f, int n_tokens, int n_q, int group, bool rotated = false,
+void expect_attention_matches(FormatId f, int n_tokens, int n_q, int group, bool rotated = false,
                               const std::optional<FormatOptions>& key_options = std::nullopt, int head_dim = 0) {
   Filled c = fill(f, n_tokens, 31 + n_q, rotated, key_options, head_dim);
   const int n_heads = Filled::kKvHeads * group;
@@ -404,13 +372,13 @@ TEST_P(GpuKv, PrefillChunkIsCausalAndMatchesFloat64Reference) {
 }
 
 // Test names allow only letters, digits and '_': "tq3.5" -> "tq3_5".
-std::string format_test_name(const ::testing::TestParamInfo<KvFormat>& info) {
+std::string format_test_name(const ::testing::TestParamInfo<FormatId>& info) {
   std::string name = kv_format_name(info.param);
   std::replace(name.begin(), name.end(), '.', '_');
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(GpuFormats, GpuKv, ::testing::ValuesIn(kAllKvFormats),
+INSTANTIATE_TEST_SUITE_P(GpuFormats, GpuKv, ::testing::ValuesIn(kv_formats()),
                          format_test_name);
 
 // ggml blocks with rot=hadamard: the cache stores the CPU codec's rotated bytes, attention
@@ -428,10 +396,10 @@ TEST_P(GpuKvRotated, DecodeAndPrefillAttentionMatchFloat64Reference) {
   expect_attention_matches(GetParam(), 301, 37, 3, true);
 }
 
-std::vector<KvFormat> ggml_formats() {
-  std::vector<KvFormat> out;
-  for (KvFormat f : kAllKvFormats)
-    if (is_ggml(f)) out.push_back(f);
+std::vector<FormatId> ggml_formats() {
+  std::vector<FormatId> out;
+  for (FormatId f : kv_formats())
+    if (find_format(f)->accepts(kOptionRotation)) out.push_back(f);
   return out;
 }
 INSTANTIATE_TEST_SUITE_P(GgmlFormats, GpuKvRotated, ::testing::ValuesIn(ggml_formats()),
@@ -441,7 +409,7 @@ INSTANTIATE_TEST_SUITE_P(GgmlFormats, GpuKvRotated, ::testing::ValuesIn(ggml_for
 // correction, another seed, outlier channel counts whose codes end inside a byte, and rot=qr
 // (also at head_dims that are not a power of two).
 struct TqCase {
-  KvFormat format;
+  FormatId format;
   FormatOptions options;
   const char* label;
   int head_dim = 0;  // 0: the format's test size
@@ -452,26 +420,26 @@ std::vector<TqCase> tq_cases() {
   FormatOptions o;
   o.outlier_channels = 5;
   o.norm_correction = true;
-  out.push_back({KvFormat::tq3, o, "tq3_nc_outliers5"});
+  out.push_back({FormatId::tq3, o, "tq3_nc_outliers5"});
   o = FormatOptions{};
   o.outlier_channels = 3;
   o.seed = 7;
-  out.push_back({KvFormat::tq2_5, o, "tq2_5_seed7_outliers3"});
+  out.push_back({FormatId::tq2_5, o, "tq2_5_seed7_outliers3"});
   o = FormatOptions{};
   o.norm_correction = true;
-  out.push_back({KvFormat::tq3_5, o, "tq3_5_nc"});
+  out.push_back({FormatId::tq3_5, o, "tq3_5_nc"});
   o = FormatOptions{};
   o.outlier_channels = 64;
-  out.push_back({KvFormat::tq4, o, "tq4_all_outliers"});
+  out.push_back({FormatId::tq4, o, "tq4_all_outliers"});
   o = FormatOptions{};
   o.seed = 7;
-  out.push_back({KvFormat::tqprod3, o, "tqprod3_seed7"});
+  out.push_back({FormatId::tqprod3, o, "tqprod3_seed7"});
   o = FormatOptions{};
   o.rotation = Rotation::qr;
-  out.push_back({KvFormat::tq3, o, "tq3_qr"});
-  out.push_back({KvFormat::tq2_5, o, "tq2_5_qr_d80", 80});
+  out.push_back({FormatId::tq3, o, "tq3_qr"});
+  out.push_back({FormatId::tq2_5, o, "tq2_5_qr_d80", 80});
   o.seed = 5;
-  out.push_back({KvFormat::tqprod3, o, "tqprod3_qr_seed5_d67", 67});  // spans past head_dim in attention
+  out.push_back({FormatId::tqprod3, o, "tqprod3_qr_seed5_d67", 67});  // spans past head_dim in attention
   return out;
 }
 

@@ -416,17 +416,17 @@ TEST(GpuKvShape, ConfigsWithoutGpuKernelsAreUsageErrors) {
   arch.n_layers = 2;
   arch.n_kv_heads = 3;
   arch.head_dim = 64;
-  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q8_0/q4_0"), arch, 0).value.format, kernels::gpu::KvFormat::q4_0);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q8_0/q4_0"), arch, 0).value.format, kernels::FormatId::q4_0);
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("fp8_e4m3:scale=0.5"), arch, 1).key.scale, 0.5f);
   EXPECT_TRUE(gpu_kv_shape(kernels::parse_kv_config("tq3/4"), arch, 0).key.tq.has_value());
-  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("tq3/4"), arch, 0).value.format, kernels::gpu::KvFormat::u4);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("tq3/4"), arch, 0).value.format, kernels::FormatId::u4);
   const auto kivi = gpu_kv_shape(kernels::parse_kv_config("kivi2_k:residual=64/kivi2_v:residual=64"), arch, 0);
-  EXPECT_EQ(kivi.key.format, kernels::gpu::KvFormat::kivi2_k);
-  EXPECT_EQ(kivi.value.format, kernels::gpu::KvFormat::kivi2_v);
+  EXPECT_EQ(kivi.key.format, kernels::FormatId::kivi2_k);
+  EXPECT_EQ(kivi.value.format, kernels::FormatId::kivi2_v);
   EXPECT_EQ(kivi.key.residual, 64);
-  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("nvfp4"), arch, 0).key.format, kernels::gpu::KvFormat::nvfp4);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("nvfp4"), arch, 0).key.format, kernels::FormatId::nvfp4);
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("nvfp4:scale=0.25"), arch, 1).value.scale, 0.25f);
-  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q5_0/iq4_nl"), arch, 0).value.format, kernels::gpu::KvFormat::iq4_nl);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q5_0/iq4_nl"), arch, 0).value.format, kernels::FormatId::iq4_nl);
   EXPECT_TRUE(gpu_kv_shape(kernels::parse_kv_config("q4_0:rot=hadamard"), arch, 0).key.rotation.has_value());
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("tq3.5/4"), arch, 0).key.tq->params.outliers, 16);
   EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("tq2.5:nc:outliers=5/4"), arch, 0).key.tq->params.outliers, 5);
@@ -447,8 +447,8 @@ TEST(GpuKvShape, ConfigsWithoutGpuKernelsAreUsageErrors) {
   }
   // Per-layer overrides map layer by layer.
   const auto mixed = kernels::parse_kv_config("q4_0@0=f16");
-  EXPECT_EQ(gpu_kv_shape(mixed, arch, 0).key.format, kernels::gpu::KvFormat::f16);
-  EXPECT_EQ(gpu_kv_shape(mixed, arch, 1).key.format, kernels::gpu::KvFormat::q4_0);
+  EXPECT_EQ(gpu_kv_shape(mixed, arch, 0).key.format, kernels::FormatId::f16);
+  EXPECT_EQ(gpu_kv_shape(mixed, arch, 1).key.format, kernels::FormatId::q4_0);
 }
 
 }  // namespace

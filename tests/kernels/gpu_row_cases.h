@@ -9,24 +9,27 @@
 #include "core/float_convert.h"
 #include "core/rng.h"
 #include "kernels/gpu/kv_rows.h"
+#include "kernels/kv_format.h"
 
 namespace kvgate::kernels::gpu::testing {
 
-// Odd sizes where the format allows them, so no kernel can lean on a power-of-two shape.
-inline int head_dim_for(KvFormat f) {
-  if (is_ggml(f)) return 96;
-  if (f == KvFormat::nvfp4) return 80;  // 16-element blocks, and not a multiple of 32
-  if (f == KvFormat::int4_pth || f == KvFormat::u4) return 70;
-  if (f == KvFormat::u2) return 68;
-  if (f == KvFormat::u3) return 72;
-  if (is_tq(f) || is_kivi(f)) return 64;  // the Hadamard rotation: a power of two; KIVI values: 32s
-  return 67;
+inline const FormatInfo& entry(FormatId f) { return *find_format(f); }
+
+// Odd sizes where the format allows them, so no kernel can lean on a power-of-two shape: the
+// smallest of these the registry entry's head_dim rule takes.
+inline int head_dim_for(FormatId f) {
+  const FormatInfo& e = entry(f);
+  if (e.gpu == GpuStorage::turboquant || e.gpu == GpuStorage::windowed) return 64;  // Hadamard: a power of two
+  for (int d : {67, 70, 68, 72, 80, 96})
+    if (d % e.head_dim_multiple == 0) return d;
+  return 256;
 }
 
 // A per-tensor scale that moves the test data across the fp8 exponents; for nvfp4 a global
 // scale that is not a power of two, so the block scale's product with it rounds.
-inline float tensor_scale_for(KvFormat f) {
-  return is_per_tensor_fp8(f) ? 0.0625f : f == KvFormat::nvfp4 ? 0.3f : 1.0f;
+inline float tensor_scale_for(FormatId f) {
+  if (!entry(f).accepts(kOptionScale)) return 1.0f;
+  return f == FormatId::nvfp4 ? 0.3f : 0.0625f;
 }
 
 // Rows at magnitudes from 2^-20 to 2^10, plus the rows that stress the edge cases: all zeros,

@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/float_convert.h"
 #include "core/rng.h"
 #include "kernels/ggml_blocks.h"
 #include "kernels/hadamard.h"
+#include "kernels/gpu/gpu_kv.h"
 #include "kernels/gpu/kv_rows.h"
 #include "kernels/gpu/tq_params.h"
 #include "kernels/kv_format.h"
@@ -27,14 +29,15 @@ using testing::head_dim_for;
 using testing::probe_rows;
 using testing::same_float;
 using testing::tensor_scale_for;
-const char* name_of(KvFormat f) { return format_name(f); }
+using testing::entry;
+const char* name_of(FormatId f) { return kv_format_name(f); }
 
 // One GPU format as a test case: the CPU codec with the same options, and the TurboQuant
 // constants where the format has them. Each format at its defaults, plus TurboQuant with norm
 // correction, with another rotation seed, with outlier channels that do not end on a byte and
 // with rot=qr, and nvfp4 at the default global scale 1 as well.
 struct Variant {
-  KvFormat format;
+  FormatId format;
   int head_dim;
   FormatOptions options;
   std::optional<TqConstants> tq;
@@ -44,7 +47,7 @@ struct Variant {
 
 std::vector<Variant> variants() {
   std::vector<Variant> out;
-  for (KvFormat f : kAllKvFormats) {
+  for (FormatId f : kv_formats()) {
     if (is_kivi(f)) continue;  // windowed token groups: KiviGroupsAndRowsEqualTheCpuReferenceBitForBit
     Variant v{f, head_dim_for(f), {}, std::nullopt, name_of(f)};
     v.options.scale = tensor_scale_for(f);
@@ -71,7 +74,7 @@ std::vector<Variant> variants() {
       }
       out.push_back(seeded);
     }
-    if (f == KvFormat::nvfp4) {
+    if (f == FormatId::nvfp4) {
       Variant unit_scale = v;
       unit_scale.options.scale = 1.0f;
       unit_scale.label += ":scale=1";
@@ -92,31 +95,31 @@ TEST(GpuRows, EveryGpuFormatIsARegisteredCpuFormatOfTheSameSize) {
   }
   FormatOptions qr;
   qr.rotation = Rotation::qr;
-  EXPECT_NE(make_tq_params(KvFormat::tq3, 64, qr)->params.rotation_matrix, nullptr);
-  EXPECT_EQ(make_tq_params(KvFormat::tq3, 64)->params.rotation_matrix, nullptr);
-  EXPECT_TRUE(make_tq_params(KvFormat::tq3, 96, qr).has_value());  // rot=qr takes any head_dim
-  EXPECT_FALSE(make_tq_params(KvFormat::tq3, 96, FormatOptions{}).has_value());  // Hadamard: a power of two
-  EXPECT_FALSE(make_tq_params(KvFormat::tq3, 320, qr).has_value());  // past the kernels' head_dim
-  EXPECT_FALSE(make_tq_params(KvFormat::tq2_5, 66, qr).has_value());  // head_dim / 4 outliers: a multiple of 4
+  EXPECT_NE(make_tq_params(FormatId::tq3, 64, qr)->params.rotation_matrix, nullptr);
+  EXPECT_EQ(make_tq_params(FormatId::tq3, 64)->params.rotation_matrix, nullptr);
+  EXPECT_TRUE(make_tq_params(FormatId::tq3, 96, qr).has_value());  // rot=qr takes any head_dim
+  EXPECT_FALSE(make_tq_params(FormatId::tq3, 96, FormatOptions{}).has_value());  // Hadamard: a power of two
+  EXPECT_FALSE(make_tq_params(FormatId::tq3, 320, qr).has_value());  // past the kernels' head_dim
+  EXPECT_FALSE(make_tq_params(FormatId::tq2_5, 66, qr).has_value());  // head_dim / 4 outliers: a multiple of 4
   EXPECT_FALSE(make_tq_params(3, 96).has_value());  // not a power of two
   EXPECT_FALSE(make_tq_params(2, 64, false, kTqDefaultSeed, 65).has_value());  // more outliers than channels
-  EXPECT_FALSE(make_tq_params(KvFormat::q4_0, 64, FormatOptions{}).has_value());
+  EXPECT_FALSE(make_tq_params(FormatId::q4_0, 64, FormatOptions{}).has_value());
   // tq2.5 is tq2 with head_dim/4 outlier channels unless the spec names a count.
-  EXPECT_EQ(make_tq_params(KvFormat::tq2_5, 64, FormatOptions{})->params.outliers, 16);
-  EXPECT_EQ(make_tq_params(KvFormat::tq3, 64, FormatOptions{})->params.outliers, 0);
+  EXPECT_EQ(make_tq_params(FormatId::tq2_5, 64, FormatOptions{})->params.outliers, 16);
+  EXPECT_EQ(make_tq_params(FormatId::tq3, 64, FormatOptions{})->params.outliers, 0);
   FormatOptions outliers;
   outliers.outlier_channels = 7;
-  EXPECT_EQ(make_tq_params(KvFormat::tq3_5, 64, outliers)->params.outliers, 7);
-  EXPECT_EQ(make_tq_params(KvFormat::tq2, 64, outliers)->params.outliers, 7);
-  EXPECT_FALSE(make_tq_params(KvFormat::tqprod3, 64, outliers).has_value());  // the CPU codec rejects both
+  EXPECT_EQ(make_tq_params(FormatId::tq3_5, 64, outliers)->params.outliers, 7);
+  EXPECT_EQ(make_tq_params(FormatId::tq2, 64, outliers)->params.outliers, 7);
+  EXPECT_FALSE(make_tq_params(FormatId::tqprod3, 64, outliers).has_value());  // the CPU codec rejects both
   FormatOptions nc;
   nc.norm_correction = true;
-  EXPECT_FALSE(make_tq_params(KvFormat::tqprod3, 64, nc).has_value());
+  EXPECT_FALSE(make_tq_params(FormatId::tqprod3, 64, nc).has_value());
   FormatOptions scaled;
   scaled.scale = 0.5f;
-  EXPECT_FALSE(make_tq_params(KvFormat::tq3, 64, scaled).has_value());
-  EXPECT_EQ(make_tq_params(KvFormat::tq3, 64)->sketch, nullptr);
-  const std::optional<TqConstants> prod = make_tq_params(KvFormat::tqprod4, 64);
+  EXPECT_FALSE(make_tq_params(FormatId::tq3, 64, scaled).has_value());
+  EXPECT_EQ(make_tq_params(FormatId::tq3, 64)->sketch, nullptr);
+  const std::optional<TqConstants> prod = make_tq_params(FormatId::tqprod4, 64);
   ASSERT_TRUE(prod.has_value());
   EXPECT_EQ(prod->params.bits, 3);
   ASSERT_NE(prod->sketch, nullptr);
@@ -125,24 +128,69 @@ TEST(GpuRows, EveryGpuFormatIsARegisteredCpuFormatOfTheSameSize) {
 }
 
 // The registry's backend column (kvgate kv list) says which formats a GPU build stores: exactly
-// the ones with a GPU kernel, under the same name.
-TEST(GpuRows, RegistryBackendsNameExactlyTheGpuFormats) {
+// those with row functions behind the GPU's switch on the id (with_rows), and the GPU list is the
+// registry's, by id.
+TEST(GpuRows, RegistryBackendsNameExactlyTheFormatsWithGpuRows) {
   size_t with_gpu = 0;
   for (const FormatInfo* f : all_formats()) {
-    bool has_kernel = false;
-    for (KvFormat g : kAllKvFormats) has_kernel = has_kernel || f->name == format_name(g);
-    EXPECT_EQ((f->backends & kBackendCuda) != 0, has_kernel) << f->name;
-    EXPECT_EQ((f->backends & kBackendHip) != 0, has_kernel) << f->name;
-    with_gpu += has_kernel ? 1 : 0;
+    const bool has_rows = row_bytes(f->id, 64) > 0;
+    EXPECT_EQ((f->backends() & kBackendCuda) != 0, has_rows) << f->name;
+    EXPECT_EQ((f->backends() & kBackendHip) != 0, has_rows) << f->name;
+    if (has_rows) {
+      EXPECT_EQ(kv_format_named(f->name), f->id) << f->name;
+      EXPECT_EQ(std::string(kv_format_name(f->id)), f->name);
+      ++with_gpu;
+    } else {
+      EXPECT_FALSE(kv_format_named(f->name).has_value()) << f->name;
+    }
   }
-  EXPECT_EQ(with_gpu, std::size(kAllKvFormats));
+  EXPECT_EQ(with_gpu, kv_formats().size());
+  EXPECT_EQ(row_bytes(FormatId::external, 64), 0u);  // no GPU rows behind a run-time format
+}
+
+// The GPU host API's layout (kernels/gpu/kv_formats.cc, host code that builds without a GPU
+// toolchain) agrees with the CPU registry: row sizes, names, and the entry's head_dim rules.
+TEST(GpuRows, RowBytesEqualCpuGroupBytesAndBadShapesAreUsageErrors) {
+  auto cpu_bytes = [](FormatId f, int head_dim) {
+    FormatOptions options;
+    options.scale = tensor_scale_for(f);
+    return make_codec(name_of(f), head_dim, options)->group_bytes();
+  };
+  for (FormatId f : kv_formats()) {
+    for (int head_dim : {32, 64, 96, 128, 256}) {
+      if (is_tq(f) && head_dim == 96) continue;  // the rotation needs a power of two
+      EXPECT_EQ(kv_row_bytes(f, head_dim), cpu_bytes(f, head_dim)) << name_of(f) << " d=" << head_dim;
+    }
+    try {
+      kv_row_bytes(f, 0);
+      ADD_FAILURE() << name_of(f) << ": head_dim 0 accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+    }
+    EXPECT_THROW(kv_row_bytes(f, kMaxKvHeadDim + 32), Error);
+  }
+  EXPECT_EQ(kv_format_named("tq3.5"), FormatId::tq3_5);
+  EXPECT_EQ(kv_format_named("tqprod3"), FormatId::tqprod3);
+  EXPECT_FALSE(kv_format_named("tq3_5").has_value());
+  EXPECT_THROW(kv_row_bytes(FormatId::q4_0, 67), Error);
+  EXPECT_THROW(kv_row_bytes(FormatId::mxfp4, 48), Error);
+  EXPECT_THROW(kv_row_bytes(FormatId::tq2_5, 66), Error);  // the CPU codec's head_dim multiple of 4
+  FormatOptions qr;
+  qr.rotation = Rotation::qr;  // any head_dim
+  EXPECT_EQ(kv_row_bytes(FormatId::tqprod3, 67), make_codec("tqprod3", 67, qr)->group_bytes());
+  EXPECT_THROW(kv_row_bytes(FormatId::q5_1, 80), Error);
+  EXPECT_THROW(kv_row_bytes(FormatId::nvfp4, 40), Error);
+  EXPECT_EQ(kv_row_bytes(FormatId::nvfp4, 80), cpu_bytes(FormatId::nvfp4, 80));
+  EXPECT_THROW(kv_row_bytes(FormatId::int4_pth, 67), Error);
+  EXPECT_EQ(kv_row_bytes(FormatId::int8_pth, 67), cpu_bytes(FormatId::int8_pth, 67));
+  EXPECT_THROW(kv_format_name(FormatId::external), Error);
 }
 
 // The outlier channels' codes lead the stream at b + 1 bits, so every count moves the byte
 // boundaries of the rest; tq4's outliers take 5-bit codes, past the integer formats' widths.
 TEST(GpuRows, TurboQuantOutlierWidthsEncodeAsTheCpu) {
   constexpr int kRows = 300;
-  for (KvFormat f : {KvFormat::tq1, KvFormat::tq2_5, KvFormat::tq3_5, KvFormat::tq4})
+  for (FormatId f : {FormatId::tq1, FormatId::tq2_5, FormatId::tq3_5, FormatId::tq4})
     for (int d : {16, 128})
       for (int outliers : {0, 1, 3, d / 4 + 1, d}) {
         SCOPED_TRACE(std::string(name_of(f)) + " d " + std::to_string(d) + " outliers " + std::to_string(outliers));
@@ -172,7 +220,7 @@ TEST(GpuRows, EncodeAndDecodeEqualTheCpuReferenceBitForBit) {
   constexpr int kRows = 64;
   for (const Variant& v : variants()) {
     SCOPED_TRACE(v.label);
-    const KvFormat f = v.format;
+    const FormatId f = v.format;
     const int d = v.head_dim;
     const float scale = v.options.scale;
     const auto codec = make_codec(name_of(f), d, v.options);
@@ -203,7 +251,7 @@ TEST(GpuRows, EncodeAndDecodeEqualTheCpuReferenceBitForBit) {
 // many random rows besides the probes.
 TEST(GpuRows, ManyRandomRowsEncodeAsTheCpu) {
   constexpr int kRows = 1 << 14;
-  for (KvFormat f : kAllKvFormats) {
+  for (FormatId f : kv_formats()) {
     if (is_tq(f) || is_kivi(f)) continue;
     SCOPED_TRACE(name_of(f));
     const int d = head_dim_for(f);
@@ -229,7 +277,7 @@ TEST(GpuRows, Nvfp4ScalesAtE4m3RoundingBoundariesEncodeAsTheCpu) {
     FormatOptions options;
     options.scale = g;
     const auto codec = make_codec("nvfp4", d, options);
-    std::vector<uint8_t> cpu(row_bytes(KvFormat::nvfp4, d)), shared(cpu.size());
+    std::vector<uint8_t> cpu(row_bytes(FormatId::nvfp4, d)), shared(cpu.size());
     for (int code = 1; code < 0x7e; ++code) {
       const float mid = 0.5f * (fp8_to_f32(static_cast<uint8_t>(code), Fp8Kind::e4m3fn) +
                                 fp8_to_f32(static_cast<uint8_t>(code + 1), Fp8Kind::e4m3fn));
@@ -239,7 +287,7 @@ TEST(GpuRows, Nvfp4ScalesAtE4m3RoundingBoundariesEncodeAsTheCpu) {
         x[0] = f32_from_bits(static_cast<uint32_t>(static_cast<int64_t>(f32_bits(center)) + ulps));
         for (int j = 1; j < d; ++j) x[j] = x[0] * (static_cast<float>(j) / d - 0.5f);
         codec->quantize_ref(x, cpu.data());
-        encode_row(KvFormat::nvfp4, d, g, x, shared.data());
+        encode_row(FormatId::nvfp4, d, g, x, shared.data());
         ASSERT_EQ(cpu, shared) << "g " << g << " amax " << x[0];
       }
     }
@@ -248,17 +296,16 @@ TEST(GpuRows, Nvfp4ScalesAtE4m3RoundingBoundariesEncodeAsTheCpu) {
 
 // Every code of the one-byte formats decodes as the CPU does (NaN codes, subnormals, -0).
 TEST(GpuRows, EveryByteCodeDecodesAsTheCpu) {
-  for (KvFormat f : kAllKvFormats) {
-    if (is_ggml(f) || is_uniform(f) || is_tq(f) || is_kivi(f) || f == KvFormat::f16 || f == KvFormat::bf16 ||
-        f == KvFormat::f32 || f == KvFormat::nvfp4)
-      continue;
+  for (FormatId f : kv_formats()) {
+    const bool row_scale = entry(f).family == "per-token-head";
+    if (!row_scale && entry(f).family != "fp8") continue;  // the formats of one byte per element
     SCOPED_TRACE(name_of(f));
-    const int d = f == KvFormat::int4_pth ? 512 : 256;
+    const int d = f == FormatId::int4_pth ? 512 : 256;
     FormatOptions options;
     options.scale = tensor_scale_for(f);
     const auto codec = make_codec(name_of(f), d, options);
     std::vector<uint8_t> row(row_bytes(f, d));
-    const size_t header = has_row_scale(f) ? 4 : 0;
+    const size_t header = row_scale ? 4 : 0;
     if (header) store_f32(row.data(), 0.37f);
     for (size_t i = header; i < row.size(); ++i) row[i] = static_cast<uint8_t>(i - header);
     std::vector<float> cpu(d), shared(d);
@@ -276,7 +323,7 @@ TEST(GpuRows, EveryNvfp4ScaleAndElementCodeDecodesAsTheCpu) {
     FormatOptions options;
     options.scale = g;
     const auto codec = make_codec("nvfp4", d, options);
-    std::vector<uint8_t> row(row_bytes(KvFormat::nvfp4, d));
+    std::vector<uint8_t> row(row_bytes(FormatId::nvfp4, d));
     std::vector<float> cpu(d), shared(d);
     for (int scale_code = 0; scale_code < 256; ++scale_code)
       for (int half = 0; half < 2; ++half) {
@@ -285,7 +332,7 @@ TEST(GpuRows, EveryNvfp4ScaleAndElementCodeDecodesAsTheCpu) {
           for (int k = 0; k < 8; ++k) row[b * kNvfp4BlockBytes + 1 + k] = static_cast<uint8_t>(128 * half + 8 * b + k);
         }
         codec->dequantize_ref(row.data(), cpu.data());
-        decode_row(KvFormat::nvfp4, d, g, row.data(), shared.data());
+        decode_row(FormatId::nvfp4, d, g, row.data(), shared.data());
         for (int i = 0; i < d; ++i)
           ASSERT_TRUE(same_float(cpu[i], shared[i]))
               << "g " << g << " scale code " << scale_code << " element " << i << ": cpu " << cpu[i] << " shared " << shared[i];
@@ -298,7 +345,7 @@ TEST(GpuRows, EveryNvfp4ScaleAndElementCodeDecodesAsTheCpu) {
 TEST(GpuRows, ArbitraryBytesDecodeAsTheCpu) {
   constexpr int kRows = 64;
   Rng rng(17);
-  for (KvFormat f : kAllKvFormats) {
+  for (FormatId f : kv_formats()) {
     if (is_tq(f) || is_kivi(f)) continue;  // decoded against codec constants and groups above
     SCOPED_TRACE(name_of(f));
     const int d = head_dim_for(f);
@@ -318,8 +365,13 @@ TEST(GpuRows, ArbitraryBytesDecodeAsTheCpu) {
   }
 }
 
-TEST(GpuRows, Iq4nlGridEqualsGgmls) {
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(iq4nl_value(i), static_cast<float>(ggml::kValuesIq4nl[i])) << "index " << i;
+// The grids as kernels/ggml_blocks.h packs them into words equal the tables ggml-common.h lists.
+TEST(GpuRows, PackedGridsEqualGgmls) {
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(ggml::iq4nl_value(i), static_cast<float>(ggml::kValuesIq4nl[i])) << "index " << i;
+    EXPECT_EQ(ggml::fp4_value(i), static_cast<float>(ggml::kValuesFp4[i])) << "index " << i;
+    EXPECT_EQ(ggml::fp4_value(i), (i & 8 ? -2.0f : 2.0f) * e2m1_value(i & 7)) << "index " << i;  // doubled E2M1
+  }
 }
 
 // tqprod keys: bytes (codes, QJL signs, both norms) and stored-basis rows as the CPU codec's;
@@ -327,7 +379,7 @@ TEST(GpuRows, Iq4nlGridEqualsGgmls) {
 // (tqprod_spans against q and S q) equal to that score up to float rounding.
 TEST(GpuRows, TqProdRowsAndScoresEqualTheCpuReference) {
   constexpr int kRows = 40;
-  for (KvFormat f : {KvFormat::tqprod2, KvFormat::tqprod3, KvFormat::tqprod4})
+  for (FormatId f : {FormatId::tqprod2, FormatId::tqprod3, FormatId::tqprod4})
     for (int d : {8, 64, 256})
       for (uint64_t seed : {FormatOptions{}.seed, uint64_t{12345}}) {
         SCOPED_TRACE(std::string(name_of(f)) + " d " + std::to_string(d) + " seed " + std::to_string(seed));
@@ -378,14 +430,14 @@ TEST(GpuRows, TqProdRowsAndScoresEqualTheCpuReference) {
 // Walsh-Hadamard rotation cannot take, for every kind of TurboQuant row.
 TEST(GpuRows, QrRotatedTurboQuantRowsEqualTheCpuReference) {
   constexpr int kRows = 40;
-  for (KvFormat f : {KvFormat::tq1, KvFormat::tq2_5, KvFormat::tq3, KvFormat::tq4, KvFormat::tqprod2, KvFormat::tqprod4})
+  for (FormatId f : {FormatId::tq1, FormatId::tq2_5, FormatId::tq3, FormatId::tq4, FormatId::tqprod2, FormatId::tqprod4})
     for (int d : {24, 80, 256})
       for (uint64_t seed : {FormatOptions{}.seed, uint64_t{99}}) {
         SCOPED_TRACE(std::string(name_of(f)) + " d " + std::to_string(d) + " seed " + std::to_string(seed));
         FormatOptions options;
         options.rotation = Rotation::qr;
         options.seed = seed;
-        if (f == KvFormat::tq4) {
+        if (f == FormatId::tq4) {
           options.norm_correction = true;
           options.outlier_channels = 3;
         }
@@ -428,8 +480,8 @@ TEST(GpuRows, QrRotatedTurboQuantRowsEqualTheCpuReference) {
 // the rotated basis, and decoded rows rotated back to what the CPU's dequantize gives.
 TEST(GpuRows, RotatedGgmlRowsEqualTheCpuReferenceBitForBit) {
   constexpr int kRows = 32;
-  for (KvFormat f : kAllKvFormats) {
-    if (!is_ggml(f)) continue;
+  for (FormatId f : kv_formats()) {
+    if (!entry(f).accepts(kOptionRotation)) continue;
     for (int d : {32, 128, 256})  // 1/sqrt(d) inexact for 32 and 128
       for (uint64_t seed : {FormatOptions{}.seed, uint64_t{12345}}) {
         SCOPED_TRACE(std::string(name_of(f)) + " d " + std::to_string(d) + " seed " + std::to_string(seed));
@@ -477,7 +529,7 @@ TEST(GpuRows, RotatedGgmlRowsEqualTheCpuReferenceBitForBit) {
 // KIVI as the cache stores it: rows pass through the f16 window, keys are quantized a group
 // at a time, values a row at a time, each from the window's f16 values.
 TEST(GpuRows, KiviGroupsAndRowsEqualTheCpuReferenceBitForBit) {
-  for (KvFormat f : {KvFormat::kivi2_k, KvFormat::kivi4_k, KvFormat::kivi2_v, KvFormat::kivi4_v}) {
+  for (FormatId f : {FormatId::kivi2_k, FormatId::kivi4_k, FormatId::kivi2_v, FormatId::kivi4_v}) {
     for (int group : {32, 8}) {
       if (is_kivi_value(f) && group != 32) continue;
       SCOPED_TRACE(std::string(name_of(f)) + " group " + std::to_string(group));
@@ -516,7 +568,7 @@ TEST(GpuRows, KiviGroupsAndRowsEqualTheCpuReferenceBitForBit) {
 }
 
 template <int N>
-void expect_spans_equal_elements(KvFormat f, int d, float scale, const std::vector<uint8_t>& rows, int n_rows,
+void expect_spans_equal_elements(FormatId f, int d, float scale, const std::vector<uint8_t>& rows, int n_rows,
                                  const TqParams* tq) {
   const size_t rb = row_bytes(f, d, tq);
   for (int r = 0; r < n_rows; ++r) {
@@ -539,7 +591,7 @@ TEST(GpuRows, SpansDecodeExactlyAsElements) {
   constexpr int kRows = 16;
   for (const Variant& v : variants()) {
     SCOPED_TRACE(v.label);
-    const KvFormat f = v.format;
+    const FormatId f = v.format;
     const int d = v.head_dim;
     const float scale = v.options.scale;
     const size_t rb = row_bytes(f, d, v.tq_ptr());

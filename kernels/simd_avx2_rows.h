@@ -1,0 +1,382 @@
+#pragma once
+// The generic AVX2 drivers of the fused row paths, instantiated per decoder by the family files
+// (kernels/simd_avx2_<family>.cc). A decoder turns one block of stored bytes into 8-float
+// vectors in "row units" (the value before the per-row or per-tensor scale); the drivers tile 4
+// rows at a time so each query chunk is loaded once per 4 keys and 4 independent FMA chains hide
+// the latency. Each family exposes its decoders through RowKernels, keyed by the FormatId of the
+// registry entry (simd_avx2.cc dispatches).
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/format_id.h"
+#include "kernels/simd_avx2.h"
+#include "kernels/simd_avx2_util.h"
+
+namespace kvgate::kernels::simd {
+
+// What the AVX2 code does for one format; a null entry (or false from a call) sends the caller
+// to its scalar reference.
+struct RowKernels {
+  bool (*dot_rows)(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens, float* scores);
+  bool (*axpy_rows)(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens, float* acc);
+  bool (*dequantize_row)(const RowFormat& f, const uint8_t* row, float* y);
+  bool (*quantize_row)(const RowFormat& f, const float* x, uint8_t* row);
+};
+
+// The family tables (one per kernels/simd_avx2_<family>.cc): the kernels of `id`, or null when
+// the family does not hold it.
+const RowKernels* float_row_kernels(FormatId id);    // f32, f16, bf16, fp8_*
+const RowKernels* pth_row_kernels(FormatId id);      // int8_pth, fp8_pth, int4_pth
+const RowKernels* ggml_row_kernels(FormatId id);     // q8_0, q5_0, q5_1, q4_0, q4_1, iq4_nl, mxfp4
+const RowKernels* nvfp4_row_kernels(FormatId id);    // nvfp4
+const RowKernels* uniform_row_kernels(FormatId id);  // u2, u3, u4, u8
+
+namespace avx2 {
+
+// ---- decoders ----
+// Each decoder yields the block's raw values (codes as floats, before any scale). Block formats
+// also expose their fp16 scale d (and q4_1's minimum m): the drivers apply d once per block to
+// a partial sum instead of once per element, and dequantize applies raw * d (+ m) in exactly
+// ggml's order so its output stays bit-identical to the reference.
+struct NoBlockScale {
+  static constexpr bool kBlockScaled = false, kBlockMin = false;
+  static constexpr float kRawFactor = 1.0f;
+  static float block_d(const uint8_t*) { return 1.0f; }
+  static float block_m(const uint8_t*) { return 0.0f; }
+};
+// Decoders without a per-row zero point (all but the u{b} formats) and whose dequantize is
+// bit-exact per element.
+struct NoRowMin {
+  static constexpr bool kRowMin = false, kExactDequant = true;
+  static float row_min(const uint8_t*) { return 0.0f; }
+};
+
+// ---- generic drivers ----
+// One row's contribution to a dot product over one block: raw . q, scaled by the block's d
+// (and q4_1's m times the block's query sum).
+// The arithmetic of one row's block once its codes are decoded: shared by the path that decodes
+// per query and the one that decodes a tile once for all queries, so both give the same bits.
+template <class D>
+KVGATE_AVX2_INLINE __m256 dot_decoded(const __m256* v, float d, float m, const __m256* qv, __m256 qsum, __m256 acc) {
+  constexpr int V = D::kElems / 8;
+  if constexpr (D::kBlockScaled) {
+    __m256 p = _mm256_mul_ps(v[0], qv[0]);
+    for (int k = 1; k < V; ++k) p = _mm256_fmadd_ps(v[k], qv[k], p);
+    acc = _mm256_fmadd_ps(p, _mm256_set1_ps(d), acc);
+    if constexpr (D::kBlockMin) acc = _mm256_fmadd_ps(qsum, _mm256_set1_ps(m), acc);
+    return acc;
+  } else {
+    for (int k = 0; k < V; ++k) acc = _mm256_fmadd_ps(v[k], qv[k], acc);
+    return acc;
+  }
+}
+
+template <class D>
+KVGATE_AVX2_INLINE __m256 dot_block(const uint8_t* blk, const __m256* qv, __m256 qsum, __m256 acc) {
+  constexpr int V = D::kElems / 8;
+  __m256 v[V];
+  D::decode(blk, v);
+  return dot_decoded<D>(v, D::kBlockScaled ? D::block_d(blk) : 1.0f, D::kBlockMin ? D::block_m(blk) : 0.0f, qv, qsum,
+                        acc);
+}
+
+// Four consecutive rows with every block decoded once, so a tile is decoded once for all the
+// query rows of a call (a prefill chunk times the GQA group) instead of once per query row. The
+// values are exactly those the per-query path decodes, so results do not change.
+inline constexpr int kTileRows = 4;
+inline constexpr int kTileMaxHeadDim = 1024;  // kv_format.cc's limit
+template <class D>
+struct DecodedTile {
+  static constexpr int kMaxBlocks = kTileMaxHeadDim / D::kElems;
+  __m256 v[kTileRows][kTileMaxHeadDim / 8];
+  float d[kTileRows][kMaxBlocks];
+  float m[kTileRows][kMaxBlocks];
+
+  KVGATE_AVX2_INLINE void decode(const uint8_t* const* r, int nb) {
+    constexpr int V = D::kElems / 8;
+    for (int i = 0; i < kTileRows; ++i)
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* blk = r[i] + D::kHeader + static_cast<size_t>(b) * D::kBytes;
+        D::decode(blk, &v[i][b * V]);
+        d[i][b] = D::kBlockScaled ? D::block_d(blk) : 1.0f;
+        m[i][b] = D::kBlockMin ? D::block_m(blk) : 0.0f;
+      }
+  }
+};
+
+template <class D>
+KVGATE_AVX2_INLINE __m256 query_block_sum(const __m256* qv) {
+  constexpr int V = D::kElems / 8;
+  __m256 s = qv[0];
+  for (int k = 1; k < V; ++k) s = _mm256_add_ps(s, qv[k]);
+  return s;
+}
+
+template <class D>
+KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens,
+                               float* scores) {
+  constexpr int V = D::kElems / 8;
+  const int nb = f.head_dim / D::kElems;
+  const size_t rb = f.row_bytes;
+  // score = (raw . q) * factor * row scale (+ row zero * sum(q) for the u{b} formats).
+  auto finish = [&](__m256 acc, __m256 qtotal, const uint8_t* row) KVGATE_AVX2_LAMBDA {
+    float score = hsum(acc) * D::kRawFactor * D::row_scale(row, f.scale);
+    if constexpr (D::kRowMin) score += hsum(qtotal) * D::row_min(row);
+    return score;
+  };
+  int t = 0;
+  if (n_q > 1 && f.head_dim <= kTileMaxHeadDim) {
+    DecodedTile<D> tile;
+    for (; t + kTileRows <= n_tokens; t += kTileRows) {
+      const uint8_t* r[kTileRows];
+      for (int i = 0; i < kTileRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * rb;
+      tile.decode(r, nb);
+      for (int qi = 0; qi < n_q; ++qi) {
+        const float* qp = q + static_cast<size_t>(qi) * f.head_dim;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, qtotal = a0;
+        for (int b = 0; b < nb; ++b) {
+          __m256 qv[V];
+          for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
+          const __m256 qsum = (D::kBlockMin || D::kRowMin) ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+          if constexpr (D::kRowMin) qtotal = _mm256_add_ps(qtotal, qsum);
+          a0 = dot_decoded<D>(&tile.v[0][b * V], tile.d[0][b], tile.m[0][b], qv, qsum, a0);
+          a1 = dot_decoded<D>(&tile.v[1][b * V], tile.d[1][b], tile.m[1][b], qv, qsum, a1);
+          a2 = dot_decoded<D>(&tile.v[2][b * V], tile.d[2][b], tile.m[2][b], qv, qsum, a2);
+          a3 = dot_decoded<D>(&tile.v[3][b * V], tile.d[3][b], tile.m[3][b], qv, qsum, a3);
+        }
+        float* out = scores + static_cast<size_t>(qi) * n_tokens + t;
+        out[0] = finish(a0, qtotal, r[0]);
+        out[1] = finish(a1, qtotal, r[1]);
+        out[2] = finish(a2, qtotal, r[2]);
+        out[3] = finish(a3, qtotal, r[3]);
+      }
+    }
+  }
+  for (; t + 4 <= n_tokens; t += 4) {
+    const uint8_t* r0 = rows + static_cast<size_t>(t) * rb;
+    const uint8_t* r1 = r0 + rb;
+    const uint8_t* r2 = r1 + rb;
+    const uint8_t* r3 = r2 + rb;
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* qp = q + static_cast<size_t>(qi) * f.head_dim;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, qtotal = a0;
+      for (int b = 0; b < nb; ++b) {
+        const size_t off = D::kHeader + static_cast<size_t>(b) * D::kBytes;
+        __m256 qv[V];
+        for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
+        const __m256 qsum = (D::kBlockMin || D::kRowMin) ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+        if constexpr (D::kRowMin) qtotal = _mm256_add_ps(qtotal, qsum);
+        a0 = dot_block<D>(r0 + off, qv, qsum, a0);
+        a1 = dot_block<D>(r1 + off, qv, qsum, a1);
+        a2 = dot_block<D>(r2 + off, qv, qsum, a2);
+        a3 = dot_block<D>(r3 + off, qv, qsum, a3);
+      }
+      float* out = scores + static_cast<size_t>(qi) * n_tokens + t;
+      out[0] = finish(a0, qtotal, r0);
+      out[1] = finish(a1, qtotal, r1);
+      out[2] = finish(a2, qtotal, r2);
+      out[3] = finish(a3, qtotal, r3);
+    }
+  }
+  for (; t < n_tokens; ++t) {
+    const uint8_t* r0 = rows + static_cast<size_t>(t) * rb;
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* qp = q + static_cast<size_t>(qi) * f.head_dim;
+      __m256 a0 = _mm256_setzero_ps(), qtotal = a0;
+      for (int b = 0; b < nb; ++b) {
+        __m256 qv[V];
+        for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
+        const __m256 qsum = (D::kBlockMin || D::kRowMin) ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+        if constexpr (D::kRowMin) qtotal = _mm256_add_ps(qtotal, qsum);
+        a0 = dot_block<D>(r0 + D::kHeader + static_cast<size_t>(b) * D::kBytes, qv, qsum, a0);
+      }
+      scores[static_cast<size_t>(qi) * n_tokens + t] = finish(a0, qtotal, r0);
+    }
+  }
+}
+
+// acc += sum over R rows of w_r * value_r for one block whose codes are decoded (v[i] points at
+// row i's V vectors, d and m are its block's scale and min); w already carries the row scale,
+// and row_add is sum_r weight_r * zero_r for the u{b} formats.
+template <class D, int R>
+KVGATE_AVX2_INLINE void axpy_decoded(const __m256* const* v, const float* d, const float* m, const float* w,
+                                     float row_add, float* ab) {
+  constexpr int V = D::kElems / 8;
+  __m256 wd[R];
+  float add = row_add;
+  for (int i = 0; i < R; ++i) {
+    wd[i] = _mm256_set1_ps(D::kBlockScaled ? w[i] * d[i] : w[i]);
+    if constexpr (D::kBlockMin) add += w[i] * m[i];
+  }
+  for (int k = 0; k < V; ++k) {
+    __m256 s = _mm256_loadu_ps(ab + 8 * k);
+    for (int i = 0; i < R; ++i) s = _mm256_fmadd_ps(v[i][k], wd[i], s);
+    if constexpr (D::kBlockMin || D::kRowMin) s = _mm256_add_ps(s, _mm256_set1_ps(add));
+    _mm256_storeu_ps(ab + 8 * k, s);
+  }
+}
+
+template <class D, int R>
+KVGATE_AVX2_INLINE void axpy_block(const uint8_t* const* r, const float* w, float row_add, size_t off, float* ab) {
+  constexpr int V = D::kElems / 8;
+  __m256 v[R][V];
+  const __m256* vp[R];
+  float d[R], m[R];
+  for (int i = 0; i < R; ++i) {
+    D::decode(r[i] + off, v[i]);
+    vp[i] = v[i];
+    d[i] = D::kBlockScaled ? D::block_d(r[i] + off) : 1.0f;
+    m[i] = D::kBlockMin ? D::block_m(r[i] + off) : 0.0f;
+  }
+  axpy_decoded<D, R>(vp, d, m, w, row_add, ab);
+}
+
+template <class D>
+KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
+                                float* acc) {
+  const int nb = f.head_dim / D::kElems;
+  const size_t rb = f.row_bytes;
+  int t = 0;
+  if (n_q > 1) {
+    // Every whole tile of the call decoded once; then each query row's accumulator stays in
+    // registers, one head_dim block at a time, across all tiles. Per element the operations and
+    // their order are those of axpy_decoded tile after tile, so the result is unchanged.
+    constexpr int V = D::kElems / 8;
+    const int n_tiles = n_tokens / kTileRows;
+    const size_t row_vectors = static_cast<size_t>(nb) * V;
+    thread_local std::vector<float> decoded;  // 8 floats per decoded vector
+    thread_local std::vector<float> block_d, block_m, w, row_add;
+    decoded.resize(static_cast<size_t>(n_tiles) * kTileRows * row_vectors * 8);
+    block_d.resize(static_cast<size_t>(n_tiles) * kTileRows * nb);
+    block_m.resize(block_d.size());
+    w.resize(static_cast<size_t>(n_tiles) * kTileRows);
+    row_add.resize(n_tiles);
+    for (int row = 0; row < n_tiles * kTileRows; ++row) {
+      const uint8_t* r = rows + static_cast<size_t>(row) * rb;
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* blk = r + D::kHeader + static_cast<size_t>(b) * D::kBytes;
+        __m256 v[V];
+        D::decode(blk, v);
+        for (int k = 0; k < V; ++k) _mm256_storeu_ps(&decoded[(row * row_vectors + static_cast<size_t>(b) * V + k) * 8], v[k]);
+        block_d[static_cast<size_t>(row) * nb + b] = D::kBlockScaled ? D::block_d(blk) : 1.0f;
+        block_m[static_cast<size_t>(row) * nb + b] = D::kBlockMin ? D::block_m(blk) : 0.0f;
+      }
+    }
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* wq = weights + static_cast<size_t>(qi) * n_tokens;
+      for (int tile = 0; tile < n_tiles; ++tile) {
+        row_add[tile] = 0.0f;
+        for (int i = 0; i < kTileRows; ++i) {
+          const int row = tile * kTileRows + i;
+          const uint8_t* r = rows + static_cast<size_t>(row) * rb;
+          w[row] = wq[row] * D::kRawFactor * D::row_scale(r, f.scale);
+          if constexpr (D::kRowMin) row_add[tile] += wq[row] * D::row_min(r);
+        }
+      }
+      float* a = acc + static_cast<size_t>(qi) * f.head_dim;
+      for (int b = 0; b < nb; ++b) {
+        __m256 s[V];
+        for (int k = 0; k < V; ++k) s[k] = _mm256_loadu_ps(a + b * D::kElems + 8 * k);
+        for (int tile = 0; tile < n_tiles; ++tile) {
+          __m256 wd[kTileRows];
+          float add = row_add[tile];
+          for (int i = 0; i < kTileRows; ++i) {
+            const int row = tile * kTileRows + i;
+            const size_t at = static_cast<size_t>(row) * nb + b;
+            wd[i] = _mm256_set1_ps(D::kBlockScaled ? w[row] * block_d[at] : w[row]);
+            if constexpr (D::kBlockMin) add += w[row] * block_m[at];
+          }
+          const float* v = &decoded[(static_cast<size_t>(tile) * kTileRows * row_vectors + static_cast<size_t>(b) * V) * 8];
+          for (int k = 0; k < V; ++k) {
+            for (int i = 0; i < kTileRows; ++i)
+              s[k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + (i * row_vectors + k) * 8), wd[i], s[k]);
+            if constexpr (D::kBlockMin || D::kRowMin) s[k] = _mm256_add_ps(s[k], _mm256_set1_ps(add));
+          }
+        }
+        for (int k = 0; k < V; ++k) _mm256_storeu_ps(a + b * D::kElems + 8 * k, s[k]);
+      }
+    }
+    t = n_tiles * kTileRows;
+  }
+  for (; t + 4 <= n_tokens; t += 4) {
+    const uint8_t* r[4] = {rows + static_cast<size_t>(t) * rb, rows + static_cast<size_t>(t + 1) * rb,
+                           rows + static_cast<size_t>(t + 2) * rb, rows + static_cast<size_t>(t + 3) * rb};
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float* wq = weights + static_cast<size_t>(qi) * n_tokens + t;
+      float w[4], row_add = 0.0f;
+      for (int i = 0; i < 4; ++i) {
+        w[i] = wq[i] * D::kRawFactor * D::row_scale(r[i], f.scale);
+        if constexpr (D::kRowMin) row_add += wq[i] * D::row_min(r[i]);
+      }
+      float* a = acc + static_cast<size_t>(qi) * f.head_dim;
+      for (int b = 0; b < nb; ++b)
+        axpy_block<D, 4>(r, w, row_add, D::kHeader + static_cast<size_t>(b) * D::kBytes, a + b * D::kElems);
+    }
+  }
+  for (; t < n_tokens; ++t) {
+    const uint8_t* r[1] = {rows + static_cast<size_t>(t) * rb};
+    for (int qi = 0; qi < n_q; ++qi) {
+      const float wt = weights[static_cast<size_t>(qi) * n_tokens + t];
+      const float w[1] = {wt * D::kRawFactor * D::row_scale(r[0], f.scale)};
+      const float row_add = D::kRowMin ? wt * D::row_min(r[0]) : 0.0f;
+      float* a = acc + static_cast<size_t>(qi) * f.head_dim;
+      for (int b = 0; b < nb; ++b)
+        axpy_block<D, 1>(r, w, row_add, D::kHeader + static_cast<size_t>(b) * D::kBytes, a + b * D::kElems);
+    }
+  }
+}
+
+template <class D>
+KVGATE_AVX2 void dequantize_row_impl(const RowFormat& f, const uint8_t* row, float* y) {
+  constexpr int V = D::kElems / 8;
+  const int nb = f.head_dim / D::kElems;
+  const __m256 scale = _mm256_set1_ps(D::row_scale(row, f.scale));
+  for (int b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + D::kHeader + static_cast<size_t>(b) * D::kBytes;
+    __m256 v[V];
+    D::decode(blk, v);
+    for (int k = 0; k < V; ++k) {
+      if constexpr (D::kBlockScaled) v[k] = _mm256_mul_ps(v[k], _mm256_set1_ps(D::block_d(blk)));
+      if constexpr (D::kBlockMin) v[k] = _mm256_add_ps(v[k], _mm256_set1_ps(D::block_m(blk)));
+      if constexpr (D::kRowScaled) v[k] = _mm256_mul_ps(v[k], scale);
+      if constexpr (D::kRowMin) v[k] = _mm256_add_ps(v[k], _mm256_set1_ps(D::row_min(row)));
+      _mm256_storeu_ps(y + b * D::kElems + 8 * k, v[k]);
+    }
+  }
+}
+
+template <class D>
+bool dot_rows_entry(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens, float* scores) {
+  if (f.head_dim % D::kElems != 0) return false;
+  dot_rows_impl<D>(f, q, n_q, rows, n_tokens, scores);
+  return true;
+}
+template <class D>
+bool axpy_rows_entry(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens, float* acc) {
+  if (f.head_dim % D::kElems != 0) return false;
+  axpy_rows_impl<D>(f, weights, n_q, rows, n_tokens, acc);
+  return true;
+}
+template <class D>
+bool dequantize_row_entry(const RowFormat& f, const uint8_t* row, float* y) {
+  if (f.head_dim % D::kElems != 0) return false;
+  dequantize_row_impl<D>(f, row, y);
+  return true;
+}
+
+// The fused paths of decoder D, plus the format's own encoder (null: scalar). Decoders that fold
+// a power of two into the scale (the E4M3 ones) or that are not exact per element (nvfp4's -0)
+// leave dequantize to the codec's scalar or table path.
+template <class D>
+constexpr RowKernels decoder_kernels(bool (*quantize_row)(const RowFormat&, const float*, uint8_t*) = nullptr) {
+  if constexpr (D::kRawFactor == 1.0f && D::kExactDequant)
+    return RowKernels{&dot_rows_entry<D>, &axpy_rows_entry<D>, &dequantize_row_entry<D>, quantize_row};
+  else
+    return RowKernels{&dot_rows_entry<D>, &axpy_rows_entry<D>, nullptr, quantize_row};
+}
+
+}  // namespace avx2
+}  // namespace kvgate::kernels::simd
