@@ -104,15 +104,8 @@ const FormatInfo kMXFP4{.id = FormatId::mxfp4, .name = "mxfp4", .family = "mxfp4
 
 }  // namespace
 
-void append_llama_cpp_formats(std::vector<const FormatInfo*>& out) {
-  out.push_back(&kQ8_0);
-  out.push_back(&kQ5_0);
-  out.push_back(&kQ5_1);
-  out.push_back(&kQ4_0);
-  out.push_back(&kQ4_1);
-  out.push_back(&kIQ4_NL);
+void append_ggml_formats(std::vector<const FormatInfo*>& out) {
+  for (const FormatInfo* f : {&kQ8_0, &kQ5_0, &kQ5_1, &kQ4_0, &kQ4_1, &kIQ4_NL, &kMXFP4}) out.push_back(f);
 }
-
-void append_mxfp4_formats(std::vector<const FormatInfo*>& out) { out.push_back(&kMXFP4); }
 
 }  // namespace kvgate::kernels

@@ -79,17 +79,6 @@ void build_fixture(FixtureSlot& slot, const KernelBenchOptions& o, const LayerFo
   slot = std::move(fx);
 }
 
-std::vector<const FormatInfo*> selected_formats(const KernelBenchOptions& o) {
-  std::vector<const FormatInfo*> formats;
-  if (o.formats.empty()) return {all_formats().begin(), all_formats().end()};
-  for (const std::string& name : o.formats) {
-    const FormatInfo* f = find_format(name);
-    if (!f) throw_usage_error("bench kernels: unknown format '" + echo_user_text(name) + "'; valid formats: " + format_names_joined());
-    formats.push_back(f);
-  }
-  return formats;
-}
-
 void add_codec_measurements(const KernelBenchOptions& o, FormatResult& r, const std::shared_ptr<Codec>& codec,
                             std::vector<KernelMeasurement>& out) {
   const int64_t groups = kCodecTokens / codec->token_group();
@@ -137,7 +126,7 @@ std::vector<KernelMeasurement> plan_kernel_benchmarks(const KernelBenchOptions& 
     throw_usage_error("bench kernels: query heads must be a positive multiple of KV heads");
   for (int64_t t : o.tokens)
     if (t < 1 || t > (int64_t{1} << 20)) throw_usage_error("bench kernels: --tokens values must be in 1..1048576");
-  const std::vector<const FormatInfo*> formats = selected_formats(o);
+  const std::vector<const FormatInfo*> formats = formats_named(o.formats, "bench kernels");
   report.options = o;
   report.copy_buffer_bytes = copy_buffer_bytes();
   report.formats.clear();

@@ -55,8 +55,7 @@ std::vector<const FormatInfo*> builtin_formats() {
   append_float_formats(all);
   append_fp8_formats(all);
   append_per_token_head_formats(all);
-  append_llama_cpp_formats(all);
-  append_mxfp4_formats(all);
+  append_ggml_formats(all);
   append_nvfp4_formats(all);
   append_kivi_formats(all);
   append_turboquant_formats(all);
@@ -109,7 +108,9 @@ std::vector<const FormatInfo*> formats_named(std::span<const std::string> names,
   std::vector<const FormatInfo*> out;
   for (const std::string& name : names) {
     const FormatInfo* f = find_format(name);
-    if (!f) throw_usage_error(std::string(what) + ": unknown format '" + name + "'; valid formats: " + format_names_joined());
+    if (!f)
+      throw_usage_error(std::string(what) + ": unknown format '" + echo_user_text(name) +
+                        "'; valid formats: " + format_names_joined());
     out.push_back(f);
   }
   return out;

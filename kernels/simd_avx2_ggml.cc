@@ -1,5 +1,6 @@
 // AVX2 row kernels of the ggml block formats (kernels/formats_ggml.cc): fused dot/axpy and
 // dequantize for every one, quantize for q8_0, q4_0 and q4_1 (the others quantize in scalar).
+#include "kernels/ggml_blocks.h"
 #include "kernels/simd_avx2_rows.h"
 
 namespace kvgate::kernels::simd {
@@ -69,6 +70,24 @@ struct IQ4NLDec : NoRowMin {
   }
 };
 
+
+// mxfp4: the nibbles index ggml's doubled E2M1 grid, one byte shuffle per 16 of them, and the
+// block scale is the E8M0 byte's 2^(e - 128); every product is exact, so dequantize is too.
+struct Mxfp4Dec : NoRowMin {
+  static constexpr int kElems = 32, kBytes = 17, kHeader = 0;
+  static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = false;
+  static constexpr float kRawFactor = 1.0f;
+  static float row_scale(const uint8_t*, float) { return 1.0f; }
+  static float block_d(const uint8_t* b) { return ggml::e8m0_half(b[0]); }
+  static float block_m(const uint8_t*) { return 0.0f; }
+  KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
+    const __m128i grid = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    __m128i lo, hi;
+    nibbles_to_u8x32(b + 1, &lo, &hi);
+    cvt_i8x16(_mm_shuffle_epi8(grid, lo), v);
+    cvt_i8x16(_mm_shuffle_epi8(grid, hi), v + 2);
+  }
+};
 
 // q5_0 / q5_1: the low nibbles as q4, plus bit j of the little-endian u32 qh as bit 4 of
 // element j. Spreading the 32 bits to 32 bytes: byte-broadcast each qh byte over 8 lanes, set
@@ -203,6 +222,7 @@ constexpr RowKernels kQ5_1 = decoder_kernels<Q5Dec<true>>();
 constexpr RowKernels kQ4_0 = decoder_kernels<Q4_0Dec>(&quantize_q4_0_row);
 constexpr RowKernels kQ4_1 = decoder_kernels<Q4_1Dec>(&quantize_q4_1_row);
 constexpr RowKernels kIQ4_NL = decoder_kernels<IQ4NLDec>();
+constexpr RowKernels kMXFP4 = decoder_kernels<Mxfp4Dec>();
 
 }  // namespace
 
@@ -214,6 +234,7 @@ const RowKernels* ggml_row_kernels(FormatId id) {
     case FormatId::q4_0: return &kQ4_0;
     case FormatId::q4_1: return &kQ4_1;
     case FormatId::iq4_nl: return &kIQ4_NL;
+    case FormatId::mxfp4: return &kMXFP4;
     default: return nullptr;
   }
 }

@@ -62,10 +62,6 @@ int quantized_for(FormatId f, int n) {
   return n > kKiviResidual ? (n - kKiviResidual) / group * group : 0;
 }
 
-std::unique_ptr<Codec> cpu_codec(FormatId f, int head_dim, bool rotated = false) {
-  return make_codec(kv_format_name(f), head_dim, options_for(f, rotated));
-}
-
 class GpuKv : public ::testing::TestWithParam<FormatId> {
  protected:
   void SetUp() override {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "kernels/kv_format.h"
+#include "tests/kernels/toy_format.h"
 
 namespace kvgate::kernels {
 namespace {
@@ -88,9 +90,18 @@ Encoded encode(const Case& c, uint64_t seed, int groups = 3) {
 
 TEST(FormatRoundTrip, RegistryHasTheExpectedFamilies) {
   for (const char* name : {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "int8_pth", "fp8_pth",
-                           "int4_pth", "q8_0", "q5_0", "q5_1", "q4_0", "q4_1", "iq4_nl", "nvfp4", "u2", "u3", "u4",
-                           "u8"})
+                           "int4_pth", "q8_0", "q5_0", "q5_1", "q4_0", "q4_1", "iq4_nl", "mxfp4", "nvfp4", "u2", "u3",
+                           "u4", "u8"})
     EXPECT_NE(find_format(name), nullptr) << name;
+}
+
+// Every test here runs every registered format, the ones added at run time too: the toy format
+// of tests/kernels/toy_format.cc is covered by nothing but its registration.
+TEST(FormatRoundTrip, CasesCoverEveryRegisteredFormat) {
+  std::set<const FormatInfo*> covered;
+  for (const Case& c : all_cases()) covered.insert(c.info);
+  for (const FormatInfo* f : all_formats()) EXPECT_EQ(covered.count(f), 1u) << f->name;
+  EXPECT_EQ(covered.count(&testing::toy_format()), 1u);
 }
 
 TEST(FormatRoundTrip, NmseWithinTheBitWidthBound) {
@@ -128,7 +139,7 @@ TEST(FormatRoundTrip, GroupBytesMatchTheFormatDefinitions) {
       {"f32", 32},    {"f16", 16},     {"bf16", 16},       {"fp8_e4m3", 8},  {"fp8_e5m2", 8},
       {"fp8_e4m3fnuz", 8}, {"int8_pth", 8.25}, {"fp8_pth", 8.25}, {"int4_pth", 4.25}, {"q8_0", 8.5},
       {"q5_0", 5.5},  {"q5_1", 6},     {"q4_0", 4.5},      {"q4_1", 5},      {"iq4_nl", 4.5},
-      {"nvfp4", 4.5}, {"u2", 2.25},    {"u3", 3.25},       {"u4", 4.25},     {"u8", 8.25}};
+      {"mxfp4", 4.25}, {"nvfp4", 4.5}, {"u2", 2.25},    {"u3", 3.25},       {"u4", 4.25},     {"u8", 8.25}};
   for (const auto& [name, bits] : nominal_bits_d128) {
     auto codec = make_codec(name, 128);
     EXPECT_DOUBLE_EQ(codec->bits_per_element(), bits) << name;

@@ -48,6 +48,7 @@ TEST(GgmlLayout, BlockSizesMatchGgml) {
   EXPECT_EQ(make_codec("q5_0", 128)->group_bytes(), 4u * 22);
   EXPECT_EQ(make_codec("q5_1", 128)->group_bytes(), 4u * 24);
   EXPECT_EQ(make_codec("iq4_nl", 128)->group_bytes(), 4u * 18);
+  EXPECT_EQ(make_codec("mxfp4", 128)->group_bytes(), 4u * 17);
 }
 
 // q8_0: d = amax/127, qs = roundf(x * (1/d)) (half away from zero), d stored as fp16.
