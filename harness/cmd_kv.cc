@@ -38,15 +38,6 @@ std::string joined(const std::vector<std::string>& parts, const char* sep) {
   return out;
 }
 
-// Null when the format cannot be instantiated at this head_dim (e.g. a block size that does not divide it).
-std::unique_ptr<kn::Codec> try_codec(const kn::FormatInfo& f, int head_dim, const kn::FormatOptions& options = {}) {
-  try {
-    return kn::make_codec(f, head_dim, options);
-  } catch (const Error&) {
-    return nullptr;
-  }
-}
-
 // ---- kv list ----
 
 // The rows come from the registry (kernels::format_listing), so a registered format is listed.
