@@ -27,7 +27,7 @@ class F32Codec final : public Codec {
 };
 
 // f16 and bf16 differ only in the 16-bit conversion. The fused dot/axpy use the AVX2 paths in
-// simd_avx2.cc (F16C conversion) when the CPU has them; f16 quantize/dequantize too (the
+// simd_avx2_float.cc (F16C conversion) when the CPU has them; f16 quantize/dequantize too (the
 // hardware conversion rounds to nearest even, bit-identical to f32_to_f16/f16_to_f32).
 template <uint16_t (*Encode)(float), float (*Decode)(uint16_t)>
 class Half16Codec final : public Codec {

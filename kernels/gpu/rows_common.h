@@ -4,8 +4,8 @@
 // helpers that reproduce the CPU reference, and llama.cpp's Walsh-Hadamard rotation.
 //
 // These headers hold the per-row arithmetic of the GPU formats, written once for the device and
-// the host: gpu_kv.cu runs the functions on the device, tests/kernels/gpu_rows_test.cc runs the
-// very same functions on the host and checks them byte for byte against the CPU codecs
+// the host: gpu_kv.cu and gpu_attention.cu run them on the device, tests/kernels/gpu_rows_test.cc
+// runs the very same functions on the host and checks them byte for byte against the CPU codecs
 // (kernels/formats_*.cc). What keeps the two compilations equal: every multiply, add and divide
 // goes through rn_* (core/host_device.h), the conversions are core/float_convert.h's, and float
 // to integer casts reproduce what the x86-64 build of the CPU reference does.
