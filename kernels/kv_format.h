@@ -58,6 +58,8 @@ enum FormatOption : uint32_t {
 
 class Codec;
 
+// A per-format trait that other code dispatches on (a rotation an engine applies, the precision
+// it keeps the query in) is a field here, so it stays next to everything else about the format.
 struct FormatInfo {
   FormatId id;                   // what the SIMD and GPU kernels dispatch on; FormatId::external for run-time additions
   std::string_view name;         // canonical, e.g. "q4_0"
