@@ -18,6 +18,7 @@ set -euo pipefail
 
 repo="$(cd "${1:?usage: slurm_array_test.sh REPO_ROOT [KVGATE]}" && pwd)"
 kvgate="${2:-$repo/build/bin/kvgate}"
+[[ "$kvgate" == /* ]] || kvgate="$PWD/$kvgate"
 skip() { echo "SKIPPED: $1"; exit 77; }
 [[ $(id -u) -eq 0 ]] || skip "slurmd runs jobs only as root; run this test as root (CI does)"
 for tool in munged slurmctld slurmd sbatch squeue scontrol jq; do
@@ -42,8 +43,10 @@ check() {  # description command...
   shift
   if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; failures=$((failures + 1)); fi
 }
+whole_pid=""
 cleanup() {
   local status=$?
+  [[ -n "$whole_pid" ]] && kill "$whole_pid" 2>/dev/null
   if ((status != 0 || failures != 0)); then
     for f in "$work"/*/logs/* "$cluster"/log/slurm*.log; do
       [[ -f "$f" ]] && { echo "---- $f"; tail -n 20 "$f"; }
@@ -142,6 +145,7 @@ submit_out="$(timeout 300 "$repo/ci/slurm/submit.sh" --shards 2 --threads 1 --ou
   --wait -- "${eval_args[@]}")"
 t_array=$((SECONDS - t1))
 wait "$whole_pid" || { cat "$work/whole.out"; echo "FAILED: the unsharded eval"; exit 1; }
+whole_pid=""
 t_both=$((SECONDS - t1))
 array_job="$(sed -n 's/^array_job=//p' <<<"$submit_out")"
 merge_job="$(sed -n 's/^merge_job=//p' <<<"$submit_out")"
