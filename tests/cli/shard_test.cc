@@ -366,6 +366,20 @@ TEST(ShardCli, ShardedEvalMergesIntoTheUnshardedRun) {
   const int64_t merged = shard_merge_and_compare("eval", args, db);
   EXPECT_EQ(shown(db, merged)["status"], "interrupted") << "a --limit plan, as the unsharded run";
 
+  // A shard resumes as itself, over its own items (all held: nothing to run) with its plan.
+  const std::string s1 = db + ".shard-1";
+  const nlohmann::json resumed = run_json("eval --resume 1 --db " + s1);
+  EXPECT_EQ(resumed["shard"]["index"], 1);
+  EXPECT_EQ(resumed["items_run"], 0);
+  EXPECT_EQ(resumed["items_skipped"], resumed["items"]);
+  EXPECT_EQ(resumed["plan_hash"], shown(db, merged)["plan"]["hash"]);
+  EXPECT_TRUE(run_json("runs merge " + db + " " + db + ".shard-0 " + s1)["already_merged"]);
+  for (const char* other : {"--shard 0/2", "--limit 3"}) {
+    const CliResult r = run_kvgate("eval --resume 1 " + std::string(other) + " --db " + s1);
+    EXPECT_EQ(r.exit_code, 2) << other << ": " << r.err;
+    EXPECT_NE(r.err.find("resume it without"), std::string::npos) << r.err;
+  }
+
   // A third run, q8_0 on the same items, as the baseline of both: paired with q4_0 its
   // regression checks fail, the same ones with the same numbers for either candidate.
   const nlohmann::json third = run_json("eval --suite smoke --limit 4 --kv q8_0 --threads 1 --max-new-tokens 8 --db " + db);
