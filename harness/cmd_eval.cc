@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/hash.h"
 #include "harness/backend.h"
 #include "harness/build_info.h"
@@ -31,6 +33,7 @@ struct EvalArgs {
   int64_t resume = 0;
   bool json = false;
   EvalOptions options;
+  bool threads_given = false, max_new_tokens_given = false, backend_given = false;
   std::string command_line;
 };
 
@@ -128,7 +131,35 @@ void print_shard(const EvalPlan& plan) {
                plan.selected.size(), plan.plan_items());
 }
 
-void run_eval_cmd(const EvalArgs& a) {
+// A shard resumes with the settings its plan was made with, so that it still merges with the
+// other shards: --threads, --max-new-tokens and --backend default to the stored ones, and a
+// value given that differs, or another kvgate build, is a usage error naming the difference.
+void restore_shard_settings(results::Store& store, const EvalPlan& plan, EvalArgs& a) {
+  if (plan.resume_run == 0 || !plan.shard) return;
+  const results::RunInfo stored = store.find_run(plan.resume_run)->info;
+  const std::optional<results::RunPlan> stored_plan = store.run_plan(plan.resume_run);
+  if (!a.threads_given) a.options.threads = static_cast<int>(stored.threads);
+  if (!a.backend_given) a.options.backend = stored.backend;
+  const std::string max_new = plan_value(stored_plan->plan, "max_new_tokens");
+  if (!a.max_new_tokens_given && !max_new.empty()) a.options.max_new_tokens = std::stoi(max_new);
+}
+
+void check_shard_plan(results::Store& store, const EvalPlan& plan, const std::string& plan_text) {
+  if (plan.resume_run == 0 || !plan.shard) return;
+  const std::string stored = store.run_plan(plan.resume_run)->plan;
+  if (stored == plan_text) return;
+  std::string difference;
+  for (const char* key : {"threads", "max_new_tokens", "backend", "kvgate", "model_sha256"})
+    if (plan_value(stored, key) != plan_value(plan_text, key))
+      difference += fmt::format("{}{} {} (now {})", difference.empty() ? "" : ", ", key, plan_value(stored, key),
+                                plan_value(plan_text, key));
+  throw_usage_error(fmt::format("{}: run {} is shard {}/{} of a plan made with {}; resume it with the same settings, "
+                                "or it would not merge with the other shards",
+                                store.path(), plan.resume_run, plan.shard->index, plan.shard->count,
+                                difference.empty() ? "other settings" : difference));
+}
+
+void run_eval_cmd(EvalArgs a) {
   // A resumed run keeps its own shard; the environment of a scheduler it is resumed under does
   // not choose another.
   const bool resuming = a.resume > 0;
@@ -140,17 +171,19 @@ void run_eval_cmd(const EvalArgs& a) {
   results::Store store = results::Store::open(db_path);
   const EvalPlan plan =
       a.resume > 0 ? RunRecorder::plan_to_resume(store, a.resume, flags.limit, flags.shard) : plan_from_flags(flags);
+  restore_shard_settings(store, plan, a);
   if (!a.json) print_shard(plan);
   LoadedModel lm = load_model(plan.model);
   const std::unique_ptr<runtime::Engine> engine = make_engine(a.options.backend, *lm.model, a.options.threads);
   const std::string model_sha256 = sha256_file_hex(lm.model->path());
   const results::RunInfo info =
       plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, *engine, model_sha256);
-  // The plan is described by the run's own record: a resumed run by how it was started.
-  const results::RunInfo described = plan.resume_run > 0 ? store.find_run(plan.resume_run)->info : info;
+  // What this invocation runs with: for a resumed run, the settings it continues with.
   const std::string plan_text = describe_plan(
-      plan, PlanSettings{described.model_sha256, described.threads, a.options.max_new_tokens, described.backend,
-                         described.kvgate_version, described.git_sha});
+      plan, PlanSettings{model_sha256,
+                         a.options.threads > 0 ? a.options.threads : static_cast<int64_t>(std::thread::hardware_concurrency()),
+                         a.options.max_new_tokens, engine->backend(), kVersion, kGitSha});
+  check_shard_plan(store, plan, plan_text);
   RunRecorder recorder(store, plan, info, plan_text);
 
   const bool live = !a.json && ::isatty(STDERR_FILENO);
@@ -183,6 +216,12 @@ void add_common(CLI::App* c, EvalArgs& a) {
   c->add_flag("--json", a.json, "Machine-readable output");
 }
 
+void note_given(CLI::App* command, EvalArgs& a) {
+  a.threads_given = command->count("--threads") > 0;
+  a.max_new_tokens_given = command->count("--max-new-tokens") > 0;
+  a.backend_given = command->count("--backend") > 0;
+}
+
 }  // namespace
 
 void add_eval_commands(CLI::App& app, CommandContext& ctx) {
@@ -191,8 +230,9 @@ void add_eval_commands(CLI::App& app, CommandContext& ctx) {
   e->add_option("--suite", ev->plan.suite, "Built-in suite name (smoke, nightly) or a suite JSON file");
   e->add_option("--evalset", ev->plan.evalset, "Eval items JSONL file");
   add_common(e, *ev);
-  e->callback([ev, &ctx] {
+  e->callback([ev, e, &ctx] {
     ev->command_line = ctx.command_line;
+    note_given(e, *ev);
     run_eval_cmd(*ev);
   });
 
@@ -201,8 +241,9 @@ void add_eval_commands(CLI::App& app, CommandContext& ctx) {
   CLI::App* r = app.add_subcommand("replay", "Replay recorded multi-turn sessions turn by turn with the prefix cached");
   r->add_option("--trace", rp->plan.trace, "Sessions JSONL (eval item format, scored per assistant turn)");
   add_common(r, *rp);
-  r->callback([rp, &ctx] {
+  r->callback([rp, r, &ctx] {
     rp->command_line = ctx.command_line;
+    note_given(r, *rp);
     run_eval_cmd(*rp);
   });
 }

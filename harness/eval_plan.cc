@@ -136,6 +136,16 @@ std::string describe_plan(const EvalPlan& plan, const PlanSettings& s) {
   return text;
 }
 
+std::string plan_value(const std::string& plan_text, const std::string& key) {
+  const std::string prefix = key + " ";
+  for (size_t at = 0; at < plan_text.size();) {
+    const size_t end = std::min(plan_text.find('\n', at), plan_text.size());
+    if (plan_text.compare(at, prefix.size(), prefix) == 0) return plan_text.substr(at + prefix.size(), end - at - prefix.size());
+    at = end + 1;
+  }
+  return "";
+}
+
 const char* config_role_name(ConfigRole role) { return role == ConfigRole::reference ? "reference" : "candidate"; }
 
 EvalPlan plan_from_flags(const PlanFlags& f) {

@@ -88,6 +88,8 @@ struct PlanSettings {
 // it is compared with), as canonical text, one "key value" per line; its xxHash64 is the plan
 // hash. Not in it: the shard, host and times.
 std::string describe_plan(const EvalPlan& plan, const PlanSettings& settings);
+// The value of `key` in describe_plan()'s text ("" if absent).
+std::string plan_value(const std::string& plan_text, const std::string& key);
 
 // The flags of `kvgate eval` / `kvgate replay` that choose what to run.
 struct PlanFlags {

@@ -366,7 +366,8 @@ TEST(ShardCli, ShardedEvalMergesIntoTheUnshardedRun) {
   const int64_t merged = shard_merge_and_compare("eval", args, db);
   EXPECT_EQ(shown(db, merged)["status"], "interrupted") << "a --limit plan, as the unsharded run";
 
-  // A shard resumes as itself, over its own items (all held: nothing to run) with its plan.
+  // A shard resumes as itself, over its own items (all held: nothing to run), with its plan's
+  // settings (here --threads 1 and --max-new-tokens 8, not given again).
   const std::string s1 = db + ".shard-1";
   const nlohmann::json resumed = run_json("eval --resume 1 --db " + s1);
   EXPECT_EQ(resumed["shard"]["index"], 1);
@@ -379,6 +380,11 @@ TEST(ShardCli, ShardedEvalMergesIntoTheUnshardedRun) {
     EXPECT_EQ(r.exit_code, 2) << other << ": " << r.err;
     EXPECT_NE(r.err.find("resume it without"), std::string::npos) << r.err;
   }
+  const CliResult other_threads = run_kvgate("eval --resume 1 --threads 2 --db " + s1);
+  EXPECT_EQ(other_threads.exit_code, 2) << other_threads.err;
+  EXPECT_NE(other_threads.err.find("is shard 1/2 of a plan made with threads 1 (now 2); resume it with the same settings"),
+            std::string::npos)
+      << other_threads.err;
 
   // A third run, q8_0 on the same items, as the baseline of both: paired with q4_0 its
   // regression checks fail, the same ones with the same numbers for either candidate.
