@@ -148,7 +148,7 @@ CREATE INDEX gate_decisions_by_candidate ON gate_decisions(candidate_run_id);
 // everything that decides its numbers and that hash, which shards of one plan share. A shard
 // also lists the plan's items with the shard each belongs to, so a merge can name what is
 // missing; a merged run lists the shard runs it was made from.
-constexpr std::string_view kMigration2 = R"sql(
+constexpr std::string_view kMigrationShardedRuns = R"sql(
 CREATE TABLE run_plans (
   run_id       INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
   plan_hash    TEXT NOT NULL,
@@ -183,7 +183,7 @@ CREATE TABLE run_merges (
 );
 )sql";
 
-constexpr std::string_view kMigrations[] = {kMigration1, kMigration2};
+constexpr std::string_view kMigrations[] = {kMigration1, kMigrationShardedRuns};
 
 }  // namespace
 
