@@ -101,7 +101,15 @@ EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm,
   // The in-process probe stops before EOS; an engine that streams the EOS token itself gets
   // it dropped here so both answer the same way.
   if (ids && !a.tokens.empty() && lm.tokenizer.eos_id() && a.tokens.back() == *lm.tokenizer.eos_id()) a.tokens.pop_back();
-  if (ids) {
+  if (ids && lm.tokenizer.decode(a.tokens, false) == res.completion.text) {
+    a.text = res.completion.text;
+  } else if (ids && !res.completion.text.empty()) {
+    // llama-server streams a token that ends inside a UTF-8 character only with the token that
+    // completes it, under that token's id alone: the ids miss it. The text is whole, and
+    // kvgate's tokenizer (the same vocabulary) gives the ids back.
+    a.text = res.completion.text;
+    a.tokens = lm.tokenizer.encode(a.text, false);
+  } else if (ids) {
     a.text = lm.tokenizer.decode(a.tokens, false);
   } else {
     // Engines that stream text only (the plain OpenAI API): kvgate's tokenizer gives the ids.
@@ -203,7 +211,7 @@ void run_item(const PreparedItem& prepared, const LoadedModel& lm, runtime::Engi
           std::copy(rows.end() - static_cast<int64_t>(vocab), rows.end(), r.last_row.begin());
           lists[c] = in_process_lists(rows, vocab, seg.tokens, k);
         } else if (can_score(r)) {
-          lists[c] = engine_lists(r.client->score({sent, seg.tokens, k}));
+          lists[c] = engine_lists(r.client->score({sent, seg.tokens, k, std::nullopt}));
         }
       });
 
@@ -327,7 +335,7 @@ EngineEvalResult run_engine_eval(const EvalPlan& plan, const LoadedModel& lm, ru
   std::vector<PairTotals> pairs;
   for (size_t a = 0; a < plan.configs.size(); ++a)
     for (size_t b = 0; b < plan.configs.size(); ++b)
-      if (!plan.configs[a].endpoint && plan.configs[b].endpoint && plan.configs[a].kv == plan.configs[b].kv)
+      if (!plan.configs[a].endpoint && plan.configs[b].endpoint && emulates(plan.configs[a].kv, plan.configs[b].kv))
         pairs.push_back({a, b});
 
   EngineEvalResult out;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+#include "harness/eval_plan.h"
 #include "harness/report_html.h"
 
 namespace kvgate::harness {
@@ -68,8 +70,15 @@ EngineRunView read_engine_view(results::Store& store, int64_t run_id) {
   v.failures = store.item_failures(run_id);
   v.load = store.load_replay(run_id);
   for (const results::ConfigEndpoint& e : v.endpoints)
-    for (const results::RunConfigRecord& c : v.configs)
-      if (c.spec == e.kv) v.cross_pairs.emplace_back(c.spec, spec_of(v, e.config_id));
+    for (const results::RunConfigRecord& c : v.configs) {
+      if (c.spec.rfind("endpoint:", 0) == 0) continue;
+      try {
+        if (emulates(kernels::parse_kv_config(c.spec), kernels::parse_kv_config(e.kv)))
+          v.cross_pairs.emplace_back(c.spec, spec_of(v, e.config_id));
+      } catch (const Error&) {
+        // A spec this build no longer parses is not paired.
+      }
+    }
   if (!v.load) return v;
   const std::vector<results::LoadRequest> rows = store.load_requests(run_id);
   const std::vector<results::CapacityPrediction> predictions = store.capacity_predictions(run_id);

@@ -115,6 +115,11 @@ std::vector<serving::EndpointConfig> endpoints_from_flags(const PlanFlags& flags
 // a KV spec (kv_source "stated" / "name"); otherwise left to settle_endpoint_kv.
 PlannedConfig endpoint_config(ConfigRole role, serving::EndpointConfig endpoint, int top_k);
 
+// Whether in-process config `emulation` emulates what an engine running `engine` stores: the
+// same key and value formats, whatever the options (a rotation, the engine's arithmetic) the
+// emulation adds to match the engine. The cross-check pairs such configs.
+bool emulates(const kernels::KvConfig& emulation, const kernels::KvConfig& engine);
+
 // Settles an endpoint config's KV config once discovery knows what the engine reports
 // (`reported`, e.g. SGLang's kv_cache_dtype): a config whose KV the user stated or named keeps
 // it; one without takes the reported one, and without either it is a usage error naming the

@@ -62,7 +62,7 @@ struct RunConfigRecord {
   // How KLD and Δp were measured: "full" (every logit) or "topk" (scoring/topk_kld.h's
   // estimator from the top_k logprobs of each side, as engine mode measures them).
   std::string kld_estimator = "full";
-  std::optional<int64_t> top_k;
+  std::optional<int64_t> top_k = std::nullopt;
 };
 
 struct ItemInfo {
@@ -94,7 +94,7 @@ struct TurnMetrics {
   double ttft_ms = 0, tpot_ms = 0;
   // The greedy request's prompt and the part of it the engine served from its prefix cache,
   // as the engine reports them (engine mode only).
-  std::optional<int64_t> prompt_tokens, cached_tokens;
+  std::optional<int64_t> prompt_tokens = std::nullopt, cached_tokens = std::nullopt;
 };
 
 // Sums rather than means, so classes aggregate exactly over items and runs.
