@@ -84,6 +84,19 @@ struct EngineAnswer {
   std::optional<int64_t> prompt_tokens, cached_tokens;
 };
 
+std::vector<int32_t> ids_without_eos(const serving::Completion& c, const LoadedModel& lm, bool& complete) {
+  std::vector<int32_t> ids;
+  complete = true;
+  for (const serving::StreamedToken& t : c.tokens) {
+    if (!t.id) complete = false;
+    else ids.push_back(*t.id);
+  }
+  // The in-process probe stops before EOS; an engine that streams the EOS token itself gets it
+  // dropped here so both answer the same way.
+  if (complete && !ids.empty() && lm.tokenizer.eos_id() && ids.back() == *lm.tokenizer.eos_id()) ids.pop_back();
+  return ids;
+}
+
 EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm, const std::vector<int32_t>& prompt,
                            int max_new, int k) {
   serving::GenerateRequest g;
@@ -94,22 +107,19 @@ EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm,
   serving::GenerationResult res = client.generate(g);
   EngineAnswer a;
   bool ids = true;
-  for (const serving::StreamedToken& t : res.completion.tokens) {
-    if (!t.id) ids = false;
-    else a.tokens.push_back(*t.id);
-  }
-  // The in-process probe stops before EOS; an engine that streams the EOS token itself gets
-  // it dropped here so both answer the same way.
-  if (ids && !a.tokens.empty() && lm.tokenizer.eos_id() && a.tokens.back() == *lm.tokenizer.eos_id()) a.tokens.pop_back();
-  if (ids && lm.tokenizer.decode(a.tokens, false) == res.completion.text) {
-    a.text = res.completion.text;
-  } else if (ids && !res.completion.text.empty()) {
+  a.tokens = ids_without_eos(res.completion, lm, ids);
+  const int64_t streamed = static_cast<int64_t>(res.completion.tokens.size());
+  if (client.kind() == serving::EngineKind::llama_server && res.completion.usage.completion_tokens.value_or(0) > streamed) {
     // llama-server streams a token that ends inside a UTF-8 character only with the token that
-    // completes it, under that token's id alone: the ids miss it. The text is whole, and
-    // kvgate's tokenizer (the same vocabulary) gives the ids back.
-    a.text = res.completion.text;
-    a.tokens = lm.tokenizer.encode(a.text, false);
-  } else if (ids) {
+    // completes it, under that token's id alone, and never one left incomplete at the end; its
+    // whole (non-streamed) answer lists every generated id. The same greedy request again, with
+    // the prompt cached, gives them; the times stay the stream's.
+    serving::GenerateRequest whole = g;
+    whole.stream = false;
+    whole.top_logprobs = 0;
+    a.tokens = ids_without_eos(client.generate(whole).completion, lm, ids);
+  }
+  if (ids) {
     a.text = lm.tokenizer.decode(a.tokens, false);
   } else {
     // Engines that stream text only (the plain OpenAI API): kvgate's tokenizer gives the ids.
@@ -117,6 +127,9 @@ EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm,
     a.tokens = lm.tokenizer.encode(a.text, false);
   }
   a.token_ms = std::move(res.token_ms);
+  // Nothing streamed (every token withheld, or none generated): the answer arrived at the end.
+  if (a.token_ms.empty())
+    a.token_ms.push_back(std::chrono::duration<double, std::milli>(res.http.finished - res.http.submitted).count());
   a.prompt_tokens = res.completion.usage.prompt_tokens;
   if (!a.prompt_tokens) a.prompt_tokens = static_cast<int64_t>(prompt.size());
   a.cached_tokens = res.completion.cached_prompt_tokens();

@@ -299,7 +299,7 @@ TEST_F(EngineLlamaServerCli, GateBetweenTwoEngineRuns) {
   std::ofstream(policy) << R"({"kvgate_gate_policy": 1, "bootstrap": {"resamples": 500, "confidence": 0.9, "seed": 1},
     "rules": [{"domain": "*", "kv": "*", "regression": {"kld_mean": 0.002, "same_top1": 0.01}}],
     "latency": {"ttft_p50_ratio_max": null, "ttft_p95_ratio_max": null, "tpot_p50_ratio_max": null, "tpot_p95_ratio_max": null}})";
-  const std::string items = evalset("gate", 2);
+  const std::string& items = small_evalset();
   auto eval = [&](const std::string& q4_url) {
     CliResult r = run_kvgate("eval --evalset " + items + " --endpoint f16=" + f16_->url() + ",q4_0=" + q4_url +
                              " --ref-endpoint f16 --max-new-tokens 2 --json --db " + db);
@@ -318,10 +318,9 @@ TEST_F(EngineLlamaServerCli, GateBetweenTwoEngineRuns) {
 // The server dies mid-run: the item in flight is recorded as failed, the command exits 3
 // naming the endpoint, and --resume against the restarted server (a new port) finishes the run.
 TEST_F(EngineLlamaServerCli, ResumeAfterTheServerIsKilledMidRun) {
-  const std::string db = fresh_db("killed.db"), items = evalset("killed", 3);
+  const std::string db = fresh_db("killed.db"), items = evalset("killed", 2), out = temp("killed.err");
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
-  const std::string out = temp("killed.err");
   if (pid == 0) {
     const std::string bin = kvgate_binary(), endpoints = "f16=" + f16_->url() + ",q4_0=" + q4_->url();
     const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -355,7 +354,7 @@ TEST_F(EngineLlamaServerCli, ResumeAfterTheServerIsKilledMidRun) {
     ASSERT_EQ(runs.size(), 1u);
     run_id = runs[0].id;
     EXPECT_NE(runs[0].status, "complete");
-    EXPECT_LT(runs[0].items, 6);
+    EXPECT_LT(runs[0].items, 4);
     ASSERT_FALSE(store.item_failures(run_id).empty());
     EXPECT_EQ(store.item_failures(run_id)[0].endpoint, "q4_0");
   }
@@ -365,7 +364,7 @@ TEST_F(EngineLlamaServerCli, ResumeAfterTheServerIsKilledMidRun) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   results::Store store = results::Store::open(db, results::Store::Mode::existing);
   EXPECT_EQ(store.find_run(run_id)->status, "complete");
-  EXPECT_EQ(store.find_run(run_id)->items, 6);
+  EXPECT_EQ(store.find_run(run_id)->items, 4);
   EXPECT_TRUE(store.item_failures(run_id).empty());
   for (const auto& e : store.config_endpoints(run_id))
     if (e.name == "q4_0") {
