@@ -54,6 +54,33 @@ std::string fresh_db(const std::string& name) {
   return db;
 }
 
+// ---- usage ----
+
+TEST(EngineUsageCli, BadFlagsAreExit2AndAnUnreachableEndpointExit3) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  const std::string db = fresh_db("usage.db"), items = " --evalset " + small_evalset() + " --db " + db;
+  struct Case {
+    std::string args, words;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--ref-endpoint f16", "--ref-endpoint needs --endpoint"},
+           {"--endpoint f16=ftp://x", "http"},
+           {"--endpoint f16=http://127.0.0.1:9 --top-k 0", "--top-k"},
+           {"--endpoint f16=http://127.0.0.1:9 --ref-endpoint f16 --ref f16", "not both"},
+           {"--endpoint f16=http://127.0.0.1:9 --ref-endpoint q8_0", "no endpoint of that name"},
+           {"--endpoint f16=http://127.0.0.1:9 --endpoints x.json", "not both"}}) {
+    CliResult r = run_kvgate("eval" + items + " " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.words), std::string::npos) << c.args << "\n" << r.err;
+  }
+  // Port 9 (discard) refuses: discovery fails before any run is written.
+  CliResult r = run_kvgate("eval" + items + " --endpoint q8_0=http://127.0.0.1:9");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("endpoint 'q8_0' (http://127.0.0.1:9"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("while discovering"), std::string::npos) << r.err;
+  EXPECT_TRUE(results::Store::open(db).list_runs().empty());
+}
+
 // ---- faults, on the fake server ----
 
 struct FaultCase {
