@@ -1,4 +1,4 @@
-// The store's engine-mode tables (schema migration 2, docs/schema.md): endpoints behind configs,
+// The store's engine-mode tables (schema migration 3, docs/schema.md): endpoints behind configs,
 // item failures, load replays and the capacity predictions beside them.
 #include "core/error.h"
 #include "results/store.h"

@@ -1,6 +1,6 @@
-// The engine-mode tables (schema migration 2): endpoints, estimators, item failures that a
-// stored item clears, per-turn cache hits, load replays and predictions, and a version-1 file
-// brought forward without losing its rows.
+// The engine-mode tables (schema migration 3): endpoints, estimators, item failures that a
+// stored item clears, per-turn cache hits, load replays and predictions, and version-1 and
+// version-2 files brought forward without losing their rows.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -138,7 +138,8 @@ TEST_F(StoreEngineTest, LoadReplayRowsAndPredictions) {
   EXPECT_EQ(predictions[0].kv_token_capacity, 123456);
 }
 
-// A database written by a kvgate before engine mode: migration 2 adds to it in place.
+// A database written by a kvgate before sharded runs and engine mode: migrations 2 and 3 add to
+// it in place.
 TEST_F(StoreEngineTest, VersionOneDatabaseIsBroughtForward) {
   {
     Connection c(path_, true);
@@ -153,11 +154,59 @@ TEST_F(StoreEngineTest, VersionOneDatabaseIsBroughtForward) {
   }
   Store store = Store::open(path_);
   EXPECT_EQ(store.schema_version(), latest_schema_version());
-  EXPECT_GE(latest_schema_version(), 2);
+  EXPECT_GE(latest_schema_version(), 3);
   const auto configs = store.run_configs(1);
   ASSERT_EQ(configs.size(), 1u);
   EXPECT_EQ(configs[0].kld_estimator, "full") << "runs before engine mode measured every logit";
   EXPECT_TRUE(store.config_endpoints(1).empty());
+}
+
+// A database of a kvgate with sharded runs but not engine mode (version 2): its shard plan and
+// items stay, and migration 3 adds the engine-mode columns and tables beside them.
+TEST_F(StoreEngineTest, VersionTwoDatabaseIsBroughtForward) {
+  {
+    Connection c(path_, true);
+    c.execute_script(schema_migrations()[0]);
+    c.execute_script(schema_migrations()[1]);
+    c.execute_script("PRAGMA user_version = 2");
+    c.execute_script(
+        "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, model_path, "
+        "model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) VALUES ('complete', 't', 'c', 'g', 'b', "
+        "'h', 'cpu', '', 'cpu', 'm', 's', 'suite:smoke', 'x', 0, 2, '0.1.0')");
+    c.execute_script("INSERT INTO configs (spec, hash, bits_per_element) VALUES ('q4_0/q4_0', 'h', 4.5)");
+    c.execute_script("INSERT INTO run_configs (run_id, config_id, role, kv_bytes_per_token) VALUES (1, 1, 'candidate', 30)");
+    c.execute_script("INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash) VALUES (1, 'a', 'd', 'e', 'i')");
+    c.execute_script(
+        "INSERT INTO turn_metrics (item_id, config_id, turn_index, context_tokens, scored_tokens, kld_mean, "
+        "top1_agreement, ttft_ms, tpot_ms) VALUES (1, 1, 0, 10, 5, 0.01, 1.0, 2.0, 3.0)");
+    c.execute_script(
+        "INSERT INTO run_plans (run_id, plan_hash, plan, plan_items, shard_index, shard_count, shard_origin) "
+        "VALUES (1, 'p', 'kvgate_plan 1', 1, 0, 2, '--shard 0/2')");
+    c.execute_script("INSERT INTO run_plan_items (run_id, position, item_key, shard_index) VALUES (1, 0, 'a', 0)");
+  }
+  Store store = Store::open(path_);
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+  const std::optional<RunPlan> plan = store.run_plan(1);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->plan_hash, "p");
+  EXPECT_EQ(plan->shard_count, 2);
+  EXPECT_EQ(store.run_plan_items(1).size(), 1u);
+  const auto configs = store.run_configs(1);
+  ASSERT_EQ(configs.size(), 1u);
+  EXPECT_EQ(configs[0].kld_estimator, "full");
+  const auto turns = store.run_turn_metrics(1);
+  ASSERT_EQ(turns.size(), 1u);
+  EXPECT_EQ(turns[0].turn.ttft_ms, 2.0);
+  EXPECT_FALSE(turns[0].turn.cached_tokens.has_value()) << "measured before engine mode: no cache hits known";
+  ConfigEndpoint e;
+  e.config_id = 1;
+  e.name = "q4_0";
+  e.url = "http://x";
+  e.engine = "vllm";
+  e.kv = "q4_0/q4_0";
+  e.kv_source = "name";
+  store.add_config_endpoint(1, e);
+  EXPECT_EQ(store.config_endpoints(1).size(), 1u);
 }
 
 }  // namespace
