@@ -532,6 +532,32 @@ KvConfig parse_kv_config(std::string_view spec) { return parse_config(spec, fals
 
 KvConfig parse_stored_kv_config(std::string_view canonical) { return parse_config(canonical, true); }
 
+std::string rotation_summary(const FormatSpec& f, int head_dim) {
+  const FormatOptions& o = f.options;
+  if (f.format->accepts(kOptionRotationKind))
+    return o.rotation == Rotation::qr ? "seeded random orthogonal matrix (rot=qr, seed 0x" + hex_u64(o.seed) + ")"
+                                      : "randomized Walsh-Hadamard over head_dim (the format's own, seed 0x" +
+                                            hex_u64(o.seed) + ")";
+  switch (o.rotation) {
+    case Rotation::none:
+      return f.format->default_rotation != Rotation::none
+                 ? "none (rot=none: llama.cpp with LLAMA_ATTN_ROT_DISABLE=1, or before its PR #21038)"
+                 : "none";
+    case Rotation::hadamard:
+      return "randomized Walsh-Hadamard over head_dim (rot=hadamard, seed 0x" + hex_u64(o.seed) + ")";
+    case Rotation::qr:
+      return "seeded random orthogonal matrix (rot=qr)";
+    case Rotation::wht: {
+      const int block = wht_rotation_block(head_dim, o.rotation_block);
+      if (block == 0)
+        return "none at head_dim " + std::to_string(head_dim) + " (rot=wht: llama.cpp rotates only when head_dim % 64 == 0)";
+      return "llama.cpp's Walsh-Hadamard, H/sqrt(" + std::to_string(block) + ") on blocks of " + std::to_string(block) +
+             " (rot=wht)";
+    }
+  }
+  return "none";
+}
+
 std::vector<KvConfig> parse_kv_config_list(std::string_view specs) {
   std::vector<KvConfig> out;
   std::set<std::string> seen;

@@ -79,6 +79,8 @@ KvConfig parse_kv_config(std::string_view spec);
 KvConfig parse_stored_kv_config(std::string_view canonical);
 // One format with options (`q4_0:rot`, `fp8`, `4` = u4 when `value_side`), as a side of a config.
 FormatSpec parse_format_spec(std::string_view text, bool value_side);
+// What a side's rotation does at this head_dim, in words (`kvgate kv show`).
+std::string rotation_summary(const FormatSpec& f, int head_dim);
 // A comma-separated list of specs, as given to --kv.
 std::vector<KvConfig> parse_kv_config_list(std::string_view specs);
 
