@@ -4,7 +4,12 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <span>
+#include <utility>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -25,6 +30,59 @@ std::vector<float> random_logits(uint64_t seed) {
   for (float& x : v) x = static_cast<float>(3.0 * rng.normal());
   return v;
 }
+
+// The implementation compare_position had before it was vectorized (two std::exp per entry,
+// three passes), kept here so one run measures the speedup on the same machine.
+kvgate::scoring::PositionComparison compare_position_before(std::span<const float> ref, std::span<const float> q,
+                                                            uint32_t correct) {
+  auto normalize = [](std::span<const float> logits, std::vector<double>* shifted) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const double v = logits[i];
+      if (std::isnan(v) || v == std::numeric_limits<double>::infinity()) std::abort();
+      if (v > m) m = v;
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const double e = std::exp(static_cast<double>(logits[i]) - m);
+      if (shifted) (*shifted)[i] = e;
+      sum += e;
+    }
+    return std::pair<double, double>(sum, m + std::log(sum));
+  };
+  auto argmax = [](std::span<const float> v) {
+    size_t best = 0;
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i] > v[best]) best = i;
+    return static_cast<uint32_t>(best);
+  };
+  std::vector<double> ref_exp(ref.size());
+  const auto [ref_sum, lr] = normalize(ref, &ref_exp);
+  const double lq = normalize(q, nullptr).second;
+  double kld = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (ref_exp[i] == 0.0) continue;
+    kld += ref_exp[i] / ref_sum * ((static_cast<double>(ref[i]) - lr) - (static_cast<double>(q[i]) - lq));
+  }
+  kvgate::scoring::PositionComparison c;
+  c.kld = kld;
+  c.nll_ref = lr - static_cast<double>(ref[correct]);
+  c.nll_q = lq - static_cast<double>(q[correct]);
+  c.p_ref = std::exp(-c.nll_ref);
+  c.p_q = std::exp(-c.nll_q);
+  c.delta_p = c.p_q - c.p_ref;
+  c.top1_ref = argmax(ref);
+  c.top1_q = argmax(q);
+  c.same_top1 = c.top1_ref == c.top1_q;
+  return c;
+}
+
+void BM_ComparePositionBefore(benchmark::State& state) {
+  const auto ref = random_logits(1), q = random_logits(2);
+  for (auto _ : state) benchmark::DoNotOptimize(compare_position_before(ref, q, 17));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * kVocab * sizeof(float)));
+}
+BENCHMARK(BM_ComparePositionBefore);
 
 void BM_ComparePosition(benchmark::State& state) {
   const auto ref = random_logits(1), q = random_logits(2);

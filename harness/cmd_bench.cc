@@ -3,12 +3,14 @@
 // reported as a ratio against a bound, never as a bare number).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -174,20 +176,27 @@ void run_kernels(const BenchFlags& flags, bool as_json) {
 void run_model(const ModelBenchOptions& o, bool as_json) {
   const ModelBenchReport r = run_model_bench(o);
   if (as_json) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (const ModelBenchRow& row : r.rows) {
-      nlohmann::json decode = nlohmann::json::array();
-      for (size_t i = 0; i < row.contexts.size(); ++i)
-        decode.push_back({{"context", row.contexts[i]}, {"tok_per_s", row.decode_tok_s[i]},
-                          {"gb_per_s", row.decode_gb_s[i]}, {"ratio_to_copy", row.decode_gb_s[i] / r.copy_gb_s}});
-      rows.push_back({{"kv", row.kv}, {"prefill_tok_per_s", row.prefill_tok_s}, {"prefill_gflop_per_s", row.prefill_gflop_s},
-                      {"prefill_ratio_to_sgemm", row.prefill_gflop_s / r.sgemm_gflop_s}, {"decode", decode}});
+    // Per test, llama-bench's field names (n_prompt, n_gen, n_depth, avg_ts, stddev_ts,
+    // samples_ts), so its JSON and this one line up.
+    nlohmann::json tests = nlohmann::json::array();
+    for (const ModelBenchTest& t : r.tests) {
+      const bool prefill = t.n_prompt > 0;
+      tests.push_back({{"kv", t.kv}, {"test", t.name}, {"n_prompt", t.n_prompt}, {"n_gen", t.n_gen},
+                       {"n_depth", t.n_depth}, {"avg_ts", t.avg_tok_s}, {"stddev_ts", t.stddev_tok_s},
+                       {"best_ts", t.best_tok_s}, {"samples_ts", t.samples_tok_s}, {"samples_cpu_s", t.samples_cpu_s},
+                       {prefill ? "gflop_per_s" : "gb_per_s", t.rate},
+                       {prefill ? "ratio_to_sgemm" : "ratio_to_copy", t.ratio_to_bound}});
     }
-    const nlohmann::json j = {{"model", r.model},           {"backend", r.backend}, {"device", r.device},
+    const nlohmann::json j = {{"model", r.model},
+                              {"backend", r.backend},
+                              {"device", r.device},
                               {"threads", r.threads},
-                              {"weight_bytes", r.weight_bytes}, {"flops_per_token", r.flops_per_token},
-                              {"sgemm_gflop_per_s", r.sgemm_gflop_s}, {"copy_gb_per_s", r.copy_gb_s},
-                              {"prefill_tokens", o.prefill_tokens}, {"configs", rows}};
+                              {"repetitions", r.repetitions},
+                              {"weight_bytes", r.weight_bytes},
+                              {"flops_per_token", r.flops_per_token},
+                              {"sgemm_gflop_per_s", r.sgemm_gflop_s},
+                              {"copy_gb_per_s", r.copy_gb_s},
+                              {"tests", tests}};
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -202,14 +211,17 @@ void run_model(const ModelBenchOptions& o, bool as_json) {
     std::printf("bounds measured now: GEMM %.1f GFLOP/s (the forward's own kernel, F32), device copy %.1f GB/s read\n",
                 r.sgemm_gflop_s, r.copy_gb_s);
   }
-  std::printf("%-20s %12s %8s", "kv config", "prefill t/s", "/sgemm");
-  for (int c : o.decode_contexts) std::printf(" %11s %8s", ("dec@" + std::to_string(c) + " t/s").c_str(), "/copy");
-  std::printf("\n");
-  for (const ModelBenchRow& row : r.rows) {
-    std::printf("%-20s %12.1f %8.2f", row.kv.c_str(), row.prefill_tok_s, row.prefill_gflop_s / r.sgemm_gflop_s);
-    for (size_t i = 0; i < row.contexts.size(); ++i)
-      std::printf(" %11.1f %8.2f", row.decode_tok_s[i], row.decode_gb_s[i] / r.copy_gb_s);
-    std::printf("\n");
+  std::printf("%d repetitions after one warmup; t/s = mean over repetitions (llama-bench's avg_ts), cpu ms/tok = "
+              "process CPU time, all threads; bound = sgemm for pp, memcpy for tg\n",
+              r.repetitions);
+  std::printf("%-20s %-16s %16s %10s %12s %7s\n", "kv config", "test", "t/s", "best t/s", "cpu ms/tok", "/bound");
+  for (const ModelBenchTest& t : r.tests) {
+    std::vector<double> cpu = t.samples_cpu_s;
+    std::sort(cpu.begin(), cpu.end());
+    const double tokens = t.n_prompt > 0 ? t.n_prompt : t.n_gen;
+    const std::string ts = fmt::format("{:.1f} ± {:.1f}", t.avg_tok_s, t.stddev_tok_s);
+    std::printf("%-20s %-16s %16s %10.1f %12.2f %7.2f\n", t.kv.c_str(), t.name.c_str(), ts.c_str(), t.best_tok_s,
+                1e3 * cpu[cpu.size() / 2] / tokens, t.ratio_to_bound);
   }
 }
 
@@ -236,9 +248,13 @@ void add_bench_commands(CLI::App& app, CommandContext&) {
   auto model_json = std::make_shared<bool>(false);
   model->add_option("--model", mo->model, "GGUF model (default: the fetched default model)");
   model->add_option("--kv", *kv_list, "Comma-separated KV configs (default f16,q4_0)");
-  model->add_option("--contexts", mo->decode_contexts, "Decode context lengths (default 1024 4096)")->delimiter(',');
-  model->add_option("--prefill-tokens", mo->prefill_tokens, "Prefill chunk (default 512)");
-  model->add_option("--decode-steps", mo->decode_steps, "Decode steps timed per context (default 16)");
+  model->add_option("--contexts", mo->decode_contexts,
+                    "Depths of the decode tests: tokens in the cache before the timed steps (default 1024,4096; 0 = "
+                    "empty)")
+      ->delimiter(',');
+  model->add_option("--prefill-tokens", mo->prefill_tokens, "Prompt tokens of the prefill test, from an empty cache (default 512; 0 = none)");
+  model->add_option("--decode-steps", mo->decode_steps, "Decode steps timed at each depth (default 16; 0 = none)");
+  model->add_option("--repetitions", mo->repetitions, "Timed repetitions of each test, after one warmup (default 1)");
   model->add_option("--threads", mo->threads, "Worker threads (0 = all cores)");
   add_backend_option(model, mo->backend);
   model->add_flag("--json", *model_json, "Print one JSON object");

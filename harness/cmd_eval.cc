@@ -5,12 +5,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/hash.h"
 #include "harness/backend.h"
 #include "harness/build_info.h"
@@ -25,10 +28,12 @@ namespace {
 
 struct EvalArgs {
   PlanFlags plan;
+  std::string shard;  // --shard I/N
   std::string db;
   int64_t resume = 0;
   bool json = false;
   EvalOptions options;
+  bool threads_given = false, max_new_tokens_given = false, backend_given = false;
   std::string command_line;
 };
 
@@ -50,7 +55,14 @@ std::string host_name() {
 
 std::string fmt_or_dash(double v, const char* spec) { return std::isnan(v) ? "-" : fmt::format(fmt::runtime(spec), v); }
 
-void print_summary(const EvalResult& r, const Workload& w, const std::string& db_path, bool json) {
+nlohmann::json shard_json(const EvalPlan& plan) {
+  if (!plan.shard) return nullptr;
+  return {{"index", plan.shard->index}, {"count", plan.shard->count}, {"from", plan.shard->origin}};
+}
+
+void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string& plan_hash, const std::string& db_path,
+                   bool json) {
+  const Workload& w = plan.workload;
   if (json) {
     nlohmann::json configs = nlohmann::json::array();
     auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
@@ -69,7 +81,8 @@ void print_summary(const EvalResult& r, const Workload& w, const std::string& db
                          {"tpot_p50_ms", num(c.tpot_p50_ms)}});
     nlohmann::json j = {{"run", r.run_id},          {"db", db_path},         {"workload", w.source},
                         {"hash", w.hash},           {"items", r.items_total}, {"items_run", r.items_run},
-                        {"items_skipped", r.items_skipped}, {"seconds", r.seconds}, {"configs", configs}};
+                        {"items_skipped", r.items_skipped}, {"seconds", r.seconds}, {"configs", configs},
+                        {"plan_hash", plan_hash}, {"shard", shard_json(plan)}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -89,7 +102,8 @@ void print_summary(const EvalResult& r, const Workload& w, const std::string& db
   }
 }
 
-results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const LoadedModel& lm, const runtime::Engine& engine) {
+results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const LoadedModel& lm, const runtime::Engine& engine,
+                              const std::string& model_sha256) {
   results::RunInfo info;
   info.command = a.command_line;
   info.git_sha = kGitSha;
@@ -99,7 +113,7 @@ results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const Loa
   info.backend = engine.backend();
   if (!engine.device().empty()) info.gpu = engine.device();
   info.model_path = lm.model->path();
-  info.model_sha256 = sha256_file_hex(lm.model->path());
+  info.model_sha256 = model_sha256;
   info.suite_name = plan.workload.source;
   info.suite_hash = plan.workload.hash;
   info.threads = a.options.threads > 0 ? a.options.threads : static_cast<int64_t>(std::thread::hardware_concurrency());
@@ -107,13 +121,70 @@ results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const Loa
   return info;
 }
 
-void run_eval_cmd(const EvalArgs& a) {
+// Says which shard runs and where that came from: a scheduler's array used for something else
+// (a sweep over --kv, say) would otherwise shard the run without anyone noticing.
+void print_shard(const EvalPlan& plan) {
+  if (!plan.shard) return;
+  std::fprintf(stderr, "kvgate: shard %lld/%lld (%s%s): %zu of the plan's %zu items\n",
+               static_cast<long long>(plan.shard->index), static_cast<long long>(plan.shard->count),
+               plan.resume_run > 0 ? "of the resumed run, first from " : "from ", plan.shard->origin.c_str(),
+               plan.selected.size(), plan.plan_items());
+}
+
+// A shard resumes with the settings its plan was made with, so that it still merges with the
+// other shards: --threads, --max-new-tokens and --backend default to the stored ones, and a
+// value given that differs, or another kvgate build, is a usage error naming the difference.
+void restore_shard_settings(results::Store& store, const EvalPlan& plan, EvalArgs& a) {
+  if (plan.resume_run == 0 || !plan.shard) return;
+  const results::RunInfo stored = store.find_run(plan.resume_run)->info;
+  const std::optional<results::RunPlan> stored_plan = store.run_plan(plan.resume_run);
+  if (!a.threads_given) a.options.threads = static_cast<int>(stored.threads);
+  if (!a.backend_given) a.options.backend = stored.backend;
+  const std::string max_new = plan_value(stored_plan->plan, "max_new_tokens");
+  if (!a.max_new_tokens_given && !max_new.empty()) a.options.max_new_tokens = std::stoi(max_new);
+}
+
+void check_shard_plan(results::Store& store, const EvalPlan& plan, const std::string& plan_text) {
+  if (plan.resume_run == 0 || !plan.shard) return;
+  const std::string stored = store.run_plan(plan.resume_run)->plan;
+  if (stored == plan_text) return;
+  std::string difference;
+  for (const char* key : {"threads", "max_new_tokens", "backend", "kvgate", "model_sha256"})
+    if (plan_value(stored, key) != plan_value(plan_text, key))
+      difference += fmt::format("{}{} {} (now {})", difference.empty() ? "" : ", ", key, plan_value(stored, key),
+                                plan_value(plan_text, key));
+  throw_usage_error(fmt::format("{}: run {} is shard {}/{} of a plan made with {}; resume it with the same settings, "
+                                "or it would not merge with the other shards",
+                                store.path(), plan.resume_run, plan.shard->index, plan.shard->count,
+                                difference.empty() ? "other settings" : difference));
+}
+
+void run_eval_cmd(EvalArgs a) {
+  // A resumed run keeps its own shard; the environment of a scheduler it is resumed under does
+  // not choose another.
+  const bool resuming = a.resume > 0;
+  PlanFlags flags = a.plan;
+  flags.shard = resolve_shard(a.shard, [resuming](const char* name) -> const char* {
+    return resuming ? nullptr : std::getenv(name);
+  });
   const std::string db_path = results::resolve_db_path(a.db);
   results::Store store = results::Store::open(db_path);
-  const EvalPlan plan = a.resume > 0 ? RunRecorder::plan_to_resume(store, a.resume) : plan_from_flags(a.plan);
+  const EvalPlan plan =
+      a.resume > 0 ? RunRecorder::plan_to_resume(store, a.resume, flags.limit, flags.shard) : plan_from_flags(flags);
+  restore_shard_settings(store, plan, a);
+  if (!a.json) print_shard(plan);
   LoadedModel lm = load_model(plan.model);
   const std::unique_ptr<runtime::Engine> engine = make_engine(a.options.backend, *lm.model, a.options.threads);
-  RunRecorder recorder(store, plan, plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, *engine));
+  const std::string model_sha256 = sha256_file_hex(lm.model->path());
+  const results::RunInfo info =
+      plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, *engine, model_sha256);
+  // What this invocation runs with: for a resumed run, the settings it continues with.
+  const std::string plan_text = describe_plan(
+      plan, PlanSettings{model_sha256,
+                         a.options.threads > 0 ? a.options.threads : static_cast<int64_t>(std::thread::hardware_concurrency()),
+                         a.options.max_new_tokens, engine->backend(), kVersion, kGitSha});
+  check_shard_plan(store, plan, plan_text);
+  RunRecorder recorder(store, plan, info, plan_text);
 
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   EvalResult r;
@@ -126,7 +197,7 @@ void run_eval_cmd(const EvalArgs& a) {
     throw;
   }
   if (live) std::fprintf(stderr, "\r\033[K");
-  print_summary(r, plan.workload, db_path, a.json);
+  print_summary(r, plan, recorder.plan_hash(), db_path, a.json);
 }
 
 void add_common(CLI::App* c, EvalArgs& a) {
@@ -136,10 +207,19 @@ void add_common(CLI::App* c, EvalArgs& a) {
   c->add_option("--db", a.db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
   c->add_option("--threads", a.options.threads, "Worker threads (0 = all cores)");
   add_backend_option(c, a.options.backend);
-  c->add_option("--limit", a.options.limit, "Run only the first N items (the run stays resumable)");
+  c->add_option("--limit", a.plan.limit, "Run only the first N items (the run stays resumable)");
+  c->add_option("--shard", a.shard,
+                "Run shard I of N (0 <= I < N) of the items, to merge with `kvgate runs merge` (default: from "
+                "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX/KVGATE_SHARD_COUNT; docs/scale-out.md)");
   c->add_option("--max-new-tokens", a.options.max_new_tokens, "Greedy tokens per scored span")->capture_default_str();
   c->add_option("--resume", a.resume, "Finish an interrupted run without redoing its finished items");
   c->add_flag("--json", a.json, "Machine-readable output");
+}
+
+void note_given(CLI::App* command, EvalArgs& a) {
+  a.threads_given = command->count("--threads") > 0;
+  a.max_new_tokens_given = command->count("--max-new-tokens") > 0;
+  a.backend_given = command->count("--backend") > 0;
 }
 
 }  // namespace
@@ -150,8 +230,9 @@ void add_eval_commands(CLI::App& app, CommandContext& ctx) {
   e->add_option("--suite", ev->plan.suite, "Built-in suite name (smoke, nightly) or a suite JSON file");
   e->add_option("--evalset", ev->plan.evalset, "Eval items JSONL file");
   add_common(e, *ev);
-  e->callback([ev, &ctx] {
+  e->callback([ev, e, &ctx] {
     ev->command_line = ctx.command_line;
+    note_given(e, *ev);
     run_eval_cmd(*ev);
   });
 
@@ -160,8 +241,9 @@ void add_eval_commands(CLI::App& app, CommandContext& ctx) {
   CLI::App* r = app.add_subcommand("replay", "Replay recorded multi-turn sessions turn by turn with the prefix cached");
   r->add_option("--trace", rp->plan.trace, "Sessions JSONL (eval item format, scored per assistant turn)");
   add_common(r, *rp);
-  r->callback([rp, &ctx] {
+  r->callback([rp, r, &ctx] {
     rp->command_line = ctx.command_line;
+    note_given(r, *rp);
     run_eval_cmd(*rp);
   });
 }

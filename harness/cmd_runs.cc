@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,13 @@ struct RunsArgs {
   std::string db;
   std::string run = "latest";
   bool json = false;
+};
+
+struct MergeArgs {
+  std::string out;
+  std::vector<std::string> shards;
+  bool json = false;
+  std::string command_line;
 };
 
 // A run whose row still says 'running' either is being written right now or was killed;
@@ -104,14 +112,51 @@ void run_list(const RunsArgs& a) {
                             .c_str());
 }
 
+// The run's plan (docs/scale-out.md): its hash, its shard, the shard runs it was merged from.
+nlohmann::json plan_json(results::Store& store, int64_t run_id) {
+  const std::optional<results::RunPlan> plan = store.run_plan(run_id);
+  if (!plan) return nullptr;
+  nlohmann::json shard = nullptr;
+  if (plan->shard_index)
+    shard = {{"index", *plan->shard_index}, {"count", *plan->shard_count}, {"from", plan->shard_origin}};
+  nlohmann::json merged = nlohmann::json::array();
+  for (const results::MergeSource& m : store.merge_sources(run_id))
+    merged.push_back({{"shard", m.shard_index},
+                      {"count", m.shard_count},
+                      {"db", m.source_db},
+                      {"run", m.source_run_id},
+                      {"host", m.host},
+                      {"started_at", m.started_at},
+                      {"finished_at", m.finished_at},
+                      {"digest", m.digest}});
+  return {{"hash", plan->plan_hash}, {"items", plan->plan_items}, {"shard", shard}, {"merged_from", merged}};
+}
+
+std::string plan_text(const nlohmann::json& plan) {
+  if (plan.is_null()) return "";
+  std::string text = fmt::format("  plan      {}  ({} items)", plan["hash"].get<std::string>(), plan["items"].get<int64_t>());
+  if (!plan["shard"].is_null())
+    text += fmt::format("  shard {}/{} (from {})", plan["shard"]["index"].get<int64_t>(),
+                        plan["shard"]["count"].get<int64_t>(), plan["shard"]["from"].get<std::string>());
+  if (!plan["merged_from"].empty()) text += fmt::format("  merged from {} shards:", plan["merged_from"].size());
+  text += "\n";
+  for (const auto& m : plan["merged_from"])
+    text += fmt::format("    shard {}  {} run {}  {}  {} .. {}\n", m["shard"].get<int64_t>(), m["db"].get<std::string>(),
+                        m["run"].get<int64_t>(), m["host"].get<std::string>(), m["started_at"].get<std::string>(),
+                        m["finished_at"].get<std::string>());
+  return text;
+}
+
 void run_show(const RunsArgs& a) {
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
   const results::RunRecord run = store.resolve_run(a.run);
   const auto configs = store.run_configs(run.id);
   const auto summary = summarize(store, run.id, configs);
+  const nlohmann::json plan = plan_json(store, run.id);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
+    out["plan"] = plan;
     out["configs"] = nlohmann::json::array();
     for (const auto& c : configs)
       out["configs"].push_back({{"id", c.config_id},
@@ -140,6 +185,7 @@ void run_show(const RunsArgs& a) {
   text += fmt::format("  model     {}  sha256 {}\n", i.model_path, i.model_sha256);
   text += fmt::format("  suite     {}  hash {}  seed {}  threads {}\n", i.suite_name, i.suite_hash, i.seed, i.threads);
   text += fmt::format("  items     {}\n", run.items);
+  text += plan_text(plan);
   if (!configs.empty()) {
     text += "configs\n";
     for (const auto& c : configs)
@@ -156,9 +202,28 @@ void run_show(const RunsArgs& a) {
   std::fputs(text.c_str(), stdout);
 }
 
+void run_merge(const MergeArgs& a) {
+  const results::MergeResult m = results::Store::merge_shards(a.out, a.shards, a.command_line);
+  if (a.json) {
+    const nlohmann::json out = {{"db", a.out},          {"run", m.run_id},       {"already_merged", m.already_merged},
+                                {"status", m.status},   {"items", m.items},      {"shards", m.shards},
+                                {"plan_hash", m.plan_hash}};
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  if (m.already_merged) {
+    std::printf("run %lld in %s was already merged from these %lld shards; nothing written\n",
+                static_cast<long long>(m.run_id), a.out.c_str(), static_cast<long long>(m.shards));
+  } else {
+    std::printf("run %lld in %s: %lld shards merged, %lld items, %s (plan %s)\n", static_cast<long long>(m.run_id),
+                a.out.c_str(), static_cast<long long>(m.shards), static_cast<long long>(m.items), m.status.c_str(),
+                m.plan_hash.c_str());
+  }
+}
+
 }  // namespace
 
-void add_runs_commands(CLI::App& app, CommandContext&) {
+void add_runs_commands(CLI::App& app, CommandContext& ctx) {
   CLI::App* runs = app.add_subcommand("runs", "Runs recorded in the results database");
   runs->require_subcommand(1);
 
@@ -174,6 +239,18 @@ void add_runs_commands(CLI::App& app, CommandContext&) {
   s->add_option("--db", show->db, "Results database (default: $KVGATE_DB, else ./kvgate.db)");
   s->add_flag("--json", show->json, "Machine-readable output");
   s->callback([show] { run_show(*show); });
+
+  auto merge = std::make_shared<MergeArgs>();
+  CLI::App* m = runs->add_subcommand(
+      "merge", "Merge the shard runs of one sharded eval or replay (--shard) into one run (docs/scale-out.md)");
+  m->add_option("out", merge->out, "Database to write the merged run to (created if missing)")->required();
+  m->add_option("shards", merge->shards, "The shard databases, one per shard; the latest run of each is merged")
+      ->required();
+  m->add_flag("--json", merge->json, "Machine-readable output");
+  m->callback([merge, &ctx] {
+    merge->command_line = ctx.command_line;
+    run_merge(*merge);
+  });
 }
 
 }  // namespace kvgate::harness

@@ -1,6 +1,7 @@
 #include "harness/eval_plan.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -53,7 +54,97 @@ void add_config(EvalPlan& plan, ConfigRole role, kernels::KvConfig kv) {
   plan.configs.push_back(std::move(c));
 }
 
+// A whole number in [0, 2^62), or nullopt.
+std::optional<int64_t> parse_count(std::string_view text) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || v < 0 || v >= (int64_t{1} << 62))
+    return std::nullopt;
+  return v;
+}
+
+ShardSpec checked_shard(std::string_view index_text, std::string_view count_text, const std::string& origin,
+                        const std::string& fix) {
+  const std::optional<int64_t> index = parse_count(index_text), count = parse_count(count_text);
+  if (!index || !count || *count < 1)
+    throw_usage_error(origin + ": a shard is INDEX/COUNT, two whole numbers with COUNT >= 1; " + fix);
+  if (*index >= *count)
+    throw_usage_error(origin + ": shard index " + std::to_string(*index) + " is outside 0.." + std::to_string(*count - 1) +
+                      " (shards are numbered from 0); " + fix);
+  return ShardSpec{*index, *count, origin};
+}
+
 }  // namespace
+
+int64_t shard_of_item(std::string_view item_id, int64_t count) {
+  return static_cast<int64_t>(xxhash64(item_id) % static_cast<uint64_t>(count));
+}
+
+std::optional<ShardSpec> resolve_shard(const std::string& flag, const std::function<const char*(const char*)>& getenv) {
+  if (!flag.empty()) {
+    const size_t slash = flag.find('/');
+    const std::string origin = "--shard " + echo_user_text(flag);
+    if (slash == std::string::npos) throw_usage_error(origin + ": give the shard as INDEX/COUNT, e.g. --shard 0/4");
+    return checked_shard(std::string_view(flag).substr(0, slash), std::string_view(flag).substr(slash + 1), origin,
+                         "e.g. --shard 0/4 is the first of four");
+  }
+  auto value = [&](const char* name) -> std::optional<std::string> {
+    const char* v = getenv(name);
+    if (!v) return std::nullopt;
+    return std::string(v);
+  };
+  // The scheduler's own variables: a Slurm array task, else a Kubernetes Indexed Job pod.
+  const std::pair<const char*, const char*> sources[] = {{"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"},
+                                                         {"JOB_COMPLETION_INDEX", "KVGATE_SHARD_COUNT"}};
+  for (const auto& [index_var, count_var] : sources) {
+    const std::optional<std::string> index = value(index_var);
+    if (!index) continue;
+    const std::optional<std::string> count = value(count_var);
+    const std::string fix = "pass --shard INDEX/COUNT to override, or --shard 0/1 to run the whole plan";
+    if (!count)
+      throw_usage_error(std::string(index_var) + "=" + echo_user_text(*index) + " is set but " + count_var +
+                        " is not: kvgate takes its shard from them; " + fix);
+    return checked_shard(*index, *count,
+                         std::string(index_var) + "=" + echo_user_text(*index) + ", " + count_var + "=" + echo_user_text(*count),
+                         fix);
+  }
+  return std::nullopt;
+}
+
+size_t EvalPlan::plan_items() const {
+  return limit > 0 ? std::min(workload.items.size(), static_cast<size_t>(limit)) : workload.items.size();
+}
+
+void select_items(EvalPlan& plan) {
+  plan.selected.clear();
+  for (size_t i = 0; i < plan.plan_items(); ++i)
+    if (!plan.shard || shard_of_item(plan.workload.items[i].id, plan.shard->count) == plan.shard->index)
+      plan.selected.push_back(i);
+}
+
+std::string describe_plan(const EvalPlan& plan, const PlanSettings& s) {
+  std::string text = "kvgate_plan 1\n";
+  text += "workload " + plan.workload.source + "\n";
+  text += "workload_hash " + plan.workload.hash + "\n";
+  text += "items " + std::to_string(plan.plan_items()) + "\n";
+  text += "model_sha256 " + s.model_sha256 + "\n";
+  for (const PlannedConfig& c : plan.configs) text += std::string("config ") + config_role_name(c.role) + " " + c.spec + "\n";
+  text += "max_new_tokens " + std::to_string(s.max_new_tokens) + "\n";
+  text += "threads " + std::to_string(s.threads) + "\n";
+  text += "backend " + s.backend + "\n";
+  text += "kvgate " + s.kvgate_version + " git " + s.git_sha + "\n";
+  return text;
+}
+
+std::string plan_value(const std::string& plan_text, const std::string& key) {
+  const std::string prefix = key + " ";
+  for (size_t at = 0; at < plan_text.size();) {
+    const size_t end = std::min(plan_text.find('\n', at), plan_text.size());
+    if (plan_text.compare(at, prefix.size(), prefix) == 0) return plan_text.substr(at + prefix.size(), end - at - prefix.size());
+    at = end + 1;
+  }
+  return "";
+}
 
 const char* config_role_name(ConfigRole role) { return role == ConfigRole::reference ? "reference" : "candidate"; }
 
@@ -74,8 +165,11 @@ EvalPlan plan_from_flags(const PlanFlags& f) {
   EvalPlan plan;
   plan.workload = std::move(loaded.workload);
   plan.model = f.model;
+  plan.limit = f.limit;
+  plan.shard = f.shard;
   add_config(plan, ConfigRole::reference, kernels::parse_kv_config(f.ref.empty() ? loaded.suite_ref : f.ref));
   for (kernels::KvConfig& c : candidates) add_config(plan, ConfigRole::candidate, std::move(c));
+  select_items(plan);
   return plan;
 }
 
@@ -94,6 +188,7 @@ EvalPlan plan_from_stored_run(int64_t run_id, const std::string& source, const s
   add_config(plan, ConfigRole::reference, kernels::parse_kv_config(ref->spec));
   for (const StoredConfig& c : configs)
     if (c.role == ConfigRole::candidate) add_config(plan, ConfigRole::candidate, kernels::parse_kv_config(c.spec));
+  select_items(plan);
   return plan;
 }
 

@@ -7,10 +7,14 @@
 // A config is one column of results. Today every config runs on the run's one model through
 // the run's one engine and differs by its KV spec. A config that names its own model or serving
 // endpoint (engine mode) would be a field of PlannedConfig, the runner already keeping one
-// engine per config; a shard (docs/scale-out.md: the items whose id hashes to I mod N, taken
-// after --limit) would be a field of EvalPlan that selects the items the runner prepares.
+// engine per config. A shard (docs/scale-out.md) is a field of the plan: `selected` holds the
+// items this run runs (--limit's first K of the workload, then the shard's part of those), and
+// the runner prepares and runs only those, whatever engine serves the configs.
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "evalsets/item.h"
@@ -34,14 +38,58 @@ struct Workload {
   std::string hash;    // content hash of the items; a resumed run requires the same
 };
 
+// Shard `index` of `count`: the plan's items whose id hashes there (shard_of_item).
+struct ShardSpec {
+  int64_t index = 0, count = 1;
+  std::string origin;  // where it came from, for people: "--shard 1/4", "SLURM_ARRAY_TASK_ID=1, ..."
+};
+
+// The shard of `count` that item `item_id` belongs to: xxHash64 of the id alone, so adding or
+// removing other items never moves an item to another shard.
+int64_t shard_of_item(std::string_view item_id, int64_t count);
+
+// The shard a command runs: `flag` ("I/N", from --shard) if given, else from a scheduler's
+// environment as read through `getenv`: SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_COUNT, else
+// JOB_COMPLETION_INDEX with KVGATE_SHARD_COUNT; nullopt when none of them is set. Usage error
+// naming the flag or the variables for a malformed number, an index outside 0..N-1, or an index
+// without its count.
+std::optional<ShardSpec> resolve_shard(const std::string& flag, const std::function<const char*(const char*)>& getenv);
+
 struct EvalPlan {
   Workload workload;
   std::string model;  // --model PATH, the resumed run's model, or "" for the default model
   std::vector<PlannedConfig> configs;  // the reference first, then the candidates
   int64_t resume_run = 0;  // the stored run this plan continues; 0 for a new run
+  int64_t limit = 0;       // --limit: the plan holds only the workload's first `limit` items (0: all)
+  std::optional<ShardSpec> shard;
+  std::vector<size_t> selected;  // indices into workload.items this run runs, in workload order (select_items)
 
   const PlannedConfig& reference() const { return configs.front(); }
+  // The plan's items, before any partition: the workload's first plan_items().
+  size_t plan_items() const;
+  // Whether --limit leaves workload items out: such a run is never complete, only interrupted.
+  bool leaves_items_out() const { return plan_items() < workload.items.size(); }
 };
+
+// Fills plan.selected from the workload, plan.limit and plan.shard; the plan builders below end
+// with it, and whoever changes limit or shard afterwards calls it again.
+void select_items(EvalPlan& plan);
+
+// What the plan's numbers also depend on, beyond the plan itself.
+struct PlanSettings {
+  std::string model_sha256;
+  int64_t threads = 0;  // results are bit-identical for one thread count only
+  int64_t max_new_tokens = 0;
+  std::string backend;
+  std::string kvgate_version, git_sha;  // shards of one plan run one kvgate build
+};
+
+// Everything that must be equal across the shards of one plan (and equal to an unsharded run
+// it is compared with), as canonical text, one "key value" per line; its xxHash64 is the plan
+// hash. Not in it: the shard, host and times.
+std::string describe_plan(const EvalPlan& plan, const PlanSettings& settings);
+// The value of `key` in describe_plan()'s text ("" if absent).
+std::string plan_value(const std::string& plan_text, const std::string& key);
 
 // The flags of `kvgate eval` / `kvgate replay` that choose what to run.
 struct PlanFlags {
@@ -50,6 +98,8 @@ struct PlanFlags {
   std::string kv;   // comma-separated candidates; empty: the suite's
   std::string ref;  // empty: the suite's, else f16
   std::string model;
+  int64_t limit = 0;               // --limit
+  std::optional<ShardSpec> shard;  // resolve_shard
 };
 
 // Usage error (exit 2) when not exactly one source is given, no candidate is left, or a config

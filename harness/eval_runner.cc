@@ -156,8 +156,9 @@ std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const LoadedModel&
   const Workload& w = plan.workload;
   const std::string where = w.source.rfind("suite:", 0) == 0 ? "suite " + w.name : w.name;
   std::vector<PreparedItem> out;
-  out.reserve(w.items.size());
-  for (const evalsets::EvalItem& item : w.items) {
+  out.reserve(plan.selected.size());
+  for (const size_t index : plan.selected) {
+    const evalsets::EvalItem& item = w.items[index];
     PreparedItem p{&item, segment_item(item, model, lm.tokenizer), 0};
     // The longest sequence the item needs: all of it, or a scored span's context plus the greedy
     // answer probed there (its last token is never fed back).
@@ -363,8 +364,7 @@ EvalResult run_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine
   result.run_id = recorder.run_id();
   try {
     std::vector<ConfigTotals> totals(plan.configs.size());
-    const size_t n_items =
-        options.limit > 0 ? std::min<size_t>(prepared.size(), static_cast<size_t>(options.limit)) : prepared.size();
+    const size_t n_items = prepared.size();
     result.items_total = static_cast<int64_t>(n_items);
     for (size_t it = 0; it < n_items; ++it) {
       const evalsets::EvalItem& item = *prepared[it].item;
@@ -396,7 +396,8 @@ EvalResult run_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine
     }
     for (size_t c = 0; c < plan.configs.size(); ++c) result.configs.push_back(summary_row(plan.configs[c], totals[c], shape));
     // A --limit run leaves items out, so it stays resumable rather than complete.
-    recorder.finish(result.items_run + result.items_skipped == static_cast<int64_t>(prepared.size()));
+    recorder.finish(result.items_run + result.items_skipped == static_cast<int64_t>(prepared.size()) &&
+                    !plan.leaves_items_out());
   } catch (...) {
     recorder.fail();
     throw;

@@ -45,7 +45,6 @@ struct EvalOptions {
   int threads = 0;          // CPU workers of the engine the caller makes
   std::string backend = "cpu";
   int max_new_tokens = 32;  // greedy tokens per scored span (fewer if the span is shorter)
-  int limit = 0;            // items to run (0 = all)
 };
 
 // The printed summary, over the items this invocation ran (a resumed run's earlier items are
@@ -70,15 +69,16 @@ struct EvalResult {
   double seconds = 0;
 };
 
-// Renders and tokenizes every item of the plan's workload. Input error (exit 2), naming the
+// Renders and tokenizes every item the plan selects (EvalPlan::selected: --limit, then the
+// shard). Input error (exit 2), naming the
 // workload, the item, its token count and the limit, when an item with its greedy answers would
 // not fit in the model's trained context (GGUF context_length); nothing has run yet then.
 std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const LoadedModel& lm, const EvalOptions& options);
 
 // Runs the plan on `engine`: prepares every item (see prepare_items), opens the run through
 // `recorder`, runs each item through every config and records it, then marks the run complete
-// (or interrupted after --limit, or failed on an error). Items a resumed run already holds are
-// skipped.
+// (or interrupted when --limit left items out, or failed on an error). Items a resumed run
+// already holds are skipped.
 EvalResult run_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine& engine, RunRecorder& recorder,
                     const EvalOptions& options, const std::function<void(const std::string&)>& progress);
 

@@ -1,7 +1,10 @@
 #include "harness/model_bench.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -90,8 +93,40 @@ double measure_gpu_gemm_gflop_s(int rows, int cols, int n) {
 
 }  // namespace
 
+namespace {
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Random tokens as llama-bench uses (uniform over the vocabulary), from a fixed seed.
+std::vector<int32_t> random_tokens(Rng& rng, size_t n, uint32_t vocab) {
+  std::vector<int32_t> tokens(n);
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng.below(vocab));
+  return tokens;
+}
+
+void summarize(ModelBenchTest& t) {
+  const double n = static_cast<double>(t.samples_tok_s.size());
+  double sum = 0, sq = 0;
+  for (double v : t.samples_tok_s) sum += v;
+  t.avg_tok_s = sum / n;
+  for (double v : t.samples_tok_s) sq += (v - t.avg_tok_s) * (v - t.avg_tok_s);
+  t.stddev_tok_s = n > 1 ? std::sqrt(sq / (n - 1)) : 0.0;
+  t.best_tok_s = *std::max_element(t.samples_tok_s.begin(), t.samples_tok_s.end());
+}
+
+}  // namespace
+
 ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
-  if (o.prefill_tokens < 1 || o.decode_steps < 1) throw_usage_error("bench model: token counts must be positive");
+  if (o.prefill_tokens < 0 || o.decode_steps < 0) throw_usage_error("bench model: token counts must not be negative");
+  if (o.prefill_tokens == 0 && (o.decode_steps == 0 || o.decode_contexts.empty()))
+    throw_usage_error("bench model: nothing to measure (no prefill tokens and no decode steps)");
+  if (o.repetitions < 1) throw_usage_error("bench model: --repetitions must be at least 1");
+  for (int d : o.decode_contexts)
+    if (d < 0) throw_usage_error("bench model: a decode context (depth) must not be negative");
   LoadedModel lm = load_model(o.model);
   const runtime::Model& model = *lm.model;
   const runtime::ModelArch& a = model.arch();
@@ -101,63 +136,90 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
   r.backend = engine->backend();
   r.device = engine->device();
   r.threads = o.threads > 0 ? o.threads : ThreadPool(0).size();
+  r.repetitions = o.repetitions;
   r.weight_bytes = static_cast<double>(engine->weight_bytes());
   const double E = a.n_embd, F = a.n_ff, Q = static_cast<double>(a.n_heads) * a.head_dim,
                KV = static_cast<double>(a.n_kv_heads) * a.head_dim;
   // q, k, v, o projections + gate, up, down per layer, and the output head.
   r.flops_per_token = 2.0 * (a.n_layers * (E * Q + 2 * E * KV + Q * E + 3 * E * F) + E * a.n_vocab);
+  const int bound_rows = std::max(o.prefill_tokens, 64);
   if (r.backend == "cpu") {
     ThreadPool pool(o.threads);
     r.copy_gb_s = measure_copy_gb_s();
-    r.sgemm_gflop_s = measure_sgemm_gflop_s(pool, static_cast<int>(a.n_ff), static_cast<int>(a.n_embd), o.prefill_tokens);
+    r.sgemm_gflop_s = measure_sgemm_gflop_s(pool, static_cast<int>(a.n_ff), static_cast<int>(a.n_embd), bound_rows);
   } else {
 #if defined(KVGATE_HAVE_GPU_RUNTIME)
     // Bytes read per second, as for the CPU: a device copy reads and writes each byte once.
     r.copy_gb_s = kernels::gpu::device_copy_gbps(size_t{1} << 30, 10) / 2;
-    r.sgemm_gflop_s = measure_gpu_gemm_gflop_s(static_cast<int>(a.n_ff), static_cast<int>(a.n_embd), o.prefill_tokens);
+    r.sgemm_gflop_s = measure_gpu_gemm_gflop_s(static_cast<int>(a.n_ff), static_cast<int>(a.n_embd), bound_rows);
 #endif
   }
 
-  const int max_ctx = *std::max_element(o.decode_contexts.begin(), o.decode_contexts.end());
-  if (max_ctx + o.decode_steps > static_cast<int>(a.n_ctx_train))
-    throw_usage_error("bench model: context " + std::to_string(max_ctx) + " exceeds the model's " +
-                      std::to_string(a.n_ctx_train));
-  std::vector<int32_t> filler(static_cast<size_t>(std::max(max_ctx, o.prefill_tokens)));
+  const std::vector<int> depths = o.decode_steps > 0 ? o.decode_contexts : std::vector<int>();
+  const int max_depth = depths.empty() ? 0 : *std::max_element(depths.begin(), depths.end());
+  if (static_cast<int64_t>(max_depth) + o.decode_steps > static_cast<int64_t>(a.n_ctx_train) ||
+      o.prefill_tokens > static_cast<int>(a.n_ctx_train))
+    throw_usage_error("bench model: context " + std::to_string(std::max(max_depth + o.decode_steps, o.prefill_tokens)) +
+                      " exceeds the model's " + std::to_string(a.n_ctx_train));
   Rng rng(7);
-  for (int32_t& t : filler) t = static_cast<int32_t>(100 + rng.below(20000));
+  const std::vector<int32_t> prompt = random_tokens(rng, static_cast<size_t>(o.prefill_tokens), a.n_vocab);
+  const std::vector<int32_t> fill = random_tokens(rng, static_cast<size_t>(max_depth), a.n_vocab);
+  const std::vector<int32_t> generated = random_tokens(rng, static_cast<size_t>(o.decode_steps), a.n_vocab);
   std::vector<float> logits(static_cast<size_t>(a.n_vocab));
+  auto forward = [&](runtime::EngineSequence& seq, const int32_t* tokens, size_t n) {
+    engine->forward(seq, std::span<const int32_t>(tokens, n), false, logits.data());
+  };
 
   for (const std::string& spec : o.kv) {
     const kernels::KvConfig config = kernels::parse_kv_config(spec);
     const kernels::KvShape shape{static_cast<int>(a.n_layers), static_cast<int>(a.n_kv_heads), static_cast<int>(a.head_dim)};
-    ModelBenchRow row;
-    row.kv = config.canonical();
-    {
-      const auto seq = engine->start(config, o.prefill_tokens);
-      const auto t0 = Clock::now();
-      engine->forward(*seq, std::span<const int32_t>(filler.data(), static_cast<size_t>(o.prefill_tokens)), false,
-                      logits.data());
-      const double s = seconds_since(t0);
-      row.prefill_tok_s = o.prefill_tokens / s;
-      row.prefill_gflop_s = row.prefill_tok_s * r.flops_per_token / 1e9;
-    }
-    for (int ctx : o.decode_contexts) {
-      const auto seq = engine->start(config, ctx + o.decode_steps);
-      for (int start = 0; start < ctx; start += 512) {
-        const int len = std::min(512, ctx - start);
-        engine->forward(*seq, std::span<const int32_t>(filler.data() + start, static_cast<size_t>(len)), false,
-                        logits.data());
+    if (o.prefill_tokens > 0) {
+      ModelBenchTest t;
+      t.kv = config.canonical();
+      t.n_prompt = o.prefill_tokens;
+      t.name = "pp" + std::to_string(o.prefill_tokens);
+      for (int rep = -1; rep < o.repetitions; ++rep) {  // rep -1: the warmup
+        const auto seq = engine->start(config, o.prefill_tokens);
+        const double cpu0 = process_cpu_seconds();
+        const auto t0 = Clock::now();
+        forward(*seq, prompt.data(), prompt.size());
+        const double s = seconds_since(t0), cpu = process_cpu_seconds() - cpu0;
+        if (rep < 0) continue;
+        t.samples_tok_s.push_back(o.prefill_tokens / s);
+        t.samples_cpu_s.push_back(cpu);
       }
-      int32_t tok = 42;
-      const auto t0 = Clock::now();
-      for (int i = 0; i < o.decode_steps; ++i) engine->forward(*seq, std::span<const int32_t>(&tok, 1), false, logits.data());
-      const double per_token = seconds_since(t0) / o.decode_steps;
-      row.contexts.push_back(ctx);
-      row.decode_tok_s.push_back(1.0 / per_token);
-      const double bytes = r.weight_bytes + (ctx + o.decode_steps / 2.0) * config.bytes_per_token(shape);
-      row.decode_gb_s.push_back(bytes / per_token / 1e9);
+      summarize(t);
+      t.rate = t.avg_tok_s * r.flops_per_token / 1e9;
+      t.ratio_to_bound = r.sgemm_gflop_s > 0 ? t.rate / r.sgemm_gflop_s : 0.0;
+      r.tests.push_back(std::move(t));
     }
-    r.rows.push_back(std::move(row));
+    for (int depth : depths) {
+      ModelBenchTest t;
+      t.kv = config.canonical();
+      t.n_gen = o.decode_steps;
+      t.n_depth = depth;
+      t.name = "tg" + std::to_string(o.decode_steps) + (depth > 0 ? " @ d" + std::to_string(depth) : "");
+      for (int rep = -1; rep < o.repetitions; ++rep) {
+        const auto seq = engine->start(config, depth + o.decode_steps);
+        if (rep < 0) {  // warmup: one step, as llama-bench's
+          forward(*seq, generated.data(), 1);
+          continue;
+        }
+        for (int start = 0; start < depth; start += 512)
+          forward(*seq, fill.data() + start, static_cast<size_t>(std::min(512, depth - start)));
+        const double cpu0 = process_cpu_seconds();
+        const auto t0 = Clock::now();
+        for (int i = 0; i < o.decode_steps; ++i) forward(*seq, generated.data() + i, 1);
+        const double s = seconds_since(t0), cpu = process_cpu_seconds() - cpu0;
+        t.samples_tok_s.push_back(o.decode_steps / s);
+        t.samples_cpu_s.push_back(cpu);
+      }
+      summarize(t);
+      const double bytes = r.weight_bytes + (depth + o.decode_steps / 2.0) * config.bytes_per_token(shape);
+      t.rate = bytes * t.avg_tok_s / 1e9;
+      t.ratio_to_bound = r.copy_gb_s > 0 ? t.rate / r.copy_gb_s : 0.0;
+      r.tests.push_back(std::move(t));
+    }
   }
   return r;
 }

@@ -8,18 +8,54 @@
 
 namespace kvgate::harness {
 
-EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id) {
+EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id, int64_t limit,
+                                     const std::optional<ShardSpec>& shard) {
   const std::optional<results::RunRecord> run = store.find_run(run_id);
   if (!run) throw_usage_error(store.path() + ": no run " + std::to_string(run_id) + " to resume");
   if (run->status == "complete") throw_usage_error(store.path() + ": run " + std::to_string(run_id) + " is already complete");
   std::vector<StoredConfig> configs;
   for (const results::RunConfigRecord& c : store.run_configs(run_id))
     configs.push_back({c.spec, c.role == "reference" ? ConfigRole::reference : ConfigRole::candidate});
-  return plan_from_stored_run(run_id, run->info.suite_name, run->info.suite_hash, run->info.model_path, configs);
+  EvalPlan plan = plan_from_stored_run(run_id, run->info.suite_name, run->info.suite_hash, run->info.model_path, configs);
+  const std::optional<results::RunPlan> stored = store.run_plan(run_id);
+  if (stored && stored->shard_index) {
+    const std::string run_name = store.path() + ": run " + std::to_string(run_id);
+    const std::string stored_shard = std::to_string(*stored->shard_index) + "/" + std::to_string(*stored->shard_count);
+    if (shard && (shard->index != *stored->shard_index || shard->count != *stored->shard_count))
+      throw_usage_error(run_name + " is shard " + stored_shard + ", not " + std::to_string(shard->index) + "/" +
+                        std::to_string(shard->count) + "; resume it without --shard");
+    if (limit > 0 && limit != stored->plan_items)
+      throw_usage_error(run_name + " is a shard of a plan of " + std::to_string(stored->plan_items) +
+                        " items; resume it without --limit");
+    plan.shard = ShardSpec{*stored->shard_index, *stored->shard_count, stored->shard_origin};
+    plan.limit = stored->plan_items;
+  } else {
+    if (shard) throw_usage_error(store.path() + ": run " + std::to_string(run_id) + " is not a shard; resume it without --shard");
+    plan.limit = limit;
+  }
+  select_items(plan);
+  return plan;
 }
 
-RunRecorder::RunRecorder(results::Store& store, const EvalPlan& plan, results::RunInfo info)
-    : store_(store), plan_(plan), info_(std::move(info)) {}
+RunRecorder::RunRecorder(results::Store& store, const EvalPlan& plan, results::RunInfo info, std::string plan_text)
+    : store_(store), plan_(plan), info_(std::move(info)), plan_text_(std::move(plan_text)),
+      plan_hash_(hex_u64(xxhash64(plan_text_))) {}
+
+void RunRecorder::record_plan() {
+  results::RunPlan record{plan_hash_, plan_text_, static_cast<int64_t>(plan_.plan_items()), std::nullopt, std::nullopt, {}};
+  std::vector<results::PlanItem> items;
+  if (plan_.shard) {
+    record.shard_index = plan_.shard->index;
+    record.shard_count = plan_.shard->count;
+    record.shard_origin = plan_.shard->origin;
+    // The whole plan's items with their shards: a merge names the items of a missing shard.
+    for (size_t i = 0; i < plan_.plan_items(); ++i) {
+      const std::string& id = plan_.workload.items[i].id;
+      items.push_back({static_cast<int64_t>(i), id, shard_of_item(id, plan_.shard->count)});
+    }
+  }
+  store_.record_plan(run_id_, record, items);
+}
 
 void RunRecorder::open(const kernels::KvShape& shape) {
   if (plan_.resume_run > 0) {
@@ -33,6 +69,7 @@ void RunRecorder::open(const kernels::KvShape& shape) {
       config_ids_.push_back(it->second);
     }
     store_.resume_run(run_id_);
+    record_plan();
     stored_ = store_.finished_pairs(run_id_);
     return;
   }
@@ -44,6 +81,7 @@ void RunRecorder::open(const kernels::KvShape& shape) {
                          c.kv.bytes_per_token(shape));
     config_ids_.push_back(id);
   }
+  record_plan();
 }
 
 bool RunRecorder::holds(const std::string& item_key) const {

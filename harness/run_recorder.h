@@ -4,6 +4,7 @@
 // transaction, and marks the run complete, interrupted or failed. `kvgate eval` and `kvgate
 // replay` reach the store only through it.
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -30,29 +31,38 @@ struct ItemRecord {
 
 class RunRecorder {
  public:
-  // The plan that continues stored run `run_id`. Usage error: no such run, or it is complete.
-  static EvalPlan plan_to_resume(results::Store& store, int64_t run_id);
+  // The plan that continues stored run `run_id`, up to --limit `limit` (0: all). A shard run
+  // continues as the same shard of the same items: usage error if `shard` (an explicit
+  // --shard) or a non-zero `limit` says otherwise. Usage error: no such run, or it is complete.
+  static EvalPlan plan_to_resume(results::Store& store, int64_t run_id, int64_t limit,
+                                 const std::optional<ShardSpec>& shard);
 
   // `info` describes a new run; a plan that resumes a run keeps the stored description.
-  RunRecorder(results::Store& store, const EvalPlan& plan, results::RunInfo info);
+  // `plan_text` is describe_plan()'s text, recorded with the run with its hash.
+  RunRecorder(results::Store& store, const EvalPlan& plan, results::RunInfo info, std::string plan_text);
 
-  // Writes the new run and attaches the plan's configs (their sizes for `shape`), or puts the
-  // resumed run back to 'running'. Nothing is written before this.
+  // Writes the new run, attaches the plan's configs (their sizes for `shape`) and records the
+  // plan (a shard also lists the plan's items and their shards), or puts the resumed run back to
+  // 'running' with its plan brought up to date. Nothing is written before this.
   void open(const kernels::KvShape& shape);
   int64_t run_id() const { return run_id_; }
+  const std::string& plan_hash() const { return plan_hash_; }
   // Whether every config of the plan already has this item stored (a resumed run skips it).
   bool holds(const std::string& item_key) const;
   void record(ItemRecord item);
-  // complete: every item of the workload is stored; otherwise the run stays resumable
-  // ('interrupted', e.g. after --limit).
+  // complete: every item of the plan's selection is stored and --limit left none of the
+  // workload out; otherwise the run stays resumable ('interrupted').
   void finish(bool complete);
   // The run stopped on an error. Does nothing before open().
   void fail();
 
  private:
+  void record_plan();
+
   results::Store& store_;
   const EvalPlan& plan_;
   results::RunInfo info_;
+  std::string plan_text_, plan_hash_;
   int64_t run_id_ = 0;
   std::vector<int64_t> config_ids_;  // in the plan's order
   std::set<std::pair<std::string, int64_t>> stored_;  // (item key, config id) already in the store

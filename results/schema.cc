@@ -144,7 +144,46 @@ CREATE INDEX kernel_benchmarks_by_run ON kernel_benchmarks(run_id);
 CREATE INDEX gate_decisions_by_candidate ON gate_decisions(candidate_run_id);
 )sql";
 
-constexpr std::string_view kMigrations[] = {kMigration1};
+// Sharded runs (docs/scale-out.md). Every eval/replay run records its plan: the canonical text of
+// everything that decides its numbers and that hash, which shards of one plan share. A shard
+// also lists the plan's items with the shard each belongs to, so a merge can name what is
+// missing; a merged run lists the shard runs it was made from.
+constexpr std::string_view kMigrationShardedRuns = R"sql(
+CREATE TABLE run_plans (
+  run_id       INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  plan_hash    TEXT NOT NULL,
+  plan         TEXT NOT NULL,
+  plan_items   INTEGER NOT NULL,
+  shard_index  INTEGER,
+  shard_count  INTEGER,
+  shard_origin TEXT,
+  CHECK ((shard_index IS NULL) = (shard_count IS NULL)),
+  CHECK (shard_count IS NULL OR (shard_count >= 1 AND shard_index >= 0 AND shard_index < shard_count))
+);
+
+CREATE TABLE run_plan_items (
+  run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  position    INTEGER NOT NULL,
+  item_key    TEXT NOT NULL,
+  shard_index INTEGER NOT NULL,
+  PRIMARY KEY (run_id, position)
+);
+
+CREATE TABLE run_merges (
+  run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  shard_index   INTEGER NOT NULL,
+  shard_count   INTEGER NOT NULL,
+  source_db     TEXT NOT NULL,
+  source_run_id INTEGER NOT NULL,
+  host          TEXT NOT NULL,
+  started_at    TEXT NOT NULL,
+  finished_at   TEXT,
+  digest        TEXT NOT NULL,
+  PRIMARY KEY (run_id, shard_index)
+);
+)sql";
+
+constexpr std::string_view kMigrations[] = {kMigration1, kMigrationShardedRuns};
 
 }  // namespace
 

@@ -146,24 +146,35 @@ std::optional<int64_t> Statement::column_optional_int(int column) const {
   return column_int(column);
 }
 
-Transaction::Transaction(Connection& connection) : connection_(&connection) {
-  Statement(connection, "BEGIN IMMEDIATE").run();
+Transaction::Transaction(Connection& connection)
+    : connection_(&connection), nested_(sqlite3_get_autocommit(connection.handle()) == 0) {
+  Statement(connection, nested_ ? "SAVEPOINT kvgate_nested" : "BEGIN IMMEDIATE").run();
 }
 
-Transaction::Transaction(Transaction&& other) noexcept : connection_(other.connection_) { other.connection_ = nullptr; }
+Transaction::Transaction(Transaction&& other) noexcept : connection_(other.connection_), nested_(other.nested_) {
+  other.connection_ = nullptr;
+}
 
 Transaction::~Transaction() {
   if (!connection_) return;
   // A destructor must not throw; if the rollback itself fails, SQLite rolls back the open
   // transaction when the connection closes, so nothing partial is ever committed.
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(connection_->handle(), "ROLLBACK", -1, &stmt, nullptr) == SQLITE_OK) sqlite3_step(stmt);
-  sqlite3_finalize(stmt);
+  auto run_quietly = [this](const char* sql) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(connection_->handle(), sql, -1, &stmt, nullptr) == SQLITE_OK) sqlite3_step(stmt);
+    sqlite3_finalize(stmt);
+  };
+  if (nested_) {
+    run_quietly("ROLLBACK TO kvgate_nested");
+    run_quietly("RELEASE kvgate_nested");
+  } else {
+    run_quietly("ROLLBACK");
+  }
 }
 
 void Transaction::commit() {
   if (!connection_) throw_internal_error("commit of a transaction that is already finished");
-  Statement(*connection_, "COMMIT").run();
+  Statement(*connection_, nested_ ? "RELEASE kvgate_nested" : "COMMIT").run();
   connection_ = nullptr;
 }
 

@@ -77,7 +77,9 @@ class Statement {
 
 // BEGIN IMMEDIATE takes the write lock up front, so two writers queue on the busy timeout
 // instead of one failing with SQLITE_BUSY when it upgrades a read lock mid-transaction.
-// Destroying an uncommitted transaction rolls it back.
+// Destroying an uncommitted transaction rolls it back. A transaction begun while another is
+// open on the connection is a savepoint inside it: its commit folds it into the outer one, so
+// writers that commit per item (ItemWriter) also compose into one all-or-nothing merge.
 class Transaction {
  public:
   explicit Transaction(Connection& connection);
@@ -89,6 +91,7 @@ class Transaction {
 
  private:
   Connection* connection_;
+  bool nested_ = false;
 };
 
 }  // namespace kvgate::results

@@ -444,4 +444,61 @@ std::vector<GateDecision> Store::gate_decisions_for_candidate(int64_t candidate_
   return out;
 }
 
+void Store::record_plan(int64_t run_id, const RunPlan& plan, const std::vector<PlanItem>& items) {
+  Transaction tx(*connection_);
+  {
+    Statement del(*connection_, "DELETE FROM run_plan_items WHERE run_id = ?1");
+    del.bind(1, run_id).run();
+  }
+  Statement s(*connection_,
+              "INSERT INTO run_plans (run_id, plan_hash, plan, plan_items, shard_index, shard_count, shard_origin) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (run_id) DO UPDATE SET plan_hash = excluded.plan_hash, "
+              "plan = excluded.plan, plan_items = excluded.plan_items, shard_index = excluded.shard_index, "
+              "shard_count = excluded.shard_count, shard_origin = excluded.shard_origin");
+  s.bind(1, run_id).bind(2, plan.plan_hash).bind(3, plan.plan).bind(4, plan.plan_items).bind(5, plan.shard_index);
+  s.bind(6, plan.shard_count);
+  if (plan.shard_index) {
+    s.bind(7, plan.shard_origin);
+  } else {
+    s.bind_null(7);
+  }
+  s.run();
+  Statement item(*connection_, "INSERT INTO run_plan_items (run_id, position, item_key, shard_index) VALUES (?1, ?2, ?3, ?4)");
+  for (const PlanItem& p : items) {
+    item.reset();
+    item.bind(1, run_id).bind(2, p.position).bind(3, p.item_key).bind(4, p.shard_index);
+    item.run();
+  }
+  tx.commit();
+}
+
+std::optional<RunPlan> Store::run_plan(int64_t run_id) {
+  Statement s(*connection_,
+              "SELECT plan_hash, plan, plan_items, shard_index, shard_count, shard_origin FROM run_plans WHERE run_id = ?1");
+  s.bind(1, run_id);
+  if (!s.step()) return std::nullopt;
+  return RunPlan{s.column_text(0), s.column_text(1), s.column_int(2), s.column_optional_int(3), s.column_optional_int(4),
+                 s.column_text(5)};
+}
+
+std::vector<PlanItem> Store::run_plan_items(int64_t run_id) {
+  Statement s(*connection_, "SELECT position, item_key, shard_index FROM run_plan_items WHERE run_id = ?1 ORDER BY position");
+  s.bind(1, run_id);
+  std::vector<PlanItem> out;
+  while (s.step()) out.push_back({s.column_int(0), s.column_text(1), s.column_int(2)});
+  return out;
+}
+
+std::vector<MergeSource> Store::merge_sources(int64_t run_id) {
+  Statement s(*connection_,
+              "SELECT shard_index, shard_count, source_db, source_run_id, host, started_at, finished_at, digest "
+              "FROM run_merges WHERE run_id = ?1 ORDER BY shard_index");
+  s.bind(1, run_id);
+  std::vector<MergeSource> out;
+  while (s.step())
+    out.push_back({s.column_int(0), s.column_int(1), s.column_text(2), s.column_int(3), s.column_text(4), s.column_text(5),
+                   s.column_text(6), s.column_text(7)});
+  return out;
+}
+
 }  // namespace kvgate::results

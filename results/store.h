@@ -132,6 +132,41 @@ struct RunTurnMetrics {
   TurnMetrics turn;
 };
 
+// What decides a run's numbers (docs/scale-out.md): `plan` is canonical text, one "key value"
+// per line, and `plan_hash` its hash; runs of one plan, sharded or not, share both. A shard run
+// also has its place in the plan.
+struct RunPlan {
+  std::string plan_hash;
+  std::string plan;
+  int64_t plan_items = 0;  // items of the whole plan, before any partition
+  std::optional<int64_t> shard_index, shard_count;  // nullopt: not a shard
+  std::string shard_origin;  // where the shard came from: "--shard", "SLURM_ARRAY_TASK_ID=...", ...
+};
+
+// One item of a shard's plan: its position in the plan's order and the shard it belongs to.
+struct PlanItem {
+  int64_t position = 0;
+  std::string item_key;
+  int64_t shard_index = 0;
+};
+
+// One shard run a merged run was made from.
+struct MergeSource {
+  int64_t shard_index = 0, shard_count = 0;
+  std::string source_db;
+  int64_t source_run_id = 0;
+  std::string host, started_at, finished_at;
+  std::string digest;  // of the shard run's stored rows: the same digest means the same shard run
+};
+
+struct MergeResult {
+  int64_t run_id = 0;
+  bool already_merged = false;  // these shards were merged into this database before: nothing written
+  std::string status;           // the merged run's: complete, or interrupted for a --limit plan
+  int64_t items = 0, shards = 0;
+  std::string plan_hash;
+};
+
 class Store;
 
 // Writes everything one item produces in one transaction. Nothing is visible to other
@@ -192,6 +227,20 @@ class Store {
   std::vector<RunTurnMetrics> run_turn_metrics(int64_t run_id);
   // Gate decisions stored with this run as the candidate, oldest first.
   std::vector<GateDecision> gate_decisions_for_candidate(int64_t candidate_run_id);
+
+  // Records (or, for a resumed run, replaces) the run's plan and, for a shard, the plan's items.
+  void record_plan(int64_t run_id, const RunPlan& plan, const std::vector<PlanItem>& items);
+  std::optional<RunPlan> run_plan(int64_t run_id);       // nullopt: made before plans were recorded
+  std::vector<PlanItem> run_plan_items(int64_t run_id);  // by position; empty unless a shard
+  std::vector<MergeSource> merge_sources(int64_t run_id);  // by shard index; empty unless merged
+
+  // `kvgate runs merge` (results/merge.cc): the latest run of each shard database, checked to be
+  // the N shards of one plan, each complete, every item of the plan held exactly once, written
+  // into `out_path` (created if missing) as one run, in one transaction. Merging the same shard
+  // runs again returns the run they made (already_merged) and writes nothing. Input error (exit
+  // 2) naming the database, shard and items at fault otherwise; nothing is written then.
+  static MergeResult merge_shards(const std::string& out_path, const std::vector<std::string>& shard_paths,
+                                  const std::string& command);
 
  private:
   explicit Store(std::unique_ptr<Connection> connection) : connection_(std::move(connection)) {}

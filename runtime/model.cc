@@ -366,9 +366,11 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
     const LayerWeights& w = layers_[l];
     const bool local = arch_.is_swa(static_cast<uint32_t>(l));
     rms_norm_rows(x.data(), n, E, w.attn_norm.data(), arch_.rms_eps, xn.data());
-    matmul(pool, w.wq, xn.data(), n, q.data());
-    matmul(pool, w.wk, xn.data(), n, k.data());
-    matmul(pool, w.wv, xn.data(), n, v.data());
+    {
+      const WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
+      float* out[] = {q.data(), k.data(), v.data()};
+      matmul_many(pool, qkv, xn.data(), n, out);
+    }
     add_bias(q.data(), n, w.bq);
     add_bias(k.data(), n, w.bk);
     add_bias(v.data(), n, w.bv);
@@ -393,8 +395,11 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
     for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
 
     rms_norm_rows(x.data(), n, E, w.ffn_norm.data(), arch_.rms_eps, xn.data());
-    matmul(pool, w.w_gate, xn.data(), n, gate.data());
-    matmul(pool, w.w_up, xn.data(), n, up.data());
+    {
+      const WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
+      float* out[] = {gate.data(), up.data()};
+      matmul_many(pool, gate_up, xn.data(), n, out);
+    }
     add_bias(gate.data(), n, w.b_gate);
     add_bias(up.data(), n, w.b_up);
     if (features_.activation == FfnActivation::silu) {

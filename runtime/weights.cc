@@ -128,55 +128,120 @@ float dot_weight_row(const WeightMatrix& w, int64_t r, const float* x) {
   return sum;
 }
 
-void matvec(ThreadPool& pool, const WeightMatrix& w, const float* x, float* y) {
-  const bool simd = kernels::cpu_has_avx2_fma_f16c();
-  const int64_t n_blocks = w.cols / 32;
-  using BlockDot = float (*)(const uint8_t*, int64_t, const float*, const float*);
+namespace {
+
+using BlockDot = float (*)(const uint8_t*, int64_t, const float*, const float*);
+
+// The row dot a matrix gets: an AVX2 block kernel, an AVX2 float kernel, or the scalar decoder.
+struct RowKernel {
+  const WeightMatrix* w = nullptr;
   BlockDot block_dot = nullptr;
-  if (simd && w.cols % 32 == 0) {
-    if (w.type == GgmlType::Q4_0) block_dot = avx2::dot_q4_0;
-    if (w.type == GgmlType::Q4_1) block_dot = avx2::dot_q4_1;
-    if (w.type == GgmlType::Q8_0) block_dot = avx2::dot_q8_0;
+  bool simd = false;
+
+  float dot(int64_t row, const float* x, const float* block_sums) const {
+    if (block_dot) return block_dot(w->row(row), w->cols / 32, x, block_sums);
+    if (simd && w->type == GgmlType::F32) return avx2::dot_f32(reinterpret_cast<const float*>(w->row(row)), w->cols, x);
+    if (simd && w->type == GgmlType::F16) return avx2::dot_f16(w->row(row), w->cols, x);
+    return dot_weight_row(*w, row, x);
   }
-  std::vector<float> block_sums;
-  if (block_dot == avx2::dot_q4_1) {
-    block_sums.resize(static_cast<size_t>(n_blocks));
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      float s = 0.0f;
-      for (int j = 0; j < 32; ++j) s += x[b * 32 + j];
-      block_sums[static_cast<size_t>(b)] = s;
-    }
+};
+
+RowKernel row_kernel(const WeightMatrix& w) {
+  RowKernel k;
+  k.w = &w;
+  k.simd = kernels::cpu_has_avx2_fma_f16c();
+  if (k.simd && w.cols % 32 == 0) {
+    if (w.type == GgmlType::Q4_0) k.block_dot = avx2::dot_q4_0;
+    if (w.type == GgmlType::Q4_1) k.block_dot = avx2::dot_q4_1;
+    if (w.type == GgmlType::Q8_0) k.block_dot = avx2::dot_q8_0;
   }
-  pool.run(static_cast<size_t>(w.rows), [&](int, size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) {
-      const int64_t row = static_cast<int64_t>(r);
-      if (block_dot) {
-        y[r] = block_dot(w.row(row), n_blocks, x, block_sums.data());
-      } else if (simd && w.type == GgmlType::F32) {
-        y[r] = avx2::dot_f32(reinterpret_cast<const float*>(w.row(row)), w.cols, x);
-      } else if (simd && w.type == GgmlType::F16) {
-        y[r] = avx2::dot_f16(w.row(row), w.cols, x);
-      } else {
-        y[r] = dot_weight_row(w, row, x);
-      }
-    }
-  });
+  return k;
+}
+
+// Σ x over each 32-element block, which every Q4_1 row's minimum term multiplies.
+std::vector<float> block_sums_of(const float* x, int64_t cols) {
+  std::vector<float> sums(static_cast<size_t>(cols / 32));
+  for (size_t b = 0; b < sums.size(); ++b) {
+    float s = 0.0f;
+    for (int j = 0; j < 32; ++j) s += x[b * 32 + j];
+    sums[b] = s;
+  }
+  return sums;
+}
+
+// OpenBLAS starts its own worker threads and, left alone, splits each sgemm over them; every
+// sgemm here already runs inside one of the pool's parts, so those threads would only add
+// cores beyond --threads (and spin after each call). Set once, before the first sgemm.
+void use_one_blas_thread() {
+  static const bool done = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)done;
+}
+
+constexpr int64_t kTile = 64;
+
+}  // namespace
+
+void matvec(ThreadPool& pool, const WeightMatrix& w, const float* x, float* y) {
+  const WeightMatrix* ws[] = {&w};
+  float* ys[] = {y};
+  matmul_many(pool, ws, x, 1, ys);
 }
 
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int n, float* y) {
-  const int64_t rows = w.rows, cols = w.cols;
-  if (n == 1) return matvec(pool, w, x, y);
-  constexpr int64_t kTile = 64;
-  const size_t tiles = static_cast<size_t>((rows + kTile - 1) / kTile);
-  pool.run(tiles, [&](int, size_t b, size_t e) {
+  const WeightMatrix* ws[] = {&w};
+  float* ys[] = {y};
+  matmul_many(pool, ws, x, n, ys);
+}
+
+void matmul_many(ThreadPool& pool, std::span<const WeightMatrix* const> ws, const float* x, int n,
+                 std::span<float* const> ys) {
+  KVGATE_CHECK(ws.size() == ys.size() && !ws.empty(), "matmul_many: one output per weight matrix");
+  const int64_t cols = ws[0]->cols;
+  for (const WeightMatrix* w : ws) KVGATE_CHECK(w->cols == cols, "matmul_many: the matrices take inputs of different widths");
+
+  if (n == 1) {
+    // One hand-off for all the matrices' rows: row i of the concatenation is row i - first[m]
+    // of matrix m. Each row's dot is independent of the partition, so the result is too.
+    std::vector<RowKernel> kernels;
+    std::vector<size_t> first{0};
+    bool needs_block_sums = false;
+    for (const WeightMatrix* w : ws) {
+      kernels.push_back(row_kernel(*w));
+      first.push_back(first.back() + static_cast<size_t>(w->rows));
+      needs_block_sums |= kernels.back().block_dot == avx2::dot_q4_1;
+    }
+    const std::vector<float> block_sums = needs_block_sums ? block_sums_of(x, cols) : std::vector<float>();
+    pool.run(first.back(), [&](int, size_t b, size_t e) {
+      size_t m = 0;
+      for (size_t r = b; r < e; ++r) {
+        while (r >= first[m + 1]) ++m;
+        ys[m][r - first[m]] = kernels[m].dot(static_cast<int64_t>(r - first[m]), x, block_sums.data());
+      }
+    });
+    return;
+  }
+
+  // Tiles of kTile rows per matrix (the same tiles as one matrix at a time), expanded to float
+  // and multiplied by single-threaded sgemm; which part runs a tile changes nothing in it.
+  use_one_blas_thread();
+  std::vector<std::pair<size_t, int64_t>> tiles;  // (matrix, first row)
+  for (size_t m = 0; m < ws.size(); ++m)
+    for (int64_t r0 = 0; r0 < ws[m]->rows; r0 += kTile) tiles.emplace_back(m, r0);
+  pool.run(tiles.size(), [&](int, size_t b, size_t e) {
+    if (b >= e) return;
     std::vector<float> tile(static_cast<size_t>(kTile * cols));
     for (size_t t = b; t < e; ++t) {
-      const int64_t r0 = static_cast<int64_t>(t) * kTile;
+      const WeightMatrix& w = *ws[tiles[t].first];
+      const int64_t r0 = tiles[t].second, rows = w.rows;
       const int64_t nr = std::min(kTile, rows - r0);
       for (int64_t r = 0; r < nr; ++r) dequantize_weight_row(w, r0 + r, tile.data() + r * cols);
       // y[:, r0:r0+nr] = x · tileᵀ
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, static_cast<int>(nr), static_cast<int>(cols), 1.0f, x,
-                  static_cast<int>(cols), tile.data(), static_cast<int>(cols), 0.0f, y + r0, static_cast<int>(rows));
+                  static_cast<int>(cols), tile.data(), static_cast<int>(cols), 0.0f, ys[tiles[t].first] + r0,
+                  static_cast<int>(rows));
     }
   });
 }

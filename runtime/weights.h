@@ -5,6 +5,7 @@
 // into a small float buffer and hands it to BLAS.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/thread_pool.h"
@@ -43,5 +44,11 @@ void matvec(ThreadPool& pool, const WeightMatrix& w, const float* x, float* y);
 // and uses single-threaded sgemm per tile, tiles spread over the pool. The partition depends
 // only on the sizes, so results are bit-identical for a given thread count.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int n, float* y);
+
+// ys[i] = matmul(ws[i], x) for several matrices of the same input width in one hand-off to the
+// pool (a decode step's Q/K/V, or gate and up), with the same per-row and per-tile arithmetic
+// as one matmul at a time, so the results are bit-identical to it.
+void matmul_many(ThreadPool& pool, std::span<const WeightMatrix* const> ws, const float* x, int n,
+                 std::span<float* const> ys);
 
 }  // namespace kvgate::runtime

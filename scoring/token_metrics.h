@@ -1,7 +1,9 @@
 #pragma once
 // Per-position comparison of two next-token distributions (reference config vs quantized
 // config) for the same context. Everything is computed in double from the raw logits so the
-// comparison does not inherit the float rounding of the model under test.
+// comparison does not inherit the float rounding of the model under test, in one vectorized
+// pass whose order of operations is fixed, so results are bit-identical between runs, thread
+// counts and machines (with or without AVX2).
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -34,5 +36,10 @@ void log_softmax(std::span<const float> logits, std::span<double> out);
 // can only come from rounding, which hiding would make harder to see.
 PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
                                     uint32_t correct_token);
+
+// compare_position on the portable path only (no SIMD), which performs the same floating-point
+// operations in the same order: for tests that check the two agree bit for bit.
+PositionComparison compare_position_portable(std::span<const float> ref_logits, std::span<const float> q_logits,
+                                             uint32_t correct_token);
 
 }  // namespace kvgate::scoring

@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
 # The Slurm flow of docs/scale-out.md on a real scheduler: a single-node cluster started by
-# scripts/slurm-local runs ci/slurm/submit.sh's shard array and dependent merge, then a failed
-# shard, Slurm cancelling the merge, and the documented rerun of that one shard with its merge.
+# scripts/slurm-local runs ci/slurm/submit.sh's shard array and dependent merge with the real
+# kvgate, and the merged run must equal an unsharded run of the same plan; then a failed shard,
+# Slurm cancelling the merge, and the documented rerun of that one shard with its merge.
 #
 #   tests/ci/slurm_array_test.sh REPO_ROOT [KVGATE]
 #
-# The jobs run KVGATE where kvgate would run. By default that is a recorder written below, which
-# notes how each job called it (argv, array index and count, start and end) and writes the
-# databases it was asked for; the checks here are on those records and on Slurm's job states.
-# Exit 77 (ctest: skipped) without root or without Slurm and munge (scripts/install-deps --slurm).
+# KVGATE (default REPO_ROOT/build/bin/kvgate) runs a small eval in part 1: two shards of
+# `eval --suite smoke --limit 2 --kv q4_0 --threads 1` on the default model, merged by the merge
+# job; the check is that `kvgate runs show --json` of the merged run equals that of the unsharded
+# run (but for id, database, times and command) and that a gate between the two fails no check.
+# Parts 2 and 3 (failure, rerun, the scripts' own refusals) run a recorder written below in
+# kvgate's place, which notes how each job called it and can fail on demand.
+# Exit 77 (ctest: skipped) without root, without Slurm and munge (scripts/install-deps --slurm),
+# without jq, or without a built kvgate and the fetched default model.
 set -euo pipefail
 
 repo="$(cd "${1:?usage: slurm_array_test.sh REPO_ROOT [KVGATE]}" && pwd)"
-kvgate_override="${2:-}"
+kvgate="${2:-$repo/build/bin/kvgate}"
+[[ "$kvgate" == /* ]] || kvgate="$PWD/$kvgate"
 skip() { echo "SKIPPED: $1"; exit 77; }
 [[ $(id -u) -eq 0 ]] || skip "slurmd runs jobs only as root; run this test as root (CI does)"
-for tool in munged slurmctld slurmd sbatch squeue scontrol; do
+for tool in munged slurmctld slurmd sbatch squeue scontrol jq; do
   command -v "$tool" >/dev/null 2>&1 || skip "$tool not installed (scripts/install-deps --slurm)"
 done
+[[ -x "$kvgate" ]] || skip "no kvgate binary at $kvgate (build it first)"
+"$kvgate" model info >/dev/null 2>&1 || skip "the default model is not fetched ($kvgate model fetch)"
 
 # The scheduler's environment is ours alone: nothing from an enclosing Slurm job or the user's
 # sbatch defaults.
@@ -35,8 +43,10 @@ check() {  # description command...
   shift
   if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; failures=$((failures + 1)); fi
 }
+whole_pid=""
 cleanup() {
   local status=$?
+  [[ -n "$whole_pid" ]] && kill "$whole_pid" 2>/dev/null
   if ((status != 0 || failures != 0)); then
     for f in "$work"/*/logs/* "$cluster"/log/slurm*.log; do
       [[ -f "$f" ]] && { echo "---- $f"; tail -n 20 "$f"; }
@@ -91,7 +101,6 @@ case "$1" in
 esac
 EOF
 chmod +x "$recorder"
-kvgate="${kvgate_override:-$recorder}"
 
 t0=$SECONDS
 env_line="$("$repo/scripts/slurm-local" start --dir "$cluster" --timeout 60)"
@@ -123,33 +132,52 @@ starts_after_ends() {  # merge-record task-record...
   done
 }
 
-# 1. The user's command: two shards and the merge, waiting for the merge.
+# 1. The user's command with the real kvgate: two shards and the merge, waiting for the merge;
+# meanwhile the same eval unsharded, for comparison.
 t1=$SECONDS
 a="$work/a"
+whole="$work/whole.db"
+eval_args=(eval --suite smoke --limit 2 --kv q4_0)
+"$kvgate" "${eval_args[@]}" --threads 1 --db "$whole" >"$work/whole.out" 2>&1 &
+whole_pid=$!
 cd "$work"
-submit_out="$(timeout 120 "$repo/ci/slurm/submit.sh" --shards 2 --threads 1 --out "$a" --kvgate "$kvgate" \
-  --wait -- eval --suite smoke --limit 2)"
+submit_out="$(timeout 300 "$repo/ci/slurm/submit.sh" --shards 2 --threads 1 --out "$a" --kvgate "$kvgate" \
+  --wait -- "${eval_args[@]}")"
 t_array=$((SECONDS - t1))
+wait "$whole_pid" || { cat "$work/whole.out"; echo "FAILED: the unsharded eval"; exit 1; }
+whole_pid=""
+t_both=$((SECONDS - t1))
 array_job="$(sed -n 's/^array_job=//p' <<<"$submit_out")"
 merge_job="$(sed -n 's/^merge_job=//p' <<<"$submit_out")"
 check "submit.sh printed both job ids" test -n "$array_job" -a -n "$merge_job"
 check "both array tasks and the merge completed" \
   test "$(job_states "$array_job")$(job_states "$merge_job")" = "COMPLETED COMPLETED COMPLETED "
 for i in 0 1; do
-  r=("$a"/records/task-"$i"-of-2.job-*)
-  check "task $i ran once, as index $i of 2" test ${#r[@]} -eq 1 -a -f "${r[0]}"
+  shard="$("$kvgate" runs show latest --json --db "$a/shards/shard-$i.db")"
   # The whole array: no --shard, kvgate reads SLURM_ARRAY_TASK_ID/COUNT itself.
-  check "task $i's command" test "$(field argv "${r[0]}")" = \
-    "eval --suite smoke --limit 2 --threads 1 --db $a/shards/shard-$i.db"
-  check "task $i finished" test -n "$(field end "${r[0]}")"
+  check "task $i ran shard $i of 2, taken from the array task's variables" test \
+    "$(jq -c .plan.shard <<<"$shard")" = "{\"count\":2,\"from\":\"SLURM_ARRAY_TASK_ID=$i, SLURM_ARRAY_TASK_COUNT=2\",\"index\":$i}"
+  check "task $i's command" bash -c '[[ "$1" == *" eval --suite smoke --limit 2 --kv q4_0 --threads 1 --db $2" ]]' _ \
+    "$(jq -r .command <<<"$shard")" "$a/shards/shard-$i.db"
+  check "task $i marked done" test -f "$a/shards/shard-$i.db.done"
 done
-m=("$a"/records/merge.job-*)
-check "the merge ran once" test ${#m[@]} -eq 1 -a -f "${m[0]}"
-check "the merge's command" test "$(field argv "${m[0]}")" = \
-  "runs merge $a/merged.db $a/shards/shard-0.db $a/shards/shard-1.db"
-check "the merge found both shards' databases" test "$(grep -c '^present: ' "${m[0]}")" -eq 2
-check "the merge started after both tasks ended" starts_after_ends "${m[0]}" "$a"/records/task-*
-check "merged.db written" test "$(cat "$a/merged.db")" = "$(printf 'shard 0\nshard 1')"
+merged="$("$kvgate" runs show latest --json --db "$a/merged.db")"
+check "merged.db holds one run" test "$("$kvgate" runs list --json --db "$a/merged.db" | jq '.runs | length')" -eq 1
+check "merged from both shards' databases" test "$(jq -r '[.plan.merged_from[].db] | join(" ")' <<<"$merged")" = \
+  "$a/shards/shard-0.db $a/shards/shard-1.db"
+# What names the run itself differs; everything else, the summary's numbers included, is equal.
+normalized() { jq -S 'del(.id, .db, .started_at, .finished_at, .command, .plan.merged_from)'; }
+"$kvgate" runs show 1 --json --db "$whole" | normalized >"$work/whole.json"
+normalized <<<"$merged" >"$work/merged.json"
+check "the merged run shows as the unsharded run" diff -u "$work/whole.json" "$work/merged.json"
+# A gate compares runs of one database: merge the same shards next to the unsharded run. Latency
+# is measured, so the policy is the default one without its latency limit.
+jq '.latency |= map_values(null)' "$repo/ci/gates/default.json" >"$work/policy.json"
+check "the shards merge next to the unsharded run" \
+  bash -c '"$0" runs merge "$1" "$2"/shards/shard-0.db "$2"/shards/shard-1.db >/dev/null' "$kvgate" "$whole" "$a"
+gate="$("$kvgate" gate --baseline 1 --candidate 2 --policy "$work/policy.json" --db "$whole" --json)" || true
+check "a gate between the unsharded and the merged run fails no check" \
+  test "$(jq -c '[.passed, .failed, (.checks_total > 5)]' <<<"$gate")" = "[true,0,true]"
 check "a second submit into the same folder is refused" \
   bash -c '! "$0" --shards 2 --out "$1" --kvgate "$2" -- eval --suite smoke 2>/dev/null' \
   "$repo/ci/slurm/submit.sh" "$a" "$kvgate"
@@ -159,7 +187,7 @@ t2=$SECONDS
 b="$work/b"
 mkdir -p "$b"
 touch "$b/fail-shard-1"
-submit_out="$("$repo/ci/slurm/submit.sh" --shards 2 --threads 1 --out "$b" --kvgate "$kvgate" \
+submit_out="$("$repo/ci/slurm/submit.sh" --shards 2 --threads 1 --out "$b" --kvgate "$recorder" \
   -- eval --suite smoke)"
 array_job="$(sed -n 's/^array_job=//p' <<<"$submit_out")"
 merge_job="$(sed -n 's/^merge_job=//p' <<<"$submit_out")"
@@ -169,9 +197,9 @@ check "the merge was cancelled, never run" test "$(job_states "$merge_job")" = "
 check "no merge record" test -z "$(find "$b/records" -name 'merge.*')"
 
 rerun="$(sbatch --parsable --array=1 --output="$b/logs/rerun-%a.out" \
-  "$repo/ci/slurm/kvgate-array.sbatch" "$kvgate" "$b" 2 eval --suite smoke --threads 1)"
+  "$repo/ci/slurm/kvgate-array.sbatch" "$recorder" "$b" 2 eval --suite smoke --threads 1)"
 remerge="$(sbatch --parsable --dependency="afterok:$rerun" --kill-on-invalid-dep=yes \
-  --output="$b/logs/remerge.out" "$repo/ci/slurm/kvgate-merge.sbatch" "$kvgate" "$b" 2)"
+  --output="$b/logs/remerge.out" "$repo/ci/slurm/kvgate-merge.sbatch" "$recorder" "$b" 2)"
 wait_for_jobs 120 "$rerun" "$remerge"
 check "the rerun and its merge completed" test "$(job_states "$rerun")$(job_states "$remerge")" = "COMPLETED COMPLETED "
 r=("$b"/records/task-1-of-1.job-*)
@@ -186,16 +214,16 @@ t_rerun=$((SECONDS - t2))
 
 # 3. The array script alone, as Slurm would start it: a finished shard is not run again, and an
 # index outside the shards is refused.
-before="$(ls "$a/records" | wc -l)"
+before="$(ls "$b/records" | wc -l)"
 check "a finished shard run again does nothing" env SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_TASK_COUNT=2 \
-  SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=1 "$repo/ci/slurm/kvgate-array.sbatch" "$kvgate" "$a" 2 eval --suite smoke
-check "... and records nothing" test "$(ls "$a/records" | wc -l)" -eq "$before"
+  SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=1 "$repo/ci/slurm/kvgate-array.sbatch" "$recorder" "$b" 2 eval --suite smoke
+check "... and records nothing" test "$(ls "$b/records" | wc -l)" -eq "$before"
 check "an array task outside the shards is refused" bash -c '
   SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_COUNT=2 SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_MAX=2 "$@" 2>/dev/null
-  test $? -eq 2' _ "$repo/ci/slurm/kvgate-array.sbatch" "$kvgate" "$work/c" 2 eval --suite smoke
+  test $? -eq 2' _ "$repo/ci/slurm/kvgate-array.sbatch" "$recorder" "$work/c" 2 eval --suite smoke
 check "a merge with an unfinished shard is refused" bash -c '"$@" 2>/dev/null; test $? -eq 2' _ \
-  "$repo/ci/slurm/kvgate-merge.sbatch" "$kvgate" "$a" 3
+  "$repo/ci/slurm/kvgate-merge.sbatch" "$recorder" "$b" 3
 
-echo "timings: cluster start ${t_cluster} s, 2-shard array + merge ${t_array} s, failure + rerun ${t_rerun} s, total $((SECONDS - t0)) s"
+echo "timings: cluster start ${t_cluster} s, 2-shard eval array + merge ${t_array} s (with the unsharded eval beside it ${t_both} s), failure + rerun ${t_rerun} s, total $((SECONDS - t0)) s"
 ((failures == 0)) || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

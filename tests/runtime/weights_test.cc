@@ -2,12 +2,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "core/float_convert.h"
+#include "core/rng.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu_features.h"
 #include "runtime/weights.h"
 
 namespace kvgate::runtime {
@@ -103,6 +107,123 @@ TEST(Weights, MatmulPrefillAgreesWithDecodePath) {
   for (int i = 0; i < n; ++i) {
     matmul(pool, w, x.data() + i * 32, 1, y1.data());
     for (int r = 0; r < 3; ++r) EXPECT_NEAR(y[i * 3 + r], y1[r], 1e-5f);
+  }
+}
+
+// A matrix of random blocks with moderate f16 scales, like a model's.
+std::vector<uint8_t> random_blocks(GgmlType type, int64_t rows, int64_t cols, uint64_t seed) {
+  const int block_bytes = type == GgmlType::Q4_0 ? 18 : type == GgmlType::Q4_1 ? 20 : 34;
+  const int scales = type == GgmlType::Q4_1 ? 2 : 1;
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows * cols / 32 * block_bytes));
+  Rng rng(seed);
+  for (size_t b = 0; b < bytes.size(); b += static_cast<size_t>(block_bytes)) {
+    for (int i = 0; i < block_bytes; ++i) bytes[b + i] = static_cast<uint8_t>(rng.below(256));
+    for (int s = 0; s < scales; ++s) {
+      const uint16_t h = f32_to_f16(static_cast<float>(rng.normal()) * 0.02f);
+      std::memcpy(&bytes[b + 2 * s], &h, 2);
+    }
+  }
+  return bytes;
+}
+
+// What the AVX2 row dots compute, written out lane by lane: eight lanes, lane l taking elements
+// l, 8 + l, 16 + l, 24 + l of each block (a multiply, then three fused multiply-adds), the
+// block scale fused into the lane's accumulator, lanes summed pairwise (l with l + 4, then with
+// l + 2, then the last two), Q4_1's minimum terms (scale x block sum of x, fused) added last. Pinning this order keeps decode
+// logits, and so every stored metric, unchanged when the kernels are rewritten.
+float lane_model_dot(const WeightMatrix& w, int64_t r, const float* x) {
+  const uint8_t* p = w.row(r);
+  float acc[8] = {}, min_term = 0.0f;
+  std::vector<float> block(32);
+  const int block_bytes = static_cast<int>(w.row_bytes / static_cast<size_t>(w.cols / 32));
+  for (int64_t b = 0; b < w.cols / 32; ++b, p += block_bytes, x += 32) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    const float d = f16_to_f32(h);
+    for (int j = 0; j < 32; ++j) {
+      if (w.type == GgmlType::Q8_0) {
+        block[j] = static_cast<float>(static_cast<int8_t>(p[2 + j]));
+      } else {
+        const uint8_t* qs = p + (w.type == GgmlType::Q4_1 ? 4 : 2);
+        const int q = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+        block[j] = w.type == GgmlType::Q4_0 ? static_cast<float>(q) - 8.0f : static_cast<float>(q);
+      }
+    }
+    for (int l = 0; l < 8; ++l) {
+      float t = block[l] * x[l];
+      for (int k = 1; k < 4; ++k) t = std::fma(block[8 * k + l], x[8 * k + l], t);
+      acc[l] = std::fma(d, t, acc[l]);
+    }
+    if (w.type == GgmlType::Q4_1) {
+      std::memcpy(&h, p + 2, 2);
+      float sum = 0.0f;
+      for (int j = 0; j < 32; ++j) sum += x[j];
+      min_term = std::fma(f16_to_f32(h), sum, min_term);  // the compiler contracts the kernel's
+    }
+  }
+  float s4[4], s2[2];
+  for (int l = 0; l < 4; ++l) s4[l] = acc[l] + acc[l + 4];
+  for (int l = 0; l < 2; ++l) s2[l] = s4[l] + s4[l + 2];
+  return (s2[0] + s2[1]) + min_term;
+}
+
+TEST(Weights, AvxRowDotsFollowTheLaneModelBitForBit) {
+  if (!kernels::cpu_has_avx2_fma_f16c()) GTEST_SKIP() << "no AVX2/FMA/F16C";
+  ThreadPool pool(2);
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    const int64_t rows = 300, cols = 576;  // rows span more than the kernels' prefetch distance
+    const std::vector<uint8_t> bytes = random_blocks(type, rows, cols, 11);
+    WeightMatrix w;
+    w.type = type;
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = bytes.size() / static_cast<size_t>(rows);
+    w.data = bytes.data();
+    std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+    Rng rng(5);
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    matvec(pool, w, x.data(), y.data());
+    for (int64_t r = 0; r < rows; ++r)
+      ASSERT_EQ(y[static_cast<size_t>(r)], lane_model_dot(w, r, x.data())) << ggml_type_name(type) << " row " << r;
+  }
+}
+
+TEST(Weights, MatmulManyEqualsOneMatrixAtATimeBitForBit) {
+  const int64_t cols = 96;
+  std::vector<std::vector<uint8_t>> storage;
+  std::vector<WeightMatrix> ws;
+  const GgmlType types[] = {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0};
+  const int64_t rows[] = {70, 5, 131};
+  for (int m = 0; m < 3; ++m) {
+    storage.push_back(random_blocks(types[m], rows[m], cols, 20 + m));
+    WeightMatrix w;
+    w.type = types[m];
+    w.rows = rows[m];
+    w.cols = cols;
+    w.row_bytes = storage.back().size() / static_cast<size_t>(rows[m]);
+    w.data = storage.back().data();
+    ws.push_back(w);
+  }
+  for (int n : {1, 7}) {
+    std::vector<float> x(static_cast<size_t>(n * cols));
+    Rng rng(3);
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      std::vector<std::vector<float>> one(3), many(3);
+      for (int m = 0; m < 3; ++m) {
+        one[m].resize(static_cast<size_t>(n * rows[m]));
+        many[m].resize(one[m].size());
+        matmul(pool, ws[m], x.data(), n, one[m].data());
+      }
+      const WeightMatrix* wp[] = {&ws[0], &ws[1], &ws[2]};
+      float* yp[] = {many[0].data(), many[1].data(), many[2].data()};
+      matmul_many(pool, wp, x.data(), n, yp);
+      for (int m = 0; m < 3; ++m)
+        for (size_t i = 0; i < one[m].size(); ++i)
+          ASSERT_EQ(std::memcmp(&one[m][i], &many[m][i], sizeof(float)), 0)
+              << "n=" << n << " threads=" << threads << " matrix " << m << " element " << i;
+    }
   }
 }
 

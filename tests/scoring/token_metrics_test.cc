@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace kvgate::scoring {
 namespace {
@@ -111,6 +115,76 @@ TEST(ComparePosition, RejectsMismatchedVocabularyAndBadToken) {
     compare_position(a, a, 7);
   } catch (const Error& e) {
     EXPECT_EQ(e.exit_code(), 2);
+  }
+}
+
+std::vector<float> normal_logits(size_t n, uint64_t seed, double sigma) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(sigma * rng.normal());
+  return v;
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void expect_identical(const PositionComparison& a, const PositionComparison& b, const std::string& what) {
+  EXPECT_TRUE(same_bits(a.kld, b.kld)) << what << ": kld " << a.kld << " vs " << b.kld;
+  EXPECT_TRUE(same_bits(a.p_ref, b.p_ref)) << what;
+  EXPECT_TRUE(same_bits(a.p_q, b.p_q)) << what;
+  EXPECT_TRUE(same_bits(a.delta_p, b.delta_p)) << what;
+  EXPECT_TRUE(same_bits(a.nll_ref, b.nll_ref)) << what;
+  EXPECT_TRUE(same_bits(a.nll_q, b.nll_q)) << what;
+  EXPECT_EQ(a.top1_ref, b.top1_ref) << what;
+  EXPECT_EQ(a.top1_q, b.top1_q) << what;
+}
+
+// The vectorized path (AVX-512 or AVX2, whichever this CPU has) and the portable one perform the
+// same operations in the same order: every field agrees bit for bit, so results do not depend
+// on the machine. Covers tails (sizes not a multiple of 8), ties for the maximum, and the masked
+// variant (-inf entries, entries beyond the exp floor).
+TEST(ComparePosition, VectorAndPortablePathsAgreeBitForBit) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t n : {1u, 7u, 8u, 9u, 31u, 1001u, 49152u}) {
+    const std::vector<float> ref = normal_logits(n, 1 + n, 3.0);
+    std::vector<float> q = ref;
+    Rng rng(n);
+    for (float& x : q) x += static_cast<float>(0.05 * rng.normal());
+    std::vector<float> far = q, masked = q, tied = ref;
+    for (size_t i = 0; i < n; i += 5) far[i] -= 900.0f;  // beyond the floor: the masked variant
+    for (size_t i = 1; i < n; i += 7) masked[i] = -inf;
+    if (n > 3) tied[n - 1] = tied[2] = 50.0f;  // two maxima: the lower index wins
+    const uint32_t target = static_cast<uint32_t>(n / 2);
+    for (const auto& [name, other] : {std::pair<std::string, const std::vector<float>*>{"close", &q},
+                                      {"far", &far}, {"masked", &masked}, {"tied", &tied}, {"same", &ref}}) {
+      if (n == 1 && name == "masked") continue;  // a row of one -inf has no distribution
+      const std::string what = name + " n=" + std::to_string(n);
+      expect_identical(compare_position(ref, *other, target), compare_position_portable(ref, *other, target), what);
+      expect_identical(compare_position(*other, ref, target), compare_position_portable(*other, ref, target),
+                       what + " swapped");
+    }
+  }
+}
+
+// Against the definition evaluated in long double with std::exp. KL of close distributions is a
+// difference of O(1) sums in either form (the old per-term one too), so its error is absolute,
+// a few 1e-16; the normalizers are good to a few ulp.
+TEST(ComparePosition, AgreesWithLongDoubleDefinition) {
+  for (double noise : {0.0005, 0.05, 3.0}) {
+    const std::vector<float> ref = normal_logits(49152, 7, 3.0);
+    std::vector<float> q = ref;
+    Rng rng(8);
+    for (float& x : q) x += static_cast<float>(noise * rng.normal());
+    long double mr = -INFINITY, mq = -INFINITY;
+    for (size_t i = 0; i < ref.size(); ++i) mr = std::max<long double>(mr, ref[i]), mq = std::max<long double>(mq, q[i]);
+    long double sr = 0, sq = 0;
+    for (size_t i = 0; i < ref.size(); ++i) sr += std::exp(ref[i] - mr), sq += std::exp(q[i] - mq);
+    const long double lr = mr + std::log(sr), lq = mq + std::log(sq);
+    long double kl = 0;
+    for (size_t i = 0; i < ref.size(); ++i) kl += std::exp(ref[i] - lr) * ((ref[i] - lr) - (q[i] - lq));
+    const PositionComparison c = compare_position(ref, q, 123);
+    EXPECT_NEAR(c.kld, static_cast<double>(kl), 1e-12 * static_cast<double>(kl) + 2e-15) << "noise " << noise;
+    EXPECT_NEAR(c.nll_ref, static_cast<double>(lr - ref[123]), 1e-13);
+    EXPECT_NEAR(c.nll_q, static_cast<double>(lq - q[123]), 1e-13);
   }
 }
 
