@@ -1,5 +1,6 @@
 #include "scoring/token_metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -85,6 +86,68 @@ PositionComparison compare_position(std::span<const float> ref_logits, std::span
   c.top1_ref = argmax_first(ref_logits);
   c.top1_q = argmax_first(q_logits);
   c.same_top1 = c.top1_ref == c.top1_q;
+  return c;
+}
+
+namespace {
+
+// llama.cpp drops reference entries at or below this log-probability from the KL sum.
+constexpr double kLlamaCppMinLogProb = -16.0;
+
+// The reference's log-probabilities as llama-perplexity --kl-divergence-base stores them and
+// --kl-divergence reads them back: float arithmetic in llama.cpp's order, logits more than 16
+// below the largest clamped to the floor, the rest rounded to 65536 steps between the floor
+// and the maximum (round half to even, as its nearest_int).
+std::vector<double> llama_cpp_stored_log_probs(std::span<const float> logits) {
+  float max_logit = logits[0];
+  float min_logit = logits[0];
+  for (const float v : logits) {
+    max_logit = std::max(max_logit, v);
+    min_logit = std::min(min_logit, v);
+  }
+  min_logit = std::max(min_logit, max_logit - 16.0f);
+  double sum_exp = 0.0;
+  for (const float v : logits) sum_exp += std::exp(v - max_logit);
+  const float log_sum_exp = static_cast<float>(std::log(sum_exp));
+  const float min_log_prob = min_logit - max_logit - log_sum_exp;
+  const float scale = (max_logit - min_logit) / 65535.0f;
+  std::vector<double> out(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    float steps = 0.0f;
+    if (scale != 0.0f && logits[i] > min_logit) steps = std::nearbyint((1.0f / scale) * (logits[i] - min_logit));
+    out[i] = scale * steps + min_log_prob;
+  }
+  return out;
+}
+
+}  // namespace
+
+PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
+                                    uint32_t correct_token, KldDefinition definition) {
+  PositionComparison c = compare_position(ref_logits, q_logits, correct_token);
+  if (definition == KldDefinition::kFull) return c;
+
+  std::vector<double> log_ref(ref_logits.size());
+  if (definition == KldDefinition::kLlamaCppStored) {
+    log_ref = llama_cpp_stored_log_probs(ref_logits);
+    c.nll_ref = -log_ref[correct_token];
+    c.p_ref = std::exp(log_ref[correct_token]);
+    c.delta_p = c.p_q - c.p_ref;
+    size_t best = 0;
+    for (size_t i = 1; i < log_ref.size(); ++i)
+      if (log_ref[i] > log_ref[best]) best = i;
+    c.top1_ref = static_cast<uint32_t>(best);
+    c.same_top1 = c.top1_ref == c.top1_q;
+  } else {
+    log_softmax(ref_logits, log_ref);
+  }
+  // compare_position validated both vectors, so the candidate's normalizer is well defined.
+  std::vector<double> log_q(q_logits.size());
+  log_softmax(q_logits, log_q);
+  double kld = 0.0;
+  for (size_t i = 0; i < log_ref.size(); ++i)
+    if (log_ref[i] > kLlamaCppMinLogProb) kld += std::exp(log_ref[i]) * (log_ref[i] - log_q[i]);
+  c.kld = kld;
   return c;
 }
 
