@@ -54,41 +54,6 @@ void log_softmax(std::span<const float> logits, std::span<double> out) {
   for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - log_norm;
 }
 
-PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
-                                    uint32_t correct_token) {
-  if (ref_logits.size() != q_logits.size())
-    throw_input_error("compare_position: reference has " + std::to_string(ref_logits.size()) +
-                      " logits but quantized config has " + std::to_string(q_logits.size()));
-  if (correct_token >= ref_logits.size())
-    throw_input_error("compare_position: correct token " + std::to_string(correct_token) +
-                      " is outside the vocabulary of " + std::to_string(ref_logits.size()));
-  std::vector<double> ref_exp(ref_logits.size());
-  const Normalizer ref = normalize(ref_logits, ref_exp);
-  const double log_norm_ref = ref.log_norm;
-  const double log_norm_q = normalize(q_logits, {}).log_norm;
-
-  // KL(ref || q) = Σ p_ref (ln p_ref − ln q), each log-probability formed as logit − log
-  // normalizer, so identical inputs cancel term by term to exactly 0.
-  double kld = 0.0;
-  for (size_t i = 0; i < ref_logits.size(); ++i) {
-    if (ref_exp[i] == 0.0) continue;  // the reference never produces this token
-    const double log_ref = static_cast<double>(ref_logits[i]) - log_norm_ref;
-    const double log_q = static_cast<double>(q_logits[i]) - log_norm_q;
-    kld += ref_exp[i] / ref.sum_shifted_exp * (log_ref - log_q);
-  }
-  PositionComparison c;
-  c.kld = kld;
-  c.nll_ref = log_norm_ref - static_cast<double>(ref_logits[correct_token]);
-  c.nll_q = log_norm_q - static_cast<double>(q_logits[correct_token]);
-  c.p_ref = std::exp(-c.nll_ref);
-  c.p_q = std::exp(-c.nll_q);
-  c.delta_p = c.p_q - c.p_ref;
-  c.top1_ref = argmax_first(ref_logits);
-  c.top1_q = argmax_first(q_logits);
-  c.same_top1 = c.top1_ref == c.top1_q;
-  return c;
-}
-
 namespace {
 
 // llama.cpp drops reference entries at or below this log-probability from the KL sum.
@@ -123,31 +88,58 @@ std::vector<double> llama_cpp_stored_log_probs(std::span<const float> logits) {
 }  // namespace
 
 PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
-                                    uint32_t correct_token, KldDefinition definition) {
-  PositionComparison c = compare_position(ref_logits, q_logits, correct_token);
-  if (definition == KldDefinition::kFull) return c;
+                                    uint32_t correct_token) {
+  return compare_position(ref_logits, q_logits, correct_token, KldDefinition::kFull);
+}
 
-  std::vector<double> log_ref(ref_logits.size());
-  if (definition == KldDefinition::kLlamaCppStored) {
-    log_ref = llama_cpp_stored_log_probs(ref_logits);
-    c.nll_ref = -log_ref[correct_token];
-    c.p_ref = std::exp(log_ref[correct_token]);
-    c.delta_p = c.p_q - c.p_ref;
-    size_t best = 0;
-    for (size_t i = 1; i < log_ref.size(); ++i)
-      if (log_ref[i] > log_ref[best]) best = i;
-    c.top1_ref = static_cast<uint32_t>(best);
-    c.same_top1 = c.top1_ref == c.top1_q;
-  } else {
-    log_softmax(ref_logits, log_ref);
-  }
-  // compare_position validated both vectors, so the candidate's normalizer is well defined.
-  std::vector<double> log_q(q_logits.size());
-  log_softmax(q_logits, log_q);
+PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
+                                    uint32_t correct_token, KldDefinition definition) {
+  if (ref_logits.size() != q_logits.size())
+    throw_input_error("compare_position: reference has " + std::to_string(ref_logits.size()) +
+                      " logits but quantized config has " + std::to_string(q_logits.size()));
+  if (correct_token >= ref_logits.size())
+    throw_input_error("compare_position: correct token " + std::to_string(correct_token) +
+                      " is outside the vocabulary of " + std::to_string(ref_logits.size()));
+  std::vector<double> ref_exp(ref_logits.size());
+  const Normalizer ref = normalize(ref_logits, ref_exp);
+  const double log_norm_ref = ref.log_norm;
+  const double log_norm_q = normalize(q_logits, {}).log_norm;
+
+  PositionComparison c;
+  c.nll_ref = log_norm_ref - static_cast<double>(ref_logits[correct_token]);
+  c.nll_q = log_norm_q - static_cast<double>(q_logits[correct_token]);
+  c.top1_ref = argmax_first(ref_logits);
+  c.top1_q = argmax_first(q_logits);
   double kld = 0.0;
-  for (size_t i = 0; i < log_ref.size(); ++i)
-    if (log_ref[i] > kLlamaCppMinLogProb) kld += std::exp(log_ref[i]) * (log_ref[i] - log_q[i]);
+  if (definition == KldDefinition::kLlamaCppStored) {
+    // Everything about the reference comes from what llama.cpp's base file keeps of it.
+    const std::vector<double> log_ref = llama_cpp_stored_log_probs(ref_logits);
+    c.nll_ref = -log_ref[correct_token];
+    size_t best = 0;
+    for (size_t i = 0; i < log_ref.size(); ++i) {
+      if (log_ref[i] > log_ref[best]) best = i;
+      if (log_ref[i] <= kLlamaCppMinLogProb) continue;
+      const double log_q = static_cast<double>(q_logits[i]) - log_norm_q;
+      kld += std::exp(log_ref[i]) * (log_ref[i] - log_q);
+    }
+    c.top1_ref = static_cast<uint32_t>(best);
+  } else {
+    // KL(ref || q) = Σ p_ref (ln p_ref − ln q), each log-probability formed as logit − log
+    // normalizer, so identical inputs cancel term by term to exactly 0.
+    const bool llama_cpp_terms = definition == KldDefinition::kLlamaCpp;
+    for (size_t i = 0; i < ref_logits.size(); ++i) {
+      if (ref_exp[i] == 0.0) continue;  // the reference never produces this token
+      const double log_ref = static_cast<double>(ref_logits[i]) - log_norm_ref;
+      if (llama_cpp_terms && log_ref <= kLlamaCppMinLogProb) continue;
+      const double log_q = static_cast<double>(q_logits[i]) - log_norm_q;
+      kld += ref_exp[i] / ref.sum_shifted_exp * (log_ref - log_q);
+    }
+  }
   c.kld = kld;
+  c.p_ref = std::exp(-c.nll_ref);
+  c.p_q = std::exp(-c.nll_q);
+  c.delta_p = c.p_q - c.p_ref;
+  c.same_top1 = c.top1_ref == c.top1_q;
   return c;
 }
 
