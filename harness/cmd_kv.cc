@@ -125,7 +125,10 @@ void run_show(const std::string& spec, const ShapeFlags& sf, bool as_json) {
                     {"key_rotation", kn::rotation_summary(config.key, sf.head_dim)},
                     {"value_rotation", kn::rotation_summary(config.value, sf.head_dim)},
                     {"engine", engine},
-                    {"arithmetic", {{"decode", arithmetic(1)}, {"prefill", arithmetic(512)}}},
+                    {"arithmetic",
+                     {{"decode", arithmetic(1)},
+                      {"prefill", arithmetic(512)},
+                      {"matmul_inputs", std::string(kn::engine_matmul_inputs(config.engine))}}},
                     {"overrides", static_cast<int>(config.overrides.size())},
                     {"layers", layers},
                     {"shape", {{"layers", sf.layers}, {"kv_heads", sf.kv_heads}, {"head_dim", sf.head_dim}}},
@@ -142,6 +145,8 @@ void run_show(const std::string& spec, const ShapeFlags& sf, bool as_json) {
               kn::rotation_summary(config.value, sf.head_dim).c_str());
   std::printf("engine      %s\n  decode    %s\n  prefill   %s (512 queries)\n", engine.c_str(), arithmetic(1).c_str(),
               arithmetic(512).c_str());
+  if (const std::string_view inputs = kn::engine_matmul_inputs(config.engine); !inputs.empty())
+    std::printf("  matmuls   %.*s\n", static_cast<int>(inputs.size()), inputs.data());
   std::printf("shape       %d layers x %d KV heads x head_dim %d\n", sf.layers, sf.kv_heads, sf.head_dim);
   if (runs.size() > 1 || !config.overrides.empty())
     for (const Run& r : runs) std::printf("  layers %2d-%-2d  %s / %s\n", r.first, r.last, r.key.c_str(), r.value.c_str());

@@ -59,6 +59,13 @@ std::string_view query_rounding_name(QueryRounding q) {
   return "f32";
 }
 
+std::string_view engine_matmul_inputs(Engine engine) {
+  if (engine == Engine::llama_cpp)
+    return "each matmul input rounded to the weights' dot type, as ggml-cpu converts it "
+           "(q8_1 for Q4_1/Q5_1 weights, q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, q8_K for k-quants, f16 for F16)";
+  return {};
+}
+
 std::string AttentionArithmetic::describe() const {
   if (exact()) return "f32 query, f32 softmax and accumulation (exact)";
   std::string out = "query " + std::string(query_rounding_name(query));

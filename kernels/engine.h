@@ -90,6 +90,11 @@ struct AttentionArithmetic {
 AttentionArithmetic resolve_arithmetic(Engine engine, const FormatInfo& key, const FormatInfo& value, int64_t n_queries,
                                        int head_dim, float key_scale = 1.0f);
 
+// What the engine rounds outside attention, in words (`kvgate kv show`); empty for none. Under
+// llama.cpp the model's forward pass rounds every matmul input to the weights' dot type
+// (runtime/weights.h round_input_like_llama_cpp).
+std::string_view engine_matmul_inputs(Engine engine);
+
 // Empty when the engine can run this key/value pair; else why not (for a usage error).
 std::string engine_refusal(Engine engine, const FormatInfo& key, const FormatInfo& value);
 

@@ -92,9 +92,11 @@ TEST(KvShow, StatesTheRotationAndTheEngineArithmetic) {
   EXPECT_NE(j["value_rotation"].get<std::string>().find("blocks of 64"), std::string::npos) << j.dump();
   EXPECT_EQ(j["engine"], "llama.cpp");
   EXPECT_NE(j["arithmetic"]["decode"].get<std::string>().find("query q8_0"), std::string::npos) << j.dump();
+  EXPECT_NE(j["arithmetic"]["matmul_inputs"].get<std::string>().find("q8_1 for Q4_1"), std::string::npos) << j.dump();
   const json plain = parse_stdout(run_kvgate("kv show q4_0 --head-dim 96 --json"));
   EXPECT_NE(plain["key_rotation"].get<std::string>().find("none at head_dim 96"), std::string::npos) << plain.dump();
   EXPECT_EQ(plain["engine"], "exact");
+  EXPECT_EQ(plain["arithmetic"]["matmul_inputs"], "");
   const CliResult text = run_kvgate("kv show q8_0:rot=none/f16@engine=llama.cpp-cuda");
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("LLAMA_ATTN_ROT_DISABLE=1"), std::string::npos) << text.out;
