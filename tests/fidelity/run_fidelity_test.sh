@@ -91,20 +91,20 @@ row() { grep -E "^$1 " <<<"$out"; }
 
 run env
 [[ $rc -eq 0 && "$out" == *"PASS: all 3 rows"* ]] || fail "all within bounds: rc=$rc out=$out err=$err"
-[[ "$(row 'q4_0 rot on')" == *"q4_0:rot"*"1.050"*"+0.50"*PASS ]] || fail "rotated row: $(row 'q4_0 rot on')"
-[[ "$(row 'q4_0 rot off')" == *"LLAMA_ATTN_ROT_DISABLE=1"*" q4_0 "*PASS ]] || fail "unrotated row: $(row 'q4_0 rot off')"
+[[ "$(row 'q4_0 rot on')" == *" q4_0@engine=llama.cpp "*"1.050"*"+0.50"*PASS ]] || fail "rotated row: $(row 'q4_0 rot on')"
+[[ "$(row 'q4_0 rot off')" == *"LLAMA_ATTN_ROT_DISABLE=1"*" q4_0:rot=none@engine=llama.cpp "*PASS ]] || fail "unrotated row: $(row 'q4_0 rot off')"
 [[ "$(row f16)" == *"20.0000"*"20.050000"*"+0.25%"*PASS ]] || fail "f16 row: $(row f16)"
 
-run env FAKE_OVERRIDE="q4_0 0.011600 95.000"
+run env FAKE_OVERRIDE="q4_0:rot=none@engine=llama.cpp 0.011600 95.000"
 [[ $rc -eq 1 && "$(row 'q4_0 rot off')" == *"1.160"*FAIL && "$(row 'q4_0 rot on')" == *PASS ]] ||
   fail "KLD ratio 1.16 must fail only its row: rc=$rc out=$out"
 [[ "$out" == *"FAIL: 1 of 3 rows"* ]] || fail "failure count: $out"
 
-run env FAKE_OVERRIDE="q4_0:rot 0.008600 92.900"
+run env FAKE_OVERRIDE="q4_0@engine=llama.cpp 0.008600 92.900"
 [[ $rc -eq 1 && "$(row 'q4_0 rot on')" == *"0.860"*"-2.10"*FAIL ]] ||
   fail "top-1 2.1 points below must fail: rc=$rc out=$out"
 
-run env FAKE_OVERRIDE="q4_0:rot 0.008600 93.100"
+run env FAKE_OVERRIDE="q4_0@engine=llama.cpp 0.008600 93.100"
 [[ $rc -eq 0 ]] || fail "KLD ratio 0.86 and top-1 -1.9 points are within the bounds: rc=$rc out=$out"
 
 run env FAKE_REF_PPL=20.110000
