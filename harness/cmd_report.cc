@@ -44,6 +44,7 @@ void run_report(const ReportArgs& a) {
   in.items = store.run_item_metrics(in.run.id);
   in.turns = store.run_turn_metrics(in.run.id);
   in.weight_bytes = file_size_or_nan(in.run.info.model_path);
+  in.engine = read_engine_view(store, in.run.id);
   if (!a.baseline.empty()) {
     in.baseline = store.resolve_run(a.baseline);
     in.baseline_configs = store.run_configs(in.baseline->id);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/commands.h"
+#include "harness/engine_report.h"
 #include "harness/stored_scores.h"
 #include "results/store.h"
 #include "scoring/aggregate.h"
@@ -153,6 +154,7 @@ void run_show(const RunsArgs& a) {
   const auto configs = store.run_configs(run.id);
   const auto summary = summarize(store, run.id, configs);
   const nlohmann::json plan = plan_json(store, run.id);
+  const EngineRunView engine = read_engine_view(store, run.id);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
@@ -164,7 +166,9 @@ void run_show(const RunsArgs& a) {
                                 {"hash", c.hash},
                                 {"role", c.role},
                                 {"bits_per_element", number_or_null(c.bits_per_element)},
-                                {"kv_bytes_per_token", number_or_null(c.kv_bytes_per_token)}});
+                                {"kv_bytes_per_token", number_or_null(c.kv_bytes_per_token)},
+                                {"kld_estimator", c.kld_estimator},
+                                {"top_k", c.top_k ? nlohmann::json(*c.top_k) : nlohmann::json(nullptr)}});
     out["summary"] = nlohmann::json::array();
     for (const auto& s : summary)
       out["summary"].push_back({{"config_id", s.config_id},
@@ -174,6 +178,7 @@ void run_show(const RunsArgs& a) {
                                 {"scored_tokens", s.items.scored_tokens},
                                 {"kld_mean", number_or_null(s.items.kld_mean)},
                                 {"top1_agreement", number_or_null(s.items.same_top1)}});
+    out.update(engine_json(engine));
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
@@ -199,6 +204,7 @@ void run_show(const RunsArgs& a) {
       text += fmt::format("  {:<24} {:>6} {:>10} {:>12.6f} {:>8.3f}\n", s.spec, s.items.items, s.items.scored_tokens,
                           s.items.kld_mean, 100.0 * s.items.same_top1);
   }
+  text += endpoints_text(engine) + failures_text(engine) + load_text(engine);
   std::fputs(text.c_str(), stdout);
 }
 

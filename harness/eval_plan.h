@@ -4,12 +4,11 @@
 // once. It is built from the command's flags (or the suite they name) or from a stored run that
 // is being resumed; the runner and the recorder only read it.
 //
-// A config is one column of results. Today every config runs on the run's one model through
-// the run's one engine and differs by its KV spec. A config that names its own model or serving
-// endpoint (engine mode) would be a field of PlannedConfig, the runner already keeping one
-// engine per config. A shard (docs/scale-out.md) is a field of the plan: `selected` holds the
-// items this run runs (--limit's first K of the workload, then the shard's part of those), and
-// the runner prepares and runs only those, whatever engine serves the configs.
+// A config is one column of results: the run's one model in-process under a KV spec, or (engine
+// mode, PlannedConfig::endpoint) a serving endpoint that runs that KV config. A shard
+// (docs/scale-out.md) is a field of the plan: `selected` holds the items this run runs
+// (--limit's first K of the workload, then the shard's part of those), and the runner prepares
+// and runs only those, in-process or against the endpoints alike.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -19,6 +18,7 @@
 
 #include "evalsets/item.h"
 #include "kernels/kv_config.h"
+#include "serving/endpoint.h"
 
 namespace kvgate::harness {
 
@@ -28,8 +28,21 @@ const char* config_role_name(ConfigRole role);
 struct PlannedConfig {
   ConfigRole role = ConfigRole::candidate;
   kernels::KvConfig kv;
-  std::string spec;  // kv.canonical(): the config's name in the results and the summary
+  std::string spec;  // kv.canonical(), or endpoint_spec(): the config's name in the results and the summary
+  // Engine mode (docs/engine-mode.md): the serving endpoint that runs this config; none = the
+  // in-process runtime. Its KV config comes from the endpoints file's "kv", else its name, else
+  // what the engine reports (kv_source says which; "" until discovery settles it).
+  std::optional<serving::EndpointConfig> endpoint;
+  std::string kv_source;
+  // KLD and Δp from the top k logprobs of each side (scoring/topk_kld.h) rather than every
+  // logit: every config of a run that has an endpoint, so the estimator is the same on both
+  // sides of each comparison. 0 = full distributions.
+  int top_k = 0;
 };
+
+// The results name of a config served by an endpoint: "endpoint:NAME=CANONICAL", never equal
+// to an in-process spec, so a cross-check run holds both and gates pair engine with engine.
+std::string endpoint_spec(const std::string& endpoint_name, const kernels::KvConfig& kv);
 
 struct Workload {
   std::string source;  // "suite:NAME", "evalset:PATH" or "trace:PATH" (stored as the run's suite name)
@@ -69,6 +82,8 @@ struct EvalPlan {
   size_t plan_items() const;
   // Whether --limit leaves workload items out: such a run is never complete, only interrupted.
   bool leaves_items_out() const { return plan_items() < workload.items.size(); }
+  bool has_endpoints() const;
+  bool has_in_process_configs() const;
 };
 
 // Fills plan.selected from the workload, plan.limit and plan.shard; the plan builders below end
@@ -86,10 +101,30 @@ struct PlanSettings {
 
 // Everything that must be equal across the shards of one plan (and equal to an unsharded run
 // it is compared with), as canonical text, one "key value" per line; its xxHash64 is the plan
-// hash. Not in it: the shard, host and times.
+// hash. Not in it: the shard, host and times, nor an endpoint's URL (N workers of one plan may
+// each drive their own copy of an endpoint); an endpoint config is in it by its results name
+// (endpoint:NAME=KV) and estimator, so endpoint KV discovery must have settled before.
 std::string describe_plan(const EvalPlan& plan, const PlanSettings& settings);
 // The value of `key` in describe_plan()'s text ("" if absent).
 std::string plan_value(const std::string& plan_text, const std::string& key);
+
+// The endpoints the flags name (--endpoint or --endpoints FILE; none when neither is given).
+struct PlanFlags;
+std::vector<serving::EndpointConfig> endpoints_from_flags(const PlanFlags& flags);
+// An endpoint's config: its KV config from the endpoints file's "kv", else its name when that is
+// a KV spec (kv_source "stated" / "name"); otherwise left to settle_endpoint_kv.
+PlannedConfig endpoint_config(ConfigRole role, serving::EndpointConfig endpoint, int top_k);
+
+// Whether in-process config `emulation` emulates what an engine running `engine` stores: the
+// same key and value formats, whatever the options (a rotation, the engine's arithmetic) the
+// emulation adds to match the engine. The cross-check pairs such configs.
+bool emulates(const kernels::KvConfig& emulation, const kernels::KvConfig& engine);
+
+// Settles an endpoint config's KV config once discovery knows what the engine reports
+// (`reported`, e.g. SGLang's kv_cache_dtype): a config whose KV the user stated or named keeps
+// it; one without takes the reported one, and without either it is a usage error naming the
+// endpoint. Sets the config's spec.
+void settle_endpoint_kv(PlannedConfig& config, const std::string& reported);
 
 // The flags of `kvgate eval` / `kvgate replay` that choose what to run.
 struct PlanFlags {
@@ -100,6 +135,11 @@ struct PlanFlags {
   std::string model;
   int64_t limit = 0;               // --limit
   std::optional<ShardSpec> shard;  // resolve_shard
+  // Engine mode: --endpoint NAME=URL[,...] or --endpoints FILE, one config per endpoint;
+  // --ref-endpoint NAME makes that endpoint the reference. With endpoints, in-process
+  // candidates come only from an explicit --kv (a suite's own list is not run).
+  std::string endpoints, endpoints_file, ref_endpoint;
+  int top_k = 20;
 };
 
 // Usage error (exit 2) when not exactly one source is given, no candidate is left, or a config
@@ -110,6 +150,12 @@ EvalPlan plan_from_flags(const PlanFlags& flags);
 struct StoredConfig {
   std::string spec;
   ConfigRole role = ConfigRole::candidate;
+  int top_k = 0;
+  // Engine mode: the endpoint recorded for the config (its URL redacted); a resume may give
+  // the endpoints again (--endpoint), matched by name, where they moved or carry credentials.
+  std::optional<serving::EndpointConfig> endpoint;
+  std::string kv;  // the endpoint's KV config, canonical
+  std::string kv_source;
 };
 
 // The plan of stored run `run_id`: its workload is read again from `source` and must still hash
