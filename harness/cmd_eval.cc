@@ -241,7 +241,7 @@ void add_common(CLI::App* c, EvalArgs& a) {
   c->add_option("--ref", a.plan.ref, "Reference KV config (default: the suite's, else f16)");
   c->add_option("--model", a.plan.model, "GGUF model (default: the fetched default model)");
   c->add_option("--db", a.db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
-  c->add_option("--threads", a.options.threads, "Worker threads (0 = all cores)");
+  c->add_option("--threads", a.options.threads, "Cores in total, BLAS included (0 = all cores)");
   add_backend_option(c, a.options.backend);
   c->add_option("--limit", a.plan.limit, "Run only the first N items (the run stays resumable)");
   c->add_option("--shard", a.shard,

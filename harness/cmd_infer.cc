@@ -208,7 +208,7 @@ void add_infer_commands(CLI::App& app, CommandContext&) {
   g->add_option("--kv", gen->kv, "KV config (see `kvgate kv list`)")->capture_default_str();
   g->add_option("-n", gen->n, "Tokens to generate")->capture_default_str();
   g->add_option("--model", gen->model, "GGUF model (default: the fetched default model)");
-  g->add_option("--threads", gen->threads, "Worker threads (0 = all cores)");
+  g->add_option("--threads", gen->threads, "Cores in total, BLAS included (0 = all cores)");
   add_backend_option(g, gen->backend);
   g->add_flag("--ignore-eos", gen->ignore_eos, "Keep generating past the end-of-sequence token");
   g->add_flag("--json", gen->json, "Machine-readable output");
@@ -230,7 +230,7 @@ void add_infer_commands(CLI::App& app, CommandContext&) {
                 "file), full (every vocabulary entry, as `kvgate eval`)")
       ->capture_default_str();
   p->add_option("--model", ppl->model, "GGUF model (default: the fetched default model)");
-  p->add_option("--threads", ppl->threads, "Worker threads (0 = all cores)");
+  p->add_option("--threads", ppl->threads, "Cores in total, BLAS included (0 = all cores)");
   add_backend_option(p, ppl->backend);
   p->add_flag("--json", ppl->json, "Machine-readable output");
   p->callback([ppl] { run_perplexity_cmd(*ppl); });

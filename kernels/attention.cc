@@ -31,6 +31,29 @@ struct Scratch {
         acc_stored(rows * head_dim), acc_window(rows * head_dim), state(rows), position(rows) {}
 };
 
+// Asks for a head's share of the next page while this one is computed: one head's tokens of a
+// page are a few KiB between other heads' data, too short a run for the hardware prefetcher to
+// ramp up on, so without this each page starts with a stall on DRAM.
+void prefetch_page(const KvRoleView& role, int kv_head, int64_t page_start, int64_t page_end, int page_tokens) {
+  if (page_start >= std::min(page_end, role.quantized) || role.pages[page_start / page_tokens] == kDroppedPage) return;
+  const char* p = reinterpret_cast<const char*>(role.group_at(kv_head, page_start, page_tokens));
+  constexpr size_t kLine = 64;
+  for (size_t off = 0; off < role.head_bytes; off += kLine) __builtin_prefetch(p + off);
+}
+
+// The largest of n scores in four independent chains (one serial chain waits out the compare's
+// latency per score). Scores are never NaN here, so the order does not change the maximum; only
+// the sign of a zero maximum could, and exp(score - max) does not see it.
+float max_of(const float* x, int n) {
+  float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  int t = 0;
+  for (; t + 4 <= n; t += 4)
+    for (int k = 0; k < 4; ++k) m[k] = x[t + k] > m[k] ? x[t + k] : m[k];
+  for (; t < n; ++t) m[0] = x[t] > m[0] ? x[t] : m[0];
+  const float a = m[0] > m[1] ? m[0] : m[1], b = m[2] > m[3] ? m[2] : m[3];
+  return a > b ? a : b;
+}
+
 float dot(const float* a, const float* b, int n) {
   float s = 0.0f;
   for (int i = 0; i < n; ++i) s += a[i] * b[i];
@@ -78,6 +101,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
     const int64_t pe = std::min<int64_t>(ps + pt, v.length);
     const int n = static_cast<int>(pe - ps);
     float* scores = s.scores.data();
+    prefetch_page(v.key, kv_head, ps + pt, visible_end, pt);
 
     const int nk = static_cast<int>(std::clamp(v.key.quantized, ps, pe) - ps);
     if (nk == n) {
@@ -100,9 +124,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
       for (int64_t t = std::max<int64_t>(pos + 1 - ps, 0); t < n; ++t) row[t] = -INFINITY;
       if (v.window > 0)
         for (int64_t t = 0; t < std::min<int64_t>(pos - v.window + 1 - ps, n); ++t) row[t] = -INFINITY;
-      float chunk_max = -INFINITY;
-      // A plain compare, not std::fmax: scores are never NaN here and fmax is a libm call per score.
-      for (int t = 0; t < n; ++t) chunk_max = row[t] > chunk_max ? row[t] : chunk_max;
+      const float chunk_max = max_of(row, n);
       if (chunk_max == -INFINITY) {
         std::fill_n(row, n, 0.0f);
         continue;
@@ -126,6 +148,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
       st.add(sum);
     }
 
+    prefetch_page(v.value, kv_head, ps + pt, visible_end, pt);
     const int nv = static_cast<int>(std::clamp(v.value.quantized, ps, pe) - ps);
     if (nv == n) {
       vc.axpy_rows(scores, rows, v.value.group_at(kv_head, ps, pt), n, s.acc_stored.data());

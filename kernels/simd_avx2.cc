@@ -2,6 +2,8 @@
 // registry entry's FormatId to its family's kernels (kernels/simd_avx2_<family>.cc).
 #include "kernels/simd_avx2.h"
 
+#include <array>
+
 #include "kernels/cpu_features.h"
 #include "kernels/simd_avx2_rows.h"
 
@@ -29,11 +31,23 @@ KVGATE_AVX2 void axpy_f32_avx2(float w, const float* x, float* y, int n) {
   for (; i < n; ++i) y[i] += w * x[i];
 }
 
-const RowKernels* row_kernels(FormatId id) {
+const RowKernels* find_row_kernels(FormatId id) {
   for (const RowKernels* (*family)(FormatId) :
        {&float_row_kernels, &pth_row_kernels, &ggml_row_kernels, &nvfp4_row_kernels, &uniform_row_kernels})
     if (const RowKernels* k = family(id)) return k;
   return nullptr;
+}
+
+// Asked on every call, i.e. per page and head of a decode step (thousands of times per token),
+// so the families are searched once per id.
+const RowKernels* row_kernels(FormatId id) {
+  using Table = std::array<const RowKernels*, 1u << (8 * sizeof(FormatId))>;
+  static const Table table = [] {
+    Table t{};
+    for (size_t i = 0; i < t.size(); ++i) t[i] = find_row_kernels(static_cast<FormatId>(i));
+    return t;
+  }();
+  return table[static_cast<size_t>(id)];
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // registry entry (simd_avx2.cc dispatches).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -148,10 +149,16 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
           a3 = dot_decoded<D>(&tile.v[3][b * V], tile.d[3][b], tile.m[3][b], qv, qsum, a3);
         }
         float* out = scores + static_cast<size_t>(qi) * n_tokens + t;
-        out[0] = finish(a0, qtotal, r[0]);
-        out[1] = finish(a1, qtotal, r[1]);
-        out[2] = finish(a2, qtotal, r[2]);
-        out[3] = finish(a3, qtotal, r[3]);
+        // finish() for four rows at once, the same operations in the same order per lane.
+        __m128 score = hsum4(a0, a1, a2, a3);
+        if constexpr (D::kRawFactor != 1.0f) score = _mm_mul_ps(score, _mm_set1_ps(D::kRawFactor));
+        if constexpr (D::kRowScaled)
+          score = _mm_mul_ps(score, _mm_setr_ps(D::row_scale(r[0], f.scale), D::row_scale(r[1], f.scale),
+                                                D::row_scale(r[2], f.scale), D::row_scale(r[3], f.scale)));
+        if constexpr (D::kRowMin)
+          score = _mm_add_ps(score, _mm_mul_ps(_mm_set1_ps(hsum(qtotal)), _mm_setr_ps(D::row_min(r[0]), D::row_min(r[1]),
+                                                                                       D::row_min(r[2]), D::row_min(r[3]))));
+        _mm_storeu_ps(out, score);
       }
     }
   }
@@ -244,25 +251,35 @@ KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_
     // Every whole tile of the call decoded once; then each query row's accumulator stays in
     // registers, one head_dim block at a time, across all tiles. Per element the operations and
     // their order are those of axpy_decoded tile after tile, so the result is unchanged.
+    // Decoded vectors are stored tile-major ([tile][block][row of tile][vector]), so the inner
+    // loop walks one pointer with constant offsets, and each row's per-block weight w * d is
+    // formed once per query row, eight at a time, then broadcast from memory.
     constexpr int V = D::kElems / 8;
+    constexpr size_t kChunk = static_cast<size_t>(kTileRows) * V * 8;  // floats of one tile's block
     const int n_tiles = n_tokens / kTileRows;
-    const size_t row_vectors = static_cast<size_t>(nb) * V;
-    thread_local std::vector<float> decoded;  // 8 floats per decoded vector
-    thread_local std::vector<float> block_d, block_m, w, row_add;
-    decoded.resize(static_cast<size_t>(n_tiles) * kTileRows * row_vectors * 8);
-    block_d.resize(static_cast<size_t>(n_tiles) * kTileRows * nb);
+    const int n_rows = n_tiles * kTileRows;
+    const size_t padded_rows = (static_cast<size_t>(n_rows) + 7) / 8 * 8;
+    thread_local std::vector<float> decoded;
+    thread_local std::vector<float> block_d, block_m, w, wd, row_add;  // block_*, wd: [block][row]
+    decoded.resize(static_cast<size_t>(n_tiles) * nb * kChunk);
+    block_d.resize(static_cast<size_t>(nb) * padded_rows);
     block_m.resize(block_d.size());
-    w.resize(static_cast<size_t>(n_tiles) * kTileRows);
+    wd.resize(block_d.size());
+    w.resize(padded_rows);
     row_add.resize(n_tiles);
-    for (int row = 0; row < n_tiles * kTileRows; ++row) {
+    std::fill(w.begin() + n_rows, w.end(), 0.0f);  // the last vector's rows past n_rows
+    for (int b = 0; b < nb; ++b)
+      std::fill_n(block_d.begin() + static_cast<ptrdiff_t>(b * padded_rows + n_rows), padded_rows - n_rows, 0.0f);
+    for (int row = 0; row < n_rows; ++row) {
       const uint8_t* r = rows + static_cast<size_t>(row) * rb;
+      const size_t tile_base = static_cast<size_t>(row / kTileRows) * nb * kChunk + static_cast<size_t>(row % kTileRows) * V * 8;
       for (int b = 0; b < nb; ++b) {
         const uint8_t* blk = r + D::kHeader + static_cast<size_t>(b) * D::kBytes;
         __m256 v[V];
         D::decode(blk, v);
-        for (int k = 0; k < V; ++k) _mm256_storeu_ps(&decoded[(row * row_vectors + static_cast<size_t>(b) * V + k) * 8], v[k]);
-        block_d[static_cast<size_t>(row) * nb + b] = D::kBlockScaled ? D::block_d(blk) : 1.0f;
-        block_m[static_cast<size_t>(row) * nb + b] = D::kBlockMin ? D::block_m(blk) : 0.0f;
+        for (int k = 0; k < V; ++k) _mm256_storeu_ps(&decoded[tile_base + static_cast<size_t>(b) * kChunk + k * 8], v[k]);
+        block_d[static_cast<size_t>(b) * padded_rows + row] = D::kBlockScaled ? D::block_d(blk) : 1.0f;
+        block_m[static_cast<size_t>(b) * padded_rows + row] = D::kBlockMin ? D::block_m(blk) : 0.0f;
       }
     }
     for (int qi = 0; qi < n_q; ++qi) {
@@ -276,23 +293,28 @@ KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_
           if constexpr (D::kRowMin) row_add[tile] += wq[row] * D::row_min(r);
         }
       }
+      if constexpr (D::kBlockScaled)  // one rounding, w * d, as the per-row path's scalar product
+        for (int b = 0; b < nb; ++b)
+          for (size_t row = 0; row < padded_rows; row += 8) {
+            const size_t at = static_cast<size_t>(b) * padded_rows + row;
+            _mm256_storeu_ps(&wd[at], _mm256_mul_ps(_mm256_loadu_ps(&w[row]), _mm256_loadu_ps(&block_d[at])));
+          }
       float* a = acc + static_cast<size_t>(qi) * f.head_dim;
       for (int b = 0; b < nb; ++b) {
+        const float* wdb = D::kBlockScaled ? &wd[static_cast<size_t>(b) * padded_rows] : w.data();
+        const float* mb = &block_m[static_cast<size_t>(b) * padded_rows];
         __m256 s[V];
         for (int k = 0; k < V; ++k) s[k] = _mm256_loadu_ps(a + b * D::kElems + 8 * k);
-        for (int tile = 0; tile < n_tiles; ++tile) {
-          __m256 wd[kTileRows];
+        const float* v = &decoded[static_cast<size_t>(b) * kChunk];
+        for (int tile = 0; tile < n_tiles; ++tile, v += static_cast<size_t>(nb) * kChunk) {
+          const float* wt = wdb + tile * kTileRows;
+          __m256 wv[kTileRows];
+          for (int i = 0; i < kTileRows; ++i) wv[i] = _mm256_broadcast_ss(wt + i);
           float add = row_add[tile];
-          for (int i = 0; i < kTileRows; ++i) {
-            const int row = tile * kTileRows + i;
-            const size_t at = static_cast<size_t>(row) * nb + b;
-            wd[i] = _mm256_set1_ps(D::kBlockScaled ? w[row] * block_d[at] : w[row]);
-            if constexpr (D::kBlockMin) add += w[row] * block_m[at];
-          }
-          const float* v = &decoded[(static_cast<size_t>(tile) * kTileRows * row_vectors + static_cast<size_t>(b) * V) * 8];
+          if constexpr (D::kBlockMin)
+            for (int i = 0; i < kTileRows; ++i) add += w[tile * kTileRows + i] * mb[tile * kTileRows + i];
           for (int k = 0; k < V; ++k) {
-            for (int i = 0; i < kTileRows; ++i)
-              s[k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + (i * row_vectors + k) * 8), wd[i], s[k]);
+            for (int i = 0; i < kTileRows; ++i) s[k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + (i * V + k) * 8), wv[i], s[k]);
             if constexpr (D::kBlockMin || D::kRowMin) s[k] = _mm256_add_ps(s[k], _mm256_set1_ps(add));
           }
         }

@@ -37,6 +37,16 @@ KVGATE_AVX2_INLINE float hsum(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+// hsum of four vectors at once, in hsum's order per vector: ((v0 + v4) + (v2 + v6)) + ((v1 + v5) +
+// (v3 + v7)), so each lane holds exactly hsum(a_j).
+KVGATE_AVX2_INLINE __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  __m128 x0 = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
+  __m128 x1 = _mm_add_ps(_mm256_castps256_ps128(a1), _mm256_extractf128_ps(a1, 1));
+  __m128 x2 = _mm_add_ps(_mm256_castps256_ps128(a2), _mm256_extractf128_ps(a2, 1));
+  __m128 x3 = _mm_add_ps(_mm256_castps256_ps128(a3), _mm256_extractf128_ps(a3, 1));
+  _MM_TRANSPOSE4_PS(x0, x1, x2, x3);  // x_k now holds element k of each a_j
+  return _mm_add_ps(_mm_add_ps(x0, x2), _mm_add_ps(x1, x3));
+}
 KVGATE_AVX2_INLINE float hmax(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
