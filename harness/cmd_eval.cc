@@ -3,9 +3,11 @@
 // store and print a per-config summary with the run id.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "harness/eval_plan.h"
 #include "harness/eval_runner.h"
 #include "harness/run_recorder.h"
+#include "harness/weights.h"
 #include "results/store.h"
 
 namespace kvgate::harness {
@@ -66,8 +69,12 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
   if (json) {
     nlohmann::json configs = nlohmann::json::array();
     auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
-    for (const ConfigSummaryRow& c : r.configs)
+    for (size_t i = 0; i < r.configs.size(); ++i) {
+      const ConfigSummaryRow& c = r.configs[i];
+      const PlannedConfig& planned = plan.configs[i];
       configs.push_back({{"kv", c.spec},
+                         {"kv_spec", planned.kv.canonical()},
+                         {"weights", plan.weights_run ? nlohmann::json(plan.models[planned.model].label) : nlohmann::json(nullptr)},
                          {"reference", c.reference},
                          {"bits_per_element", c.bits_per_element},
                          {"kv_bytes_per_token", c.kv_bytes_per_token},
@@ -79,6 +86,7 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                          {"answered_items", c.answered_items},
                          {"ttft_p50_ms", num(c.ttft_p50_ms)},
                          {"tpot_p50_ms", num(c.tpot_p50_ms)}});
+    }
     nlohmann::json j = {{"run", r.run_id},          {"db", db_path},         {"workload", w.source},
                         {"hash", w.hash},           {"items", r.items_total}, {"items_run", r.items_run},
                         {"items_skipped", r.items_skipped}, {"seconds", r.seconds}, {"configs", configs},
@@ -90,12 +98,14 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
   std::printf("run %lld  %s  (%lld items, %lld run now, %.1f s)  db %s\n", static_cast<long long>(r.run_id),
               w.source.c_str(), static_cast<long long>(r.items_total), static_cast<long long>(r.items_run), r.seconds,
               db_path.c_str());
-  std::printf("%-28s %6s %11s %11s %8s %9s %9s %9s\n", "kv config", "bits", "mean KLD", "KLD p99", "top-1 %",
-              "Δ answer", "TTFT ms", "TPOT ms");
+  int width = 28;  // weights runs name configs LABEL+KV, often longer
+  for (const ConfigSummaryRow& c : r.configs) width = std::max(width, static_cast<int>(c.spec.size()) + 6);
+  std::printf("%-*s %6s %11s %11s %8s %9s %9s %9s\n", width, plan.weights_run ? "weights+kv config" : "kv config", "bits",
+              "mean KLD", "KLD p99", "top-1 %", "Δ answer", "TTFT ms", "TPOT ms");
   for (const ConfigSummaryRow& c : r.configs) {
     const std::string name = c.reference ? c.spec + " (ref)" : c.spec;
     const double delta = c.answer_accuracy - ref_acc;
-    std::printf("%-28s %6.2f %11s %11s %8s %9s %9s %9s\n", name.c_str(), c.bits_per_element,
+    std::printf("%-*s %6.2f %11s %11s %8s %9s %9s %9s\n", width, name.c_str(), c.bits_per_element,
                 fmt_or_dash(c.kld_mean, "{:.6f}").c_str(), fmt_or_dash(c.kld_p99, "{:.5f}").c_str(),
                 fmt_or_dash(100 * c.top1, "{:.2f}").c_str(), fmt_or_dash(100 * delta, "{:+.1f}%").c_str(),
                 fmt_or_dash(c.ttft_p50_ms, "{:.1f}").c_str(), fmt_or_dash(c.tpot_p50_ms, "{:.1f}").c_str());
@@ -173,23 +183,41 @@ void run_eval_cmd(EvalArgs a) {
       a.resume > 0 ? RunRecorder::plan_to_resume(store, a.resume, flags.limit, flags.shard) : plan_from_flags(flags);
   restore_shard_settings(store, plan, a);
   if (!a.json) print_shard(plan);
-  LoadedModel lm = load_model(plan.model);
-  const std::unique_ptr<runtime::Engine> engine = make_engine(a.options.backend, *lm.model, a.options.threads);
-  const std::string model_sha256 = sha256_file_hex(lm.model->path());
+  // Every model of the plan is loaded (memory-mapped) and its tokenizer checked before any
+  // forward pass; each gets its own engine.
+  std::vector<LoadedModel> loaded;
+  for (const PlannedModel& m : plan.models) {
+    loaded.push_back(load_model(m.path));
+    check_same_tokenizer(*loaded.front().model, *loaded.back().model);
+  }
+  std::vector<std::unique_ptr<runtime::Engine>> engines;
+  std::vector<RunModel> models;
+  std::vector<std::string> weights_sha256;
+  for (size_t m = 0; m < loaded.size(); ++m) {
+    engines.push_back(make_engine(a.options.backend, *loaded[m].model, a.options.threads));
+    const std::string& path = loaded[m].model->path();
+    weights_sha256.push_back(sha256_file_hex(path));
+    const std::string label = plan.weights_run ? plan.models[m].label : std::filesystem::path(path).stem().string();
+    models.push_back({&loaded[m], engines.back().get(), weights_identity(*loaded[m].model, label, weights_sha256.back())});
+  }
+  const LoadedModel& lm = loaded.front();
+  const runtime::Engine& engine = *engines.front();
+  const std::string& model_sha256 = weights_sha256.front();
   const results::RunInfo info =
-      plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, *engine, model_sha256);
+      plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, engine, model_sha256);
   // What this invocation runs with: for a resumed run, the settings it continues with.
-  const std::string plan_text = describe_plan(
-      plan, PlanSettings{model_sha256,
-                         a.options.threads > 0 ? a.options.threads : static_cast<int64_t>(std::thread::hardware_concurrency()),
-                         a.options.max_new_tokens, engine->backend(), kVersion, kGitSha});
+  PlanSettings settings{model_sha256,
+                        a.options.threads > 0 ? a.options.threads : static_cast<int64_t>(std::thread::hardware_concurrency()),
+                        a.options.max_new_tokens, engine.backend(), kVersion, kGitSha,
+                        plan.weights_run ? weights_sha256 : std::vector<std::string>{}};
+  const std::string plan_text = describe_plan(plan, settings);
   check_shard_plan(store, plan, plan_text);
   RunRecorder recorder(store, plan, info, plan_text);
 
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   EvalResult r;
   try {
-    r = run_eval(plan, lm, *engine, recorder, a.options, [&](const std::string& what) {
+    r = run_eval(plan, models, recorder, a.options, [&](const std::string& what) {
       if (live) std::fprintf(stderr, "\r\033[K[run %lld] %s", static_cast<long long>(recorder.run_id()), what.c_str());
     });
   } catch (...) {
@@ -203,7 +231,12 @@ void run_eval_cmd(EvalArgs a) {
 void add_common(CLI::App* c, EvalArgs& a) {
   c->add_option("--kv", a.plan.kv, "Candidate KV configs, comma-separated (default: the suite's)");
   c->add_option("--ref", a.plan.ref, "Reference KV config (default: the suite's, else f16)");
-  c->add_option("--model", a.plan.model, "GGUF model (default: the fetched default model)");
+  c->add_option("--model", a.plan.model,
+                "GGUF model (default: the fetched default model); with --ref-model, the candidate models, "
+                "comma-separated, each PATH or LABEL=PATH");
+  c->add_option("--ref-model", a.plan.ref_model,
+                "Reference weights (PATH or LABEL=PATH): a weights run scoring every {model} x {KV spec} config "
+                "(LABEL+KV) against this model with the --ref KV spec (docs/models.md)");
   c->add_option("--db", a.db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
   c->add_option("--threads", a.options.threads, "Worker threads (0 = all cores)");
   add_backend_option(c, a.options.backend);

@@ -4,10 +4,11 @@
 // once. It is built from the command's flags (or the suite they name) or from a stored run that
 // is being resumed; the runner and the recorder only read it.
 //
-// A config is one column of results. Today every config runs on the run's one model through
-// the run's one engine and differs by its KV spec. A config that names its own model or serving
-// endpoint (engine mode) would be a field of PlannedConfig, the runner already keeping one
-// engine per config. A shard (docs/scale-out.md) is a field of the plan: `selected` holds the
+// A config is one column of results: a KV spec on one of the plan's models. A plain run has one
+// model and its configs differ by KV spec; a weights run (`--ref-model`, docs/models.md) crosses
+// its models (the reference's weights first) with its KV specs, so one run scores {weights} x
+// {KV} against one reference, and each config is named LABEL+KV. The runner keeps one engine per
+// model. A shard (docs/scale-out.md) is a field of the plan: `selected` holds the
 // items this run runs (--limit's first K of the workload, then the shard's part of those), and
 // the runner prepares and runs only those, whatever engine serves the configs.
 #include <cstdint>
@@ -28,8 +29,20 @@ const char* config_role_name(ConfigRole role);
 struct PlannedConfig {
   ConfigRole role = ConfigRole::candidate;
   kernels::KvConfig kv;
-  std::string spec;  // kv.canonical(): the config's name in the results and the summary
+  std::string spec;  // the config's name in the results and the summary: kv.canonical(), or LABEL+kv.canonical()
+  size_t model = 0;  // index into EvalPlan::models
 };
+
+// A model of the plan. Its label names it in its configs' names: the file's stem, or the LABEL of
+// --model LABEL=PATH; letters, digits, '.', '_' and '-' only.
+struct PlannedModel {
+  std::string path;  // as given ("" for the default model)
+  std::string label;
+};
+
+// "LABEL=PATH" or "PATH" -> the model and its label. Usage error for a label (given, or the
+// file's stem) with other characters than [A-Za-z0-9._-], naming `flag`.
+PlannedModel parse_model_arg(const std::string& arg, const std::string& flag);
 
 struct Workload {
   std::string source;  // "suite:NAME", "evalset:PATH" or "trace:PATH" (stored as the run's suite name)
@@ -57,7 +70,10 @@ std::optional<ShardSpec> resolve_shard(const std::string& flag, const std::funct
 
 struct EvalPlan {
   Workload workload;
-  std::string model;  // --model PATH, the resumed run's model, or "" for the default model
+  // models[0] is the reference's: --model PATH (or --ref-model in a weights run), the resumed
+  // run's model, or "" for the default model. A plain run has exactly one model.
+  std::vector<PlannedModel> models{PlannedModel{}};
+  bool weights_run = false;  // configs are named LABEL+KV (--ref-model), even with one model
   std::vector<PlannedConfig> configs;  // the reference first, then the candidates
   int64_t resume_run = 0;  // the stored run this plan continues; 0 for a new run
   int64_t limit = 0;       // --limit: the plan holds only the workload's first `limit` items (0: all)
@@ -77,11 +93,12 @@ void select_items(EvalPlan& plan);
 
 // What the plan's numbers also depend on, beyond the plan itself.
 struct PlanSettings {
-  std::string model_sha256;
+  std::string model_sha256;  // the reference's model
   int64_t threads = 0;  // results are bit-identical for one thread count only
   int64_t max_new_tokens = 0;
   std::string backend;
   std::string kvgate_version, git_sha;  // shards of one plan run one kvgate build
+  std::vector<std::string> weights_sha256;  // a weights run: per plan.models, in order
 };
 
 // Everything that must be equal across the shards of one plan (and equal to an unsharded run
@@ -97,19 +114,27 @@ struct PlanFlags {
   std::string suite, evalset, trace;  // exactly one
   std::string kv;   // comma-separated candidates; empty: the suite's
   std::string ref;  // empty: the suite's, else f16
+  // A plain run: the one model ("" default). With ref_model, a weights run: the reference's
+  // weights and the comma-separated candidate models (each "PATH" or "LABEL=PATH"), crossed
+  // with the reference KV spec and the --kv specs.
   std::string model;
+  std::string ref_model;
   int64_t limit = 0;               // --limit
   std::optional<ShardSpec> shard;  // resolve_shard
 };
 
 // Usage error (exit 2) when not exactly one source is given, no candidate is left, or a config
-// is given twice (the reference included); input errors name the file or spec at fault.
+// is given twice (the reference included); input errors name the file or spec at fault. In a
+// weights run the KV specs and the models are sets: the reference KV spec (or model) listed
+// again among the candidates is taken once, and every other (model, KV) pair is a candidate.
 EvalPlan plan_from_flags(const PlanFlags& flags);
 
 // A stored config of a run being resumed.
 struct StoredConfig {
   std::string spec;
   ConfigRole role = ConfigRole::candidate;
+  // A weights run's config: its KV part and its model (label and path); empty otherwise.
+  std::string kv_spec, model_label, model_path;
 };
 
 // The plan of stored run `run_id`: its workload is read again from `source` and must still hash

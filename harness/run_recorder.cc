@@ -14,8 +14,16 @@ EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id, int6
   if (!run) throw_usage_error(store.path() + ": no run " + std::to_string(run_id) + " to resume");
   if (run->status == "complete") throw_usage_error(store.path() + ": run " + std::to_string(run_id) + " is already complete");
   std::vector<StoredConfig> configs;
-  for (const results::RunConfigRecord& c : store.run_configs(run_id))
-    configs.push_back({c.spec, c.role == "reference" ? ConfigRole::reference : ConfigRole::candidate});
+  for (const results::RunConfigRecord& c : store.run_configs(run_id)) {
+    StoredConfig stored{c.spec, c.role == "reference" ? ConfigRole::reference : ConfigRole::candidate, "", "", ""};
+    // A weights run's config is named LABEL+KV; a plain run's name is its KV spec.
+    if (c.model && c.model->kv_spec != c.spec) {
+      stored.kv_spec = c.model->kv_spec;
+      stored.model_label = c.model->label;
+      stored.model_path = c.model->path;
+    }
+    configs.push_back(std::move(stored));
+  }
   EvalPlan plan = plan_from_stored_run(run_id, run->info.suite_name, run->info.suite_hash, run->info.model_path, configs);
   const std::optional<results::RunPlan> stored = store.run_plan(run_id);
   if (stored && stored->shard_index) {
@@ -57,7 +65,8 @@ void RunRecorder::record_plan() {
   store_.record_plan(run_id_, record, items);
 }
 
-void RunRecorder::open(const kernels::KvShape& shape) {
+void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
+  KVGATE_CHECK(setups.size() == plan_.configs.size(), "one setup per config of the plan");
   if (plan_.resume_run > 0) {
     run_id_ = plan_.resume_run;
     std::map<std::string, int64_t> id_of;
@@ -74,11 +83,14 @@ void RunRecorder::open(const kernels::KvShape& shape) {
     return;
   }
   run_id_ = store_.begin_run(info_);
-  for (const PlannedConfig& c : plan_.configs) {
+  for (size_t i = 0; i < plan_.configs.size(); ++i) {
+    const PlannedConfig& c = plan_.configs[i];
+    const kernels::KvShape& shape = setups[i].shape;
     const int64_t id = store_.add_config({c.spec, hex_u64(c.kv.hash()), c.kv.bits_per_element(shape)});
     store_.attach_config(run_id_, id,
                          c.role == ConfigRole::reference ? results::ConfigRole::reference : results::ConfigRole::candidate,
                          c.kv.bytes_per_token(shape));
+    store_.record_config_model(run_id_, id, setups[i].model);
     config_ids_.push_back(id);
   }
   record_plan();

@@ -214,9 +214,11 @@ void check_shards(const std::vector<ShardRun>& shards) {
       const RunConfigRecord &x = s.configs[c], &y = first.configs[c];
       same_configs = x.spec == y.spec && x.hash == y.hash && x.role == y.role &&
                      (x.kv_bytes_per_token == y.kv_bytes_per_token ||
-                      (std::isnan(x.kv_bytes_per_token) && std::isnan(y.kv_bytes_per_token)));
+                      (std::isnan(x.kv_bytes_per_token) && std::isnan(y.kv_bytes_per_token))) &&
+                     x.model.has_value() == y.model.has_value() &&
+                     (!x.model || (x.model->kv_spec == y.model->kv_spec && x.model->sha256 == y.model->sha256));
     }
-    if (!same_configs) throw_input_error(s.name() + " and " + first.name() + " differ in their KV configs");
+    if (!same_configs) throw_input_error(s.name() + " and " + first.name() + " differ in their configs (KV or model)");
   }
 
   std::map<int64_t, const ShardRun*> by_index;
@@ -364,6 +366,7 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
   for (const RunConfigRecord& rc : first.configs) {
     const int64_t id = out.add_config({rc.spec, rc.hash, rc.bits_per_element});
     out.attach_config(run_id, id, rc.role == "reference" ? ConfigRole::reference : ConfigRole::candidate, rc.kv_bytes_per_token);
+    if (rc.model) out.record_config_model(run_id, id, *rc.model);
     config_id[rc.spec] = id;
   }
   // Items in the plan's order, as an unsharded run stores them.
