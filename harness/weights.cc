@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "harness/commands.h"
 #include "harness/stored_scores.h"
 
 namespace kvgate::harness {
@@ -111,7 +112,7 @@ std::vector<std::string> attribution(const std::vector<WeightsKvRow>& rows) {
     const WeightsKvRow* weights_only = find(r.weights, ref.kv);
     const WeightsKvRow* kv_only = find(ref.weights, r.kv);
     if (!weights_only || !kv_only) continue;
-    out.push_back(fmt::format("{}: mean KLD {} = weights alone ({}) {} + KV alone ({}) {} {:+.6f} together; "
+    out.push_back(fmt::format("{}: mean KLD {}; weights alone ({}) {}, KV alone ({}) {}, the rest {:+.6f}; "
                               "weights {} MB, KV {} MB per session",
                               r.spec, or_dash(r.quality.kld_mean, "{:.6f}"), weights_only->spec,
                               or_dash(weights_only->quality.kld_mean, "{:.6f}"), kv_only->spec,
@@ -122,13 +123,10 @@ std::vector<std::string> attribution(const std::vector<WeightsKvRow>& rows) {
   return out;
 }
 
-struct Cells {
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
-};
+}  // namespace
 
-Cells table_cells(const std::vector<WeightsKvRow>& rows) {
-  Cells t;
+WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows) {
+  WeightsKvTable t;
   t.header = {"config", "weights", "KV", "mean KLD", "KLD p99", "top-1 %", "Δ answer", "weights MB", "KV B/token",
               "KV MB/session", "sessions"};
   for (const WeightsKvRow& r : rows)
@@ -143,10 +141,9 @@ Cells table_cells(const std::vector<WeightsKvRow>& rows) {
                       or_dash(r.kv_bytes_per_token, "{:.0f}"),
                       mb(r.kv_bytes_per_session),
                       r.sessions < 0 ? "-" : grouped(r.sessions)});
+  t.attribution = attribution(rows);
   return t;
 }
-
-}  // namespace
 
 std::string tokenizer_fingerprint(const runtime::GgufFile& file) {
   std::string text;
@@ -212,8 +209,16 @@ workloads::ModelShape model_shape_from_gguf(const std::string& path) {
   return m;
 }
 
+void add_gpu_flags(CLI::App* command, GpuFlags& flags) {
+  command->add_option("--gpu", flags.gpu, "GPU the weights x KV table fits sessions on: a capacity preset (H100, H200, MI300X, MI355X)")
+      ->capture_default_str();
+  command->add_option("--gpu-mem-gib", flags.mem_gib, "Override that GPU's memory (GiB)");
+  command->add_option("--mem-util", flags.mem_util, "Share of GPU memory for weights + KV")->capture_default_str();
+  command->add_option("--context", flags.context, "Tokens per session in the weights x KV table")->capture_default_str();
+}
+
 std::string GpuBudget::describe() const {
-  return fmt::format("{} ({:.0f} GiB x {:.2f}), sessions of {} tokens", gpu.name, gpu.mem_bytes / kGiB, mem_util,
+  return fmt::format("{} ({:.4g} GB x {:.2f}), sessions of {} tokens", gpu.name, gpu.mem_bytes / 1e9, mem_util,
                      grouped(context));
 }
 
@@ -263,7 +268,7 @@ std::vector<WeightsKvRow> weights_kv_rows(const std::vector<results::RunConfigRe
 
 std::string weights_kv_text(const std::vector<WeightsKvRow>& rows, const GpuBudget& budget) {
   if (rows.empty()) return "";
-  const Cells t = table_cells(rows);
+  const WeightsKvTable t = weights_kv_table(rows);
   std::vector<size_t> width(t.header.size());
   auto display_width = [](const std::string& s) {
     size_t n = 0;
@@ -286,13 +291,13 @@ std::string weights_kv_text(const std::vector<WeightsKvRow>& rows, const GpuBudg
   std::string text = "weights x KV: quality against the reference, memory on " + budget.describe() + "\n";
   text += line(t.header);
   for (const auto& row : t.rows) text += line(row);
-  for (const std::string& a : attribution(rows)) text += "  " + a + "\n";
+  for (const std::string& a : t.attribution) text += "  " + a + "\n";
   return text;
 }
 
 std::string weights_kv_markdown(const std::vector<WeightsKvRow>& rows, const GpuBudget& budget) {
   if (rows.empty()) return "";
-  const Cells t = table_cells(rows);
+  const WeightsKvTable t = weights_kv_table(rows);
   auto line = [](const std::vector<std::string>& cells) {
     std::string out = "|";
     for (const std::string& c : cells) out += " " + c + " |";
@@ -300,16 +305,13 @@ std::string weights_kv_markdown(const std::vector<WeightsKvRow>& rows, const Gpu
   };
   std::string md = "## Weights x KV\n\nQuality against the reference, memory on " + budget.describe() + ".\n\n";
   md += line(t.header);
-  md += "|" + std::string() + [&] {
-    std::string sep;
-    for (size_t k = 0; k < t.header.size(); ++k) sep += k < 3 ? "---|" : "---:|";
-    return sep;
-  }() + "\n";
+  md += "|";
+  for (size_t k = 0; k < t.header.size(); ++k) md += k < 3 ? "---|" : "---:|";
+  md += "\n";
   for (const auto& row : t.rows) md += line(row);
-  const std::vector<std::string> parts = attribution(rows);
-  if (!parts.empty()) {
+  if (!t.attribution.empty()) {
     md += "\n";
-    for (const std::string& a : parts) md += "- " + a + "\n";
+    for (const std::string& a : t.attribution) md += "- " + a + "\n";
   }
   return md + "\n";
 }

@@ -65,8 +65,17 @@ std::vector<WeightsKvRow> weights_kv_rows(const std::vector<results::RunConfigRe
                                           const std::vector<results::RunItemMetrics>& items, const GpuBudget& budget,
                                           double fallback_weight_bytes);
 
-// The table as plain text (runs show) and as Markdown (the report), with the budget stated and,
-// for a weights run, where each combined config's loss comes from.
+// The table's cells (names left-aligned in the first three columns, numbers after them) and,
+// for a weights run, one line per config that changes both weights and KV saying how much of
+// its mean KLD each change alone accounts for.
+struct WeightsKvTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> attribution;
+};
+WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows);
+
+// The table as plain text (runs show) and as Markdown (the report), with the budget stated.
 std::string weights_kv_text(const std::vector<WeightsKvRow>& rows, const GpuBudget& budget);
 std::string weights_kv_markdown(const std::vector<WeightsKvRow>& rows, const GpuBudget& budget);
 
