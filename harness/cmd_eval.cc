@@ -20,6 +20,8 @@
 #include "harness/backend.h"
 #include "harness/build_info.h"
 #include "harness/commands.h"
+#include "harness/engine_cli.h"
+#include "harness/engine_eval.h"
 #include "harness/eval_plan.h"
 #include "harness/eval_runner.h"
 #include "harness/run_recorder.h"
@@ -38,6 +40,8 @@ struct EvalArgs {
   EvalOptions options;
   bool threads_given = false, max_new_tokens_given = false, backend_given = false;
   std::string command_line;
+  uint64_t seed = 0;        // engine mode: the retry jitter stream
+  LoadReplayOptions load;  // replay of a shape trace against endpoints
 };
 
 std::string cpu_model_name() {
@@ -64,7 +68,7 @@ nlohmann::json shard_json(const EvalPlan& plan) {
 }
 
 void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string& plan_hash, const std::string& db_path,
-                   bool json) {
+                   bool json, const std::vector<CrossCheck>& cross_checks = {}) {
   const Workload& w = plan.workload;
   if (json) {
     nlohmann::json configs = nlohmann::json::array();
@@ -85,12 +89,16 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                          {"answer_accuracy", num(c.answer_accuracy)},
                          {"answered_items", c.answered_items},
                          {"ttft_p50_ms", num(c.ttft_p50_ms)},
-                         {"tpot_p50_ms", num(c.tpot_p50_ms)}});
+                         {"tpot_p50_ms", num(c.tpot_p50_ms)},
+                         {"endpoint", c.endpoint.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.endpoint)},
+                         {"kld_estimator", c.top_k > 0 ? "topk" : "full"},
+                         {"top_k", c.top_k > 0 ? nlohmann::json(c.top_k) : nlohmann::json(nullptr)}});
     }
     nlohmann::json j = {{"run", r.run_id},          {"db", db_path},         {"workload", w.source},
                         {"hash", w.hash},           {"items", r.items_total}, {"items_run", r.items_run},
                         {"items_skipped", r.items_skipped}, {"seconds", r.seconds}, {"configs", configs},
                         {"plan_hash", plan_hash}, {"shard", shard_json(plan)}};
+    if (!cross_checks.empty()) j["cross_check"] = cross_check_json(r, cross_checks);
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -110,9 +118,17 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                 fmt_or_dash(100 * c.top1, "{:.2f}").c_str(), fmt_or_dash(100 * delta, "{:+.1f}%").c_str(),
                 fmt_or_dash(c.ttft_p50_ms, "{:.1f}").c_str(), fmt_or_dash(c.tpot_p50_ms, "{:.1f}").c_str());
   }
+  print_engine_notes(r, cross_checks);
 }
 
-results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const LoadedModel& lm, const runtime::Engine& engine,
+// The worker threads a run's numbers depend on: none for a run whose configs are all endpoints,
+// which computes nothing in-process, so that shards run on hosts with other core counts merge.
+int64_t plan_threads(const EvalArgs& a, const EvalPlan& plan) {
+  if (!plan.has_in_process_configs()) return 0;
+  return a.options.threads > 0 ? a.options.threads : static_cast<int64_t>(std::thread::hardware_concurrency());
+}
+
+results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const LoadedModel& lm, const runtime::Engine* engine,
                               const std::string& model_sha256) {
   results::RunInfo info;
   info.command = a.command_line;
@@ -120,13 +136,14 @@ results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const Loa
   info.build_flags = std::string(kBuildType) + " backends=" + kBackends;
   info.host = host_name();
   info.cpu = cpu_model_name();
-  info.backend = engine.backend();
-  if (!engine.device().empty()) info.gpu = engine.device();
+  // An engine-only run computes nothing in-process: its numbers come from the endpoints.
+  info.backend = engine ? engine->backend() : "engine";
+  if (engine && !engine->device().empty()) info.gpu = engine->device();
   info.model_path = lm.model->path();
   info.model_sha256 = model_sha256;
   info.suite_name = plan.workload.source;
   info.suite_hash = plan.workload.hash;
-  info.threads = a.options.threads > 0 ? a.options.threads : static_cast<int64_t>(std::thread::hardware_concurrency());
+  info.threads = plan_threads(a, plan);
   info.kvgate_version = kVersion;
   return info;
 }
@@ -177,14 +194,29 @@ void run_eval_cmd(EvalArgs a) {
   flags.shard = resolve_shard(a.shard, [resuming](const char* name) -> const char* {
     return resuming ? nullptr : std::getenv(name);
   });
+  if (flags.replay && is_load_replay(flags)) {
+    if (resuming) throw_usage_error("a load replay is a timed experiment and cannot be resumed; run it again");
+    // Its requests arrive on the trace's clock against one endpoint per config: a part of the
+    // trace would be another experiment, not a part of this one.
+    if (flags.shard)
+      throw_usage_error(flags.shard->origin + ": a load replay is one timed experiment and is not sharded; run it "
+                        "without --shard (and outside a scheduler's array)");
+    run_load_replay_cmd(flags, a.load, a.db, a.json, a.command_line, static_cast<int>(flags.limit));
+    return;
+  }
   const std::string db_path = results::resolve_db_path(a.db);
   results::Store store = results::Store::open(db_path);
-  const EvalPlan plan =
+  EvalPlan plan =
       a.resume > 0 ? RunRecorder::plan_to_resume(store, a.resume, flags.limit, flags.shard) : plan_from_flags(flags);
+  if (a.resume > 0) apply_resumed_endpoints(plan, a.plan);
   restore_shard_settings(store, plan, a);
   if (!a.json) print_shard(plan);
+  // Engine mode: the endpoints are discovered first (exit 3 naming one that cannot be reached),
+  // which settles their KV configs and so the plan, and only then is anything written.
+  Endpoints endpoints;
+  if (plan.has_endpoints()) endpoints = connect_endpoints(plan, a.seed);
   // Every model of the plan is loaded (memory-mapped) and its tokenizer checked before any
-  // forward pass; each gets its own engine.
+  // forward pass; each gets its own engine, unless endpoints serve every config.
   std::vector<LoadedModel> loaded;
   for (const PlannedModel& m : plan.models) {
     loaded.push_back(load_model(m.path));
@@ -194,38 +226,46 @@ void run_eval_cmd(EvalArgs a) {
   std::vector<RunModel> models;
   std::vector<std::string> weights_sha256;
   for (size_t m = 0; m < loaded.size(); ++m) {
-    engines.push_back(make_engine(a.options.backend, *loaded[m].model, a.options.threads));
+    engines.push_back(plan.has_in_process_configs() ? make_engine(a.options.backend, *loaded[m].model, a.options.threads)
+                                                    : nullptr);
     const std::string& path = loaded[m].model->path();
     weights_sha256.push_back(sha256_file_hex(path));
     const std::string label = plan.weights_run ? plan.models[m].label : std::filesystem::path(path).stem().string();
     models.push_back({&loaded[m], engines.back().get(), weights_identity(*loaded[m].model, label, weights_sha256.back())});
   }
   const LoadedModel& lm = loaded.front();
-  const runtime::Engine& engine = *engines.front();
+  const runtime::Engine* engine = engines.front().get();
   const std::string& model_sha256 = weights_sha256.front();
   const results::RunInfo info =
       plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, engine, model_sha256);
   // What this invocation runs with: for a resumed run, the settings it continues with.
-  PlanSettings settings{model_sha256,
-                        a.options.threads > 0 ? a.options.threads : static_cast<int64_t>(std::thread::hardware_concurrency()),
-                        a.options.max_new_tokens, engine.backend(), kVersion, kGitSha,
-                        plan.weights_run ? weights_sha256 : std::vector<std::string>{}};
+  const PlanSettings settings{model_sha256,
+                              plan_threads(a, plan),
+                              a.options.max_new_tokens,
+                              engine ? engine->backend() : "engine",
+                              kVersion,
+                              kGitSha,
+                              plan.weights_run ? weights_sha256 : std::vector<std::string>{}};
   const std::string plan_text = describe_plan(plan, settings);
   check_shard_plan(store, plan, plan_text);
   RunRecorder recorder(store, plan, info, plan_text);
 
   const bool live = !a.json && ::isatty(STDERR_FILENO);
-  EvalResult r;
+  auto progress = [&](const std::string& what) {
+    if (live) std::fprintf(stderr, "\r\033[K[run %lld] %s", static_cast<long long>(recorder.run_id()), what.c_str());
+  };
+  EngineEvalResult r;
   try {
-    r = run_eval(plan, models, recorder, a.options, [&](const std::string& what) {
-      if (live) std::fprintf(stderr, "\r\033[K[run %lld] %s", static_cast<long long>(recorder.run_id()), what.c_str());
-    });
+    if (plan.has_endpoints())
+      r = run_engine_eval(plan, models.front(), endpoints, recorder, a.options, progress);
+    else
+      r.eval = run_eval(plan, models, recorder, a.options, progress);
   } catch (...) {
     if (live) std::fprintf(stderr, "\n");
     throw;
   }
   if (live) std::fprintf(stderr, "\r\033[K");
-  print_summary(r, plan, recorder.plan_hash(), db_path, a.json);
+  print_summary(r.eval, plan, recorder.plan_hash(), db_path, a.json, r.cross_checks);
 }
 
 void add_common(CLI::App* c, EvalArgs& a) {
@@ -247,6 +287,7 @@ void add_common(CLI::App* c, EvalArgs& a) {
   c->add_option("--max-new-tokens", a.options.max_new_tokens, "Greedy tokens per scored span")->capture_default_str();
   c->add_option("--resume", a.resume, "Finish an interrupted run without redoing its finished items");
   c->add_flag("--json", a.json, "Machine-readable output");
+  add_engine_options(c, a.plan);
 }
 
 void note_given(CLI::App* command, EvalArgs& a) {
@@ -272,8 +313,11 @@ void add_eval_commands(CLI::App& app, CommandContext& ctx) {
   auto rp = std::make_shared<EvalArgs>();
   rp->plan.replay = true;
   CLI::App* r = app.add_subcommand("replay", "Replay recorded multi-turn sessions turn by turn with the prefix cached");
-  r->add_option("--trace", rp->plan.trace, "Sessions JSONL (eval item format, scored per assistant turn)");
+  r->add_option("--trace", rp->plan.trace,
+                 "Sessions JSONL (eval item format, scored per assistant turn), or with --endpoint a shape trace "
+                 "(Mooncake, Azure, BurstGPT, Qwen-Bailian, kvgate) replayed as load");
   add_common(r, *rp);
+  add_load_replay_options(r, rp->load);
   r->callback([rp, r, &ctx] {
     rp->command_line = ctx.command_line;
     note_given(r, *rp);

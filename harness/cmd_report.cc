@@ -48,6 +48,7 @@ void run_report(const ReportArgs& a) {
   in.weight_bytes = file_size_or_nan(in.run.info.model_path);
   in.budget = gpu_budget(a.gpu.gpu, a.gpu.mem_gib, a.gpu.mem_util, a.gpu.context);
   in.weights_kv = weights_kv_rows(in.configs, in.items, in.budget, in.weight_bytes);
+  in.engine = read_engine_view(store, in.run.id);
   if (!a.baseline.empty()) {
     in.baseline = store.resolve_run(a.baseline);
     in.baseline_configs = store.run_configs(in.baseline->id);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/commands.h"
+#include "harness/engine_report.h"
 #include "harness/stored_scores.h"
 #include "harness/weights.h"
 #include "results/store.h"
@@ -161,6 +162,7 @@ void run_show(const RunsArgs& a) {
   const auto file_bytes = std::filesystem::file_size(run.info.model_path, ec);
   const std::vector<WeightsKvRow> weights_kv = weights_kv_rows(configs, store.run_item_metrics(run.id), budget,
                                                                 ec ? std::nan("") : static_cast<double>(file_bytes));
+  const EngineRunView engine = read_engine_view(store, run.id);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
@@ -179,6 +181,8 @@ void run_show(const RunsArgs& a) {
                                 {"role", c.role},
                                 {"bits_per_element", number_or_null(c.bits_per_element)},
                                 {"kv_bytes_per_token", number_or_null(c.kv_bytes_per_token)},
+                                {"kld_estimator", c.kld_estimator},
+                                {"top_k", c.top_k ? nlohmann::json(*c.top_k) : nlohmann::json(nullptr)},
                                 {"model", model}});
     }
     nlohmann::json table = nlohmann::json::array();
@@ -210,6 +214,7 @@ void run_show(const RunsArgs& a) {
                                 {"scored_tokens", s.items.scored_tokens},
                                 {"kld_mean", number_or_null(s.items.kld_mean)},
                                 {"top1_agreement", number_or_null(s.items.same_top1)}});
+    out.update(engine_json(engine));
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
@@ -238,6 +243,7 @@ void run_show(const RunsArgs& a) {
                           s.items.kld_mean, 100.0 * s.items.same_top1);
   }
   if (!summary.empty()) text += weights_kv_text(weights_kv, budget);
+  text += endpoints_text(engine) + failures_text(engine) + load_text(engine);
   std::fputs(text.c_str(), stdout);
 }
 

@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "harness/commands.h"
-#include "harness/weights.h"
+#include "harness/workload_models.h"
 #include "kernels/kv_config.h"
 #include "runtime/gguf.h"
 #include "workloads/generate.h"
@@ -26,6 +26,38 @@
 #include "workloads/trace.h"
 
 namespace kvgate::harness {
+
+bool looks_like_model_file(const std::string& s) {
+  return s.ends_with(".gguf") || s.find('/') != std::string::npos || std::filesystem::exists(s);
+}
+
+// A GGUF file's shape and what its tensors really occupy: weights stay in their stored types.
+workloads::ModelShape model_from_gguf(const std::string& path) {
+  const runtime::GgufFile file = runtime::GgufFile::open(path);
+  const runtime::ModelArch arch = runtime::read_model_arch(file);
+  workloads::ModelShape m;
+  m.name = arch.name.empty() ? std::filesystem::path(path).filename().string() : arch.name;
+  m.n_layers = static_cast<int>(arch.n_layers);
+  m.n_heads = static_cast<int>(arch.n_heads);
+  m.n_kv_heads = static_cast<int>(arch.n_kv_heads);
+  m.head_dim = static_cast<int>(arch.head_dim);
+  m.hidden = static_cast<int>(arch.n_embd);
+  m.sliding_window = arch.sliding_window;
+  m.layer_swa = arch.layer_swa;
+  double params = 0, bytes = 0;
+  for (const auto& t : file.tensors()) {
+    params += static_cast<double>(t.n_elements);
+    bytes += static_cast<double>(t.n_bytes);
+  }
+  m.n_params = params;
+  m.weight_bytes = bytes;
+  m.weight_dtype = "gguf";
+  if (arch.head_dim_v != arch.head_dim)
+    throw_input_error(path + ": key and value head sizes differ (" + std::to_string(arch.head_dim) + " vs " +
+                      std::to_string(arch.head_dim_v) + "); the capacity planner assumes equal sizes");
+  return m;
+}
+
 namespace {
 
 namespace wl = kvgate::workloads;
@@ -155,10 +187,6 @@ struct CapacityFlags {
   bool as_json = false;
 };
 
-bool looks_like_file(const std::string& s) {
-  return s.ends_with(".gguf") || s.find('/') != std::string::npos || std::filesystem::exists(s);
-}
-
 // `SPEC=FACTOR` entries; SPEC may itself contain '=' (per-layer overrides), so split at the last.
 std::vector<std::pair<kn::KvConfig, double>> parse_overheads(const std::string& flag, const std::string& file) {
   std::vector<std::pair<kn::KvConfig, double>> out;
@@ -240,7 +268,7 @@ json result_json(const wl::SimResult& r, const std::string& typed) {
 }
 
 void run_capacity(const CapacityFlags& f) {
-  wl::ModelShape model = looks_like_file(f.model) ? model_shape_from_gguf(f.model) : wl::find_model_preset(f.model, f.weight_dtype);
+  wl::ModelShape model = looks_like_model_file(f.model) ? model_from_gguf(f.model) : wl::find_model_preset(f.model, f.weight_dtype);
   wl::GpuSpec gpu = wl::find_gpu_preset(f.gpu);
   if (f.gpu_mem_gib < 0 || f.gpu_bw_gbs < 0 || f.gpu_tflops < 0) throw_usage_error("--gpu-* overrides must be positive");
   if (f.gpu_mem_gib > 0) gpu.mem_bytes = f.gpu_mem_gib * kGiB;

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "evalsets/suite.h"
+#include "serving/adapters.h"
 
 namespace kvgate::harness {
 namespace {
@@ -44,15 +45,25 @@ LoadedWorkload load_workload(const std::string& source) {
   return out;
 }
 
-void add_config(EvalPlan& plan, ConfigRole role, kernels::KvConfig kv, size_t model = 0) {
-  PlannedConfig c{role, std::move(kv), {}, model};
-  c.spec = plan.weights_run ? plan.models[model].label + "+" + c.kv.canonical() : c.kv.canonical();
+void add_planned(EvalPlan& plan, PlannedConfig c) {
+  // Endpoint names are unique (serving/endpoint.h), so an endpoint whose KV discovery settles
+  // later (empty spec) cannot repeat another config.
   for (const PlannedConfig& other : plan.configs)
-    if (other.spec == c.spec)
+    if (!c.spec.empty() && other.spec == c.spec)
       throw_usage_error("KV config " + c.spec + " is given twice" +
                         (other.role == ConfigRole::reference ? " (it is the reference config; candidates must differ from it)"
                                                               : ""));
   plan.configs.push_back(std::move(c));
+}
+
+// An in-process config: `kv` on plan.models[model], named LABEL+KV in a weights run.
+void add_config(EvalPlan& plan, ConfigRole role, kernels::KvConfig kv, size_t model = 0) {
+  PlannedConfig c;
+  c.role = role;
+  c.kv = std::move(kv);
+  c.model = model;
+  c.spec = plan.weights_run ? plan.models[model].label + "+" + c.kv.canonical() : c.kv.canonical();
+  add_planned(plan, std::move(c));
 }
 
 std::vector<std::string> split_commas(const std::string& text) {
@@ -194,7 +205,11 @@ std::string describe_plan(const EvalPlan& plan, const PlanSettings& s) {
   if (plan.weights_run)
     for (size_t m = 0; m < plan.models.size(); ++m)
       text += "model " + plan.models[m].label + " " + (m < s.weights_sha256.size() ? s.weights_sha256[m] : "") + "\n";
-  for (const PlannedConfig& c : plan.configs) text += std::string("config ") + config_role_name(c.role) + " " + c.spec + "\n";
+  for (const PlannedConfig& c : plan.configs) {
+    text += std::string("config ") + config_role_name(c.role) + " " + c.spec;
+    if (c.top_k > 0) text += " topk " + std::to_string(c.top_k);
+    text += "\n";
+  }
   text += "max_new_tokens " + std::to_string(s.max_new_tokens) + "\n";
   text += "threads " + std::to_string(s.threads) + "\n";
   text += "backend " + s.backend + "\n";
@@ -212,6 +227,77 @@ std::string plan_value(const std::string& plan_text, const std::string& key) {
   return "";
 }
 
+// An endpoint's KV config from what the user said: the endpoints file's "kv", else its name
+// when that is a KV spec. Otherwise discovery settles it (settle_endpoint_kv).
+PlannedConfig endpoint_config(ConfigRole role, serving::EndpointConfig endpoint, int top_k) {
+  PlannedConfig c;
+  c.role = role;
+  c.top_k = top_k;
+  if (!endpoint.kv.empty()) {
+    try {
+      c.kv = kernels::parse_kv_config(endpoint.kv);
+    } catch (const Error& e) {
+      throw_usage_error("endpoint '" + endpoint.name + "': kv '" + echo_user_text(endpoint.kv) + "': " + e.what());
+    }
+    c.kv_source = "stated";
+  } else {
+    try {
+      c.kv = kernels::parse_kv_config(endpoint.name);
+      c.kv_source = "name";
+    } catch (const Error&) {
+      // Not a KV spec: the engine may report its KV dtype at discovery.
+    }
+  }
+  if (!c.kv_source.empty()) c.spec = endpoint_spec(endpoint.name, c.kv);
+  c.endpoint = std::move(endpoint);
+  return c;
+}
+
+std::vector<serving::EndpointConfig> endpoints_from_flags(const PlanFlags& f) {
+  // The weights axis swaps the model under in-process configs; an engine serves the weights it
+  // was started with, which kvgate cannot swap, so the two would mix unlike columns.
+  if (!f.ref_model.empty() && (!f.endpoints.empty() || !f.endpoints_file.empty() || !f.ref_endpoint.empty()))
+    throw_usage_error("--ref-model/--model (weights as an axis) cannot be combined with --endpoint/--endpoints/"
+                      "--ref-endpoint: an engine serves its own weights; compare weights in-process, or start one "
+                      "endpoint per weights file and give those endpoints without --ref-model");
+  if (!f.endpoints.empty() && !f.endpoints_file.empty()) throw_usage_error("give --endpoint or --endpoints FILE, not both");
+  if (!f.endpoints.empty()) return serving::parse_endpoint_flag(f.endpoints);
+  if (!f.endpoints_file.empty()) return serving::load_endpoints_file(f.endpoints_file);
+  return {};
+}
+
+std::string endpoint_spec(const std::string& endpoint_name, const kernels::KvConfig& kv) {
+  return "endpoint:" + endpoint_name + "=" + kv.canonical();
+}
+
+bool emulates(const kernels::KvConfig& emulation, const kernels::KvConfig& engine) {
+  return emulation.key.format == engine.key.format && emulation.value.format == engine.value.format;
+}
+
+bool EvalPlan::has_endpoints() const {
+  return std::any_of(configs.begin(), configs.end(), [](const PlannedConfig& c) { return c.endpoint.has_value(); });
+}
+
+bool EvalPlan::has_in_process_configs() const {
+  return std::any_of(configs.begin(), configs.end(), [](const PlannedConfig& c) { return !c.endpoint.has_value(); });
+}
+
+void settle_endpoint_kv(PlannedConfig& c, const std::string& reported) {
+  if (!c.endpoint || !c.kv_source.empty()) return;
+  if (reported.empty())
+    throw_usage_error("endpoint '" + c.endpoint->name + "': kvgate cannot tell which KV config it runs (its name is not a KV "
+                      "spec and the engine does not report one): name it after the config (q8_0=URL) or give \"kv\" in "
+                      "an endpoints file");
+  try {
+    c.kv = kernels::parse_kv_config(reported);
+  } catch (const Error& e) {
+    throw_usage_error("endpoint '" + c.endpoint->name + "' reports KV cache dtype '" + echo_user_text(reported) +
+                      "', which kvgate does not know (" + e.what() + "); give \"kv\" in an endpoints file");
+  }
+  c.kv_source = "engine";
+  c.spec = endpoint_spec(c.endpoint->name, c.kv);
+}
+
 const char* config_role_name(ConfigRole role) { return role == ConfigRole::reference ? "reference" : "candidate"; }
 
 EvalPlan plan_from_flags(const PlanFlags& f) {
@@ -221,9 +307,14 @@ EvalPlan plan_from_flags(const PlanFlags& f) {
                                : "give exactly one of --suite or --evalset (or --resume RUN)");
   LoadedWorkload loaded =
       load_workload(!f.suite.empty() ? "suite:" + f.suite : !f.evalset.empty() ? "evalset:" + f.evalset : "trace:" + f.trace);
+  std::vector<serving::EndpointConfig> endpoints = endpoints_from_flags(f);
+  if (endpoints.empty() && !f.ref_endpoint.empty()) throw_usage_error("--ref-endpoint needs --endpoint or --endpoints");
+  if (!endpoints.empty() && (f.top_k < 1 || f.top_k > serving::kMaxTopLogprobs))
+    throw_usage_error("--top-k must be in 1.." + std::to_string(serving::kMaxTopLogprobs) + ", got " + std::to_string(f.top_k));
   std::vector<kernels::KvConfig> candidates;
   if (f.kv.empty()) {
-    for (const std::string& spec : loaded.suite_kv) candidates.push_back(kernels::parse_kv_config(spec));
+    if (endpoints.empty())
+      for (const std::string& spec : loaded.suite_kv) candidates.push_back(kernels::parse_kv_config(spec));
   } else {
     candidates = kernels::parse_kv_config_list(f.kv);
   }
@@ -231,21 +322,37 @@ EvalPlan plan_from_flags(const PlanFlags& f) {
   plan.workload = std::move(loaded.workload);
   plan.limit = f.limit;
   plan.shard = f.shard;
-  kernels::KvConfig ref = kernels::parse_kv_config(f.ref.empty() ? loaded.suite_ref : f.ref);
   if (f.ref_model.empty()) {
     if (f.model.find(',') != std::string::npos)
       throw_usage_error("--model " + echo_user_text(f.model) +
                         ": several models are compared against a reference model: give --ref-model REF.gguf with "
                         "--model B.gguf[,C.gguf]");
-    if (candidates.empty()) throw_usage_error("no KV configs to evaluate: give --kv SPEC[,SPEC...]");
+    if (candidates.empty() && endpoints.empty()) throw_usage_error("no KV configs to evaluate: give --kv SPEC[,SPEC...]");
     plan.models = {PlannedModel{f.model, ""}};
-    add_config(plan, ConfigRole::reference, std::move(ref));
-    for (kernels::KvConfig& c : candidates) add_config(plan, ConfigRole::candidate, std::move(c));
+    const int top_k = endpoints.empty() ? 0 : f.top_k;
+    if (!f.ref_endpoint.empty()) {
+      if (!f.ref.empty()) throw_usage_error("give --ref (an in-process reference) or --ref-endpoint, not both");
+      const auto ref = std::find_if(endpoints.begin(), endpoints.end(),
+                                    [&](const serving::EndpointConfig& e) { return e.name == f.ref_endpoint; });
+      if (ref == endpoints.end())
+        throw_usage_error("--ref-endpoint " + echo_user_text(f.ref_endpoint) + ": no endpoint of that name");
+      add_planned(plan, endpoint_config(ConfigRole::reference, *ref, top_k));
+    } else {
+      add_config(plan, ConfigRole::reference, kernels::parse_kv_config(f.ref.empty() ? loaded.suite_ref : f.ref));
+      plan.configs.back().top_k = top_k;
+    }
+    for (kernels::KvConfig& c : candidates) {
+      add_config(plan, ConfigRole::candidate, std::move(c));
+      plan.configs.back().top_k = top_k;
+    }
+    for (serving::EndpointConfig& e : endpoints)
+      if (e.name != f.ref_endpoint) add_planned(plan, endpoint_config(ConfigRole::candidate, std::move(e), top_k));
+    if (plan.configs.size() < 2) throw_usage_error("no candidate configs to evaluate besides the reference");
   } else {
     plan.weights_run = true;
     plan.models = {parse_model_arg(f.ref_model, "--ref-model")};
     for (const std::string& m : split_commas(f.model)) add_model(plan, parse_model_arg(m, "--model"), "--model");
-    std::vector<kernels::KvConfig> kvs{std::move(ref)};
+    std::vector<kernels::KvConfig> kvs{kernels::parse_kv_config(f.ref.empty() ? loaded.suite_ref : f.ref)};
     for (kernels::KvConfig& c : candidates) kvs.push_back(std::move(c));
     add_weights_configs(plan, std::move(kvs));
     if (plan.configs.size() < 2)
@@ -271,14 +378,26 @@ EvalPlan plan_from_stored_run(int64_t run_id, const std::string& source, const s
   plan.weights_run = !ref->model_label.empty();
   if (plan.weights_run) plan.models = {PlannedModel{ref->model_path, ref->model_label}};
   auto add_stored = [&](const StoredConfig& c) {
-    if (!plan.weights_run) return add_config(plan, c.role, kernels::parse_kv_config(c.spec));
-    if (c.model_label.empty())
-      throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " has no model recorded");
-    const size_t m = add_model(plan, PlannedModel{c.model_path, c.model_label}, "run " + std::to_string(run_id));
-    add_config(plan, c.role, kernels::parse_kv_config(c.kv_spec), m);
-    if (plan.configs.back().spec != c.spec)
-      throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " is stored with KV spec " + c.kv_spec +
-                        ", which is now " + plan.configs.back().spec);
+    if (c.endpoint) {
+      PlannedConfig p;
+      p.role = c.role;
+      p.kv = kernels::parse_kv_config(c.kv);
+      p.kv_source = c.kv_source;
+      p.spec = c.spec;
+      p.endpoint = c.endpoint;
+      add_planned(plan, std::move(p));
+    } else if (!plan.weights_run) {
+      add_config(plan, c.role, kernels::parse_kv_config(c.spec));
+    } else {
+      if (c.model_label.empty())
+        throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " has no model recorded");
+      const size_t m = add_model(plan, PlannedModel{c.model_path, c.model_label}, "run " + std::to_string(run_id));
+      add_config(plan, c.role, kernels::parse_kv_config(c.kv_spec), m);
+      if (plan.configs.back().spec != c.spec)
+        throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " is stored with KV spec " + c.kv_spec +
+                          ", which is now " + plan.configs.back().spec);
+    }
+    plan.configs.back().top_k = c.top_k;
   };
   add_stored(*ref);
   for (const StoredConfig& c : configs)

@@ -4,13 +4,15 @@
 // once. It is built from the command's flags (or the suite they name) or from a stored run that
 // is being resumed; the runner and the recorder only read it.
 //
-// A config is one column of results: a KV spec on one of the plan's models. A plain run has one
-// model and its configs differ by KV spec; a weights run (`--ref-model`, docs/models.md) crosses
-// its models (the reference's weights first) with its KV specs, so one run scores {weights} x
-// {KV} against one reference, and each config is named LABEL+KV. The runner keeps one engine per
-// model. A shard (docs/scale-out.md) is a field of the plan: `selected` holds the
-// items this run runs (--limit's first K of the workload, then the shard's part of those), and
-// the runner prepares and runs only those, whatever engine serves the configs.
+// A config is one column of results: a KV spec on one of the plan's models in-process, or
+// (engine mode, PlannedConfig::endpoint) a serving endpoint that runs that KV config. A plain run
+// has one model and its configs differ by KV spec; a weights run (`--ref-model`,
+// docs/models.md) crosses its models (the reference's weights first) with its KV specs, so one
+// run scores {weights} x {KV} against one reference, and each config is named LABEL+KV. The
+// runner keeps one engine per model. A weights run has no endpoints: an engine serves its own
+// weights. A shard (docs/scale-out.md) is a field of the plan: `selected` holds the items this
+// run runs (--limit's first K of the workload, then the shard's part of those), and the runner
+// prepares and runs only those, in-process or against the endpoints alike.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -20,6 +22,7 @@
 
 #include "evalsets/item.h"
 #include "kernels/kv_config.h"
+#include "serving/endpoint.h"
 
 namespace kvgate::harness {
 
@@ -29,8 +32,19 @@ const char* config_role_name(ConfigRole role);
 struct PlannedConfig {
   ConfigRole role = ConfigRole::candidate;
   kernels::KvConfig kv;
-  std::string spec;  // the config's name in the results and the summary: kv.canonical(), or LABEL+kv.canonical()
+  // The config's name in the results and the summary: kv.canonical(), LABEL+kv.canonical() in a
+  // weights run, or endpoint_spec().
+  std::string spec;
   size_t model = 0;  // index into EvalPlan::models
+  // Engine mode (docs/engine-mode.md): the serving endpoint that runs this config; none = the
+  // in-process runtime. Its KV config comes from the endpoints file's "kv", else its name, else
+  // what the engine reports (kv_source says which; "" until discovery settles it).
+  std::optional<serving::EndpointConfig> endpoint;
+  std::string kv_source;
+  // KLD and Δp from the top k logprobs of each side (scoring/topk_kld.h) rather than every
+  // logit: every config of a run that has an endpoint, so the estimator is the same on both
+  // sides of each comparison. 0 = full distributions.
+  int top_k = 0;
 };
 
 // A model of the plan. Its label names it in its configs' names: the file's stem, or the LABEL of
@@ -43,6 +57,10 @@ struct PlannedModel {
 // "LABEL=PATH" or "PATH" -> the model and its label. Usage error for a label (given, or the
 // file's stem) with other characters than [A-Za-z0-9._-], naming `flag`.
 PlannedModel parse_model_arg(const std::string& arg, const std::string& flag);
+
+// The results name of a config served by an endpoint: "endpoint:NAME=CANONICAL", never equal
+// to an in-process spec, so a cross-check run holds both and gates pair engine with engine.
+std::string endpoint_spec(const std::string& endpoint_name, const kernels::KvConfig& kv);
 
 struct Workload {
   std::string source;  // "suite:NAME", "evalset:PATH" or "trace:PATH" (stored as the run's suite name)
@@ -85,6 +103,8 @@ struct EvalPlan {
   size_t plan_items() const;
   // Whether --limit leaves workload items out: such a run is never complete, only interrupted.
   bool leaves_items_out() const { return plan_items() < workload.items.size(); }
+  bool has_endpoints() const;
+  bool has_in_process_configs() const;
 };
 
 // Fills plan.selected from the workload, plan.limit and plan.shard; the plan builders below end
@@ -103,10 +123,31 @@ struct PlanSettings {
 
 // Everything that must be equal across the shards of one plan (and equal to an unsharded run
 // it is compared with), as canonical text, one "key value" per line; its xxHash64 is the plan
-// hash. Not in it: the shard, host and times.
+// hash. Not in it: the shard, host and times, nor an endpoint's URL (N workers of one plan may
+// each drive their own copy of an endpoint); an endpoint config is in it by its results name
+// (endpoint:NAME=KV) and estimator, so endpoint KV discovery must have settled before.
 std::string describe_plan(const EvalPlan& plan, const PlanSettings& settings);
 // The value of `key` in describe_plan()'s text ("" if absent).
 std::string plan_value(const std::string& plan_text, const std::string& key);
+
+// The endpoints the flags name (--endpoint or --endpoints FILE; none when neither is given).
+// Usage error for endpoints in a weights run (--ref-model): an engine serves its own weights.
+struct PlanFlags;
+std::vector<serving::EndpointConfig> endpoints_from_flags(const PlanFlags& flags);
+// An endpoint's config: its KV config from the endpoints file's "kv", else its name when that is
+// a KV spec (kv_source "stated" / "name"); otherwise left to settle_endpoint_kv.
+PlannedConfig endpoint_config(ConfigRole role, serving::EndpointConfig endpoint, int top_k);
+
+// Whether in-process config `emulation` emulates what an engine running `engine` stores: the
+// same key and value formats, whatever the options (a rotation, the engine's arithmetic) the
+// emulation adds to match the engine. The cross-check pairs such configs.
+bool emulates(const kernels::KvConfig& emulation, const kernels::KvConfig& engine);
+
+// Settles an endpoint config's KV config once discovery knows what the engine reports
+// (`reported`, e.g. SGLang's kv_cache_dtype): a config whose KV the user stated or named keeps
+// it; one without takes the reported one, and without either it is a usage error naming the
+// endpoint. Sets the config's spec.
+void settle_endpoint_kv(PlannedConfig& config, const std::string& reported);
 
 // The flags of `kvgate eval` / `kvgate replay` that choose what to run.
 struct PlanFlags {
@@ -121,20 +162,32 @@ struct PlanFlags {
   std::string ref_model;
   int64_t limit = 0;               // --limit
   std::optional<ShardSpec> shard;  // resolve_shard
+  // Engine mode: --endpoint NAME=URL[,...] or --endpoints FILE, one config per endpoint;
+  // --ref-endpoint NAME makes that endpoint the reference. With endpoints, in-process
+  // candidates come only from an explicit --kv (a suite's own list is not run).
+  std::string endpoints, endpoints_file, ref_endpoint;
+  int top_k = 20;
 };
 
 // Usage error (exit 2) when not exactly one source is given, no candidate is left, or a config
 // is given twice (the reference included); input errors name the file or spec at fault. In a
 // weights run the KV specs and the models are sets: the reference KV spec (or model) listed
-// again among the candidates is taken once, and every other (model, KV) pair is a candidate.
+// again among the candidates is taken once, and every other (model, KV) pair is a candidate; a
+// weights run with endpoints is a usage error (an engine serves its own weights).
 EvalPlan plan_from_flags(const PlanFlags& flags);
 
 // A stored config of a run being resumed.
 struct StoredConfig {
   std::string spec;
   ConfigRole role = ConfigRole::candidate;
+  int top_k = 0;
   // A weights run's config: its KV part and its model (label and path); empty otherwise.
   std::string kv_spec, model_label, model_path;
+  // Engine mode: the endpoint recorded for the config (its URL redacted); a resume may give
+  // the endpoints again (--endpoint), matched by name, where they moved or carry credentials.
+  std::optional<serving::EndpointConfig> endpoint;
+  std::string kv;  // the endpoint's KV config, canonical
+  std::string kv_source;
 };
 
 // The plan of stored run `run_id`: its workload is read again from `source` and must still hash

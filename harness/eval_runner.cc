@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "harness/item_scoring.h"
 #include "harness/stored_scores.h"
 #include "runtime/chat_template.h"
 #include "scoring/aggregate.h"
@@ -105,25 +106,6 @@ std::vector<Segment> segment_item(const evalsets::EvalItem& item, const runtime:
 
 namespace {
 
-// Per config, everything one item accumulates.
-struct ConfigState {
-  const PlannedConfig* config = nullptr;
-  runtime::Engine* engine = nullptr;  // where this config's forward passes run
-  std::unique_ptr<runtime::EngineSequence> seq;
-  std::vector<float> last_row;  // logits that predict the next token to be appended
-  double pending_prefill_ms = 0;
-  // item-level per-token values
-  std::vector<double> kld, delta_p, nll, nll_ref;
-  int64_t same_top1 = 0;
-  std::map<scoring::TokenClass, results::TokenClassMetrics> classes;  // config_id set by the recorder
-  std::vector<results::TurnMetrics> turns;
-  std::vector<results::LatencySamples> latency;
-  std::vector<int32_t> final_greedy;
-  std::optional<int64_t> first_divergence;
-  bool diverged_anywhere = false;
-  std::optional<bool> gold_match;
-};
-
 int32_t argmax(const std::vector<float>& v) {
   int32_t best = 0;
   for (size_t i = 1; i < v.size(); ++i)
@@ -131,24 +113,24 @@ int32_t argmax(const std::vector<float>& v) {
   return best;
 }
 
-// Gold answers are short facts: a greedy answer matches when, after trimming, it equals the
-// gold text or starts with it followed by something that is not a letter or digit.
-bool matches_gold(std::string generated, std::string gold) {
-  auto trim = [](std::string& s) {
-    const char* ws = " \t\r\n";
-    s.erase(0, s.find_first_not_of(ws));
-    const size_t last = s.find_last_not_of(ws);
-    s.erase(last == std::string::npos ? 0 : last + 1);
-  };
-  trim(generated);
-  trim(gold);
-  if (gold.empty() || generated.compare(0, gold.size(), gold) != 0) return false;
-  if (generated.size() == gold.size()) return true;
-  const unsigned char next = static_cast<unsigned char>(generated[gold.size()]);
-  return !(std::isalnum(next) != 0);
-}
-
 }  // namespace
+
+GreedyProbe greedy_probe(runtime::Engine& engine, runtime::EngineSequence& seq, int64_t context_tokens,
+                        const std::vector<float>& last_row, int max_new, std::optional<int32_t> eos,
+                        double pending_prefill_ms) {
+  const std::unique_ptr<runtime::EngineSequence> fork = seq.fork(context_tokens);
+  std::vector<float> logits = last_row;
+  GreedyProbe probe;
+  const auto t0 = Clock::now();
+  for (int g = 0; g < max_new; ++g) {
+    const int32_t tok = argmax(logits);
+    probe.token_times_ms.push_back(pending_prefill_ms + ms_since(t0));
+    if (eos && tok == *eos) break;
+    probe.tokens.push_back(tok);
+    if (g + 1 < max_new) engine.forward(*fork, std::span<const int32_t>(&tok, 1), false, logits.data());
+  }
+  return probe;
+}
 
 std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const std::vector<RunModel>& models,
                                         const EvalOptions& options) {
@@ -196,6 +178,16 @@ std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const std::vector<
 
 namespace {
 
+// Per config, everything one item accumulates.
+struct ConfigState {
+  const PlannedConfig* config = nullptr;
+  runtime::Engine* engine = nullptr;  // where this config's forward passes run
+  std::unique_ptr<runtime::EngineSequence> seq;
+  std::vector<float> last_row;  // logits that predict the next token to be appended
+  double pending_prefill_ms = 0;
+  ItemAccumulator acc;
+};
+
 // Runs one item through every config: the configs advance through the item's segments together.
 void run_item(const PreparedItem& prepared, const LoadedModel& lm, std::vector<ConfigState>& states,
               const EvalOptions& options) {
@@ -227,30 +219,15 @@ void run_item(const PreparedItem& prepared, const LoadedModel& lm, std::vector<C
     const int max_new = static_cast<int>(std::min<int64_t>(options.max_new_tokens, n + 4));
     for (size_t c = 0; c < n_configs; ++c) {
       ConfigState& st = states[c];
-      const std::unique_ptr<runtime::EngineSequence> fork = st.seq->fork(context_tokens);
-      std::vector<float> logits = st.last_row;
-      std::vector<int32_t> greedy;
-      results::LatencySamples lat;
-      lat.turn_index = turn_index;
-      const auto t0 = Clock::now();
-      for (int g = 0; g < max_new; ++g) {
-        const int32_t tok = argmax(logits);
-        lat.token_times_ms.push_back(st.pending_prefill_ms + ms_since(t0));
-        if (lm.tokenizer.eos_id() && tok == *lm.tokenizer.eos_id()) break;
-        greedy.push_back(tok);
-        if (g + 1 < max_new) st.engine->forward(*fork, std::span<const int32_t>(&tok, 1), false, logits.data());
-      }
+      GreedyProbe probe = greedy_probe(*st.engine, *st.seq, context_tokens, st.last_row, max_new, lm.tokenizer.eos_id(),
+                                       st.pending_prefill_ms);
       st.pending_prefill_ms = 0;
-      st.latency.push_back(std::move(lat));
-      if (c == 0) ref_greedy = greedy;
-      const auto div = scoring::first_divergence(ref_greedy, greedy);
-      if (div && !st.diverged_anywhere) {
-        st.diverged_anywhere = true;
-        st.first_divergence = static_cast<int64_t>(*div);
-      }
+      st.acc.latency.push_back({0, turn_index, std::move(probe.token_times_ms)});
+      if (c == 0) ref_greedy = probe.tokens;
+      st.acc.add_greedy(ref_greedy, probe.tokens);
       if (seg.final_answer) {
-        st.final_greedy = greedy;
-        if (item.has_answer) st.gold_match = matches_gold(lm.tokenizer.decode(greedy, false), item.answer);
+        if (item.has_answer) st.acc.gold_match = matches_gold(lm.tokenizer.decode(probe.tokens, false), item.answer);
+        st.acc.final_greedy = std::move(probe.tokens);
       }
     }
 
@@ -277,66 +254,29 @@ void run_item(const PreparedItem& prepared, const LoadedModel& lm, std::vector<C
         std::span<const float> r(ref_rows.data() + static_cast<size_t>(j) * vocab, vocab);
         std::span<const float> q(out.data() + static_cast<size_t>(j) * vocab, vocab);
         const scoring::PositionComparison cmp = scoring::compare_position(r, q, target);
-        st.kld.push_back(cmp.kld);
-        st.delta_p.push_back(cmp.delta_p);
-        st.nll.push_back(cmp.nll_q);
-        st.nll_ref.push_back(cmp.nll_ref);
-        st.same_top1 += cmp.same_top1;
-        turn_kld += cmp.kld;
-        turn_same += cmp.same_top1;
-        const scoring::TokenClass cls = token_classes[static_cast<size_t>(j)];
-        results::TokenClassMetrics& tc = st.classes[cls];
-        tc.token_class = std::string(scoring::token_class_name(cls));
-        tc.scored_tokens += 1;
-        tc.kld_sum += cmp.kld;
-        tc.delta_p_sum += cmp.delta_p;
-        tc.same_top1 += cmp.same_top1;
+        st.acc.add_position(cmp, token_classes[static_cast<size_t>(j)], turn_kld, turn_same);
       }
-      results::TurnMetrics turn = base_turn;
-      turn.kld_mean = turn_kld / static_cast<double>(n);
-      turn.top1_agreement = static_cast<double>(turn_same) / static_cast<double>(n);
-      const scoring::LatencyBreakdown lat = scoring::derive_latency(st.latency.back().token_times_ms);
-      turn.ttft_ms = lat.ttft;
-      // A one-token answer has no TPOT; the store keeps 0 there (scoring/aggregate.h skips it).
-      turn.tpot_ms = std::isnan(lat.tpot) ? 0.0 : lat.tpot;
-      st.turns.push_back(turn);
+      st.acc.add_turn(base_turn, turn_kld, turn_same);
     }
     ++turn_index;
   }
 }
 
-// What one config's pass over an item leaves in the store.
-ConfigItemRecord config_record(ConfigState& st) {
-  ConfigItemRecord r;
-  results::ItemMetrics& m = r.metrics;
-  m.scored_tokens = static_cast<int64_t>(st.kld.size());
-  if (!st.kld.empty()) {
-    m.kld_mean = scoring::mean_stderr(st.kld).mean;
-    m.kld_max = *std::max_element(st.kld.begin(), st.kld.end());
-    m.kld_p99 = scoring::percentile(st.kld, 0.99);
-    m.delta_p_mean = scoring::mean_stderr(st.delta_p).mean;
-    double sq = 0;
-    for (double d : st.delta_p) sq += d * d;
-    m.delta_p_rms = std::sqrt(sq / static_cast<double>(st.delta_p.size()));
-    m.top1_agreement = static_cast<double>(st.same_top1) / static_cast<double>(st.kld.size());
-    m.nll_mean = scoring::mean_stderr(st.nll).mean;
-    m.nll_ref_mean = scoring::mean_stderr(st.nll_ref).mean;
-  }
-  m.generated_tokens = static_cast<int64_t>(st.final_greedy.size());
-  m.first_divergence = st.first_divergence;
-  m.exact_match_ref = !st.diverged_anywhere;
-  m.exact_match_gold = st.gold_match;
-  r.turns = std::move(st.turns);
-  for (const auto& [cls, tc] : st.classes) r.token_classes.push_back(tc);
-  r.latency = std::move(st.latency);
-  return r;
+}  // namespace
+
+void ConfigTotals::add(const std::string& item_key, const ConfigItemRecord& r) {
+  items[item_key] = item_scores(r.metrics);
+  for (const results::TurnMetrics& t : r.turns) turns.push_back(turn_latency(t));
 }
 
-// The summary over the items run now, by the aggregation every other command uses on the stored rows.
-struct ConfigTotals {
-  std::map<std::string, scoring::ItemScores> items;  // by item key: the store's order
-  std::vector<scoring::TurnLatency> turns;
-};
+results::ItemInfo item_info(const EvalPlan& plan, const evalsets::EvalItem& item) {
+  results::ItemInfo info;
+  info.item_key = item.id;
+  info.domain = item.domain;
+  info.evalset_hash = plan.workload.hash;
+  info.item_hash = hex_u64(xxhash64(evalsets::canonical_line(item)));
+  return info;
+}
 
 ConfigSummaryRow summary_row(const PlannedConfig& config, const ConfigTotals& totals, const kernels::KvShape& shape) {
   std::vector<scoring::ItemScores> items;
@@ -356,10 +296,10 @@ ConfigSummaryRow summary_row(const PlannedConfig& config, const ConfigTotals& to
   row.answer_accuracy = a.accuracy;
   row.ttft_p50_ms = l.ttft_p50;
   row.tpot_p50_ms = l.tpot_p50;
+  row.top_k = config.top_k;
+  if (config.endpoint) row.endpoint = config.endpoint->name;
   return row;
 }
-
-}  // namespace
 
 EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, RunRecorder& recorder,
                     const EvalOptions& options, const std::function<void(const std::string&)>& progress) {
@@ -398,14 +338,10 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, R
       run_item(prepared[it], lm, states, options);
 
       ItemRecord record;
-      record.info.item_key = item.id;
-      record.info.domain = item.domain;
-      record.info.evalset_hash = plan.workload.hash;
-      record.info.item_hash = hex_u64(xxhash64(evalsets::canonical_line(item)));
+      record.info = item_info(plan, item);
       for (size_t c = 0; c < states.size(); ++c) {
-        ConfigItemRecord r = config_record(states[c]);
-        totals[c].items[item.id] = item_scores(r.metrics);
-        for (const results::TurnMetrics& t : r.turns) totals[c].turns.push_back(turn_latency(t));
+        ConfigItemRecord r = states[c].acc.record();
+        totals[c].add(item.id, r);
         record.configs.push_back(std::move(r));
       }
       recorder.record(std::move(record));

@@ -8,6 +8,8 @@
 // prefilled turn by turn). Only one segment's reference logits are held at a time.
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "harness/inference.h"
 #include "harness/run_recorder.h"
 #include "runtime/engine.h"
+#include "scoring/aggregate.h"
 
 namespace kvgate::harness {
 
@@ -60,7 +63,31 @@ struct ConfigSummaryRow {
   double answer_accuracy = 0;  // gold exact-match rate over items with a gold answer (NaN if none)
   int64_t answered_items = 0;
   double ttft_p50_ms = 0, tpot_p50_ms = 0;
+  std::string endpoint;  // engine mode: the endpoint serving this config ("" = in-process)
+  int top_k = 0;         // engine mode: KLD and Δp are top-k estimates from k logprobs (0 = full)
 };
+
+// Per config, the items run now, for the summary.
+struct ConfigTotals {
+  std::map<std::string, scoring::ItemScores> items;  // by item key: the store's order
+  std::vector<scoring::TurnLatency> turns;
+  void add(const std::string& item_key, const ConfigItemRecord& record);
+};
+ConfigSummaryRow summary_row(const PlannedConfig& config, const ConfigTotals& totals, const kernels::KvShape& shape);
+
+// The item's identity row in the store.
+results::ItemInfo item_info(const EvalPlan& plan, const evalsets::EvalItem& item);
+
+// A greedy answer probed on a fork of `seq` (its first `context_tokens` tokens), starting from
+// `last_row`'s logits: up to max_new tokens, stopping before EOS, each with its emission time
+// (ms, `pending_prefill_ms` plus the time since the probe began).
+struct GreedyProbe {
+  std::vector<int32_t> tokens;
+  std::vector<double> token_times_ms;
+};
+GreedyProbe greedy_probe(runtime::Engine& engine, runtime::EngineSequence& seq, int64_t context_tokens,
+                         const std::vector<float>& last_row, int max_new, std::optional<int32_t> eos,
+                         double pending_prefill_ms);
 
 struct EvalResult {
   int64_t run_id = 0;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -340,6 +341,52 @@ const std::vector<std::string>& report_chart_ids() {
   return ids;
 }
 
+// Engine mode's cross-check: an in-process config beside the endpoint running the same KV
+// config, metric by metric (both sides top-k estimates against the same reference).
+std::vector<std::tuple<std::string, std::string, std::string, std::string>> cross_check_rows(const Analysis& a,
+                                                                                         const std::string& emu,
+                                                                                         const std::string& eng) {
+  const auto ie = a.config_index.find(emu), ig = a.config_index.find(eng);
+  if (ie == a.config_index.end() || ig == a.config_index.end()) return {};
+  const ConfigStats& e = a.configs[ie->second];
+  const ConfigStats& g = a.configs[ig->second];
+  auto diff = [](double x, double y) { return std::isfinite(x) && std::isfinite(y) ? fmt::format("{:+.4g}", y - x) : "-"; };
+  std::vector<std::tuple<std::string, std::string, std::string, std::string>> rows;
+  for (const auto& [name, x, y] : std::vector<std::tuple<std::string, double, double>>{
+           {"mean KLD vs reference", e.kld_mean, g.kld_mean},
+           {"item KLD p99 (p99)", e.kld_p99, g.kld_p99},
+           {"KLD max", e.kld_max, g.kld_max},
+           {"same top-1 vs reference", e.top1, g.top1},
+           {"greedy divergence from reference", e.divergence, g.divergence},
+           {"gold accuracy", e.accuracy, g.accuracy},
+           {"TTFT p50 ms", e.ttft_p50, g.ttft_p50},
+           {"TPOT p50 ms", e.tpot_p50, g.tpot_p50}})
+    rows.emplace_back(name, num(x), num(y), diff(x, y));
+  return rows;
+}
+
+std::string cross_check_html(const Analysis& a, const EngineRunView& v) {
+  std::string h;
+  for (const auto& [emu, eng] : v.cross_pairs) {
+    h += "<h2>Cross-check: " + xml_escape(emu) + " emulated vs on the engine</h2>\n<table>" +
+         th({"metric", "emulation (" + emu + ")", "engine (" + eng + ")", "engine − emulation"});
+    for (const auto& [name, x, y, d] : cross_check_rows(a, emu, eng)) h += td({name, x, y, d});
+    h += "</table>\n";
+  }
+  return h;
+}
+
+std::string cross_check_markdown(const Analysis& a, const EngineRunView& v) {
+  std::string md;
+  for (const auto& [emu, eng] : v.cross_pairs) {
+    md += fmt::format("\n**Cross-check: {} emulated vs `{}`**\n\n| metric | emulation | engine | engine − emulation |\n"
+                      "|---|---:|---:|---:|\n",
+                      emu, eng);
+    for (const auto& [name, x, y, d] : cross_check_rows(a, emu, eng)) md += fmt::format("| {} | {} | {} | {} |\n", name, x, y, d);
+  }
+  return md;
+}
+
 std::string render_report_html(const ReportInput& in) {
   const Analysis a = analyze(in);
   const auto& i = in.run.info;
@@ -463,6 +510,8 @@ std::string render_report_html(const ReportInput& in) {
     h += "</table>\n";
   }
 
+  h += engine_html(in.engine) + cross_check_html(a, in.engine);
+
   if (in.baseline) {
     h += "<h2>Items that moved most against the baseline</h2>\n<table>" +
          th({"item", "domain", "kv config", "baseline KLD", "candidate KLD", "Δ"});
@@ -504,6 +553,7 @@ std::string render_report_markdown(const ReportInput& in) {
     }
     md += "\n";
   }
+  md += engine_markdown(in.engine) + cross_check_markdown(a, in.engine);
   if (in.baseline && !a.moved.empty()) {
     md += "\n**Items that moved most** (mean KLD, baseline → candidate)\n\n";
     for (const MovedItem& m : a.moved)

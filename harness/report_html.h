@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/engine_report.h"
 #include "harness/weights.h"
 #include "results/store.h"
 
@@ -23,6 +24,7 @@ struct ReportInput {
   std::optional<results::RunRecord> baseline;
   std::vector<results::RunConfigRecord> baseline_configs;
   std::vector<results::RunItemMetrics> baseline_items;
+  EngineRunView engine;  // engine mode: endpoints, failed items, load replay (empty otherwise)
 };
 
 // The ids of the charts every report carries, in page order (scripts/check-report-html looks

@@ -13,16 +13,30 @@ EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id, int6
   const std::optional<results::RunRecord> run = store.find_run(run_id);
   if (!run) throw_usage_error(store.path() + ": no run " + std::to_string(run_id) + " to resume");
   if (run->status == "complete") throw_usage_error(store.path() + ": run " + std::to_string(run_id) + " is already complete");
+  std::map<int64_t, results::ConfigEndpoint> endpoints;
+  for (results::ConfigEndpoint& e : store.config_endpoints(run_id)) endpoints[e.config_id] = std::move(e);
   std::vector<StoredConfig> configs;
   for (const results::RunConfigRecord& c : store.run_configs(run_id)) {
-    StoredConfig stored{c.spec, c.role == "reference" ? ConfigRole::reference : ConfigRole::candidate, "", "", ""};
+    StoredConfig sc;
+    sc.spec = c.spec;
+    sc.role = c.role == "reference" ? ConfigRole::reference : ConfigRole::candidate;
+    sc.top_k = c.top_k ? static_cast<int>(*c.top_k) : 0;
     // A weights run's config is named LABEL+KV; a plain run's name is its KV spec.
     if (c.model && c.model->kv_spec != c.spec) {
-      stored.kv_spec = c.model->kv_spec;
-      stored.model_label = c.model->label;
-      stored.model_path = c.model->path;
+      sc.kv_spec = c.model->kv_spec;
+      sc.model_label = c.model->label;
+      sc.model_path = c.model->path;
     }
-    configs.push_back(std::move(stored));
+    if (const auto it = endpoints.find(c.config_id); it != endpoints.end()) {
+      serving::EndpointConfig e;
+      e.name = it->second.name;
+      e.url = it->second.url;
+      e.kind = serving::parse_engine_kind(it->second.engine).value_or(serving::EngineKind::automatic);
+      sc.endpoint = std::move(e);
+      sc.kv = it->second.kv;
+      sc.kv_source = it->second.kv_source;
+    }
+    configs.push_back(std::move(sc));
   }
   EvalPlan plan = plan_from_stored_run(run_id, run->info.suite_name, run->info.suite_hash, run->info.model_path, configs);
   const std::optional<results::RunPlan> stored = store.run_plan(run_id);
@@ -86,11 +100,14 @@ void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
   for (size_t i = 0; i < plan_.configs.size(); ++i) {
     const PlannedConfig& c = plan_.configs[i];
     const kernels::KvShape& shape = setups[i].shape;
-    const int64_t id = store_.add_config({c.spec, hex_u64(c.kv.hash()), c.kv.bits_per_element(shape)});
+    // An endpoint's results name is more than its KV config, so it hashes as the name it is.
+    const std::string hash = c.endpoint ? hex_u64(xxhash64(c.spec)) : hex_u64(c.kv.hash());
+    const int64_t id = store_.add_config({c.spec, hash, c.kv.bits_per_element(shape)});
     store_.attach_config(run_id_, id,
                          c.role == ConfigRole::reference ? results::ConfigRole::reference : results::ConfigRole::candidate,
                          c.kv.bytes_per_token(shape));
-    store_.record_config_model(run_id_, id, setups[i].model);
+    if (c.top_k > 0) store_.set_config_estimator(run_id_, id, "topk", c.top_k);
+    if (setups[i].model) store_.record_config_model(run_id_, id, *setups[i].model);
     config_ids_.push_back(id);
   }
   record_plan();
@@ -124,6 +141,37 @@ void RunRecorder::record(ItemRecord item) {
     }
   }
   writer.commit();
+}
+
+void RunRecorder::record_endpoint(size_t config_index, results::ConfigEndpoint endpoint) {
+  KVGATE_CHECK(config_index < config_ids_.size(), "an endpoint of a planned config");
+  endpoint.config_id = config_ids_[config_index];
+  store_.add_config_endpoint(run_id_, endpoint);
+}
+
+void RunRecorder::record_failure(const std::string& item_key, std::optional<size_t> config_index, const std::string& endpoint,
+                                 const std::string& failure, const std::string& message) {
+  results::ItemFailure f;
+  f.item_key = item_key;
+  if (config_index && *config_index < config_ids_.size()) f.config_id = config_ids_[*config_index];
+  f.endpoint = endpoint;
+  f.failure = failure;
+  f.message = message;
+  store_.record_item_failure(run_id_, f);
+}
+
+void RunRecorder::record_load_replay(const results::LoadReplaySettings& settings) { store_.add_load_replay(run_id_, settings); }
+
+void RunRecorder::record_load_requests(size_t config_index, std::vector<results::LoadRequest> requests) {
+  KVGATE_CHECK(config_index < config_ids_.size(), "requests of a planned config");
+  for (results::LoadRequest& r : requests) r.config_id = config_ids_[config_index];
+  store_.add_load_requests(run_id_, requests);
+}
+
+void RunRecorder::record_capacity_prediction(size_t config_index, results::CapacityPrediction prediction) {
+  KVGATE_CHECK(config_index < config_ids_.size(), "a prediction for a planned config");
+  prediction.config_id = config_ids_[config_index];
+  store_.add_capacity_prediction(run_id_, prediction);
 }
 
 void RunRecorder::finish(bool complete) {

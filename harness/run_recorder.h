@@ -30,10 +30,11 @@ struct ItemRecord {
 };
 
 // What the recorder stores with each config beside its name: its storage sizes on the shape of
-// the model it runs on, and that model.
+// the model it runs on, and that model; none for a config an endpoint serves (engine mode: the
+// engine runs its own weights, recorded with the endpoint).
 struct ConfigSetup {
   kernels::KvShape shape;
-  results::ConfigModel model;
+  std::optional<results::ConfigModel> model;
 };
 
 class RunRecorder {
@@ -58,6 +59,17 @@ class RunRecorder {
   // Whether every config of the plan already has this item stored (a resumed run skips it).
   bool holds(const std::string& item_key) const;
   void record(ItemRecord item);
+  // Engine mode: what discovery found behind config `config_index` (after open()).
+  void record_endpoint(size_t config_index, results::ConfigEndpoint endpoint);
+  // Engine mode: an item that failed on an endpoint; nothing of it is stored, so it stays to do
+  // (holds() is false) and a resumed run measures it again.
+  void record_failure(const std::string& item_key, std::optional<size_t> config_index, const std::string& endpoint,
+                      const std::string& failure, const std::string& message);
+  // Load replay (harness/load_replay.h): its settings, one config's requests (one
+  // transaction), and the capacity simulator's prediction for that config.
+  void record_load_replay(const results::LoadReplaySettings& settings);
+  void record_load_requests(size_t config_index, std::vector<results::LoadRequest> requests);
+  void record_capacity_prediction(size_t config_index, results::CapacityPrediction prediction);
   // complete: every item of the plan's selection is stored and --limit left none of the
   // workload out; otherwise the run stays resumable ('interrupted').
   void finish(bool complete);

@@ -13,6 +13,7 @@
 #include "core/hash.h"
 #include "harness/commands.h"
 #include "harness/stored_scores.h"
+#include "harness/workload_models.h"
 
 namespace kvgate::harness {
 namespace {
@@ -87,7 +88,7 @@ double session_bytes(const results::RunConfigRecord& c, const GpuBudget& budget)
   std::error_code ec;
   if (std::filesystem::file_size(c.model->path, ec) != static_cast<uintmax_t>(c.model->file_bytes) || ec) return full;
   try {
-    const workloads::ModelShape shape = model_shape_from_gguf(c.model->path);
+    const workloads::ModelShape shape = model_from_gguf(c.model->path);
     if (shape.sliding_window == 0) return full;
     return workloads::kv_bytes_for_context(shape, kernels::parse_kv_config(c.model->kv_spec), budget.context);
   } catch (const Error&) {
@@ -180,32 +181,6 @@ results::ConfigModel weights_identity(const runtime::Model& model, const std::st
   const auto most = std::max_element(by_type.begin(), by_type.end(),
                                      [](const auto& x, const auto& y) { return x.second < y.second; });
   m.weight_type = most == by_type.end() ? "" : runtime::ggml_type_name(most->first);
-  return m;
-}
-
-workloads::ModelShape model_shape_from_gguf(const std::string& path) {
-  const runtime::GgufFile file = runtime::GgufFile::open(path);
-  const runtime::ModelArch arch = runtime::read_model_arch(file);
-  workloads::ModelShape m;
-  m.name = arch.name.empty() ? std::filesystem::path(path).filename().string() : arch.name;
-  m.n_layers = static_cast<int>(arch.n_layers);
-  m.n_heads = static_cast<int>(arch.n_heads);
-  m.n_kv_heads = static_cast<int>(arch.n_kv_heads);
-  m.head_dim = static_cast<int>(arch.head_dim);
-  m.hidden = static_cast<int>(arch.n_embd);
-  m.sliding_window = arch.sliding_window;
-  m.layer_swa = arch.layer_swa;
-  double params = 0, bytes = 0;
-  for (const auto& t : file.tensors()) {
-    params += static_cast<double>(t.n_elements);
-    bytes += static_cast<double>(t.n_bytes);
-  }
-  m.n_params = params;
-  m.weight_bytes = bytes;
-  m.weight_dtype = "gguf";
-  if (arch.head_dim_v != arch.head_dim)
-    throw_input_error(path + ": key and value head sizes differ (" + std::to_string(arch.head_dim) + " vs " +
-                      std::to_string(arch.head_dim_v) + "); the capacity planner assumes equal sizes");
   return m;
 }
 

@@ -28,10 +28,6 @@ void check_same_tokenizer(const runtime::Model& reference, const runtime::Model&
 // The model as a run records it for a config (kv_spec left for the caller).
 results::ConfigModel weights_identity(const runtime::Model& model, const std::string& label, const std::string& sha256);
 
-// A GGUF file's shape and what its tensors really occupy (weights stay in their stored types),
-// for the capacity planner and the weights table. Input error for unequal K and V head sizes.
-workloads::ModelShape model_shape_from_gguf(const std::string& path);
-
 // The GPU the weights table fits sessions on: `usable` = mem_bytes x mem_util holds the weights
 // and then as many sessions of `context` tokens as fit.
 struct GpuBudget {

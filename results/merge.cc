@@ -34,6 +34,9 @@ struct ShardRun {
   std::vector<PlanItem> plan_items;
   std::vector<RunConfigRecord> configs;  // by config id: the order the shard attached them in
   std::map<std::string, ItemRows> items;  // by item key
+  // Engine mode: the endpoint behind each config (by spec), and items that failed there.
+  std::map<std::string, ConfigEndpoint> endpoints;
+  std::vector<std::pair<std::string, ItemFailure>> failures;  // config spec ("" for none), failure
   std::string digest;
 
   int64_t index() const { return *plan.shard_index; }
@@ -88,7 +91,7 @@ std::string digest_of(const ShardRun& s) {
     }
     for (const auto& [spec, t] : it.turns) {
       d.add(spec).add(t.turn_index).add(t.context_tokens).add(t.scored_tokens).add(t.kld_mean).add(t.top1_agreement);
-      d.add(t.ttft_ms).add(t.tpot_ms);
+      d.add(t.ttft_ms).add(t.tpot_ms).add(t.prompt_tokens).add(t.cached_tokens);
     }
     for (const auto& [spec, c] : it.token_classes)
       d.add(spec).add(c.token_class).add(c.scored_tokens).add(c.kld_sum).add(c.delta_p_sum).add(c.same_top1);
@@ -97,6 +100,12 @@ std::string digest_of(const ShardRun& s) {
       for (double t : l.token_times_ms) d.add(t);
     }
   }
+  for (const RunConfigRecord& c : s.configs) d.add(c.spec).add(c.kld_estimator).add(c.top_k);
+  for (const auto& [spec, e] : s.endpoints) {
+    d.add(spec).add(e.name).add(e.url).add(e.engine).add(e.engine_version).add(e.model).add(e.kv).add(e.kv_source);
+    d.add(e.kv_reported).add(e.discovery);
+  }
+  for (const auto& [spec, f] : s.failures) d.add(f.item_key).add(spec).add(f.endpoint).add(f.failure).add(f.message).add(f.failed_at);
   return d.hex();
 }
 
@@ -164,6 +173,16 @@ ShardRun read_shard(Store& store, Connection& c, const std::string& path) {
       latency.back().second.token_times_ms.push_back(q.column_double(4));
     }
   }
+  for (ConfigEndpoint& e : store.config_endpoints(s.run.id)) {
+    const std::string config = spec_of(e.config_id);
+    s.endpoints[config] = std::move(e);
+  }
+  for (ItemFailure& f : store.item_failures(s.run.id)) {
+    const std::string config = f.config_id ? spec_of(*f.config_id) : "";
+    s.failures.emplace_back(config, std::move(f));
+  }
+  if (store.load_replay(s.run.id))
+    throw_input_error(path + ": run " + std::to_string(s.run.id) + " is a load replay, which is never sharded");
   s.digest = digest_of(s);
   return s;
 }
@@ -215,10 +234,29 @@ void check_shards(const std::vector<ShardRun>& shards) {
       same_configs = x.spec == y.spec && x.hash == y.hash && x.role == y.role &&
                      (x.kv_bytes_per_token == y.kv_bytes_per_token ||
                       (std::isnan(x.kv_bytes_per_token) && std::isnan(y.kv_bytes_per_token))) &&
+                     x.kld_estimator == y.kld_estimator && x.top_k == y.top_k &&
                      x.model.has_value() == y.model.has_value() &&
                      (!x.model || (x.model->kv_spec == y.model->kv_spec && x.model->sha256 == y.model->sha256));
     }
     if (!same_configs) throw_input_error(s.name() + " and " + first.name() + " differ in their configs (KV or model)");
+    // Engine mode: each shard may drive its own server (its own URL), but every shard's config
+    // must be the same engine, version, model and KV config, or the merged run would mix them.
+    bool same_endpoints = s.endpoints.size() == first.endpoints.size();
+    for (const auto& [spec, e] : s.endpoints) {
+      const auto other = first.endpoints.find(spec);
+      same_endpoints = same_endpoints && other != first.endpoints.end();
+      if (!same_endpoints) break;
+      const ConfigEndpoint& o = other->second;
+      if (e.name != o.name || e.engine != o.engine || e.engine_version != o.engine_version || e.model != o.model ||
+          e.kv != o.kv || e.kv_source != o.kv_source || e.kv_reported != o.kv_reported)
+        throw_input_error(s.name() + " and " + first.name() + " ran config " + spec + " on different engines ('" +
+                          e.engine + " " + e.engine_version + "' serving '" + e.model + "' with KV '" + e.kv_reported +
+                          "' against '" + o.engine + " " + o.engine_version + "' serving '" + o.model + "' with KV '" +
+                          o.kv_reported + "'): every shard's endpoint of one config must run the same server build, "
+                          "model and KV cache");
+    }
+    if (!same_endpoints)
+      throw_input_error(s.name() + " and " + first.name() + " differ in which configs are served by endpoints");
   }
 
   std::map<int64_t, const ShardRun*> by_index;
@@ -366,8 +404,35 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
   for (const RunConfigRecord& rc : first.configs) {
     const int64_t id = out.add_config({rc.spec, rc.hash, rc.bits_per_element});
     out.attach_config(run_id, id, rc.role == "reference" ? ConfigRole::reference : ConfigRole::candidate, rc.kv_bytes_per_token);
+    if (rc.kld_estimator != "full") out.set_config_estimator(run_id, id, rc.kld_estimator, rc.top_k);
     if (rc.model) out.record_config_model(run_id, id, *rc.model);
     config_id[rc.spec] = id;
+  }
+  // An endpoint config's row says every server its shards ran on.
+  for (const auto& [spec, first_endpoint] : first.endpoints) {
+    ConfigEndpoint e = first_endpoint;
+    e.config_id = config_id.at(spec);
+    std::vector<std::string> urls;
+    for (const ShardRun& s : shards) {
+      const std::string& url = s.endpoints.at(spec).url;
+      if (std::find(urls.begin(), urls.end(), url) == urls.end()) urls.push_back(url);
+    }
+    e.url.clear();
+    for (const std::string& url : urls) e.url += (e.url.empty() ? "" : ", ") + url;
+    out.add_config_endpoint(run_id, e);
+  }
+  {
+    Statement failure(*out.connection_,
+                      "INSERT INTO item_failures (run_id, item_key, config_id, endpoint, failure, message, failed_at) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    for (const ShardRun& s : shards)
+      for (const auto& [spec, f] : s.failures) {
+        failure.reset();
+        failure.bind(1, run_id).bind(2, f.item_key);
+        failure.bind(3, spec.empty() ? std::optional<int64_t>() : std::optional<int64_t>(config_id.at(spec)));
+        failure.bind(4, f.endpoint).bind(5, f.failure).bind(6, f.message).bind(7, f.failed_at);
+        failure.run();
+      }
   }
   // Items in the plan's order, as an unsharded run stores them.
   std::map<int64_t, const ShardRun*> by_index;

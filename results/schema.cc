@@ -183,6 +183,90 @@ CREATE TABLE run_merges (
 );
 )sql";
 
+// Engine mode (docs/engine-mode.md): configs served by a live engine over HTTP, metrics that
+// are top-k estimates, items that failed on an endpoint (resumable), prefix-cache hits per
+// turn, and load replays of shape traces with the capacity simulator's prediction beside them.
+constexpr std::string_view kMigrationEngineMode = R"sql(
+ALTER TABLE run_configs ADD COLUMN kld_estimator TEXT NOT NULL DEFAULT 'full' CHECK (kld_estimator IN ('full', 'topk'));
+ALTER TABLE run_configs ADD COLUMN top_k INTEGER;
+
+ALTER TABLE turn_metrics ADD COLUMN prompt_tokens INTEGER;
+ALTER TABLE turn_metrics ADD COLUMN cached_tokens INTEGER;
+
+CREATE TABLE config_endpoints (
+  run_id         INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  config_id      INTEGER NOT NULL REFERENCES configs(id),
+  name           TEXT NOT NULL,
+  url            TEXT NOT NULL,
+  engine         TEXT NOT NULL,
+  engine_version TEXT NOT NULL,
+  model          TEXT NOT NULL,
+  kv             TEXT NOT NULL,
+  kv_source      TEXT NOT NULL CHECK (kv_source IN ('stated', 'name', 'engine')),
+  kv_reported    TEXT NOT NULL,
+  discovery      TEXT NOT NULL,
+  PRIMARY KEY (run_id, config_id)
+);
+
+CREATE TABLE item_failures (
+  run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  item_key  TEXT NOT NULL,
+  config_id INTEGER REFERENCES configs(id),
+  endpoint  TEXT NOT NULL,
+  failure   TEXT NOT NULL,
+  message   TEXT NOT NULL,
+  failed_at TEXT NOT NULL,
+  PRIMARY KEY (run_id, item_key)
+);
+
+CREATE TABLE load_replays (
+  run_id        INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  trace         TEXT NOT NULL,
+  format        TEXT NOT NULL,
+  requests      INTEGER NOT NULL,
+  time_scale    REAL NOT NULL,
+  max_inflight  INTEGER NOT NULL,
+  slo_ttft_ms   REAL NOT NULL,
+  slo_tpot_ms   REAL NOT NULL,
+  block_tokens  INTEGER NOT NULL,
+  predict_gpu   TEXT NOT NULL,
+  predict_model TEXT NOT NULL
+);
+
+CREATE TABLE load_requests (
+  run_id         INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  config_id      INTEGER NOT NULL REFERENCES configs(id),
+  request_index  INTEGER NOT NULL,
+  arrival_ms     REAL NOT NULL,
+  prompt_tokens  INTEGER NOT NULL,
+  max_tokens     INTEGER NOT NULL,
+  ok             INTEGER NOT NULL CHECK (ok IN (0, 1)),
+  failure        TEXT NOT NULL,
+  output_tokens  INTEGER NOT NULL,
+  cached_tokens  INTEGER,
+  ttft_ms        REAL,
+  tpot_ms        REAL,
+  latency_ms     REAL,
+  max_gap_ms     REAL,
+  PRIMARY KEY (run_id, config_id, request_index)
+);
+
+CREATE TABLE capacity_predictions (
+  run_id            INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  config_id         INTEGER NOT NULL REFERENCES configs(id),
+  hit_rate          REAL,
+  ttft_p50_ms       REAL,
+  ttft_p95_ms       REAL,
+  ttft_p99_ms       REAL,
+  tpot_p50_ms       REAL,
+  tpot_p95_ms       REAL,
+  output_tokens_per_s REAL,
+  kv_token_capacity INTEGER,
+  verdict           TEXT NOT NULL,
+  PRIMARY KEY (run_id, config_id)
+);
+)sql";
+
 // Weights as an axis (docs/models.md): the model each config of a run ran on, so one run can
 // score {weights} x {KV} against one reference. kv_spec is the config's KV part (the config's
 // spec is then "LABEL+KV"); file_bytes and model_sha256 identify the file, weight_bytes is what
@@ -203,7 +287,8 @@ CREATE TABLE config_models (
 );
 )sql";
 
-constexpr std::string_view kMigrations[] = {kMigration1, kMigrationShardedRuns, kMigrationConfigModels};
+constexpr std::string_view kMigrations[] = {kMigration1, kMigrationShardedRuns, kMigrationEngineMode,
+                                             kMigrationConfigModels};
 
 }  // namespace
 

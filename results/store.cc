@@ -223,6 +223,10 @@ ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
     throw_input_error(path() + ": run " + std::to_string(run_id) + " already holds item '" + item.item_key +
                       "' with different content (hash " + find.column_text(1) + ", now " + item.item_hash + ")");
   const int64_t id = find.column_int(0);
+  // The item is measured now: an earlier failure of it (engine mode) no longer stands.
+  Statement cleared(*connection_, "DELETE FROM item_failures WHERE run_id = ?1 AND item_key = ?2");
+  cleared.bind(1, run_id).bind(2, item.item_key);
+  cleared.run();
   return ItemWriter(*connection_, std::move(tx), id);
 }
 
@@ -242,9 +246,11 @@ void ItemWriter::add_metrics(const ItemMetrics& m) {
 void ItemWriter::add_turn(const TurnMetrics& t) {
   Statement s(connection_,
               "INSERT INTO turn_metrics (item_id, config_id, turn_index, context_tokens, scored_tokens, kld_mean, "
-              "top1_agreement, ttft_ms, tpot_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+              "top1_agreement, ttft_ms, tpot_ms, prompt_tokens, cached_tokens) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
   s.bind(1, item_row_id_).bind(2, t.config_id).bind(3, t.turn_index).bind(4, t.context_tokens);
   s.bind(5, t.scored_tokens).bind(6, t.kld_mean).bind(7, t.top1_agreement).bind(8, t.ttft_ms).bind(9, t.tpot_ms);
+  s.bind(10, t.prompt_tokens).bind(11, t.cached_tokens);
   s.run();
 }
 
@@ -328,19 +334,20 @@ RunRecord Store::resolve_run(const std::string& ref) {
 
 std::vector<RunConfigRecord> Store::run_configs(int64_t run_id) {
   Statement s(*connection_,
-              "SELECT c.id, c.spec, c.hash, rc.role, c.bits_per_element, rc.kv_bytes_per_token, cm.kv_spec, "
-              "cm.model_label, cm.model_path, cm.model_sha256, cm.file_bytes, cm.weight_bytes, cm.weight_type "
-              "FROM run_configs rc JOIN configs c ON c.id = rc.config_id "
+              "SELECT c.id, c.spec, c.hash, rc.role, c.bits_per_element, rc.kv_bytes_per_token, rc.kld_estimator, "
+              "rc.top_k, cm.kv_spec, cm.model_label, cm.model_path, cm.model_sha256, cm.file_bytes, cm.weight_bytes, "
+              "cm.weight_type FROM run_configs rc JOIN configs c ON c.id = rc.config_id "
               "LEFT JOIN config_models cm ON cm.run_id = rc.run_id AND cm.config_id = rc.config_id WHERE rc.run_id = ?1 "
               "ORDER BY rc.role DESC, c.spec");
   s.bind(1, run_id);
   std::vector<RunConfigRecord> out;
   while (s.step()) {
-    RunConfigRecord r{s.column_int(0), s.column_text(1), s.column_text(2), s.column_text(3), s.column_double(4),
-                      s.column_double(5), std::nullopt};
-    if (!s.is_null(6))
-      r.model = ConfigModel{s.column_text(6), s.column_text(7), s.column_text(8), s.column_text(9),
-                            s.column_int(10),  s.column_int(11),  s.column_text(12)};
+    RunConfigRecord r{s.column_int(0),    s.column_text(1),   s.column_text(2),
+                      s.column_text(3),   s.column_double(4), s.column_double(5),
+                      s.column_text(6),   s.column_optional_int(7), std::nullopt};
+    if (!s.is_null(8))
+      r.model = ConfigModel{s.column_text(8), s.column_text(9), s.column_text(10), s.column_text(11),
+                            s.column_int(12), s.column_int(13), s.column_text(14)};
     out.push_back(std::move(r));
   }
   return out;
@@ -420,14 +427,15 @@ std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
 std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
   Statement s(*connection_,
               "SELECT i.item_key, i.domain, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean, "
-              "t.top1_agreement, t.ttft_ms, t.tpot_ms FROM turn_metrics t JOIN items i ON i.id = t.item_id "
-              "WHERE i.run_id = ?1 ORDER BY i.item_key, t.config_id, t.turn_index");
+              "t.top1_agreement, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens FROM turn_metrics t "
+              "JOIN items i ON i.id = t.item_id WHERE i.run_id = ?1 ORDER BY i.item_key, t.config_id, t.turn_index");
   s.bind(1, run_id);
   std::vector<RunTurnMetrics> out;
   while (s.step()) {
     RunTurnMetrics r{s.column_text(0), s.column_text(1), {}};
-    r.turn = {s.column_int(2), s.column_int(3), s.column_int(4), s.column_int(5),
-              s.column_double(6), s.column_double(7), s.column_double(8), s.column_double(9)};
+    r.turn = {s.column_int(2),    s.column_int(3),    s.column_int(4),    s.column_int(5),
+              s.column_double(6), s.column_double(7), s.column_double(8), s.column_double(9),
+              s.column_optional_int(10), s.column_optional_int(11)};
     out.push_back(std::move(r));
   }
   return out;

@@ -69,6 +69,10 @@ struct RunConfigRecord {
   std::string spec, hash, role;
   double bits_per_element = 0.0;
   double kv_bytes_per_token = 0.0;  // NaN when not known
+  // How KLD and Δp were measured: "full" (every logit) or "topk" (scoring/topk_kld.h's
+  // estimator from the top_k logprobs of each side, as engine mode measures them).
+  std::string kld_estimator = "full";
+  std::optional<int64_t> top_k = std::nullopt;
   std::optional<ConfigModel> model;  // nullopt: a run made before models were recorded per config
 };
 
@@ -99,6 +103,9 @@ struct TurnMetrics {
   int64_t scored_tokens = 0;
   double kld_mean = 0, top1_agreement = 0;
   double ttft_ms = 0, tpot_ms = 0;
+  // The greedy request's prompt and the part of it the engine served from its prefix cache,
+  // as the engine reports them (engine mode only).
+  std::optional<int64_t> prompt_tokens = std::nullopt, cached_tokens = std::nullopt;
 };
 
 // Sums rather than means, so classes aggregate exactly over items and runs.
@@ -178,6 +185,65 @@ struct MergeResult {
   std::string plan_hash;
 };
 
+// Engine mode (docs/engine-mode.md). The serving endpoint behind one config of a run.
+struct ConfigEndpoint {
+  int64_t config_id = 0;
+  std::string name;            // the endpoint's name (--endpoint NAME=URL)
+  std::string url;             // credentials redacted
+  std::string engine;          // vllm | sglang | llama-server | openai
+  std::string engine_version;  // as the engine reports it ("" when it does not)
+  std::string model;           // the served model the engine reports
+  std::string kv;              // the KV config it runs, canonical
+  std::string kv_source;       // stated (endpoints file "kv") | name (NAME parsed) | engine (reported)
+  std::string kv_reported;     // what the engine reports ("" when it does not)
+  std::string discovery;       // the discovery answers, compact JSON
+};
+
+// An item that could not be measured on an endpoint; its metrics were not written, so a
+// resumed run measures it again (and a stored item clears its failure).
+struct ItemFailure {
+  std::string item_key;
+  std::optional<int64_t> config_id;
+  std::string endpoint;  // endpoint name
+  std::string failure;   // serving::failure_name: connect, http_status, timeout, stall, broken, consumer
+  std::string message;
+  std::string failed_at;  // set by the store
+};
+
+struct LoadReplaySettings {
+  std::string trace, format;
+  int64_t requests = 0;
+  double time_scale = 1.0;
+  int64_t max_inflight = 0;
+  double slo_ttft_ms = 0, slo_tpot_ms = 0;
+  int64_t block_tokens = 0;
+  std::string predict_gpu, predict_model;
+};
+
+// One request of a load replay against one config's endpoint. Times are ms from the request's
+// (scaled) arrival in the trace; NULL/NaN where not measured (a failed request, one token).
+struct LoadRequest {
+  int64_t config_id = 0;
+  int64_t request_index = 0;
+  double arrival_ms = 0;
+  int64_t prompt_tokens = 0, max_tokens = 0;
+  bool ok = false;
+  std::string failure;  // "" when ok
+  int64_t output_tokens = 0;
+  std::optional<int64_t> cached_tokens;
+  double ttft_ms = 0, tpot_ms = 0, latency_ms = 0, max_gap_ms = 0;
+};
+
+// What `kvgate capacity` predicts for the same trace and config (workloads/simulator.h).
+struct CapacityPrediction {
+  int64_t config_id = 0;
+  double hit_rate = 0;
+  double ttft_p50_ms = 0, ttft_p95_ms = 0, ttft_p99_ms = 0, tpot_p50_ms = 0, tpot_p95_ms = 0;
+  double output_tokens_per_s = 0;
+  int64_t kv_token_capacity = 0;
+  std::string verdict;
+};
+
 class Store;
 
 // Writes everything one item produces in one transaction. Nothing is visible to other
@@ -254,6 +320,21 @@ class Store {
   // 2) naming the database, shard and items at fault otherwise; nothing is written then.
   static MergeResult merge_shards(const std::string& out_path, const std::vector<std::string>& shard_paths,
                                   const std::string& command);
+
+  // Engine mode (results/store_engine.cc).
+  void set_config_estimator(int64_t run_id, int64_t config_id, const std::string& estimator, std::optional<int64_t> top_k);
+  void add_config_endpoint(int64_t run_id, const ConfigEndpoint& endpoint);  // replaces a resumed run's row
+  std::vector<ConfigEndpoint> config_endpoints(int64_t run_id);               // by config id
+  // Replaces the item's earlier failure, if any; the item's metrics are not touched.
+  void record_item_failure(int64_t run_id, const ItemFailure& failure);
+  std::vector<ItemFailure> item_failures(int64_t run_id);  // by item key
+  void add_load_replay(int64_t run_id, const LoadReplaySettings& settings);
+  std::optional<LoadReplaySettings> load_replay(int64_t run_id);
+  // One config's requests, in one transaction.
+  void add_load_requests(int64_t run_id, const std::vector<LoadRequest>& requests);
+  std::vector<LoadRequest> load_requests(int64_t run_id);  // by config id, request index
+  void add_capacity_prediction(int64_t run_id, const CapacityPrediction& prediction);
+  std::vector<CapacityPrediction> capacity_predictions(int64_t run_id);  // by config id
 
  private:
   explicit Store(std::unique_ptr<Connection> connection) : connection_(std::move(connection)) {}

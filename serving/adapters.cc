@@ -323,6 +323,7 @@ std::vector<EngineRequest> build_score(EngineKind kind, const std::string& model
         body["temperature"] = 0;
         body["cache_prompt"] = true;
         body["stream"] = false;
+        if (r.plain_token) body["logit_bias"] = json::array({json::array({*r.plain_token, 1000.0})});
         out.push_back({"POST", "/completion", body.dump(), ResponseFormat::llama_completion, false});
         prompt.push_back(r.span[i]);
       }
@@ -397,6 +398,22 @@ EngineInfo parse_discovery(EngineKind kind, const std::vector<std::pair<std::str
   }
   info.raw = raw.dump();
   return info;
+}
+
+std::string plain_token_request() { return json{{"content", "."}, {"add_special", false}}.dump(); }
+
+std::optional<int32_t> parse_plain_token(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error&) {
+    return std::nullopt;
+  }
+  const json* tokens = get(j, "tokens");
+  if (tokens == nullptr || !tokens->is_array() || tokens->empty()) return std::nullopt;
+  const json& last = tokens->back();
+  // with_pieces answers carry {"id": N, "piece": ...}
+  return last.is_object() && last.contains("id") ? id_of(last["id"]) : id_of(last);
 }
 
 std::optional<EngineKind> kind_from_probe(const std::string& path, const std::string& body) {

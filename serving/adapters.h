@@ -42,6 +42,12 @@ struct ScoreRequest {
   std::vector<int32_t> context;  // what precedes the span; non-empty (token 0 has no distribution)
   std::vector<int32_t> span;     // the tokens scored, each under the context and the span before it
   int top_logprobs = kMaxTopLogprobs;  // 1..kMaxTopLogprobs
+  // llama-server only: a token whose piece is whole text, which each scoring step is made to
+  // sample (logit_bias). The server withholds a sampled token that ends inside a UTF-8
+  // character, and its probabilities with it (process_token in tools/server/server-context.cpp),
+  // so a step whose argmax is such a byte token (Korean, emoji) would come back without any.
+  // The probabilities it reports are of the raw logits, before the bias.
+  std::optional<int32_t> plain_token;
 };
 
 struct ScoredToken {
@@ -89,7 +95,14 @@ struct EngineInfo {
   std::string kv_cache_dtype;
   std::optional<int64_t> context_length;
   std::string raw;  // the discovery answers, compact JSON keyed by path, for the results
+  // llama-server: ScoreRequest::plain_token, from POST /tokenize of "." at discovery.
+  std::optional<int32_t> plain_token;
 };
+
+// llama-server's POST /tokenize request for the plain token, and its answer's last token id
+// (nullopt when the answer holds none).
+std::string plain_token_request();
+std::optional<int32_t> parse_plain_token(const std::string& body);
 
 // GET paths whose answers parse_discovery reads, per kind (automatic: none).
 std::vector<std::string> discovery_paths(EngineKind kind);

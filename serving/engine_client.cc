@@ -94,6 +94,16 @@ const EngineInfo& EngineClient::discover() {
   } catch (const std::exception& e) {
     throw EndpointError(Failure::consumer, where() + ": " + e.what());
   }
+  if (kind_ == EngineKind::llama_server) {
+    // A server without /tokenize still scores, except at steps whose argmax is a partial UTF-8 byte.
+    HttpRequest tokenize = get_request("/tokenize");
+    tokenize.method = "POST";
+    tokenize.body = plain_token_request();
+    auto [outcome, body] = exchange(tokenize);
+    if (outcome.ok()) info_->plain_token = parse_plain_token(body);
+    else if (outcome.failure != Failure::http_status)
+      throw EndpointError(outcome.failure, outcome.message + " (while discovering the engine)");
+  }
   if (model_.empty()) model_ = info_->model;
   return *info_;
 }
@@ -150,8 +160,10 @@ GenerationResult EngineClient::generate(const GenerateRequest& request) {
   return std::move(outcome->result);
 }
 
-ScoreResult EngineClient::score(const ScoreRequest& request) {
+ScoreResult EngineClient::score(const ScoreRequest& given) {
   ensure_ready();
+  ScoreRequest request = given;
+  if (!request.plain_token && info_) request.plain_token = info_->plain_token;
   const std::vector<EngineRequest> requests = build_score(kind_, model_, request);
   std::vector<std::string> bodies;
   bodies.reserve(requests.size());

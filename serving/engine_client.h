@@ -63,7 +63,7 @@ class EngineClient {
 
   // Blocking; other transfers on the shared client progress meanwhile.
   GenerationResult generate(const GenerateRequest& request);
-  ScoreResult score(const ScoreRequest& request);
+  ScoreResult score(const ScoreRequest& request);  // llama-server: the discovered plain token unless given
 
   // Non-blocking: `done` runs on the polling thread when the generation ends. discover() must
   // have run (the kind must be known) — a load replay discovers every endpoint up front.

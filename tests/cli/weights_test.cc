@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -96,6 +97,29 @@ TEST(WeightsPlan, AmbiguousOrEmptyPlansAreUsageErrors) {
   two_models.kv = "q4_0";
   two_models.model = "/m/x.gguf,/m/y.gguf";
   EXPECT_NE(usage_error(two_models).find("--ref-model"), std::string::npos);
+}
+
+// An engine serves the weights it was started with: kvgate cannot put another model under it, so
+// a weights run with endpoints is refused, naming both sides, rather than mixing unlike columns.
+TEST(WeightsPlan, EndpointsInAWeightsRunAreAUsageError) {
+  PlanFlags f = weights_flags("/m/x.gguf", "/m/y.gguf", "q4_0");
+  f.endpoints = "q4_0=http://127.0.0.1:1";
+  std::string message = usage_error(f);
+  EXPECT_NE(message.find("--ref-model"), std::string::npos) << message;
+  EXPECT_NE(message.find("--endpoint"), std::string::npos) << message;
+  EXPECT_NE(message.find("an engine serves its own weights"), std::string::npos) << message;
+  f.endpoints.clear();
+  f.ref_endpoint = "q4_0";
+  message = usage_error(f);
+  EXPECT_NE(message.find("an engine serves its own weights"), std::string::npos) << message;
+  // One --model with endpoints stays engine mode's tokenizer model, as before.
+  PlanFlags engine;
+  engine.suite = "smoke";
+  engine.model = "/m/x.gguf";
+  engine.endpoints = "q4_0=http://127.0.0.1:1";
+  const EvalPlan plan = harness::plan_from_flags(engine);
+  EXPECT_FALSE(plan.weights_run);
+  EXPECT_TRUE(plan.has_endpoints());
 }
 
 TEST(WeightsPlan, ThePlanTextNamesEveryModelByItsDigest) {
@@ -244,6 +268,26 @@ TEST(WeightsEndToEnd, OneRunScoresWeightsTimesKvAgainstOneReference) {
                                     std::to_string(run) + " --policy " + KVGATE_SOURCE_DIR + "/ci/gates/default.json");
   EXPECT_EQ(gate.exit_code, 0) << gate.out << gate.err;
   std::remove(md.c_str());
+  std::remove(db.c_str());
+}
+
+TEST(WeightsEndToEnd, AWeightsRunWithEndpointsExitsTwoBeforeAnything) {
+  // No model, no server: the plan is refused before either is touched, for eval and load replay.
+  const std::string db = temp("endpoints.db"), trace = temp("shape.jsonl");
+  {
+    std::ofstream out(trace);
+    out << R"({"timestamp_ms": 0, "input_tokens": 40, "output_tokens": 3, "block_tokens": 16, "hash_ids": [1, 2, 3]})"
+        << "\n";
+  }
+  for (const std::string& command : {std::string("eval --suite smoke --kv q4_0"), "replay --trace " + trace}) {
+    const CliResult r = run_kvgate(command + " --db " + db +
+                                   " --ref-model /nonexistent/a.gguf --model /nonexistent/b.gguf"
+                                   " --endpoint q4_0=http://127.0.0.1:1");
+    EXPECT_EQ(r.exit_code, 2) << command << "\n" << r.err;
+    EXPECT_NE(r.err.find("an engine serves its own weights"), std::string::npos) << command << "\n" << r.err;
+  }
+  EXPECT_EQ(run_json("runs list --db " + db)["runs"].size(), 0u) << "nothing recorded";
+  std::remove(trace.c_str());
   std::remove(db.c_str());
 }
 

@@ -117,7 +117,19 @@ TEST(BuildScore, OneRequestOrOnePerSpanToken) {
     EXPECT_EQ(b["n_predict"], 1);
     EXPECT_EQ(b["n_probs"], 2);
     EXPECT_EQ(b["cache_prompt"], true);
+    EXPECT_FALSE(b.contains("logit_bias"));
   }
+  // With a plain token every step samples it, so a partial UTF-8 argmax cannot swallow the
+  // step's probabilities (they are of the raw logits, unbiased).
+  ScoreRequest plain = span_request();
+  plain.plain_token = 13;
+  for (const auto& r : build_score(EngineKind::llama_server, "", plain))
+    EXPECT_EQ(json::parse(r.body)["logit_bias"], json::parse("[[13, 1000.0]]"));
+  EXPECT_EQ(json::parse(plain_token_request())["content"], ".");
+  EXPECT_EQ(parse_plain_token(R"({"tokens":[30]})"), 30);
+  EXPECT_EQ(parse_plain_token(R"({"tokens":[{"id":30,"piece":"."}]})"), 30);
+  EXPECT_FALSE(parse_plain_token(R"({"tokens":[]})").has_value());
+  EXPECT_FALSE(parse_plain_token("not json").has_value());
 
   EXPECT_NE(error_of([] { build_score(EngineKind::openai, "", span_request()); }).find("cannot score"), std::string::npos);
   ScoreRequest no_context = span_request();

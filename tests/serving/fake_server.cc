@@ -462,7 +462,8 @@ void FakeServer::serve_connection(int fd) {
 }
 
 bool FakeServer::handle(int fd, const RecordedRequest& request) {
-  const Fault fault = next_fault();
+  const bool discovery = request.method == "GET" || request.path == "/tokenize";
+  const Fault fault = discovery && !options_.fault_get_requests ? Fault::none : next_fault();
   switch (fault) {
     case Fault::close_before_response: return false;
     case Fault::status_429:

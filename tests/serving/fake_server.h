@@ -53,6 +53,9 @@ struct FakeServerOptions {
   int tokens_per_write = 1;   // SSE events per socket write (the benchmark batches)
   std::string model = "fake-model";
   std::string kv_cache_dtype = "fp8_e4m3";  // reported by the SGLang personality
+  // false: discovery requests (GETs, POST /tokenize) are always answered normally and take no
+  // scripted fault, so a fault reaches generation and scoring only.
+  bool fault_get_requests = true;
 };
 
 // The distribution the fake reports after `prefix`: `k` ids best first with logprobs, plus
