@@ -238,7 +238,13 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
     if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
       throw_usage_error("--pair-config '" + echo_user_text(pair) + "': expected BASE_SPEC=CANDIDATE_SPEC");
     if (!base_run) throw_usage_error("--pair-config needs a baseline run");
-    const std::string from = kernels::parse_kv_config(pair.substr(0, eq)).canonical();
+    // A baseline config may be named by its stored canonical string as written, which an older
+    // kvgate may have written with a meaning the parser no longer gives it (a bare q4_0 was
+    // unrotated before llama.cpp's rotation became the default; docs/kv-specs.md).
+    const std::string from_text = pair.substr(0, eq);
+    const bool stored_name =
+        std::find(base_run->configs.begin(), base_run->configs.end(), from_text) != base_run->configs.end();
+    const std::string from = stored_name ? from_text : kernels::parse_kv_config(from_text).canonical();
     const std::string to = kernels::parse_kv_config(pair.substr(eq + 1)).canonical();
     if (std::find(base_run->configs.begin(), base_run->configs.end(), from) == base_run->configs.end())
       throw_input_error(store.path() + ": baseline run " + std::to_string(base->id) + " has no config " + from);

@@ -104,6 +104,14 @@ void run_show(const std::string& spec, const ShapeFlags& sf, bool as_json) {
   const auto side_bits = [&](const kn::FormatSpec& s) {
     return kn::make_codec(*s.format, sf.head_dim, s.options)->bits_per_element();
   };
+  // The engine's arithmetic for a decode step and for a prefill chunk (its kernel choice may
+  // depend on the batch), on the base formats.
+  const auto arithmetic = [&](int64_t n_queries) {
+    return kn::resolve_arithmetic(config.engine, *config.key.format, *config.value.format, n_queries, sf.head_dim,
+                                  config.key.options.scale)
+        .describe();
+  };
+  const std::string engine(kn::engine_name(config.engine));
   if (as_json) {
     json layers = json::array();
     for (const Run& r : runs) layers.push_back({{"first", r.first}, {"last", r.last}, {"key", r.key}, {"value", r.value}});
@@ -114,6 +122,13 @@ void run_show(const std::string& spec, const ShapeFlags& sf, bool as_json) {
                     {"value", config.value.canonical()},
                     {"key_bits_per_element", side_bits(config.key)},
                     {"value_bits_per_element", side_bits(config.value)},
+                    {"key_rotation", kn::rotation_summary(config.key, sf.head_dim)},
+                    {"value_rotation", kn::rotation_summary(config.value, sf.head_dim)},
+                    {"engine", engine},
+                    {"arithmetic",
+                     {{"decode", arithmetic(1)},
+                      {"prefill", arithmetic(512)},
+                      {"matmul_inputs", std::string(kn::engine_matmul_inputs(config.engine))}}},
                     {"overrides", static_cast<int>(config.overrides.size())},
                     {"layers", layers},
                     {"shape", {{"layers", sf.layers}, {"kv_heads", sf.kv_heads}, {"head_dim", sf.head_dim}}},
@@ -126,6 +141,12 @@ void run_show(const std::string& spec, const ShapeFlags& sf, bool as_json) {
               hex_u64(config.hash()).c_str());
   std::printf("key         %s (%.3g bits/element)\nvalue       %s (%.3g bits/element)\n", config.key.canonical().c_str(),
               side_bits(config.key), config.value.canonical().c_str(), side_bits(config.value));
+  std::printf("rotation    key: %s\n            value: %s\n", kn::rotation_summary(config.key, sf.head_dim).c_str(),
+              kn::rotation_summary(config.value, sf.head_dim).c_str());
+  std::printf("engine      %s\n  decode    %s\n  prefill   %s (512 queries)\n", engine.c_str(), arithmetic(1).c_str(),
+              arithmetic(512).c_str());
+  if (const std::string_view inputs = kn::engine_matmul_inputs(config.engine); !inputs.empty())
+    std::printf("  matmuls   %.*s\n", static_cast<int>(inputs.size()), inputs.data());
   std::printf("shape       %d layers x %d KV heads x head_dim %d\n", sf.layers, sf.kv_heads, sf.head_dim);
   if (runs.size() > 1 || !config.overrides.empty())
     for (const Run& r : runs) std::printf("  layers %2d-%-2d  %s / %s\n", r.first, r.last, r.key.c_str(), r.value.c_str());

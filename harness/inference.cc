@@ -35,11 +35,31 @@ void teacher_force(runtime::Engine& engine, const kernels::KvConfig& config,
   }
 }
 
-PerplexityResult run_perplexity(runtime::Engine& engine, const LoadedModel& lm, const std::vector<int32_t>& tokens,
-                                const kernels::KvConfig& candidate, const kernels::KvConfig* ref,
-                                const PerplexityOptions& options,
-                                const std::function<void(int done, int total)>& progress) {
+std::vector<int32_t> perplexity_tokens(const LoadedModel& lm, const std::string& text) {
+  std::vector<int32_t> tokens = lm.tokenizer.encode(text, false);
+  if (lm.tokenizer.add_bos() && lm.tokenizer.bos_id()) tokens.insert(tokens.begin(), *lm.tokenizer.bos_id());
+  return tokens;
+}
+
+namespace {
+
+// One candidate's running sums over the scored positions.
+struct CandidateScore {
+  scoring::KldAccumulator acc;
+  double nll_sum = 0.0, nll_sum2 = 0.0;
+  size_t count = 0;
+  PerplexityResult result;
+};
+
+}  // namespace
+
+std::vector<PerplexityResult> run_perplexity(runtime::Engine& engine, const LoadedModel& lm,
+                                             const std::vector<int32_t>& tokens,
+                                             const std::vector<kernels::KvConfig>& candidates,
+                                             const kernels::KvConfig* ref, const PerplexityOptions& options,
+                                             const std::function<void(int done, int total)>& progress) {
   if (options.ctx < 8) throw_usage_error("--ctx must be at least 8 tokens, got " + std::to_string(options.ctx));
+  if (candidates.empty()) throw_internal_error("run_perplexity: no candidate config");
   const int64_t available = static_cast<int64_t>(tokens.size()) / options.ctx;
   if (available == 0)
     throw_usage_error("the text has " + std::to_string(tokens.size()) + " tokens, fewer than one chunk of --ctx " +
@@ -49,11 +69,7 @@ PerplexityResult run_perplexity(runtime::Engine& engine, const LoadedModel& lm, 
   const size_t vocab = lm.model->arch().n_vocab;
   const int64_t first = options.ctx / 2;
 
-  PerplexityResult result;
-  result.has_ref = ref != nullptr;
-  scoring::KldAccumulator acc;
-  double nll_sum = 0.0, nll_sum2 = 0.0;
-  size_t count = 0;
+  std::vector<CandidateScore> scores(candidates.size());
   std::vector<float> ref_rows;  // only the scored rows of one chunk: [ctx - first - 1][vocab]
   std::vector<double> log_probs(vocab);
   for (int c = 0; c < chunks; ++c) {
@@ -66,34 +82,44 @@ PerplexityResult run_perplexity(runtime::Engine& engine, const LoadedModel& lm, 
         std::copy(row, row + vocab, ref_rows.begin() + static_cast<int64_t>(pos - first) * static_cast<int64_t>(vocab));
       });
     }
-    teacher_force(engine, candidate, chunk, options.batch, first, [&](int64_t pos, const float* row) {
-      const uint32_t target = static_cast<uint32_t>(chunk[static_cast<size_t>(pos + 1)]);
-      std::span<const float> q(row, vocab);
-      if (ref) {
-        std::span<const float> r(ref_rows.data() + static_cast<size_t>(pos - first) * vocab, vocab);
-        const scoring::PositionComparison cmp = scoring::compare_position(r, q, target);
-        acc.add(cmp);
-        nll_sum += cmp.nll_q;
-        nll_sum2 += cmp.nll_q * cmp.nll_q;
-      } else {
-        scoring::log_softmax(q, log_probs);
-        const double nll = -log_probs[target];
-        nll_sum += nll;
-        nll_sum2 += nll * nll;
-      }
-      ++count;
-    });
-    result.chunk_ppl.push_back(std::exp(nll_sum / static_cast<double>(count)));
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      CandidateScore& s = scores[k];
+      teacher_force(engine, candidates[k], chunk, options.batch, first, [&](int64_t pos, const float* row) {
+        const uint32_t target = static_cast<uint32_t>(chunk[static_cast<size_t>(pos + 1)]);
+        std::span<const float> q(row, vocab);
+        if (ref) {
+          std::span<const float> r(ref_rows.data() + static_cast<size_t>(pos - first) * vocab, vocab);
+          const scoring::PositionComparison cmp = scoring::compare_position(r, q, target, options.kld);
+          s.acc.add(cmp);
+          s.nll_sum += cmp.nll_q;
+          s.nll_sum2 += cmp.nll_q * cmp.nll_q;
+        } else {
+          scoring::log_softmax(q, log_probs);
+          const double nll = -log_probs[target];
+          s.nll_sum += nll;
+          s.nll_sum2 += nll * nll;
+        }
+        ++s.count;
+      });
+      s.result.chunk_ppl.push_back(std::exp(s.nll_sum / static_cast<double>(s.count)));
+    }
     if (progress) progress(c + 1, chunks);
   }
-  result.chunks = chunks;
-  result.scored_tokens = count;
-  const scoring::ValueWithError nll = scoring::llama_mean_and_uncertainty(nll_sum, nll_sum2, count);
-  result.ppl.value = std::exp(nll.value);
-  result.ppl.error = result.ppl.value * nll.error;
-  if (ref) result.kld = acc.report();
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return result;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<PerplexityResult> results;
+  for (CandidateScore& s : scores) {
+    PerplexityResult& r = s.result;
+    r.has_ref = ref != nullptr;
+    r.chunks = chunks;
+    r.scored_tokens = s.count;
+    const scoring::ValueWithError nll = scoring::llama_mean_and_uncertainty(s.nll_sum, s.nll_sum2, s.count);
+    r.ppl.value = std::exp(nll.value);
+    r.ppl.error = r.ppl.value * nll.error;
+    if (ref) r.kld = s.acc.report();
+    r.seconds = seconds;
+    results.push_back(std::move(r));
+  }
+  return results;
 }
 
 }  // namespace kvgate::harness

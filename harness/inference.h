@@ -33,7 +33,13 @@ struct PerplexityOptions {
   int ctx = 512;           // tokens per chunk (llama.cpp's -c)
   int max_chunks = 0;      // 0 = all
   int batch = 512;         // tokens per forward call inside a chunk
+  scoring::KldDefinition kld = scoring::KldDefinition::kLlamaCpp;
 };
+
+// The token sequence llama-perplexity scores for a text: special-token text kept as plain text,
+// and a BOS in front when the model's vocabulary asks for one (common_tokenize with
+// add_special), so chunk boundaries fall where llama.cpp's do.
+std::vector<int32_t> perplexity_tokens(const LoadedModel& lm, const std::string& text);
 
 struct PerplexityResult {
   int chunks = 0;
@@ -42,16 +48,19 @@ struct PerplexityResult {
   std::vector<double> chunk_ppl;          // running value after each chunk, as llama.cpp prints
   bool has_ref = false;
   scoring::KldReport kld;                 // when a reference config was given
-  double seconds = 0.0;
+  double seconds = 0.0;                   // the whole run, shared by all candidates
 };
 
 // llama.cpp's definition: the text is cut into chunks of ctx tokens, each evaluated from an
-// empty cache, and only the second half of each chunk is scored. With `ref`, the reference
-// pass runs on the same chunk right before the candidate, in the same process, and only the
-// scored rows of its logits are kept (never the whole text's).
-PerplexityResult run_perplexity(runtime::Engine& engine, const LoadedModel& lm, const std::vector<int32_t>& tokens,
-                                const kernels::KvConfig& candidate, const kernels::KvConfig* ref,
-                                const PerplexityOptions& options,
-                                const std::function<void(int done, int total)>& progress);
+// empty cache with its first token replaced by BOS when the model uses one, and only the second
+// half of each chunk is scored (positions ctx/2 .. ctx-2 predict the next token). With `ref`,
+// the reference pass runs on each chunk once, right before the candidates, in the same
+// process, and only the scored rows of its logits are kept (never the whole text's). One
+// result per candidate, in order; each is bit-identical to a run with that candidate alone.
+std::vector<PerplexityResult> run_perplexity(runtime::Engine& engine, const LoadedModel& lm,
+                                             const std::vector<int32_t>& tokens,
+                                             const std::vector<kernels::KvConfig>& candidates,
+                                             const kernels::KvConfig* ref, const PerplexityOptions& options,
+                                             const std::function<void(int done, int total)>& progress);
 
 }  // namespace kvgate::harness

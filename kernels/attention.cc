@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/attention_engine.h"
 
 namespace kvgate::kernels {
 namespace {
@@ -170,6 +171,13 @@ void paged_attention(const PagedKvCache& cache, SeqId seq, int layer, const Atte
     throw_usage_error("attention: " + std::to_string(n_queries) + " queries, but layer " + std::to_string(layer) +
                       " holds " + std::to_string(view.length) + " tokens (append a chunk's K/V before attending)");
   if (n_queries == 0) return;
+  // An engine whose kernel rounds something goes to its own path; exact arithmetic stays here.
+  if (view.engine != Engine::exact) {
+    const Codec& kc = *view.key.codec;
+    const AttentionArithmetic arithmetic =
+        resolve_arithmetic(view.engine, kc.info(), view.value.codec->info(), n_queries, view.head_dim, kc.options().scale);
+    if (!arithmetic.exact()) return engine_paged_attention(view, shape, arithmetic, q, n_queries, out, pool);
+  }
   Job job{&view, &shape, q, out, n_queries, shape.n_heads / view.n_kv_heads,
           shape.scale != 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(view.head_dim))};
   const int64_t blocks = (n_queries + kQueryBlock - 1) / kQueryBlock;

@@ -26,6 +26,7 @@ enum class FormatId : uint8_t {
   iq4_nl,
   mxfp4,
   nvfp4,
+  nvfp4_4over6,
   kivi2_k,
   kivi2_v,
   kivi4_k,

@@ -9,6 +9,10 @@
 // Layout per token: head_dim/16 blocks of 9 bytes = [e4m3 scale][8 bytes: element 2i in the low
 // nibble, 2i+1 in the high nibble, as __nv_fp4x2 packs]; 4.5 bits per element.
 // NaN inputs encode as +-6 (the comparisons below all fail); an all-zero block stores scale 0.
+//
+// nvfp4_4over6 is vLLM's --kv-cache-dtype of that name (NVFP4KVScaleSearch::FOUR_OVER_SIX in
+// vLLM's NVFP4 KV store kernel): the same layout, but each block tries the scale amax/4 as well
+// as amax/6 and keeps amax/4 when its squared reconstruction error is strictly smaller.
 #include <cmath>
 #include <string>
 
@@ -44,12 +48,35 @@ float e2m1_value(uint8_t code) {
   return (code & 0x8) ? -v : v;
 }
 
+// The block code and scale for the candidate amax / divisor.
+struct BlockScale {
+  uint8_t code;
+  float scale;  // e4m3(code) * g
+};
+BlockScale block_scale_for(float amax, float divisor, float g) {
+  const uint8_t code = f32_to_fp8(amax / divisor / g, Fp8Kind::e4m3fn);
+  return {code, fp8_to_f32(code, Fp8Kind::e4m3fn) * g};
+}
+uint8_t element_code(float x, float block_scale) { return block_scale == 0.0f ? 0 : e2m1_code(x / block_scale); }
+
+// Sum of squared errors of a block stored with this scale, each value as decode_row_ref gives it.
+float block_error(const float* x, BlockScale s, float g) {
+  const float stored = fp8_to_f32(s.code, Fp8Kind::e4m3fn);
+  float error = 0.0f;
+  for (int j = 0; j < kNvfp4Block; ++j) {
+    const float d = e2m1_value(element_code(x[j], s.scale)) * stored * g - x[j];
+    error += d * d;
+  }
+  return error;
+}
+
+template <bool kFourOverSix>
 class Nvfp4Codec final : public QuantizedCodec {
  public:
   Nvfp4Codec(const FormatInfo& info, int head_dim, const FormatOptions& options)
       : QuantizedCodec(info, head_dim, options) {
     if (!(options.scale > 0.0f) || !std::isfinite(options.scale))
-      throw_usage_error("KV format nvfp4: global scale must be a positive finite number, got " +
+      throw_usage_error("KV format " + std::string(info.name) + ": global scale must be a positive finite number, got " +
                         std::to_string(options.scale));
   }
   size_t group_bytes() const override { return static_cast<size_t>(head_dim_ / kNvfp4Block) * kNvfp4BlockBytes; }
@@ -67,14 +94,14 @@ class Nvfp4Codec final : public QuantizedCodec {
     for (int b = 0; b < head_dim_ / kNvfp4Block; ++b, x += kNvfp4Block, dst += kNvfp4BlockBytes) {
       float amax = 0.0f;
       for (int j = 0; j < kNvfp4Block; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-      const uint8_t scale_code = f32_to_fp8(amax / 6.0f / g, Fp8Kind::e4m3fn);
-      const float block_scale = fp8_to_f32(scale_code, Fp8Kind::e4m3fn) * g;
-      dst[0] = scale_code;
-      for (int j = 0; j < kNvfp4Block; j += 2) {
-        const uint8_t lo = block_scale == 0.0f ? 0 : e2m1_code(x[j] / block_scale);
-        const uint8_t hi = block_scale == 0.0f ? 0 : e2m1_code(x[j + 1] / block_scale);
-        dst[1 + j / 2] = static_cast<uint8_t>(lo | (hi << 4));
+      BlockScale s = block_scale_for(amax, 6.0f, g);
+      if (kFourOverSix) {
+        const BlockScale four = block_scale_for(amax, 4.0f, g);
+        if (block_error(x, four, g) < block_error(x, s, g)) s = four;
       }
+      dst[0] = s.code;
+      for (int j = 0; j < kNvfp4Block; j += 2)
+        dst[1 + j / 2] = static_cast<uint8_t>(element_code(x[j], s.scale) | (element_code(x[j + 1], s.scale) << 4));
     }
   }
  private:
@@ -98,10 +125,21 @@ const FormatInfo kNvfp4{.id = FormatId::nvfp4, .name = "nvfp4", .family = "nvfp4
                         .description = "E2M1 x16 + E4M3 block scale, per-tensor f32 global scale (scale=, default 1), 4.5 bits",
                         .for_keys = true, .for_values = true,
                         .head_dim_multiple = kNvfp4Block, .head_dim_power_of_two = false,
-                        .options = kOptionScale, .gpu = GpuStorage::rows, .make = &make_quantized_codec<Nvfp4Codec>};
+                        .options = kOptionScale, .gpu = GpuStorage::rows,
+                        .make = &make_quantized_codec<Nvfp4Codec<false>>};
+const FormatInfo kNvfp4FourOverSix{
+    .id = FormatId::nvfp4_4over6, .name = "nvfp4_4over6", .family = "nvfp4",
+    .mirrors = "vLLM --kv-cache-dtype nvfp4_4over6",
+    .description = "nvfp4 whose block scale is amax/6 or amax/4, whichever reconstructs the block better, 4.5 bits",
+    .for_keys = true, .for_values = true,
+    .head_dim_multiple = kNvfp4Block, .head_dim_power_of_two = false,
+    .options = kOptionScale, .gpu = GpuStorage::rows, .make = &make_quantized_codec<Nvfp4Codec<true>>};
 
 }  // namespace
 
-void append_nvfp4_formats(std::vector<const FormatInfo*>& out) { out.push_back(&kNvfp4); }
+void append_nvfp4_formats(std::vector<const FormatInfo*>& out) {
+  out.push_back(&kNvfp4);
+  out.push_back(&kNvfp4FourOverSix);
+}
 
 }  // namespace kvgate::kernels

@@ -28,6 +28,12 @@ struct BlockQ8_0 {
   uint16_t d;      // fp16 scale
   int8_t qs[32];   // x = qs * d
 };
+// The query side of ggml's dot products (vec_dot_type of q4_1 and q5_1): q8_0 plus s = d * sum(qs).
+struct BlockQ8_1 {
+  uint16_t d;      // fp16 scale
+  uint16_t s;      // fp16 d * sum(qs)
+  int8_t qs[32];   // x = qs * d
+};
 struct BlockQ4_0 {
   uint16_t d;      // fp16 scale
   uint8_t qs[16];  // x = (q - 8) * d
@@ -70,6 +76,7 @@ struct BlockQ6_K {
 };
 
 static_assert(sizeof(BlockQ8_0) == 34, "block_q8_0 is 34 bytes in ggml");
+static_assert(sizeof(BlockQ8_1) == 36, "block_q8_1 is 36 bytes in ggml");
 static_assert(sizeof(BlockQ4_0) == 18, "block_q4_0 is 18 bytes in ggml");
 static_assert(sizeof(BlockQ4_1) == 20, "block_q4_1 is 20 bytes in ggml");
 static_assert(sizeof(BlockQ5_0) == 22, "block_q5_0 is 22 bytes in ggml");
@@ -140,6 +147,24 @@ struct Q8_0 : ScaledBlock<Q8_0> {
     return rn_mul(static_cast<float>(static_cast<int8_t>(b[2 + j])), s.d);
   }
   KVGATE_HD static void quantize(const float* x, uint8_t* b);
+  // As ggml-cpu's x86 (AVX2) quantize_row_q8_0, which its flash attention uses for the query.
+  KVGATE_HD static void quantize_x86(const float* x, uint8_t* b);
+};
+
+// Not a KV cache type: the query of llama.cpp's q4_1 and q5_1 dot products.
+struct Q8_1 : ScaledBlock<Q8_1> {
+  static constexpr int kElems = kBlock;
+  static constexpr int kBytes = sizeof(BlockQ8_1);
+  struct Scale {
+    float d;
+  };
+  KVGATE_HD static Scale scale(const uint8_t* b) { return {half_at(b)}; }
+  KVGATE_HD static float value(const uint8_t* b, int j, Scale s) {
+    return rn_mul(static_cast<float>(static_cast<int8_t>(b[4 + j])), s.d);
+  }
+  KVGATE_HD static float sum(const uint8_t* b) { return half_at(b + 2); }
+  // As ggml-cpu's x86 (AVX2) quantize_row_q8_1.
+  KVGATE_HD static void quantize_x86(const float* x, uint8_t* b);
 };
 
 struct Q4_0 : ScaledBlock<Q4_0> {
@@ -239,6 +264,52 @@ KVGATE_HD void Q8_0::quantize(const float* x, uint8_t* b) {
   const float id = d != 0.0f ? rn_div(1.0f, d) : 0.0f;
   store_half(b, d);
   for (int j = 0; j < kBlock; ++j) b[2 + j] = static_cast<uint8_t>(x86_trunc_to_int8(roundf(rn_mul(x[j], id))));
+}
+
+// ggml-cpu's x86 quantize_row_q8_0/q8_1 (arch/x86/quants.c): d = amax / 127 but the codes use
+// id = 127 / amax (not 1 / d), _mm256_round_ps rounds ties to even, and the int32 -> int8 packs
+// saturate (a NaN becomes INT_MIN, then -128). Returns the codes' sum (q8_1's s).
+KVGATE_HD int quantize_q8_x86(const float* x, float& d, int8_t* q) {
+  float amax = 0.0f;
+  for (int j = 0; j < kBlock; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  d = rn_div(amax, 127.0f);
+  const float id = amax != 0.0f ? rn_div(127.0f, amax) : 0.0f;
+  unsigned sum = 0;  // int32 lanes added as the AVX2 code does, wrapping
+  for (int j = 0; j < kBlock; ++j) {
+    const float r = rintf(rn_mul(x[j], id));
+    const int v = (r >= -2147483648.0f && r < 2147483648.0f) ? static_cast<int>(r) : INT_MIN;
+    q[j] = static_cast<int8_t>(v < -128 ? -128 : v > 127 ? 127 : v);
+    sum += static_cast<unsigned>(v);
+  }
+  return static_cast<int>(sum);
+}
+
+KVGATE_HD void Q8_0::quantize_x86(const float* x, uint8_t* b) {
+  float d;
+  int8_t q[kBlock];
+  quantize_q8_x86(x, d, q);
+  store_half(b, d);
+  for (int j = 0; j < kBlock; ++j) b[2 + j] = static_cast<uint8_t>(q[j]);
+}
+
+KVGATE_HD void Q8_1::quantize_x86(const float* x, uint8_t* b) {
+  float d;
+  int8_t q[kBlock];
+  const int sum = quantize_q8_x86(x, d, q);
+  store_half(b, d);
+  store_half(b + 2, rn_mul(d, static_cast<float>(sum)));
+  for (int j = 0; j < kBlock; ++j) b[4 + j] = static_cast<uint8_t>(q[j]);
+}
+
+// The query of llama.cpp's CUDA vector flash attention for quantized keys (fattn-common.cuh
+// quantize_q8_1_to_shared): per 32 elements d = amax / 127 kept in f32, q = roundf(x / d); y is
+// what the int8 dot products see, q * d.
+KVGATE_HD void q8_1_cuda_fattn_values(const float* x, float* y) {
+  float amax = 0.0f;
+  for (int j = 0; j < kBlock; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  const float d = rn_div(amax, 127.0f);
+  for (int j = 0; j < kBlock; ++j)
+    y[j] = d != 0.0f ? rn_mul(static_cast<float>(static_cast<int8_t>(roundf(rn_div(x[j], d)))), d) : 0.0f;
 }
 
 // "The signed value of the first element with the largest magnitude" (q4_0, q5_0).

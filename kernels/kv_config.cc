@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "kernels/hadamard.h"
 
 namespace kvgate::kernels {
 namespace {
@@ -30,6 +31,33 @@ constexpr FormatAlias kFormatAliases[] = {
     {"fp8", "fp8_e4m3"},      {"fp8_e4m3fn", "fp8_e4m3"}, {"int8", "int8_pth"},
     {"int4", "int4_pth"},     {"int8_per_token_head", "int8_pth"},
     {"fp8_per_token_head", "fp8_pth"},
+};
+
+// vLLM --kv-cache-dtype values whose storage no registered format reproduces: naming one is a
+// usage error that says why. (vLLM's other values are format names or aliases above, or
+// config aliases below; nvfp4_4over6 is a format.)
+struct RefusedName {
+  std::string_view name;
+  std::string_view reason;
+};
+constexpr RefusedName kRefusedNames[] = {
+    {"fp8_inc",
+     "is Intel Gaudi's FP8 through Intel Neural Compressor: its per-tensor scales come from a calibration "
+     "measurement file (QUANT_CONFIG) and INC also runs the attention matmuls and softmax in FP8 (E4M3 limited to "
+     "+-240 on Gaudi 2); kvgate cannot reproduce it without that file. The nearest storage is "
+     "fp8_e4m3:scale=S (Gaudi 3) or fp8_e4m3fnuz:scale=S (Gaudi 2) with the calibrated scale S"},
+    {"fp8_ds_mla",
+     "is DeepSeek's sparse-MLA latent cache (V3.2: 656 bytes per token, 512 fp8_e4m3 NoPE values with one f32 "
+     "scale per 128, then 64 bf16 RoPE values; V4: 584 bytes); it needs a multi-head latent attention model, and "
+     "kvgate runs Llama-family attention with per-head K and V"},
+    {"nvfp4_ds_mla",
+     "is the NVFP4 layout of DeepSeek's MLA latent cache (512 NoPE values as E2M1 with an E4M3 scale per 16, then "
+     "64 bf16 RoPE values: 432 bytes per token); it needs a multi-head latent attention model, and kvgate runs "
+     "Llama-family attention with per-head K and V"},
+    {"int4_per_token_head",
+     "is vLLM's 4-bit per-token-head cache, whose storage kvgate does not reproduce: vLLM 0.28 rotates and stores "
+     "asymmetric codes, later versions a non-uniform 16-level codebook with fp16 scales per channel group; "
+     "kvgate's int4_pth (alias int4) is the symmetric uniform int4 with one f32 scale per token and head"},
 };
 
 // Names that mean a whole config (key and value, sometimes layer overrides). The vLLM presets
@@ -62,6 +90,12 @@ std::string quote(std::string_view s) {
   out += s;
   out += '\'';
   return out;
+}
+
+const RefusedName* find_refused_name(std::string_view name) {
+  for (const auto& r : kRefusedNames)
+    if (r.name == name) return &r;
+  return nullptr;
 }
 
 std::string alias_names_joined() {
@@ -138,6 +172,8 @@ const FormatInfo* resolve_format(std::string_view spec, std::string_view name, b
   long long width = 0;
   if (target.empty() && value_side && parse_int(name, width)) target = std::string("u").append(name);
   if (target.empty()) {
+    if (const RefusedName* r = find_refused_name(name))
+      spec_error(spec, "vLLM's --kv-cache-dtype " + std::string(name) + " " + std::string(r->reason));
     if (find_config_alias(name))
       spec_error(spec, quote(name) + " names a whole key/value config and cannot be one side of '/' or take options");
     unknown_name_error(spec, name);
@@ -181,11 +217,13 @@ void apply_option(std::string_view spec, const FormatInfo* f, std::string_view o
       o.rotation = always_rotates ? Rotation::none : Rotation::hadamard;
     } else if (kind == "qr" && always_rotates) {
       o.rotation = Rotation::qr;
+    } else if (kind == "wht" && !always_rotates) {
+      o.rotation = Rotation::wht;
     } else if (kind == "none" && !always_rotates) {
       o.rotation = Rotation::none;
     } else {
       spec_error(spec, where + ": valid rotations for " + std::string(f->name) + " are " +
-                           (always_rotates ? "hadamard, qr" : "hadamard, none"));
+                           (always_rotates ? "hadamard, qr" : "wht (llama.cpp's), hadamard (randomized), none"));
     }
   } else if (key == "nc") {
     need_option(kOptionNormCorrection);
@@ -221,7 +259,9 @@ void apply_option(std::string_view spec, const FormatInfo* f, std::string_view o
   }
 }
 
-FormatSpec parse_side(std::string_view spec, std::string_view text, bool value_side) {
+// legacy: a canonical string stored by a kvgate whose llama.cpp types meant no rotation when
+// bare (parse_stored_kv_config).
+FormatSpec parse_side(std::string_view spec, std::string_view text, bool value_side, bool legacy) {
   if (text.empty()) spec_error(spec, "empty format name");
   const std::vector<std::string_view> parts = split(text, ':');
   FormatSpec out;
@@ -233,10 +273,14 @@ FormatSpec parse_side(std::string_view spec, std::string_view text, bool value_s
     if (!seen.insert(key).second) spec_error(spec, "option '" + std::string(key) + "' given twice");
     apply_option(spec, out.format, parts[i], out.options);
   }
-  // A seed without a rotation would change the canonical form (and hash) but not the storage.
+  // The bare name means what the engine it mirrors does by default (llama.cpp rotates).
+  if (!seen.count("rot") && !legacy) out.options.rotation = out.format->default_rotation;
+  // llama.cpp decides K and V separately, with its own block for each (kernels/hadamard.h).
+  if (out.options.rotation == Rotation::wht) out.options.rotation_block = value_side ? kLlamaCppRotationUnit : 0;
+  // A seed without a randomized rotation would change the canonical form (and hash) but not the storage.
   if (out.options.seed != kDefaults.seed && !out.format->accepts(kOptionRotationKind) &&
-      out.options.rotation == Rotation::none)
-    spec_error(spec, "seed= only matters with rot for " + std::string(out.format->name));
+      out.options.rotation != Rotation::hadamard)
+    spec_error(spec, "seed= only matters with rot=hadamard for " + std::string(out.format->name));
   return out;
 }
 
@@ -258,7 +302,7 @@ void check_role(std::string_view spec, const FormatSpec& f, bool as_value) {
 }
 
 // BASE := PAIR_ALIAS | SIDE [ '/' SIDE ]; a pair alias may bring its own overrides.
-void parse_base(std::string_view spec, std::string_view text, KvConfig& out) {
+void parse_base(std::string_view spec, std::string_view text, KvConfig& out, bool legacy) {
   if (const ConfigAlias* a = find_config_alias(text)) {
     KvConfig expanded;
     try {
@@ -274,8 +318,9 @@ void parse_base(std::string_view spec, std::string_view text, KvConfig& out) {
   }
   const std::vector<std::string_view> sides = split(text, '/');
   if (sides.size() > 2) spec_error(spec, "more than one '/' (expected KEY/VALUE)");
-  out.key = parse_side(spec, sides[0], false);
-  out.value = sides.size() == 2 ? parse_side(spec, sides[1], true) : out.key;
+  // A single side is parsed once per role: the role decides llama.cpp's rotation block.
+  out.key = parse_side(spec, sides[0], false, legacy);
+  out.value = parse_side(spec, sides.size() == 2 ? sides[1] : sides[0], true, legacy);
   check_role(spec, out.key, false);
   check_role(spec, out.value, true);
 }
@@ -290,18 +335,41 @@ void parse_layer_index(std::string_view spec, std::string_view text, int& index,
   index = from_end ? static_cast<int>(-v - 1) : static_cast<int>(v);
 }
 
-void parse_override(std::string_view spec, std::string_view text, KvConfig& out) {
+void parse_override(std::string_view spec, std::string_view text, KvConfig& out, bool& engine_seen, bool legacy) {
   const size_t eq = text.find('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size())
-    spec_error(spec, "override '" + std::string(text) + "' must be keep=N or LAYERS=SPEC (e.g. 0-1=f16)");
+    spec_error(spec, "override '" + std::string(text) + "' must be keep=N, LAYERS=SPEC (e.g. 0-1=f16) or engine=NAME");
   const std::string_view lhs = text.substr(0, eq);
   const std::string_view rhs = text.substr(eq + 1);
+  const FormatSpec f16{find_format("f16"), {}};
+  if (lhs == "engine") {
+    if (engine_seen) spec_error(spec, "engine= given twice");
+    const std::optional<Engine> e = find_engine(rhs);
+    if (!e) spec_error(spec, "unknown engine '" + std::string(rhs) + "'; engines: " + engine_names_joined());
+    out.engine = *e;
+    engine_seen = true;
+    return;
+  }
+  if (lhs == "kv-cache-dtype-skip-layers" || lhs == "kv_cache_dtype_skip_layers") {
+    // vLLM's --kv-cache-dtype-skip-layers: these layers keep the model's dtype (auto = f16).
+    for (std::string_view item : split(rhs, ':')) {
+      long long n = 0;
+      if (item == "sliding_window")
+        spec_error(spec, "kv-cache-dtype-skip-layers=sliding_window names layers by attention type, which a KV spec "
+                         "cannot resolve without the model; list the sliding-window layers' indices instead");
+      if (!parse_int(item, n) || n < 0 || n > kMaxLayerIndex)
+        spec_error(spec, "kv-cache-dtype-skip-layers needs layer indices 0.." + std::to_string(kMaxLayerIndex) +
+                             " separated by ':' (vLLM's '0 1 31' is kv-cache-dtype-skip-layers=0:1:31), got '" +
+                             std::string(item) + "'");
+      out.overrides.push_back({static_cast<int>(n), static_cast<int>(n), false, f16, f16});
+    }
+    return;
+  }
   if (lhs == "keep") {
     long long n = 0;
     if (!parse_int(rhs, n) || n < 0 || n > kMaxLayerIndex)
       spec_error(spec, "keep=N needs a layer count N in 0.." + std::to_string(kMaxLayerIndex));
     if (n == 0) return;
-    const FormatSpec f16{find_format("f16"), {}};
     out.overrides.push_back({0, static_cast<int>(n - 1), false, f16, f16});
     out.overrides.push_back({static_cast<int>(n - 1), 0, true, f16, f16});
     return;
@@ -325,7 +393,7 @@ void parse_override(std::string_view spec, std::string_view text, KvConfig& out)
     spec_error(spec, "layer range '" + std::string(lhs) + "' is empty (first layer after last)");
   if (rhs.find('@') != std::string_view::npos) spec_error(spec, "nested '@' in an override");
   KvConfig sub;
-  parse_base(spec, rhs, sub);
+  parse_base(spec, rhs, sub, legacy);
   if (!sub.overrides.empty())
     spec_error(spec, "override value '" + std::string(rhs) + "' carries its own layer overrides");
   ov.key = sub.key;
@@ -353,6 +421,8 @@ std::string FormatSpec::canonical() const {
   if (o.scale != kDefaults.scale) out += ":scale=" + format_float(o.scale);
   if (o.rotation == Rotation::hadamard) out += ":rot";
   if (o.rotation == Rotation::qr) out += ":rot=qr";
+  if (o.rotation == Rotation::wht) out += ":rot=wht";
+  if (o.rotation == Rotation::none && format->default_rotation != Rotation::none) out += ":rot=none";
   if (o.norm_correction) out += ":nc";
   if (o.seed != kDefaults.seed) out += ":seed=0x" + hex_u64(o.seed);
   if (o.outlier_channels != 0) out += ":outliers=" + std::to_string(o.outlier_channels);
@@ -375,6 +445,7 @@ std::string KvConfig::canonical() const {
     if (ov.first != ov.last) out.append("-").append(layer_text(ov.last, ov.from_end));
     out.append("=").append(ov.key.canonical()).append("/").append(ov.value.canonical());
   }
+  if (engine != Engine::exact) out.append("@engine=").append(engine_name(engine));
   return out;
 }
 
@@ -423,12 +494,14 @@ FormatSpec parse_format_spec(std::string_view text, bool value_side) {
   std::string lowered = trim(text);
   std::transform(lowered.begin(), lowered.end(), lowered.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  FormatSpec f = parse_side(lowered, lowered, value_side);
+  FormatSpec f = parse_side(lowered, lowered, value_side, false);
   check_role(lowered, f, value_side);
   return f;
 }
 
-KvConfig parse_kv_config(std::string_view spec_in) {
+namespace {
+
+KvConfig parse_config(std::string_view spec_in, bool legacy) {
   std::string spec = trim(spec_in);
   if (spec.empty()) throw_usage_error("empty KV spec; valid formats: " + format_names_joined());
   std::transform(spec.begin(), spec.end(), spec.begin(),
@@ -440,9 +513,49 @@ KvConfig parse_kv_config(std::string_view spec_in) {
   KvConfig out;
   out.name = std::string(trim(spec_in));
   const std::vector<std::string_view> parts = split(spec, '@');
-  parse_base(spec, parts[0], out);
-  for (size_t i = 1; i < parts.size(); ++i) parse_override(spec, parts[i], out);
+  parse_base(spec, parts[0], out, legacy);
+  bool engine_seen = false;
+  for (size_t i = 1; i < parts.size(); ++i) parse_override(spec, parts[i], out, engine_seen, legacy);
+  // Every layer's formats must be ones the engine has (an override may name others).
+  auto check_engine = [&](const FormatSpec& k, const FormatSpec& v) {
+    const std::string why = engine_refusal(out.engine, *k.format, *v.format);
+    if (!why.empty()) spec_error(spec, "@engine=" + std::string(engine_name(out.engine)) + ": " + why);
+  };
+  check_engine(out.key, out.value);
+  for (const LayerOverride& ov : out.overrides) check_engine(ov.key, ov.value);
   return out;
+}
+
+}  // namespace
+
+KvConfig parse_kv_config(std::string_view spec) { return parse_config(spec, false); }
+
+KvConfig parse_stored_kv_config(std::string_view canonical) { return parse_config(canonical, true); }
+
+std::string rotation_summary(const FormatSpec& f, int head_dim) {
+  const FormatOptions& o = f.options;
+  if (f.format->accepts(kOptionRotationKind))
+    return o.rotation == Rotation::qr ? "seeded random orthogonal matrix (rot=qr, seed 0x" + hex_u64(o.seed) + ")"
+                                      : "randomized Walsh-Hadamard over head_dim (the format's own, seed 0x" +
+                                            hex_u64(o.seed) + ")";
+  switch (o.rotation) {
+    case Rotation::none:
+      return f.format->default_rotation != Rotation::none
+                 ? "none (rot=none: llama.cpp with LLAMA_ATTN_ROT_DISABLE=1, or before its PR #21038)"
+                 : "none";
+    case Rotation::hadamard:
+      return "randomized Walsh-Hadamard over head_dim (rot=hadamard, seed 0x" + hex_u64(o.seed) + ")";
+    case Rotation::qr:
+      return "seeded random orthogonal matrix (rot=qr)";
+    case Rotation::wht: {
+      const int block = wht_rotation_block(head_dim, o.rotation_block);
+      if (block == 0)
+        return "none at head_dim " + std::to_string(head_dim) + " (rot=wht: llama.cpp rotates only when head_dim % 64 == 0)";
+      return "llama.cpp's Walsh-Hadamard, H/sqrt(" + std::to_string(block) + ") on blocks of " + std::to_string(block) +
+             " (rot=wht)";
+    }
+  }
+  return "none";
 }
 
 std::vector<KvConfig> parse_kv_config_list(std::string_view specs) {

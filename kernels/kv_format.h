@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/engine.h"
 #include "kernels/format_id.h"
 
 namespace kvgate::kernels {
@@ -29,12 +30,23 @@ enum BackendMask : uint32_t {
   kBackendHip = 1u << 2,
 };
 
-enum class Rotation : uint8_t { none, hadamard, qr };
+// Rotations applied to a head vector before scalar quantization (queries get the same one):
+//  - hadamard: kvgate's randomized Walsh-Hadamard R = H D / sqrt(n) over the whole head
+//    (kernels/hadamard.h), TurboQuant's default; on the ggml formats `rot` / `rot=hadamard`.
+//  - qr: a seeded Haar-random orthogonal matrix (TurboQuant `rot=qr`).
+//  - wht: llama.cpp's attention rotation (PR #21038): the unsigned orthonormal Sylvester
+//    Walsh-Hadamard matrix on blocks of head_dim (FormatOptions::rotation_block), and only when
+//    head_dim % 64 == 0, as llama.cpp decides it. The default of llama.cpp's cache types.
+enum class Rotation : uint8_t { none, hadamard, qr, wht };
 
 // Per-format options a KV spec may set (see kv_config.h for the spec grammar).
 struct FormatOptions {
   float scale = 1.0f;               // per-tensor scale (FP8): stored = x / scale
-  Rotation rotation = Rotation::none;  // llama.cpp's optional rotation; TurboQuant picks its own default
+  Rotation rotation = Rotation::none;  // see Rotation; TurboQuant picks its own default
+  // rot=wht's block: 0 = llama.cpp's key block, the largest power of two >= 64 dividing head_dim;
+  // else this many elements (llama.cpp's values: 64). Not spelled in specs: the parser sets it
+  // from the side of the config (kv_config.cc), as llama.cpp decides K and V separately.
+  int rotation_block = 0;
   bool norm_correction = false;     // TurboQuant "_nc": rescale so the dequantized norm is exact
   uint64_t seed = 0x6b76676174650001ull;  // rotation signs, QR matrix, QJL projection
   int outlier_channels = 0;         // TurboQuant fractional widths: channels given one more bit
@@ -47,7 +59,7 @@ struct FormatOptions {
 // parser (kv_config.cc) rejects any other; the codec may still reject a combination.
 enum FormatOption : uint32_t {
   kOptionScale = 1u << 0,           // scale=F: per-tensor scale (fp8_*), global scale (nvfp4)
-  kOptionRotation = 1u << 1,        // rot[=hadamard|none]: llama.cpp's optional Walsh-Hadamard rotation
+  kOptionRotation = 1u << 1,        // rot[=hadamard|wht|none]: a Walsh-Hadamard rotation before the blocks
   kOptionRotationKind = 1u << 2,    // rot=hadamard|qr: the format always rotates and picks how (TurboQuant)
   kOptionNormCorrection = 1u << 3,  // nc
   kOptionSeed = 1u << 4,            // seed=N: rotation signs, QR matrix, QJL projection
@@ -75,6 +87,11 @@ struct FormatInfo {
   // Instantiates the format; throws a usage error naming the problem if head_dim or the
   // options do not fit the format.
   std::unique_ptr<Codec> (*make)(const FormatInfo& info, int head_dim, const FormatOptions& options);
+  // What the bare name means: llama.cpp's cache types rotate by default (Rotation::wht, since
+  // llama.cpp PR #21038), so `q4_0` is what `-ctk q4_0` does today; `q4_0:rot=none` is not rotated.
+  Rotation default_rotation = Rotation::none;
+  // What each engine's attention does with this format (kernels/engine.h).
+  EngineTraits engine = {};
 
   bool accepts(FormatOption option) const { return (options & option) != 0; }
   // BackendMask bits: the CPU always; CUDA and HIP (one kernel source) where the GPU keeps it.

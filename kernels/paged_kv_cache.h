@@ -30,9 +30,10 @@ namespace kvgate::kernels {
 struct LayerFormats {
   FormatSpec key;
   FormatSpec value;
+  Engine engine = Engine::exact;  // the config's: how attention reads this layer (kernels/engine.h)
 };
 
-// The per-layer formats a config resolves to (overrides applied).
+// The per-layer formats a config resolves to (overrides applied), each with the config's engine.
 std::vector<LayerFormats> layer_formats(const KvConfig& config, int n_layers);
 
 struct PagedKvCacheShape {
@@ -78,6 +79,7 @@ struct KvRoleView {
 struct KvLayerView {
   int64_t length = 0;
   int64_t window = 0;  // PagedKvCacheShape::window
+  Engine engine = Engine::exact;  // LayerFormats::engine
   int n_kv_heads = 0;
   int head_dim = 0;
   int page_tokens = 0;
@@ -150,6 +152,7 @@ class PagedKvCache {
   struct Layer {
     RoleStore key;
     RoleStore value;
+    Engine engine = Engine::exact;
   };
   struct Window {
     int64_t quantized = 0;

@@ -1,6 +1,6 @@
 #pragma once
-// Common base for the per-token formats (one token per group): it owns the optional Hadamard
-// rotation and gives allocation-free reference dot/axpy by decoding one row into a stack buffer.
+// Common base for the per-token formats (one token per group): it owns the optional
+// Walsh-Hadamard rotation (rot=hadamard or llama.cpp's rot=wht) and gives allocation-free reference dot/axpy by decoding one row into a stack buffer.
 // A format supplies encode_row_ref/decode_row_ref in the stored (possibly rotated) basis and
 // may override encode_row/decode_row with bit-identical fast versions.
 #include <cstring>
@@ -18,48 +18,59 @@ inline constexpr int kMaxHeadDim = 1024;
 
 class QuantizedCodec : public Codec {
  public:
-  // Rotation::hadamard (llama.cpp's rotated caches) only where the entry accepts rot.
+  // Rotations only where the entry accepts rot: hadamard (randomized, whole head) or wht
+  // (llama.cpp's plain blocks, only when head_dim % 64 == 0, as llama.cpp decides).
   QuantizedCodec(const FormatInfo& info, int head_dim, const FormatOptions& options) : Codec(info, head_dim, options) {
+    if (options.rotation == Rotation::none) return;
     if (options.rotation == Rotation::qr)
-      throw_usage_error("KV format " + std::string(info.name) + " supports only rot=hadamard, not rot=qr");
+      throw_usage_error("KV format " + std::string(info.name) + " supports only rot=hadamard or rot=wht, not rot=qr");
+    if (!info.accepts(kOptionRotation))
+      throw_usage_error("KV format " + std::string(info.name) + " does not take a rotation option");
     if (options.rotation == Rotation::hadamard) {
-      if (!info.accepts(kOptionRotation))
-        throw_usage_error("KV format " + std::string(info.name) + " does not take a rotation option");
       if ((head_dim & (head_dim - 1)) != 0)
         throw_usage_error("KV format " + std::string(info.name) + " with rot=hadamard needs a power-of-two head_dim, got " +
                           std::to_string(head_dim));
-      rotation_ = HadamardRotation(head_dim, options.seed);
+      hadamard_ = HadamardRotation(head_dim, options.seed);
+      return;
     }
+    const int block = wht_rotation_block(head_dim, options.rotation_block);
+    if (block == 0) return;  // llama.cpp leaves such a head unrotated
+    if ((block & (block - 1)) != 0 || head_dim % block != 0)
+      throw_usage_error("KV format " + std::string(info.name) + ": rot=wht block " + std::to_string(block) +
+                        " is not a power of two dividing head_dim " + std::to_string(head_dim));
+    wht_ = BlockWalshHadamard(head_dim, block);
   }
 
-  bool rotates() const override { return rotation_.size() != 0; }
+  bool rotates() const override { return hadamard_.size() != 0 || wht_.size() != 0; }
+  // The Walsh-Hadamard block of rot=wht (0 for the other rotations and where wht is skipped).
+  int wht_block() const { return wht_.size() != 0 ? wht_.block() : 0; }
   void prepare_query(const float* q, float* q_prepared) const override {
-    if (rotates()) rotation_.forward(q, q_prepared);
+    if (rotates()) rotate(q, q_prepared);
     else std::memcpy(q_prepared, q, sizeof(float) * head_dim_);
   }
   void finish_output(float* acc) const override {
-    if (rotates()) rotation_.inverse(acc, acc);
+    if (rotates()) unrotate(acc, acc);
   }
 
   void quantize_ref(const float* x, uint8_t* dst) const override {
     if (!rotates()) return encode_row_ref(x, dst);
     float rotated[kMaxHeadDim];
-    rotation_.forward(x, rotated);
+    rotate(x, rotated);
     encode_row_ref(rotated, dst);
   }
   void quantize(const float* x, uint8_t* dst) const override {
     if (!rotates()) return encode_row(x, dst);
     float rotated[kMaxHeadDim];
-    rotation_.forward(x, rotated);
+    rotate(x, rotated);
     encode_row(rotated, dst);
   }
   void dequantize_ref(const uint8_t* src, float* y) const override {
     decode_row_ref(src, y);
-    if (rotates()) rotation_.inverse(y, y);
+    if (rotates()) unrotate(y, y);
   }
   void dequantize(const uint8_t* src, float* y) const override {
     decode_row(src, y);
-    if (rotates()) rotation_.inverse(y, y);
+    if (rotates()) unrotate(y, y);
   }
   void dequantize_stored_ref(const uint8_t* src, float* y) const override { decode_row_ref(src, y); }
 
@@ -105,7 +116,18 @@ class QuantizedCodec : public Codec {
   virtual void decode_row(const uint8_t* src, float* y) const { decode_row_ref(src, y); }
 
  private:
-  HadamardRotation rotation_;
+  // out = R x and out = R^T x (out may equal x); wht is symmetric, its own inverse.
+  void rotate(const float* x, float* out) const {
+    if (wht_.size() != 0) wht_.apply(x, out);
+    else hadamard_.forward(x, out);
+  }
+  void unrotate(const float* x, float* out) const {
+    if (wht_.size() != 0) wht_.apply(x, out);
+    else hadamard_.inverse(x, out);
+  }
+
+  HadamardRotation hadamard_;
+  BlockWalshHadamard wht_;
 };
 
 template <class C>

@@ -55,6 +55,9 @@ constexpr RowKernels kNvfp4 = decoder_kernels<Nvfp4Dec>();
 
 }  // namespace
 
-const RowKernels* nvfp4_row_kernels(FormatId id) { return id == FormatId::nvfp4 ? &kNvfp4 : nullptr; }
+// nvfp4_4over6 differs only in how it picks the block scale: the decode kernels are shared.
+const RowKernels* nvfp4_row_kernels(FormatId id) {
+  return id == FormatId::nvfp4 || id == FormatId::nvfp4_4over6 ? &kNvfp4 : nullptr;
+}
 
 }  // namespace kvgate::kernels::simd

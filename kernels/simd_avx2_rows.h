@@ -31,7 +31,7 @@ struct RowKernels {
 const RowKernels* float_row_kernels(FormatId id);    // f32, f16, bf16, fp8_*
 const RowKernels* pth_row_kernels(FormatId id);      // int8_pth, fp8_pth, int4_pth
 const RowKernels* ggml_row_kernels(FormatId id);     // q8_0, q5_0, q5_1, q4_0, q4_1, iq4_nl, mxfp4
-const RowKernels* nvfp4_row_kernels(FormatId id);    // nvfp4
+const RowKernels* nvfp4_row_kernels(FormatId id);    // nvfp4, nvfp4_4over6
 const RowKernels* uniform_row_kernels(FormatId id);  // u2, u3, u4, u8
 
 namespace avx2 {

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/gpu/gpu_convert.h"
 #include "kernels/gpu/tq_params.h"
+#include "kernels/hadamard.h"
 #include "kernels/kv_format.h"
 
 namespace kvgate::runtime {
@@ -45,23 +46,29 @@ gpu::KvSideFormat gpu_side(const kernels::KvConfig& config, const kernels::Forma
       ok = spec.options == plain && kGpuPageTokens % group == 0;
       break;
     }
-    case kernels::GpuStorage::rows:
-      if (spec.options.rotation == kernels::Rotation::hadamard) {
+    case kernels::GpuStorage::rows: {
+      // llama.cpp's rot=wht is skipped where head_dim % 64 != 0 (the CPU codec does the same).
+      const bool wht_skipped = spec.options.rotation == kernels::Rotation::wht &&
+                               kernels::wht_rotation_block(head_dim, spec.options.rotation_block) == 0;
+      if (spec.options.rotation != kernels::Rotation::none && !wht_skipped) {
         if (f.accepts(kernels::kOptionRotation)) out.rotation = gpu::make_rotation_params(head_dim, spec.options);
         ok = out.rotation.has_value();
       } else {
         kernels::FormatOptions plain;
         plain.scale = spec.options.scale;
+        plain.rotation = spec.options.rotation;
+        plain.rotation_block = spec.options.rotation_block;
         ok = spec.options == plain && (spec.options.scale == 1.0f || f.accepts(kernels::kOptionScale));
       }
       break;
+    }
   }
   if (!ok)
     throw_usage_error("KV config " + config.canonical() + ": the GPU backend has no kernel for the " + side +
                       " format " + spec.canonical() + " (GPU formats: " + gpu_format_list() +
                       "; fp8_* and nvfp4 take :scale=, tq{b} take :nc, :seed=, :outliers= and :rot=qr (tqprod{b} :seed= and "
-                      ":rot=qr) with a head_dim up to 256, a power of two unless rot=qr, the ggml blocks take :rot "
-                      "and :seed= with a power-of-two head_dim up to 256, "
+                      ":rot=qr) with a head_dim up to 256, a power of two unless rot=qr, the ggml blocks take :rot=wht, "
+                      ":rot=hadamard and :seed= with a head_dim up to 256 (a power of two for hadamard), "
                       "kivi* take residual= and a group= dividing 32; others take "
                       "no options)");
   out.format = f.id;
@@ -122,6 +129,11 @@ namespace {
 }  // namespace
 
 gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch& arch, int layer) {
+  // Engine arithmetic is emulated by the CPU attention (kernels/attention_engine.cc); the GPU
+  // kernels compute in f32 only.
+  if (config.engine != kernels::Engine::exact)
+    throw_usage_error("KV config " + config.canonical() + ": @engine=" + std::string(kernels::engine_name(config.engine)) +
+                      " is emulated by the CPU backend only; run it with --backend cpu");
   const int n_layers = static_cast<int>(arch.n_layers);
   gpu::PagedKvShape shape;
   shape.head_dim = static_cast<int>(arch.head_dim);

@@ -328,7 +328,9 @@ std::unique_ptr<ModelKvCache> Model::make_cache(const kernels::KvConfig& config,
     local_shape.window = arch_.sliding_window;
     local = std::make_unique<kernels::PagedKvCache>(local_formats, local_shape);
   }
-  return std::make_unique<ModelKvCache>(std::move(full), std::move(local), std::move(cache_layer), std::move(is_local));
+  auto cache = std::make_unique<ModelKvCache>(std::move(full), std::move(local), std::move(cache_layer), std::move(is_local));
+  cache->set_engine(config.engine);
+  return cache;
 }
 
 void Model::embed(int32_t token, float* out) const {
@@ -361,6 +363,13 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
   std::vector<float> up(static_cast<size_t>(n) * F);      // [n][F]
 
   for (int i = 0; i < n; ++i) embed(tokens[static_cast<size_t>(i)], x.data() + static_cast<size_t>(i) * E);
+  // llama.cpp's CPU matmuls convert their input to the weights' dot type (q8_1 next to Q4_1
+  // weights, ...); under @engine=llama.cpp kvgate rounds each input the same way. Every buffer
+  // rounded here is read only by the matmul that follows.
+  const bool llama_cpp_inputs = cache.engine() == kernels::Engine::llama_cpp;
+  const auto round_input = [&](const WeightMatrix& w, float* in, int rows) {
+    if (llama_cpp_inputs) round_input_like_llama_cpp(w.type, in, rows, w.cols);
+  };
 
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerWeights& w = layers_[l];
@@ -369,6 +378,9 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
     {
       const WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
       float* out[] = {q.data(), k.data(), v.data()};
+      KVGATE_CHECK(!llama_cpp_inputs || (w.wk.type == w.wq.type && w.wv.type == w.wq.type),
+                   "llama.cpp input rounding: Q, K and V weights of different types");
+      round_input(w.wq, xn.data(), n);
       matmul_many(pool, qkv, xn.data(), n, out);
     }
     add_bias(q.data(), n, w.bq);
@@ -389,6 +401,7 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
     shape.n_heads = H;
     shape.scale = features_.attention_scale;
     kernels::paged_attention(layer_cache, seq, cache_layer, shape, q.data(), n, att.data(), &pool);
+    round_input(w.wo, att.data(), n);
     matmul(pool, w.wo, att.data(), n, proj.data());
     add_bias(proj.data(), n, w.bo);
     if (!w.post_attn_norm.empty()) rms_norm_rows(proj.data(), n, E, w.post_attn_norm.data(), arch_.rms_eps, proj.data());
@@ -398,6 +411,9 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
     {
       const WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
       float* out[] = {gate.data(), up.data()};
+      KVGATE_CHECK(!llama_cpp_inputs || w.w_up.type == w.w_gate.type,
+                   "llama.cpp input rounding: gate and up weights of different types");
+      round_input(w.w_gate, xn.data(), n);
       matmul_many(pool, gate_up, xn.data(), n, out);
     }
     add_bias(gate.data(), n, w.b_gate);
@@ -410,6 +426,7 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
     } else {
       for (size_t i = 0; i < gate.size(); ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
     }
+    round_input(w.w_down, gate.data(), n);
     matmul(pool, w.w_down, gate.data(), n, proj.data());
     add_bias(proj.data(), n, w.b_down);
     if (!w.post_ffn_norm.empty()) rms_norm_rows(proj.data(), n, E, w.post_ffn_norm.data(), arch_.rms_eps, proj.data());
@@ -419,6 +436,7 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
   const int first = all_logits ? 0 : n - 1;
   const int rows = n - first;
   rms_norm_rows(x.data() + static_cast<size_t>(first) * E, rows, E, output_norm_.data(), arch_.rms_eps, xn.data());
+  round_input(output_, xn.data(), rows);
   matmul(pool, output_, xn.data(), rows, logits);
   add_bias(logits, rows, output_bias_);
   if (const float cap = features_.final_logit_softcap; cap != 0.0f) {

@@ -73,9 +73,13 @@ class ModelKvCache {
   kernels::PagedKvCache* local() { return local_.get(); }  // null without sliding-window layers
   // Bytes of pages in use plus the format windows, both caches.
   size_t used_bytes() const;
+  // The config's engine (`@engine=`): llama.cpp also rounds every matmul's input (Model::forward).
+  kernels::Engine engine() const { return engine_; }
+  void set_engine(kernels::Engine engine) { engine_ = engine; }
 
  private:
   std::unique_ptr<kernels::PagedKvCache> full_, local_;
+  kernels::Engine engine_ = kernels::Engine::exact;
   std::vector<int> cache_layer_;
   std::vector<bool> layer_is_local_;
 };

@@ -45,6 +45,14 @@ void matvec(ThreadPool& pool, const WeightMatrix& w, const float* x, float* y);
 // only on the sizes, so results are bit-identical for a given thread count.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int n, float* y);
 
+// Rounds x [n][cols] in place as llama.cpp's CPU mul_mat converts its f32 input before it meets
+// weights of `type` (the weight type's ggml vec_dot_type, ggml-cpu.c): q8_1 blocks of 32 for
+// Q4_1/Q5_1, q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL (AVX2 quantize_row_q8_0/q8_1: id = 127/amax, ties to
+// even), q8_K blocks of 256 for the k-quants (quantize_row_q8_K_ref), f16 for F16, bf16 for BF16;
+// F32 stays f32. Used for @engine=llama.cpp, where those roundings make a small perturbation
+// (a q8_0 cache) flip the activations' 8-bit codes downstream, which is most of llama.cpp's KLD.
+void round_input_like_llama_cpp(GgmlType type, float* x, int64_t n, int64_t cols);
+
 // ys[i] = matmul(ws[i], x) for several matrices of the same input width in one hand-off to the
 // pool (a decode step's Q/K/V, or gate and up), with the same per-row and per-tile arithmetic
 // as one matmul at a time, so the results are bit-identical to it.

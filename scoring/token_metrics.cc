@@ -1,11 +1,13 @@
 #include "scoring/token_metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -376,8 +378,74 @@ RowMax row_max(std::span<const float> logits, bool simd) {
   return r;
 }
 
+// llama.cpp drops reference entries at or below this log-probability from the KL sum.
+constexpr double kLlamaCppMinLogProb = -16.0;
+
+// The reference's log-probabilities as llama-perplexity --kl-divergence-base stores them and
+// --kl-divergence reads them back: float arithmetic in llama.cpp's order, logits more than 16
+// below the largest clamped to the floor, the rest rounded to 65536 steps between the floor
+// and the maximum (round half to even, as its nearest_int).
+std::vector<double> llama_cpp_stored_log_probs(std::span<const float> logits) {
+  float max_logit = logits[0];
+  float min_logit = logits[0];
+  for (const float v : logits) {
+    max_logit = std::max(max_logit, v);
+    min_logit = std::min(min_logit, v);
+  }
+  min_logit = std::max(min_logit, max_logit - 16.0f);
+  double sum_exp = 0.0;
+  for (const float v : logits) sum_exp += std::exp(v - max_logit);
+  const float log_sum_exp = static_cast<float>(std::log(sum_exp));
+  const float min_log_prob = min_logit - max_logit - log_sum_exp;
+  const float scale = (max_logit - min_logit) / 65535.0f;
+  std::vector<double> out(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    float steps = 0.0f;
+    if (scale != 0.0f && logits[i] > min_logit) steps = std::nearbyint((1.0f / scale) * (logits[i] - min_logit));
+    out[i] = scale * steps + min_log_prob;
+  }
+  return out;
+}
+
+// KL(ref || q) over the entries with ln p_ref > -16 only, given both log normalizers. Those are
+// entries within 16 nats of the maximum, a few hundred of a vocabulary, so they are summed
+// after the vectorized pass, in index order with the same exp: a compare per entry and an exp
+// per kept one on top of kFull's cost, and the same result on every path.
+double kld_llama_cpp_terms(std::span<const float> ref_logits, std::span<const float> q_logits, double max_ref,
+                           double sum_ref, double log_norm_ref, double log_norm_q) {
+  double kept_exp = 0.0, kept_weighted = 0.0;
+  for (size_t i = 0; i < ref_logits.size(); ++i) {
+    const double r = ref_logits[i];
+    if (!(r - log_norm_ref > kLlamaCppMinLogProb)) continue;
+    const double e = exp_nonpositive(r - max_ref);
+    kept_exp += e;
+    kept_weighted += e * (r - static_cast<double>(q_logits[i]));
+  }
+  // Σ_kept p_i (ln p_i − ln q_i) with p_i = e_i / Σe: the kFull identity on the kept entries,
+  // whose probabilities no longer sum to 1.
+  return kept_weighted / sum_ref - (log_norm_ref - log_norm_q) * (kept_exp / sum_ref);
+}
+
+// kLlamaCppStored: everything about the reference comes from what llama.cpp's base file keeps
+// of it (its NLL and top-1 included); the candidate keeps its exact normalizer.
+void use_llama_cpp_stored_reference(std::span<const float> ref_logits, std::span<const float> q_logits,
+                                    uint32_t correct_token, double log_norm_q, PositionComparison& c) {
+  const std::vector<double> log_ref = llama_cpp_stored_log_probs(ref_logits);
+  c.nll_ref = -log_ref[correct_token];
+  size_t best = 0;
+  double kld = 0.0;
+  for (size_t i = 0; i < log_ref.size(); ++i) {
+    if (log_ref[i] > log_ref[best]) best = i;
+    if (log_ref[i] <= kLlamaCppMinLogProb) continue;
+    const double log_q = static_cast<double>(q_logits[i]) - log_norm_q;
+    kld += std::exp(log_ref[i]) * (log_ref[i] - log_q);
+  }
+  c.top1_ref = static_cast<uint32_t>(best);
+  c.kld = kld;
+}
+
 PositionComparison compare(std::span<const float> ref_logits, std::span<const float> q_logits, uint32_t correct_token,
-                           bool simd) {
+                           KldDefinition definition, bool simd) {
   if (ref_logits.size() != q_logits.size())
     throw_input_error("compare_position: reference has " + std::to_string(ref_logits.size()) +
                       " logits but quantized config has " + std::to_string(q_logits.size()));
@@ -397,11 +465,15 @@ PositionComparison compare(std::span<const float> ref_logits, std::span<const fl
   c.kld = s.weighted / s.ref - (log_norm_ref - log_norm_q);
   c.nll_ref = log_norm_ref - static_cast<double>(ref_logits[correct_token]);
   c.nll_q = log_norm_q - static_cast<double>(q_logits[correct_token]);
+  c.top1_ref = ref_max.first_index;
+  c.top1_q = q_max.first_index;
+  if (definition == KldDefinition::kLlamaCpp)
+    c.kld = kld_llama_cpp_terms(ref_logits, q_logits, ref_max.value, s.ref, log_norm_ref, log_norm_q);
+  else if (definition == KldDefinition::kLlamaCppStored)
+    use_llama_cpp_stored_reference(ref_logits, q_logits, correct_token, log_norm_q, c);
   c.p_ref = std::exp(-c.nll_ref);
   c.p_q = std::exp(-c.nll_q);
   c.delta_p = c.p_q - c.p_ref;
-  c.top1_ref = ref_max.first_index;
-  c.top1_q = q_max.first_index;
   c.same_top1 = c.top1_ref == c.top1_q;
   return c;
 }
@@ -419,12 +491,17 @@ void log_softmax(std::span<const float> logits, std::span<double> out) {
 
 PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
                                     uint32_t correct_token) {
-  return compare(ref_logits, q_logits, correct_token, true);
+  return compare(ref_logits, q_logits, correct_token, KldDefinition::kFull, true);
+}
+
+PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
+                                    uint32_t correct_token, KldDefinition definition) {
+  return compare(ref_logits, q_logits, correct_token, definition, true);
 }
 
 PositionComparison compare_position_portable(std::span<const float> ref_logits, std::span<const float> q_logits,
-                                             uint32_t correct_token) {
-  return compare(ref_logits, q_logits, correct_token, false);
+                                             uint32_t correct_token, KldDefinition definition) {
+  return compare(ref_logits, q_logits, correct_token, definition, false);
 }
 
 }  // namespace kvgate::scoring

@@ -37,9 +37,26 @@ void log_softmax(std::span<const float> logits, std::span<double> out);
 PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
                                     uint32_t correct_token);
 
+// Which terms of the reference distribution a KL sum keeps. llama-perplexity --kl-divergence
+// (b11434, tools/perplexity/perplexity.cpp) stores the reference's log-probs in 16 bits per
+// entry, clamped 16 nats below the largest logit, and sums p_ref (ln p_ref - ln q) only over
+// entries with ln p_ref > -16; its NLL(base) and top-1 come from the stored values too.
+enum class KldDefinition {
+  kFull,           // every vocabulary entry, reference in double: compare_position above
+  kLlamaCpp,       // only entries with ln p_ref > -16, reference in double
+  kLlamaCppStored  // kLlamaCpp on the reference as llama.cpp's base file stores it (16 bits):
+                   // p_ref, nll_ref, top1_ref and the KL terms all from the stored values
+};
+
+// compare_position with the KL sum, and for kLlamaCppStored the reference, as `definition`
+// says. kFull gives exactly compare_position's result.
+PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,
+                                    uint32_t correct_token, KldDefinition definition);
+
 // compare_position on the portable path only (no SIMD), which performs the same floating-point
 // operations in the same order: for tests that check the two agree bit for bit.
 PositionComparison compare_position_portable(std::span<const float> ref_logits, std::span<const float> q_logits,
-                                             uint32_t correct_token);
+                                             uint32_t correct_token,
+                                             KldDefinition definition = KldDefinition::kFull);
 
 }  // namespace kvgate::scoring

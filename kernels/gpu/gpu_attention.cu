@@ -47,10 +47,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // The unnormalized Walsh-Hadamard transform (kv_rows.h: fwht) of rows [0, rows) of a shared
-// array, its butterflies spread over the block's threads.
+// array, its butterflies spread over the block's threads; with max_len, only the stages
+// len < max_len (the transform of each block of max_len, rot=wht).
 template <int W>
-__device__ void fwht_shared_rows(float (*x)[W], int rows, int D) {
-  for (int len = 1; len < D; len <<= 1) {
+__device__ void fwht_shared_rows(float (*x)[W], int rows, int D, int max_len = 0) {
+  const int limit = max_len > 0 ? max_len : D;
+  for (int len = 1; len < limit; len <<= 1) {
     for (int e = threadIdx.x; e < rows * (D / 2); e += blockDim.x) {
       const int r = e / (D / 2), k = e % (D / 2);
       const int i = (k / len) * 2 * len + k % len;
@@ -111,7 +113,14 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
   // TurboQuant keys and rotated ggml keys live in the rotated basis: rotate the scaled query
   // instead (prepare_query). rot=qr's dense Q goes through acc_s, free until the warps merge.
   const float* q_matrix = is_tq(p.kf.format) ? p.kf.tq->rotation_matrix : nullptr;
-  const float* q_signs = q_matrix ? nullptr : is_tq(p.kf.format) ? p.kf.tq->signs : p.kf.rot ? p.kf.rot->signs : nullptr;
+  const bool q_wht = p.kf.rot && p.kf.rot->block > 0;  // llama.cpp's plain blocks: scale, then butterflies
+  const float* q_signs =
+      q_matrix || q_wht ? nullptr : is_tq(p.kf.format) ? p.kf.tq->signs : p.kf.rot ? p.kf.rot->signs : nullptr;
+  if (q_wht) {
+    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= p.kf.rot->scale;
+    __syncthreads();
+    fwht_shared_rows(q_s, kRows, D, p.kf.rot->block);
+  }
   if (q_matrix) {
     matrix_times_rows(q_matrix, q_s, acc_s, kRows, D);
     __syncthreads();
@@ -235,9 +244,15 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
     // Rotated values were accumulated in the rotated basis: rotate back (finish_output). It is
     // linear, so each split's partial may be rotated before the splits merge.
     const RotationParams& rot = *p.vf.rot;
-    fwht_shared_rows(acc_s, n_rows, D);
-    for (int e = threadIdx.x; e < n_rows * D; e += blockDim.x) acc_s[e / D][e % D] *= rot.scale * rot.signs[e % D];
-    __syncthreads();
+    if (rot.block > 0) {
+      for (int e = threadIdx.x; e < n_rows * D; e += blockDim.x) acc_s[e / D][e % D] *= rot.scale;
+      __syncthreads();
+      fwht_shared_rows(acc_s, n_rows, D, rot.block);
+    } else {
+      fwht_shared_rows(acc_s, n_rows, D);
+      for (int e = threadIdx.x; e < n_rows * D; e += blockDim.x) acc_s[e / D][e % D] *= rot.scale * rot.signs[e % D];
+      __syncthreads();
+    }
   }
 
   // Write this block's rows: the output itself when there is one split, else a partial.

@@ -269,7 +269,7 @@ bool same_tq(const std::optional<TqConstants>& ac, const std::optional<TqConstan
 }
 bool same_rotation(const std::optional<RotationParams>& a, const std::optional<RotationParams>& b) {
   if (a.has_value() != b.has_value()) return false;
-  return !a || (a->scale == b->scale && std::memcmp(a->signs, b->signs, sizeof a->signs) == 0);
+  return !a || (a->scale == b->scale && a->block == b->block && std::memcmp(a->signs, b->signs, sizeof a->signs) == 0);
 }
 }  // namespace
 

@@ -91,10 +91,13 @@ void check_kv_side(const KvSideFormat& side, const PagedKvShape& shape, bool is_
   check_kv_scale(side.format, side.scale);
   check_tq_constants(side.format, shape.head_dim, side.tq, "GPU paged KV");
   const int d = shape.head_dim;
-  if (side.rotation && (!f.accepts(kOptionRotation) || (d & (d - 1)) != 0))
+  // rot=hadamard rotates the whole head (a power of two); rot=wht blocks that divide it.
+  const int rotation_unit = side.rotation && side.rotation->block > 0 ? side.rotation->block : d;
+  if (side.rotation && (!f.accepts(kOptionRotation) || (rotation_unit & (rotation_unit - 1)) != 0 || d % rotation_unit != 0))
     throw_usage_error("GPU paged KV: " + std::string(f.name) +
                       (f.accepts(kOptionRotation)
-                           ? " with a Hadamard rotation needs a power-of-two head_dim, got " + std::to_string(d)
+                           ? " with a Walsh-Hadamard rotation needs power-of-two blocks dividing head_dim, got " +
+                                 std::to_string(rotation_unit) + " for head_dim " + std::to_string(d)
                            : std::string(" takes no Hadamard rotation")));
   if (!is_key && !f.for_values) throw_usage_error("GPU paged KV: " + std::string(f.name) + " stores keys only");
   if (is_key && !f.for_keys) throw_usage_error("GPU paged KV: " + std::string(f.name) + " stores values only");

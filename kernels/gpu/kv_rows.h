@@ -48,7 +48,8 @@ KVGATE_HD auto with_rows(FormatId f, Fn&& fn) -> decltype(fn(NoRows{})) {
     case FormatId::q4_1: return fn(GgmlRows<ggml::Q4_1>{});
     case FormatId::iq4_nl: return fn(GgmlRows<ggml::IQ4_NL>{});
     case FormatId::mxfp4: return fn(GgmlRows<ggml::MXFP4>{});
-    case FormatId::nvfp4: return fn(Nvfp4Rows{});
+    case FormatId::nvfp4: return fn(Nvfp4Rows<false>{});
+    case FormatId::nvfp4_4over6: return fn(Nvfp4Rows<true>{});
     case FormatId::kivi2_k: return fn(KiviKeyRows<2>{});
     case FormatId::kivi2_v: return fn(KiviValueRows<2>{});
     case FormatId::kivi4_k: return fn(KiviKeyRows<4>{});

@@ -27,11 +27,14 @@ inline constexpr int kTqMaxHeadDim = 256;
 
 struct TqParams;  // kernels/gpu/rows_turboquant.h
 
-// The randomized Walsh-Hadamard rotation R = H D / sqrt(head_dim) of the ggml formats' rot=hadamard
-// option (llama.cpp's rotated caches; kernels/hadamard.h), built on the host from the seed as the
-// CPU codec builds it (kernels/gpu/tq_params.h: make_rotation_params). Rows are stored as q(R x).
+// The Walsh-Hadamard rotation of a ggml format, built on the host as the CPU codec builds it
+// (kernels/gpu/tq_params.h: make_rotation_params); rows are stored as q(R x).
+//  - block == 0: rot=hadamard, R = H D / sqrt(head_dim) with random signs (HadamardRotation).
+//  - block > 0: rot=wht, llama.cpp's plain H / sqrt(block) on each block of `block` elements
+//    (BlockWalshHadamard): x * scale first, then the butterflies; its own inverse.
 struct RotationParams {
-  float scale = 1.0f;  // 1/sqrt(head_dim) as a float, as HadamardRotation holds it
+  float scale = 1.0f;  // 1/sqrt(head_dim) (hadamard) or 1/sqrt(block) (wht), as a float as the CPU holds it
+  int block = 0;
   float signs[kTqMaxHeadDim] = {};
 };
 
@@ -87,9 +90,11 @@ KVGATE_HD void span_by_element(const RowArgs& a, const uint8_t* row, int i0, int
   for (int k = 0; k < N; ++k) y[k] = k < n ? Rows::element(a, row, i0 + k) : 0.0f;
 }
 
-// In-place unnormalized Walsh-Hadamard transform, Sylvester order (kernels/hadamard.h).
-KVGATE_HD void fwht(float* x, int n) {
-  for (int len = 1; len < n; len <<= 1)
+// In-place unnormalized Walsh-Hadamard transform, Sylvester order (kernels/hadamard.h). With
+// max_len < n only the stages len < max_len run: the transform of each block of max_len.
+KVGATE_HD void fwht(float* x, int n, int max_len = 0) {
+  const int limit = max_len > 0 ? max_len : n;
+  for (int len = 1; len < limit; len <<= 1)
     for (int i = 0; i < n; i += len << 1)
       for (int j = i; j < i + len; ++j) {
         const float a = x[j], b = x[j + len];
@@ -99,13 +104,19 @@ KVGATE_HD void fwht(float* x, int n) {
 }
 
 // out = R x and out = R^T x (out may equal x), operation for operation as HadamardRotation's
-// forward and inverse.
+// forward and inverse, or BlockWalshHadamard::apply for both.
 KVGATE_HD void rotate_forward(const RotationParams& r, int n, const float* x, float* out) {
+  if (r.block > 0) {
+    for (int i = 0; i < n; ++i) out[i] = rn_mul(x[i], r.scale);
+    fwht(out, n, r.block);
+    return;
+  }
   for (int i = 0; i < n; ++i) out[i] = rn_mul(x[i], r.signs[i]);
   fwht(out, n);
   for (int i = 0; i < n; ++i) out[i] = rn_mul(out[i], r.scale);
 }
 KVGATE_HD void rotate_inverse(const RotationParams& r, int n, const float* x, float* out) {
+  if (r.block > 0) return rotate_forward(r, n, x, out);
   for (int i = 0; i < n; ++i) out[i] = x[i];
   fwht(out, n);
   for (int i = 0; i < n; ++i) out[i] = rn_mul(out[i], rn_mul(r.scale, r.signs[i]));

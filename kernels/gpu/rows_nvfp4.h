@@ -1,7 +1,8 @@
 #pragma once
-// GPU rows of nvfp4, as kernels/formats_nvfp4.cc stores them: E2M1 elements in 16-element blocks
-// with an E4M3 block scale. Layout per block: [e4m3 scale][8 bytes, element 2i in the low
-// nibble, 2i + 1 in the high]. RowArgs::scale is the per-tensor global scale g.
+// GPU rows of nvfp4 and nvfp4_4over6, as kernels/formats_nvfp4.cc stores them: E2M1 elements in
+// 16-element blocks with an E4M3 block scale. Layout per block: [e4m3 scale][8 bytes, element 2i
+// in the low nibble, 2i + 1 in the high]. RowArgs::scale is the per-tensor global scale g.
+// nvfp4_4over6 also tries the block scale amax/4 and keeps it where it reconstructs better.
 #include "kernels/gpu/rows_common.h"
 
 namespace kvgate::kernels::gpu {
@@ -29,6 +30,29 @@ KVGATE_HD float e2m1_value(uint32_t code) {
   return (code & 0x8) ? -v : v;
 }
 
+struct Nvfp4BlockScale {
+  uint8_t code;
+  float scale;  // e4m3(code) * g
+};
+KVGATE_HD Nvfp4BlockScale nvfp4_block_scale(float amax, float divisor, float g) {
+  const uint8_t code = f32_to_fp8(rn_div(rn_div(amax, divisor), g), Fp8Kind::e4m3fn);
+  return {code, rn_mul(fp8_to_f32(code, Fp8Kind::e4m3fn), g)};
+}
+KVGATE_HD uint8_t nvfp4_element_code(float x, float block_scale) {
+  return block_scale == 0.0f ? 0 : e2m1_code(rn_div(x, block_scale));
+}
+// Sum of squared errors of a block stored with this scale (formats_nvfp4.cc block_error).
+KVGATE_HD float nvfp4_block_error(const float* x, Nvfp4BlockScale s, float g) {
+  const float stored = fp8_to_f32(s.code, Fp8Kind::e4m3fn);
+  float error = 0.0f;
+  for (int j = 0; j < kNvfp4Block; ++j) {
+    const float d = rn_sub(rn_mul(rn_mul(e2m1_value(nvfp4_element_code(x[j], s.scale)), stored), g), x[j]);
+    error = rn_add(error, rn_mul(d, d));
+  }
+  return error;
+}
+
+template <bool kFourOverSix>
 struct Nvfp4Rows {
   KVGATE_HD static size_t row_bytes(int head_dim, const TqParams*) {
     return static_cast<size_t>(head_dim / kNvfp4Block) * kNvfp4BlockBytes;
@@ -38,14 +62,15 @@ struct Nvfp4Rows {
     for (int blk = 0; blk < a.head_dim / kNvfp4Block; ++blk, x += kNvfp4Block, dst += kNvfp4BlockBytes) {
       float amax = 0.0f;
       for (int j = 0; j < kNvfp4Block; ++j) amax = fmaxf(amax, fabsf(x[j]));
-      const uint8_t scale_code = f32_to_fp8(rn_div(rn_div(amax, 6.0f), g), Fp8Kind::e4m3fn);
-      const float block_scale = rn_mul(fp8_to_f32(scale_code, Fp8Kind::e4m3fn), g);
-      dst[0] = scale_code;
-      for (int j = 0; j < kNvfp4Block; j += 2) {
-        const uint8_t lo = block_scale == 0.0f ? 0 : e2m1_code(rn_div(x[j], block_scale));
-        const uint8_t hi = block_scale == 0.0f ? 0 : e2m1_code(rn_div(x[j + 1], block_scale));
-        dst[1 + j / 2] = static_cast<uint8_t>(lo | (hi << 4));
+      Nvfp4BlockScale s = nvfp4_block_scale(amax, 6.0f, g);
+      if (kFourOverSix) {
+        const Nvfp4BlockScale four = nvfp4_block_scale(amax, 4.0f, g);
+        if (nvfp4_block_error(x, four, g) < nvfp4_block_error(x, s, g)) s = four;
       }
+      dst[0] = s.code;
+      for (int j = 0; j < kNvfp4Block; j += 2)
+        dst[1 + j / 2] =
+            static_cast<uint8_t>(nvfp4_element_code(x[j], s.scale) | (nvfp4_element_code(x[j + 1], s.scale) << 4));
     }
   }
   KVGATE_HD static float element(const RowArgs& a, const uint8_t* row, int i) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "kernels/hadamard.h"
 #include "kernels/kv_format.h"
 #include "kernels/lloyd_max.h"
 #include "kernels/orthogonal.h"
@@ -91,11 +92,22 @@ std::optional<TqConstants> make_tq_params(FormatId format, int head_dim) {
 }
 
 std::optional<RotationParams> make_rotation_params(int head_dim, const FormatOptions& options) {
+  if (head_dim < 1 || head_dim > kTqMaxHeadDim) return std::nullopt;
+  if (options.rotation == Rotation::wht) {
+    FormatOptions rotation_only;
+    rotation_only.rotation = Rotation::wht;
+    rotation_only.rotation_block = options.rotation_block;
+    const int block = wht_rotation_block(head_dim, options.rotation_block);
+    if (options != rotation_only || block == 0 || head_dim % block != 0) return std::nullopt;
+    RotationParams r;
+    r.block = block;
+    r.scale = 1.0f / std::sqrt(static_cast<float>(block));
+    return r;
+  }
   FormatOptions rotation_only;
   rotation_only.rotation = Rotation::hadamard;
   rotation_only.seed = options.seed;
-  if (options != rotation_only || head_dim < 1 || head_dim > kTqMaxHeadDim || (head_dim & (head_dim - 1)) != 0)
-    return std::nullopt;
+  if (options != rotation_only || (head_dim & (head_dim - 1)) != 0) return std::nullopt;
   RotationParams r;
   r.scale = hadamard_rotation(head_dim, options.seed, r.signs);
   return r;

@@ -39,9 +39,11 @@ std::optional<TqConstants> make_tq_params(FormatId format, int head_dim, const F
 // The format at its default options.
 std::optional<TqConstants> make_tq_params(FormatId format, int head_dim);
 
-// The Hadamard rotation of a ggml format with rot=hadamard (HadamardRotation(head_dim, seed)),
-// or nullopt when the GPU kernels cannot store it: options other than the rotation and its seed,
-// or a head_dim that is not a power of two up to kTqMaxHeadDim.
+// The rotation of a ggml format with rot=hadamard (HadamardRotation(head_dim, seed)) or rot=wht
+// (BlockWalshHadamard with the block kernels/hadamard.h's wht_rotation_block gives), or nullopt
+// when the GPU kernels cannot store it: options other than the rotation (and its seed or block),
+// a head_dim over kTqMaxHeadDim, a hadamard head_dim that is not a power of two, or a wht that
+// llama.cpp would not apply at this head_dim (the caller stores such rows unrotated).
 std::optional<RotationParams> make_rotation_params(int head_dim, const FormatOptions& options);
 
 }  // namespace kvgate::kernels::gpu

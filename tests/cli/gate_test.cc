@@ -292,6 +292,28 @@ TEST_F(GateCli, PairConfigComparesThePairedConfigNotTheBaselinesOwnRowsOfTheTarg
   EXPECT_NE(twice.err.find("paired with both"), std::string::npos) << twice.err;
 }
 
+// A baseline stored before llama.cpp's cache types rotated by default holds "q4_0/q4_0"
+// (unrotated); today's q4_0 is "q4_0:rot=wht/q4_0:rot=wht". Without pairing the candidate lacks
+// the baseline's config; --pair-config names the stored string as written to bridge the two.
+TEST_F(GateCli, PairConfigNamesAStoredCanonicalStringAsWritten) {
+  {
+    results::Store store = results::Store::open(db_);
+    run_with_configs(store, synthetic_info("smoke"), {{"f16/f16", 0.0}, {"q4_0/q4_0", 0.2}});
+    run_with_configs(store, synthetic_info("smoke"), {{"f16/f16", 0.0}, {"q4_0:rot=wht/q4_0:rot=wht", 0.08}});
+  }
+  const CliResult unpaired = run_kvgate(gate("--baseline 1 --candidate 2"));
+  EXPECT_EQ(unpaired.exit_code, 1) << unpaired.out << unpaired.err;
+  EXPECT_NE(unpaired.out.find("the candidate run has no config q4_0/q4_0"), std::string::npos) << unpaired.out;
+  const CliResult paired = run_kvgate(gate("--baseline 1 --candidate 2 --pair-config q4_0/q4_0=q4_0 --json"));
+  EXPECT_EQ(paired.exit_code, 0) << paired.out << paired.err;
+  const auto j = nlohmann::json::parse(paired.out);
+  std::string notes;
+  for (const auto& n : j["notes"]) notes += n.get<std::string>() + "\n";
+  EXPECT_NE(notes.find("baseline config q4_0/q4_0 is compared with candidate config q4_0:rot=wht/q4_0:rot=wht"),
+            std::string::npos)
+      << notes;
+}
+
 // Two real eval runs of the default model, made once for the tests below.
 class GateRealRuns : public ::testing::Test {
  protected:
@@ -381,11 +403,11 @@ TEST_F(GateRealRuns, IdenticalRunsPassWorseCandidateFailsReportRenders) {
     const CliResult r =
         run_kvgate("gate --baseline 2 --candidate 3 --policy " + policy_path() + " --db " + db_ + " --report " + md);
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-    EXPECT_NE(r.out.find("FAIL regression.kld_mean[tables, q4_0/q4_0]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("FAIL regression.kld_mean[tables, q4_0:rot=wht/q4_0:rot=wht]"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("most moved: tables-"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("fp8_e4m3/fp8_e4m3]:"), std::string::npos) << "fp8 rows were copied unchanged: " << r.out;
     const std::string report = slurp(md);
-    EXPECT_NE(report.find("| tables | q4_0/q4_0 |"), std::string::npos) << report;
+    EXPECT_NE(report.find("| tables | q4_0:rot=wht/q4_0:rot=wht |"), std::string::npos) << report;
     std::remove(md.c_str());
   }
   {
@@ -400,7 +422,7 @@ TEST_F(GateRealRuns, IdenticalRunsPassWorseCandidateFailsReportRenders) {
     EXPECT_NE(page.find("tables"), std::string::npos);
     const std::string summary = slurp(md);
     EXPECT_NE(summary.find("Items that moved most"), std::string::npos) << summary;
-    EXPECT_NE(summary.find("(tables, q4_0/q4_0)"), std::string::npos) << summary;
+    EXPECT_NE(summary.find("(tables, q4_0:rot=wht/q4_0:rot=wht)"), std::string::npos) << summary;
 
     const std::string cmd =
         std::string(KVGATE_SOURCE_DIR) + "/scripts/check-report-html " + html + " >" + html + ".log 2>&1";

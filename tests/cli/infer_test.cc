@@ -3,7 +3,9 @@
 
 #include <nlohmann/json.hpp>
 #include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/cli/run_cli.h"
 
@@ -58,6 +60,57 @@ TEST(InferCli, KldOrdersConfigsByBitWidth) {
   EXPECT_LT(f16, fp8);
   EXPECT_LT(fp8, q4);
   EXPECT_LT(q4, q2);
+}
+
+// Several --kv share one reference pass per chunk; each config's numbers are the ones it gets
+// alone (one JSON object per line, in --kv order).
+TEST(InferCli, SeveralConfigsScoreAsIfAlone) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  const std::string base = "perplexity --file " + kSample + " --ctx 64 --chunks 2 --ref f16 --json --threads 2";
+  CliResult both = run_kvgate(base + " --kv q8_0 --kv q4_0"), alone = run_kvgate(base + " --kv q4_0");
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(both.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 2u) << both.out;
+  EXPECT_EQ(lines[0]["kv"], "q8_0:rot=wht/q8_0:rot=wht");  // llama.cpp rotates its cache types
+  EXPECT_EQ(lines[1]["kv"], "q4_0:rot=wht/q4_0:rot=wht");
+  const auto single = nlohmann::json::parse(alone.out);
+  EXPECT_EQ(lines[1]["kld"], single["kld"]);
+  EXPECT_EQ(lines[1]["ppl"], single["ppl"]);
+  EXPECT_LT(lines[0]["kld"]["mean"]["value"].get<double>(), lines[1]["kld"]["mean"]["value"].get<double>());
+}
+
+// --kld-definition: llama.cpp (default) leaves out the reference's entries with ln p <= -16,
+// full keeps them, llama.cpp-stored also rounds the reference to llama.cpp's 16-bit storage.
+// All three measure the same divergence, so they differ only slightly.
+TEST(InferCli, KldDefinitionSelectsLlamaCppsOrTheFullSum) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  auto run = [](const std::string& definition) {
+    CliResult r = run_kvgate("perplexity --file " + kSample + " --ctx 64 --chunks 2 --kv q4_0 --ref f16 --json" +
+                             " --threads 2" + (definition.empty() ? "" : " --kld-definition " + definition));
+    EXPECT_EQ(r.exit_code, 0) << definition << ": " << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  const auto by_default = run(""), llama = run("llama.cpp"), full = run("full"), stored = run("llama.cpp-stored");
+  ASSERT_TRUE(by_default.contains("kld") && full.contains("kld") && stored.contains("kld"));
+  EXPECT_EQ(by_default["kld_definition"], "llama.cpp");
+  EXPECT_EQ(by_default["kld"], llama["kld"]);
+  EXPECT_EQ(full["kld_definition"], "full");
+  const double k_llama = llama["kld"]["mean"]["value"].get<double>();
+  const double k_full = full["kld"]["mean"]["value"].get<double>();
+  const double k_stored = stored["kld"]["mean"]["value"].get<double>();
+  EXPECT_NE(k_llama, k_full);
+  EXPECT_NEAR(k_full, k_llama, 0.05 * k_llama);
+  EXPECT_NEAR(k_stored, k_llama, 0.05 * k_llama);
+  // Only the KL sum changes with the definition; the candidate's own PPL never does.
+  EXPECT_EQ(full["kld"]["ppl_base"], llama["kld"]["ppl_base"]);
+  EXPECT_EQ(stored["kld"]["ppl_q"], llama["kld"]["ppl_q"]);
+
+  CliResult bad = run_kvgate("perplexity --file " + kSample + " --ctx 64 --kv q4_0 --ref f16 --kld-definition exact");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("llama.cpp, llama.cpp-stored, full"), std::string::npos) << bad.err;
 }
 
 TEST(InferCli, BadInputsExitTwo) {

@@ -85,6 +85,27 @@ TEST(KvShow, ShapeFlagsAndPerLayerOverrides) {
   EXPECT_NE(text.out.find("layers"), std::string::npos);
 }
 
+TEST(KvShow, StatesTheRotationAndTheEngineArithmetic) {
+  const json j = parse_stdout(run_kvgate("kv show q4_0@engine=llama.cpp --head-dim 128 --json"));
+  EXPECT_EQ(j["canonical"], "q4_0:rot=wht/q4_0:rot=wht@engine=llama.cpp");
+  EXPECT_NE(j["key_rotation"].get<std::string>().find("blocks of 128"), std::string::npos) << j.dump();
+  EXPECT_NE(j["value_rotation"].get<std::string>().find("blocks of 64"), std::string::npos) << j.dump();
+  EXPECT_EQ(j["engine"], "llama.cpp");
+  EXPECT_NE(j["arithmetic"]["decode"].get<std::string>().find("query q8_0"), std::string::npos) << j.dump();
+  EXPECT_NE(j["arithmetic"]["matmul_inputs"].get<std::string>().find("q8_1 for Q4_1"), std::string::npos) << j.dump();
+  const json plain = parse_stdout(run_kvgate("kv show q4_0 --head-dim 96 --json"));
+  EXPECT_NE(plain["key_rotation"].get<std::string>().find("none at head_dim 96"), std::string::npos) << plain.dump();
+  EXPECT_EQ(plain["engine"], "exact");
+  EXPECT_EQ(plain["arithmetic"]["matmul_inputs"], "");
+  const CliResult text = run_kvgate("kv show q8_0:rot=none/f16@engine=llama.cpp-cuda");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("LLAMA_ATTN_ROT_DISABLE=1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("q8_1"), std::string::npos) << text.out;
+  const CliResult refused = run_kvgate("kv show fp8_ds_mla");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("multi-head latent attention"), std::string::npos) << refused.err;
+}
+
 TEST(KvShow, BadSpecOrShapeIsUsageError) {
   const CliResult r = run_kvgate("kv show no_such_format");
   EXPECT_EQ(r.exit_code, 2);

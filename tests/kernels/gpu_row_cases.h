@@ -29,7 +29,7 @@ inline int head_dim_for(FormatId f) {
 // scale that is not a power of two, so the block scale's product with it rounds.
 inline float tensor_scale_for(FormatId f) {
   if (!entry(f).accepts(kOptionScale)) return 1.0f;
-  return f == FormatId::nvfp4 ? 0.3f : 0.0625f;
+  return f == FormatId::nvfp4 || f == FormatId::nvfp4_4over6 ? 0.3f : 0.0625f;
 }
 
 // Rows at magnitudes from 2^-20 to 2^10, plus the rows that stress the edge cases: all zeros,

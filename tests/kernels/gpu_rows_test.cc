@@ -74,7 +74,7 @@ std::vector<Variant> variants() {
       }
       out.push_back(seeded);
     }
-    if (f == FormatId::nvfp4) {
+    if (f == FormatId::nvfp4 || f == FormatId::nvfp4_4over6) {
       Variant unit_scale = v;
       unit_scale.options.scale = 1.0f;
       unit_scale.label += ":scale=1";
@@ -524,6 +524,55 @@ TEST(GpuRows, RotatedGgmlRowsEqualTheCpuReferenceBitForBit) {
   EXPECT_FALSE(make_rotation_params(64, FormatOptions{}).has_value());  // no rotation asked for
   options.scale = 0.5f;
   EXPECT_FALSE(make_rotation_params(64, options).has_value());
+}
+
+// ggml blocks with llama.cpp's rot=wht: blocks of 64 and 128 at head_dims whose key block is the
+// largest power of two dividing them (128, 192, 256) and the value block of 64, each rotation as
+// BlockWalshHadamard computes it and the rows byte for byte as the CPU codec stores them.
+TEST(GpuRows, WhtRotatedGgmlRowsEqualTheCpuReferenceBitForBit) {
+  constexpr int kRows = 32;
+  for (FormatId f : kv_formats()) {
+    if (!entry(f).accepts(kOptionRotation)) continue;
+    for (int d : {128, 192, 256})
+      for (int option_block : {0, 64}) {  // the key rule, the value block
+        SCOPED_TRACE(std::string(name_of(f)) + " d " + std::to_string(d) + " option block " + std::to_string(option_block));
+        FormatOptions options;
+        options.rotation = Rotation::wht;
+        options.rotation_block = option_block;
+        const auto codec = make_codec(name_of(f), d, options);
+        const std::optional<RotationParams> rot = make_rotation_params(d, options);
+        ASSERT_TRUE(rot.has_value());
+        const int block = option_block == 0 ? (d == 192 ? 64 : d) : 64;
+        EXPECT_EQ(rot->block, block);
+        const BlockWalshHadamard cpu_rotation(d, block);
+        const size_t rb = row_bytes(f, d);
+        const std::vector<float> x = probe_rows(d, kRows, 31);
+        std::vector<uint8_t> cpu(rb), shared(rb);
+        std::vector<float> want(d), got(d), stored(d);
+        for (int r = 0; r < kRows; ++r) {
+          const float* row = x.data() + static_cast<size_t>(r) * d;
+          cpu_rotation.apply(row, want.data());
+          rotate_forward(*rot, d, row, got.data());
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "forward row " << r << " element " << i;
+          rotate_inverse(*rot, d, row, got.data());
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "inverse row " << r << " element " << i;
+
+          codec->quantize_ref(row, cpu.data());
+          encode_row(f, d, 1.0f, row, shared.data(), nullptr, &*rot);
+          ASSERT_EQ(cpu, shared) << "encoded row " << r;
+          decode_row(f, d, 1.0f, cpu.data(), stored.data());
+          codec->dequantize_ref(cpu.data(), want.data());
+          rotate_inverse(*rot, d, stored.data(), got.data());
+          for (int i = 0; i < d; ++i) ASSERT_TRUE(same_float(want[i], got[i])) << "decoded row " << r << " element " << i;
+        }
+      }
+  }
+  FormatOptions wht;
+  wht.rotation = Rotation::wht;
+  EXPECT_FALSE(make_rotation_params(96, wht).has_value());  // llama.cpp does not rotate: stored plain
+  EXPECT_FALSE(make_rotation_params(512, wht).has_value());  // past the kernels' head_dim
+  wht.seed = 7;
+  EXPECT_FALSE(make_rotation_params(128, wht).has_value());  // wht has no seed
 }
 
 // KIVI as the cache stores it: rows pass through the f16 window, keys are quantized a group

@@ -71,9 +71,9 @@ TEST(Registry, ARegisteredFormatIsFoundListedBenchmarkedAndParsed) {
     EXPECT_NE(std::string(e.what()).find(testing::kToyFormatName), std::string::npos);
   }
 
-  const KvConfig config = parse_kv_config("toy_i16/q8_0");
+  const KvConfig config = parse_kv_config("toy_i16/f16");
   EXPECT_EQ(config.key.format, &toy);
-  EXPECT_EQ(config.canonical(), "toy_i16/q8_0");
+  EXPECT_EQ(config.canonical(), "toy_i16/f16");
   EXPECT_THROW(parse_kv_config("toy_i16:scale=2"), Error);  // the entry takes no options
 
   EXPECT_EQ(toy.backends(), kBackendCpu);

@@ -1,6 +1,7 @@
 // The runtime's weight decoders against gguf-py's (see tests/golden/make_weight_golden.py).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -225,6 +226,37 @@ TEST(Weights, MatmulManyEqualsOneMatrixAtATimeBitForBit) {
               << "n=" << n << " threads=" << threads << " matrix " << m << " element " << i;
     }
   }
+}
+
+// llama.cpp's input rounding: q8_1/q8_0 blocks of 32 (scale amax/127 in f16, codes ties to
+// even), q8_K blocks of 256, f16; f32 untouched.
+TEST(Weights, LlamaCppInputRoundingFollowsTheDotType) {
+  std::vector<float> x(512);
+  Rng rng(3);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  x[5] = 40.0f;  // one large entry: its block's step is 40/127, the other blocks keep fine steps
+  std::vector<float> q8 = x;
+  round_input_like_llama_cpp(GgmlType::Q4_1, q8.data(), 2, 256);
+  const float d = f16_to_f32(f32_to_f16(40.0f / 127.0f));
+  EXPECT_EQ(q8[5], 127.0f * d);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(q8[j], std::nearbyint(x[j] * (127.0f / 40.0f)) * d) << j;
+  double block0 = 0, block1 = 0;
+  for (int j = 0; j < 32; ++j) block0 = std::max(block0, std::fabs(double(q8[j]) - x[j]));
+  for (int j = 32; j < 64; ++j) block1 = std::max(block1, std::fabs(double(q8[j]) - x[j]));
+  EXPECT_LE(block0, d / 2 + 1e-6);
+  EXPECT_LT(block1, block0);
+  std::vector<float> q8_0 = x;
+  round_input_like_llama_cpp(GgmlType::Q8_0, q8_0.data(), 1, 512);
+  EXPECT_EQ(q8_0, q8);  // q8_0 and q8_1 share the codes and the scale
+  std::vector<float> k = x;
+  round_input_like_llama_cpp(GgmlType::Q6_K, k.data(), 2, 256);
+  EXPECT_NEAR(k[5], 40.0f, 1e-5);  // the block's largest entry: -127 * (1 / (-127 / 40))
+  EXPECT_NE(k[6], x[6]);
+  std::vector<float> f16 = x, f32 = x;
+  round_input_like_llama_cpp(GgmlType::F16, f16.data(), 1, 512);
+  round_input_like_llama_cpp(GgmlType::F32, f32.data(), 1, 512);
+  EXPECT_EQ(f16[7], f16_to_f32(f32_to_f16(x[7])));
+  EXPECT_EQ(f32, x);
 }
 
 }  // namespace

@@ -161,6 +161,9 @@ TEST(ComparePosition, VectorAndPortablePathsAgreeBitForBit) {
       expect_identical(compare_position(ref, *other, target), compare_position_portable(ref, *other, target), what);
       expect_identical(compare_position(*other, ref, target), compare_position_portable(*other, ref, target),
                        what + " swapped");
+      for (const KldDefinition d : {KldDefinition::kLlamaCpp, KldDefinition::kLlamaCppStored})
+        expect_identical(compare_position(ref, *other, target, d), compare_position_portable(ref, *other, target, d),
+                         what + " definition " + std::to_string(static_cast<int>(d)));
     }
   }
 }
@@ -181,11 +184,78 @@ TEST(ComparePosition, AgreesWithLongDoubleDefinition) {
     const long double lr = mr + std::log(sr), lq = mq + std::log(sq);
     long double kl = 0;
     for (size_t i = 0; i < ref.size(); ++i) kl += std::exp(ref[i] - lr) * ((ref[i] - lr) - (q[i] - lq));
+    // llama.cpp's terms: about 40 % of these entries have ln p_ref > -16.
+    long double kl_llama = 0;
+    for (size_t i = 0; i < ref.size(); ++i)
+      if (ref[i] - lr > -16) kl_llama += std::exp(ref[i] - lr) * ((ref[i] - lr) - (q[i] - lq));
+    ASSERT_NE(kl_llama, kl);
+    EXPECT_NEAR(compare_position(ref, q, 123, KldDefinition::kLlamaCpp).kld, static_cast<double>(kl_llama),
+                1e-12 * std::fabs(static_cast<double>(kl_llama)) + 2e-15)
+        << "noise " << noise;
     const PositionComparison c = compare_position(ref, q, 123);
     EXPECT_NEAR(c.kld, static_cast<double>(kl), 1e-12 * static_cast<double>(kl) + 2e-15) << "noise " << noise;
     EXPECT_NEAR(c.nll_ref, static_cast<double>(lr - ref[123]), 1e-13);
     EXPECT_NEAR(c.nll_q, static_cast<double>(lq - q[123]), 1e-13);
   }
+}
+
+TEST(ComparePositionDefinitions, FullIsComparePosition) {
+  const std::vector<float> ref = {0.3f, -1.7f, 2.9f, -25.0f}, q = {0.1f, -1.0f, 3.0f, 0.0f};
+  const PositionComparison a = compare_position(ref, q, 1), b = compare_position(ref, q, 1, KldDefinition::kFull);
+  EXPECT_EQ(a.kld, b.kld);
+  EXPECT_EQ(a.nll_ref, b.nll_ref);
+  EXPECT_EQ(a.top1_ref, b.top1_ref);
+}
+
+TEST(ComparePositionDefinitions, LlamaCppDropsReferenceEntriesBelowMinus16) {
+  // ref: ln p = (-ln(1 + e^-20), -20 - ln(1 + e^-20)); q uniform over two tokens. The second
+  // entry lies below -16, so llama.cpp's sum loses exactly its term p1 (ln p1 + ln 2).
+  const std::vector<float> ref = {0.0f, -20.0f}, q = {0.0f, 0.0f};
+  const double log_p1 = -20.0 - std::log1p(std::exp(-20.0));
+  const double dropped = std::exp(log_p1) * (log_p1 + std::log(2.0));
+  const PositionComparison full = compare_position(ref, q, 0, KldDefinition::kFull);
+  const PositionComparison llama = compare_position(ref, q, 0, KldDefinition::kLlamaCpp);
+  EXPECT_LT(dropped, -3e-8);  // large enough to see in double
+  EXPECT_NEAR(llama.kld - full.kld, -dropped, 1e-15);
+  EXPECT_EQ(llama.nll_ref, full.nll_ref);  // everything but the KL sum is unchanged
+  EXPECT_EQ(llama.p_ref, full.p_ref);
+
+  // An entry just above the threshold still counts.
+  const std::vector<float> ref_kept = {0.0f, -15.0f};
+  EXPECT_NEAR(compare_position(ref_kept, q, 0, KldDefinition::kLlamaCpp).kld,
+              compare_position(ref_kept, q, 0, KldDefinition::kFull).kld, 1e-15);
+}
+
+TEST(ComparePositionDefinitions, StoredReferenceIsRoundedTo16BitsAndClamped) {
+  // Largest logit 0: the floor is -16, steps are 16/65535 nats. -20 is clamped (stored as the
+  // floor, outside the KL sum), -1 is rounded to the nearest step, 1e-5 and 0 share the top
+  // step, so the stored argmax is the first of them (index 1), not index 2.
+  const std::vector<float> ref = {-20.0f, 0.0f, 1e-5f, -1.0f};
+  const std::vector<float> q = {-20.0f, 0.0f, 1.0f, -1.0f};
+  const PositionComparison exact = compare_position(ref, q, 3, KldDefinition::kLlamaCpp);
+  const PositionComparison stored = compare_position(ref, q, 3, KldDefinition::kLlamaCppStored);
+  EXPECT_EQ(exact.top1_ref, 2u);
+  EXPECT_TRUE(exact.same_top1);
+  EXPECT_EQ(stored.top1_ref, 1u);
+  EXPECT_FALSE(stored.same_top1);
+  const double step = 16.0 / 65535.0;
+  EXPECT_NEAR(stored.nll_ref, exact.nll_ref, step);  // within one rounding step of the exact value
+  EXPECT_NE(stored.nll_ref, exact.nll_ref);
+  EXPECT_NEAR(stored.delta_p, stored.p_q - stored.p_ref, 1e-15);
+  EXPECT_NEAR(stored.kld, exact.kld, 1e-3);
+  EXPECT_NE(stored.kld, exact.kld);
+
+  // The clamped entry reads back as the floor, 16 below the largest logit (1e-5) minus the
+  // log-normalizer, so a clamped actual token gets an NLL 4 nats below its exact one.
+  const double log_norm = std::log(1.0 + std::exp(1e-5) + std::exp(-1.0) + std::exp(-20.0));
+  EXPECT_NEAR(compare_position(ref, q, 0, KldDefinition::kLlamaCpp).nll_ref, 20.0 + log_norm, 1e-6);
+  EXPECT_NEAR(compare_position(ref, q, 0, KldDefinition::kLlamaCppStored).nll_ref, 16.0 - 1e-5 + log_norm, 5e-6);
+}
+
+TEST(ComparePositionDefinitions, IdenticalInputsStillGiveZero) {
+  const std::vector<float> logits = {0.3f, -1.7f, 2.9f, 0.0f, -30.0f};
+  EXPECT_EQ(compare_position(logits, logits, 2, KldDefinition::kLlamaCpp).kld, 0.0);
+  EXPECT_TRUE(compare_position(logits, logits, 2, KldDefinition::kLlamaCppStored).same_top1);
 }
 
 }  // namespace

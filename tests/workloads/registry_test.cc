@@ -31,7 +31,7 @@ TEST(SimulatorRegistry, ARegisteredFormatSizesItsCandidate) {
   opt.mem_util = 1.0;
   const Trace t = parse_trace("{\"timestamp_ms\": 0, \"input_tokens\": 100, \"output_tokens\": 3}\n", "t.jsonl");
   const SimResult r = simulate_capacity(t, m, gpu, kv, opt);
-  EXPECT_EQ(r.kv_name, "toy_i16/q8_0");
+  EXPECT_EQ(r.kv_name, "toy_i16/q8_0:rot=wht");  // q8_0 values rotate as in llama.cpp
   EXPECT_DOUBLE_EQ(r.kv_bytes_per_token, bytes);
   EXPECT_EQ(r.kv_blocks, static_cast<int64_t>((1e9 - 2e6) / (bytes * r.block_tokens)));
   EXPECT_EQ(r.completed, 1u);
