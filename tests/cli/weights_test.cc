@@ -60,18 +60,20 @@ TEST(WeightsPlan, CrossesModelsWithKvSpecsAroundOneReference) {
   ASSERT_EQ(plan.models.size(), 2u);
   EXPECT_EQ(plan.models[0].label, "a.Q8_0");
   EXPECT_EQ(plan.models[1].path, "/m/a.Q4_0.gguf");
-  EXPECT_EQ(specs(plan), (std::vector<std::string>{"a.Q8_0+f16/f16", "a.Q8_0+q4_0/q4_0", "a.Q4_0+f16/f16",
-                                                   "a.Q4_0+q4_0/q4_0"}));
+  // A bare q4_0 is canonically rotated as llama.cpp's cache type is (docs/kv-specs.md).
+  EXPECT_EQ(specs(plan), (std::vector<std::string>{"a.Q8_0+f16/f16", "a.Q8_0+q4_0:rot=wht/q4_0:rot=wht",
+                                                   "a.Q4_0+f16/f16", "a.Q4_0+q4_0:rot=wht/q4_0:rot=wht"}));
   EXPECT_EQ(plan.configs[0].role, ConfigRole::reference);
   for (size_t c = 1; c < plan.configs.size(); ++c) EXPECT_EQ(plan.configs[c].role, ConfigRole::candidate);
   EXPECT_EQ(plan.configs[2].model, 1u);
-  EXPECT_EQ(plan.configs[1].kv.canonical(), "q4_0/q4_0");
+  EXPECT_EQ(plan.configs[1].kv.canonical(), "q4_0:rot=wht/q4_0:rot=wht");
 }
 
 TEST(WeightsPlan, LabelsAndSetsAsAUserWritesThem) {
   // LABEL=PATH; the reference KV spec and the reference model listed again are taken once.
   EvalPlan plan = harness::plan_from_flags(weights_flags("q8=/m/x.gguf", "q4=/m/y.gguf,q8=/m/x.gguf", "f16,q8_0"));
-  EXPECT_EQ(specs(plan), (std::vector<std::string>{"q8+f16/f16", "q8+q8_0/q8_0", "q4+f16/f16", "q4+q8_0/q8_0"}));
+  EXPECT_EQ(specs(plan), (std::vector<std::string>{"q8+f16/f16", "q8+q8_0:rot=wht/q8_0:rot=wht", "q4+f16/f16",
+                                                   "q4+q8_0:rot=wht/q8_0:rot=wht"}));
   // Weights only: the reference KV spec for every model.
   plan = harness::plan_from_flags(weights_flags("q8=/m/x.gguf", "q4=/m/y.gguf,q5=/m/z.gguf", "f16"));
   EXPECT_EQ(specs(plan), (std::vector<std::string>{"q8+f16/f16", "q4+f16/f16", "q5+f16/f16"}));
@@ -84,7 +86,7 @@ TEST(WeightsPlan, LabelsAndSetsAsAUserWritesThem) {
   plain.model = "/m/x.gguf";
   plan = harness::plan_from_flags(plain);
   EXPECT_FALSE(plan.weights_run);
-  EXPECT_EQ(specs(plan), (std::vector<std::string>{"f16/f16", "q4_0/q4_0"}));
+  EXPECT_EQ(specs(plan), (std::vector<std::string>{"f16/f16", "q4_0:rot=wht/q4_0:rot=wht"}));
   EXPECT_EQ(plan.models.at(0).path, "/m/x.gguf");
 }
 
@@ -127,7 +129,7 @@ TEST(WeightsPlan, ThePlanTextNamesEveryModelByItsDigest) {
   harness::PlanSettings s{"aaa", 2, 32, "cpu", "0.1.0", "abc", {"aaa", "bbb"}};
   const std::string text = harness::describe_plan(plan, s);
   EXPECT_NE(text.find("model q8 aaa\nmodel q4 bbb\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("config candidate q4+q4_0/q4_0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("config candidate q4+q4_0:rot=wht/q4_0:rot=wht\n"), std::string::npos) << text;
   s.weights_sha256[1] = "ccc";
   EXPECT_NE(harness::describe_plan(plan, s), text) << "another candidate file is another plan (shards must not merge)";
   // A plain run's plan text is as before the weights axis existed.
@@ -217,13 +219,13 @@ TEST(WeightsEndToEnd, OneRunScoresWeightsTimesKvAgainstOneReference) {
   EXPECT_TRUE(by_name.at("q8+f16/f16")["reference"].get<bool>());
   EXPECT_EQ(by_name.at("q8+f16/f16")["kld_mean"].get<double>(), 0.0);
   const double weights_only = by_name.at("q4+f16/f16")["kld_mean"].get<double>();
-  const double kv_only = by_name.at("q8+q4_0/q4_0")["kld_mean"].get<double>();
-  const double both = by_name.at("q4+q4_0/q4_0")["kld_mean"].get<double>();
+  const double kv_only = by_name.at("q8+q4_0:rot=wht/q4_0:rot=wht")["kld_mean"].get<double>();
+  const double both = by_name.at("q4+q4_0:rot=wht/q4_0:rot=wht")["kld_mean"].get<double>();
   EXPECT_GT(weights_only, 0.0);
   EXPECT_GT(kv_only, 0.0);
   EXPECT_GT(both, std::max(weights_only, kv_only)) << "two losses together exceed either alone";
-  EXPECT_EQ(by_name.at("q4+q4_0/q4_0")["weights"], "q4");
-  EXPECT_EQ(by_name.at("q4+q4_0/q4_0")["kv_spec"], "q4_0/q4_0");
+  EXPECT_EQ(by_name.at("q4+q4_0:rot=wht/q4_0:rot=wht")["weights"], "q4");
+  EXPECT_EQ(by_name.at("q4+q4_0:rot=wht/q4_0:rot=wht")["kv_spec"], "q4_0:rot=wht/q4_0:rot=wht");
 
   // The store holds each config's model; the table puts loss beside memory.
   const nlohmann::json shown = run_json("runs show " + std::to_string(run) + " --db " + db + " --gpu H200 --context 8192");
@@ -231,8 +233,8 @@ TEST(WeightsEndToEnd, OneRunScoresWeightsTimesKvAgainstOneReference) {
   for (const auto& c : shown["configs"]) model_of[c["spec"].get<std::string>()] = c["model"];
   ASSERT_TRUE(model_of.at("q4+f16/f16").is_object()) << shown.dump();
   EXPECT_EQ(model_of.at("q4+f16/f16")["weight_type"], "Q4_0");
-  EXPECT_EQ(model_of.at("q8+q4_0/q4_0")["weight_type"], "Q8_0");
-  EXPECT_EQ(model_of.at("q8+q4_0/q4_0")["path"], variants[0]);
+  EXPECT_EQ(model_of.at("q8+q4_0:rot=wht/q4_0:rot=wht")["weight_type"], "Q8_0");
+  EXPECT_EQ(model_of.at("q8+q4_0:rot=wht/q4_0:rot=wht")["path"], variants[0]);
   EXPECT_EQ(model_of.at("q4+f16/f16")["sha256"].get<std::string>().size(), 64u);
   EXPECT_NE(model_of.at("q4+f16/f16")["sha256"], model_of.at("q8+f16/f16")["sha256"]);
   const nlohmann::json& table = shown["weights_kv"];
@@ -241,22 +243,24 @@ TEST(WeightsEndToEnd, OneRunScoresWeightsTimesKvAgainstOneReference) {
   std::map<std::string, nlohmann::json> row;
   for (const auto& r : table["rows"]) row[r["spec"].get<std::string>()] = r;
   ASSERT_EQ(row.size(), 4u);
-  EXPECT_GT(row.at("q4+q4_0/q4_0")["kld_mean"].get<double>(), row.at("q4+f16/f16")["kld_mean"].get<double>());
+  EXPECT_GT(row.at("q4+q4_0:rot=wht/q4_0:rot=wht")["kld_mean"].get<double>(),
+            row.at("q4+f16/f16")["kld_mean"].get<double>());
   EXPECT_LT(row.at("q4+f16/f16")["weight_bytes"].get<double>(), row.at("q8+f16/f16")["weight_bytes"].get<double>());
-  EXPECT_LT(row.at("q8+q4_0/q4_0")["kv_bytes_per_token"].get<double>(),
+  EXPECT_LT(row.at("q8+q4_0:rot=wht/q4_0:rot=wht")["kv_bytes_per_token"].get<double>(),
             row.at("q8+f16/f16")["kv_bytes_per_token"].get<double>());
   EXPECT_EQ(row.at("q8+f16/f16")["kv_bytes_per_session"].get<double>(),
             row.at("q8+f16/f16")["kv_bytes_per_token"].get<double>() * 8192);
   // For a 135M model the memory wall is the KV cache: 4-bit KV fits about 3.5x the sessions,
   // 4-bit weights barely any more.
   const int64_t f16_sessions = row.at("q8+f16/f16")["sessions"].get<int64_t>();
-  EXPECT_GT(row.at("q8+q4_0/q4_0")["sessions"].get<int64_t>(), 3 * f16_sessions);
+  EXPECT_GT(row.at("q8+q4_0:rot=wht/q4_0:rot=wht")["sessions"].get<int64_t>(), 3 * f16_sessions);
   EXPECT_GE(row.at("q4+f16/f16")["sessions"].get<int64_t>(), f16_sessions);
   const CliResult text = run_kvgate("runs show " + std::to_string(run) + " --db " + db);
   EXPECT_NE(text.out.find("weights x KV: quality against the reference, memory on H100 (80 GB x 0.90), sessions of 4,096 tokens"),
             std::string::npos)
       << text.out;
-  EXPECT_NE(text.out.find("q4+q4_0/q4_0: mean KLD"), std::string::npos) << "the per-axis attribution line";
+  EXPECT_NE(text.out.find("q4+q4_0:rot=wht/q4_0:rot=wht: mean KLD"), std::string::npos)
+      << "the per-axis attribution line";
 
   const std::string md = temp("report.md");
   EXPECT_EQ(run_kvgate("report --db " + db + " --md " + md + " --gpu MI300X").exit_code, 0);
