@@ -3,9 +3,11 @@
 // store and print a per-config summary with the run id.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -23,6 +25,7 @@
 #include "harness/eval_plan.h"
 #include "harness/eval_runner.h"
 #include "harness/run_recorder.h"
+#include "harness/weights.h"
 #include "results/store.h"
 
 namespace kvgate::harness {
@@ -70,8 +73,12 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
   if (json) {
     nlohmann::json configs = nlohmann::json::array();
     auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
-    for (const ConfigSummaryRow& c : r.configs)
+    for (size_t i = 0; i < r.configs.size(); ++i) {
+      const ConfigSummaryRow& c = r.configs[i];
+      const PlannedConfig& planned = plan.configs[i];
       configs.push_back({{"kv", c.spec},
+                         {"kv_spec", planned.kv.canonical()},
+                         {"weights", plan.weights_run ? nlohmann::json(plan.models[planned.model].label) : nlohmann::json(nullptr)},
                          {"reference", c.reference},
                          {"bits_per_element", c.bits_per_element},
                          {"kv_bytes_per_token", c.kv_bytes_per_token},
@@ -86,6 +93,7 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                          {"endpoint", c.endpoint.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.endpoint)},
                          {"kld_estimator", c.top_k > 0 ? "topk" : "full"},
                          {"top_k", c.top_k > 0 ? nlohmann::json(c.top_k) : nlohmann::json(nullptr)}});
+    }
     nlohmann::json j = {{"run", r.run_id},          {"db", db_path},         {"workload", w.source},
                         {"hash", w.hash},           {"items", r.items_total}, {"items_run", r.items_run},
                         {"items_skipped", r.items_skipped}, {"seconds", r.seconds}, {"configs", configs},
@@ -98,12 +106,14 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
   std::printf("run %lld  %s  (%lld items, %lld run now, %.1f s)  db %s\n", static_cast<long long>(r.run_id),
               w.source.c_str(), static_cast<long long>(r.items_total), static_cast<long long>(r.items_run), r.seconds,
               db_path.c_str());
-  std::printf("%-28s %6s %11s %11s %8s %9s %9s %9s\n", "kv config", "bits", "mean KLD", "KLD p99", "top-1 %",
-              "Δ answer", "TTFT ms", "TPOT ms");
+  int width = 28;  // weights runs name configs LABEL+KV, often longer
+  for (const ConfigSummaryRow& c : r.configs) width = std::max(width, static_cast<int>(c.spec.size()) + 6);
+  std::printf("%-*s %6s %11s %11s %8s %9s %9s %9s\n", width, plan.weights_run ? "weights+kv config" : "kv config", "bits",
+              "mean KLD", "KLD p99", "top-1 %", "Δ answer", "TTFT ms", "TPOT ms");
   for (const ConfigSummaryRow& c : r.configs) {
     const std::string name = c.reference ? c.spec + " (ref)" : c.spec;
     const double delta = c.answer_accuracy - ref_acc;
-    std::printf("%-28s %6.2f %11s %11s %8s %9s %9s %9s\n", name.c_str(), c.bits_per_element,
+    std::printf("%-*s %6.2f %11s %11s %8s %9s %9s %9s\n", width, name.c_str(), c.bits_per_element,
                 fmt_or_dash(c.kld_mean, "{:.6f}").c_str(), fmt_or_dash(c.kld_p99, "{:.5f}").c_str(),
                 fmt_or_dash(100 * c.top1, "{:.2f}").c_str(), fmt_or_dash(100 * delta, "{:+.1f}%").c_str(),
                 fmt_or_dash(c.ttft_p50_ms, "{:.1f}").c_str(), fmt_or_dash(c.tpot_p50_ms, "{:.1f}").c_str());
@@ -205,16 +215,38 @@ void run_eval_cmd(EvalArgs a) {
   // which settles their KV configs and so the plan, and only then is anything written.
   Endpoints endpoints;
   if (plan.has_endpoints()) endpoints = connect_endpoints(plan, a.seed);
-  LoadedModel lm = load_model(plan.model);
-  const std::unique_ptr<runtime::Engine> engine =
-      plan.has_in_process_configs() ? make_engine(a.options.backend, *lm.model, a.options.threads) : nullptr;
-  const std::string model_sha256 = sha256_file_hex(lm.model->path());
+  // Every model of the plan is loaded (memory-mapped) and its tokenizer checked before any
+  // forward pass; each gets its own engine, unless endpoints serve every config.
+  std::vector<LoadedModel> loaded;
+  for (const PlannedModel& m : plan.models) {
+    loaded.push_back(load_model(m.path));
+    check_same_tokenizer(*loaded.front().model, *loaded.back().model);
+  }
+  std::vector<std::unique_ptr<runtime::Engine>> engines;
+  std::vector<RunModel> models;
+  std::vector<std::string> weights_sha256;
+  for (size_t m = 0; m < loaded.size(); ++m) {
+    engines.push_back(plan.has_in_process_configs() ? make_engine(a.options.backend, *loaded[m].model, a.options.threads)
+                                                    : nullptr);
+    const std::string& path = loaded[m].model->path();
+    weights_sha256.push_back(sha256_file_hex(path));
+    const std::string label = plan.weights_run ? plan.models[m].label : std::filesystem::path(path).stem().string();
+    models.push_back({&loaded[m], engines.back().get(), weights_identity(*loaded[m].model, label, weights_sha256.back())});
+  }
+  const LoadedModel& lm = loaded.front();
+  const runtime::Engine* engine = engines.front().get();
+  const std::string& model_sha256 = weights_sha256.front();
   const results::RunInfo info =
-      plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, engine.get(), model_sha256);
+      plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, engine, model_sha256);
   // What this invocation runs with: for a resumed run, the settings it continues with.
-  const std::string plan_text =
-      describe_plan(plan, PlanSettings{model_sha256, plan_threads(a, plan), a.options.max_new_tokens,
-                                       engine ? engine->backend() : "engine", kVersion, kGitSha});
+  const PlanSettings settings{model_sha256,
+                              plan_threads(a, plan),
+                              a.options.max_new_tokens,
+                              engine ? engine->backend() : "engine",
+                              kVersion,
+                              kGitSha,
+                              plan.weights_run ? weights_sha256 : std::vector<std::string>{}};
+  const std::string plan_text = describe_plan(plan, settings);
   check_shard_plan(store, plan, plan_text);
   RunRecorder recorder(store, plan, info, plan_text);
 
@@ -225,9 +257,9 @@ void run_eval_cmd(EvalArgs a) {
   EngineEvalResult r;
   try {
     if (plan.has_endpoints())
-      r = run_engine_eval(plan, lm, engine.get(), endpoints, recorder, a.options, progress);
+      r = run_engine_eval(plan, models.front(), endpoints, recorder, a.options, progress);
     else
-      r.eval = run_eval(plan, lm, *engine, recorder, a.options, progress);
+      r.eval = run_eval(plan, models, recorder, a.options, progress);
   } catch (...) {
     if (live) std::fprintf(stderr, "\n");
     throw;
@@ -239,7 +271,12 @@ void run_eval_cmd(EvalArgs a) {
 void add_common(CLI::App* c, EvalArgs& a) {
   c->add_option("--kv", a.plan.kv, "Candidate KV configs, comma-separated (default: the suite's)");
   c->add_option("--ref", a.plan.ref, "Reference KV config (default: the suite's, else f16)");
-  c->add_option("--model", a.plan.model, "GGUF model (default: the fetched default model)");
+  c->add_option("--model", a.plan.model,
+                "GGUF model (default: the fetched default model); with --ref-model, the candidate models, "
+                "comma-separated, each PATH or LABEL=PATH");
+  c->add_option("--ref-model", a.plan.ref_model,
+                "Reference weights (PATH or LABEL=PATH): a weights run scoring every {model} x {KV spec} config "
+                "(LABEL+KV) against this model with the --ref KV spec (docs/models.md)");
   c->add_option("--db", a.db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
   c->add_option("--threads", a.options.threads, "Cores in total, BLAS included (0 = all cores)");
   add_backend_option(c, a.options.backend);

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "harness/commands.h"
 #include "harness/report_html.h"
+#include "harness/weights.h"
 #include "results/store.h"
 
 namespace kvgate::harness {
@@ -21,6 +22,7 @@ namespace {
 struct ReportArgs {
   std::string run = "latest", baseline, db, html, md;
   bool json = false;
+  GpuFlags gpu;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -44,6 +46,8 @@ void run_report(const ReportArgs& a) {
   in.items = store.run_item_metrics(in.run.id);
   in.turns = store.run_turn_metrics(in.run.id);
   in.weight_bytes = file_size_or_nan(in.run.info.model_path);
+  in.budget = gpu_budget(a.gpu.gpu, a.gpu.mem_gib, a.gpu.mem_util, a.gpu.context);
+  in.weights_kv = weights_kv_rows(in.configs, in.items, in.budget, in.weight_bytes);
   in.engine = read_engine_view(store, in.run.id);
   if (!a.baseline.empty()) {
     in.baseline = store.resolve_run(a.baseline);
@@ -79,6 +83,7 @@ void add_report_commands(CLI::App& app, CommandContext& ctx) {
   r->add_option("--html", a->html, "Write the HTML report to FILE");
   r->add_option("--md", a->md, "Write the Markdown summary to FILE");
   r->add_flag("--json", a->json, "Machine-readable output");
+  add_gpu_flags(r, a->gpu);
   r->callback([a] { run_report(*a); });
 }
 

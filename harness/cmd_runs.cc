@@ -3,6 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "harness/commands.h"
 #include "harness/engine_report.h"
 #include "harness/stored_scores.h"
+#include "harness/weights.h"
 #include "results/store.h"
 #include "scoring/aggregate.h"
 
@@ -25,6 +27,7 @@ struct RunsArgs {
   std::string db;
   std::string run = "latest";
   bool json = false;
+  GpuFlags gpu;
 };
 
 struct MergeArgs {
@@ -154,21 +157,54 @@ void run_show(const RunsArgs& a) {
   const auto configs = store.run_configs(run.id);
   const auto summary = summarize(store, run.id, configs);
   const nlohmann::json plan = plan_json(store, run.id);
+  const GpuBudget budget = gpu_budget(a.gpu.gpu, a.gpu.mem_gib, a.gpu.mem_util, a.gpu.context);
+  std::error_code ec;
+  const auto file_bytes = std::filesystem::file_size(run.info.model_path, ec);
+  const std::vector<WeightsKvRow> weights_kv = weights_kv_rows(configs, store.run_item_metrics(run.id), budget,
+                                                                ec ? std::nan("") : static_cast<double>(file_bytes));
   const EngineRunView engine = read_engine_view(store, run.id);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
     out["plan"] = plan;
     out["configs"] = nlohmann::json::array();
-    for (const auto& c : configs)
+    for (const auto& c : configs) {
+      nlohmann::json model = nullptr;
+      if (c.model)
+        model = {{"label", c.model->label},           {"path", c.model->path},
+                 {"sha256", c.model->sha256},         {"file_bytes", c.model->file_bytes},
+                 {"weight_bytes", c.model->weight_bytes}, {"weight_type", c.model->weight_type}};
       out["configs"].push_back({{"id", c.config_id},
                                 {"spec", c.spec},
+                                {"kv_spec", c.model ? c.model->kv_spec : c.spec},
                                 {"hash", c.hash},
                                 {"role", c.role},
                                 {"bits_per_element", number_or_null(c.bits_per_element)},
                                 {"kv_bytes_per_token", number_or_null(c.kv_bytes_per_token)},
                                 {"kld_estimator", c.kld_estimator},
-                                {"top_k", c.top_k ? nlohmann::json(*c.top_k) : nlohmann::json(nullptr)}});
+                                {"top_k", c.top_k ? nlohmann::json(*c.top_k) : nlohmann::json(nullptr)},
+                                {"model", model}});
+    }
+    nlohmann::json table = nlohmann::json::array();
+    for (const WeightsKvRow& r : weights_kv)
+      table.push_back({{"spec", r.spec},
+                       {"role", r.role},
+                       {"weights", r.weights.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.weights)},
+                       {"weight_type", r.weight_type},
+                       {"kv", r.kv},
+                       {"kld_mean", number_or_null(r.quality.kld_mean)},
+                       {"kld_p99", number_or_null(r.quality.kld_p99)},
+                       {"same_top1", number_or_null(r.quality.same_top1)},
+                       {"accuracy_delta", number_or_null(r.accuracy_delta)},
+                       {"weight_bytes", number_or_null(r.weight_bytes)},
+                       {"kv_bytes_per_token", number_or_null(r.kv_bytes_per_token)},
+                       {"kv_bytes_per_session", number_or_null(r.kv_bytes_per_session)},
+                       {"sessions", r.sessions < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.sessions)}});
+    out["weights_kv"] = {{"gpu", budget.gpu.name},
+                         {"gpu_mem_bytes", budget.gpu.mem_bytes},
+                         {"mem_util", budget.mem_util},
+                         {"context", budget.context},
+                         {"rows", table}};
     out["summary"] = nlohmann::json::array();
     for (const auto& s : summary)
       out["summary"].push_back({{"config_id", s.config_id},
@@ -199,11 +235,14 @@ void run_show(const RunsArgs& a) {
                           std::isfinite(c.kv_bytes_per_token) ? fmt::format("{:.0f}", c.kv_bytes_per_token) : "-");
   }
   if (!summary.empty()) {
-    text += fmt::format("{:<26} {:>6} {:>10} {:>12} {:>8}\n", "results", "items", "tokens", "mean KLD", "top-1 %");
+    size_t width = 24;  // a weights run's LABEL+KV names are longer
+    for (const auto& s : summary) width = std::max(width, s.spec.size());
+    text += fmt::format("{:<{}} {:>6} {:>10} {:>12} {:>8}\n", "results", width + 2, "items", "tokens", "mean KLD", "top-1 %");
     for (const auto& s : summary)
-      text += fmt::format("  {:<24} {:>6} {:>10} {:>12.6f} {:>8.3f}\n", s.spec, s.items.items, s.items.scored_tokens,
+      text += fmt::format("  {:<{}} {:>6} {:>10} {:>12.6f} {:>8.3f}\n", s.spec, width, s.items.items, s.items.scored_tokens,
                           s.items.kld_mean, 100.0 * s.items.same_top1);
   }
+  if (!summary.empty()) text += weights_kv_text(weights_kv, budget);
   text += endpoints_text(engine) + failures_text(engine) + load_text(engine);
   std::fputs(text.c_str(), stdout);
 }
@@ -244,6 +283,7 @@ void add_runs_commands(CLI::App& app, CommandContext& ctx) {
   s->add_option("run", show->run, "Run id, or 'latest'")->required();
   s->add_option("--db", show->db, "Results database (default: $KVGATE_DB, else ./kvgate.db)");
   s->add_flag("--json", show->json, "Machine-readable output");
+  add_gpu_flags(s, show->gpu);
   s->callback([show] { run_show(*show); });
 
   auto merge = std::make_shared<MergeArgs>();

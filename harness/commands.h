@@ -12,6 +12,15 @@ struct CommandContext {
   std::string command_line;  // argv joined by spaces, recorded with every run
 };
 
+// The GPU `runs show` and `report` fit sessions on (harness/weights.h, GpuBudget).
+struct GpuFlags {
+  std::string gpu = "H100";
+  double mem_gib = 0;  // 0: the preset's
+  double mem_util = 0.9;
+  int64_t context = 4096;
+};
+void add_gpu_flags(CLI::App* command, GpuFlags& flags);
+
 void add_model_commands(CLI::App& app, CommandContext& ctx);
 void add_evalset_commands(CLI::App& app, CommandContext& ctx);
 void add_kv_commands(CLI::App& app, CommandContext& ctx);

@@ -163,13 +163,13 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   plan.workload.name = flags.trace;
   plan.workload.hash = hex_u64(xxhash64(read_whole_file(flags.trace) + "#limit=" + std::to_string(limit) +
                                         "#max-output=" + std::to_string(o.max_output_tokens)));
-  plan.model = flags.model;
+  plan.models = {PlannedModel{flags.model, ""}};
   // The first endpoint is the run's reference: the baseline the others are read against.
   for (serving::EndpointConfig& e : endpoints_from_flags(flags))
     plan.configs.push_back(endpoint_config(plan.configs.empty() ? ConfigRole::reference : ConfigRole::candidate, std::move(e), 0));
   Endpoints endpoints = connect_endpoints(plan, o.seed, false);
 
-  LoadedModel lm = load_model(plan.model);
+  LoadedModel lm = load_model(plan.models.front().path);
   const std::vector<std::vector<int32_t>> prompts = synthesize_prompts(trace, lm.tokenizer, o.seed);
   for (size_t c = 0; c < plan.configs.size(); ++c) {
     const auto& info = endpoints.clients[c]->info();
@@ -202,9 +202,13 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   info.seed = static_cast<int64_t>(o.seed);
   info.kvgate_version = kVersion;
   RunRecorder recorder(store, plan, info,
-                       describe_plan(plan, PlanSettings{info.model_sha256, 0, 0, "engine", kVersion, kGitSha}));
+                       describe_plan(plan, PlanSettings{info.model_sha256, 0, 0, "engine", kVersion, kGitSha, {}}));
   const runtime::ModelArch& arch = lm.model->arch();
-  recorder.open({static_cast<int>(arch.n_layers), static_cast<int>(arch.n_kv_heads), static_cast<int>(arch.head_dim)});
+  // Every config is an endpoint, serving its own weights: no config runs on a model of ours.
+  recorder.open(std::vector<ConfigSetup>(
+      plan.configs.size(),
+      ConfigSetup{{static_cast<int>(arch.n_layers), static_cast<int>(arch.n_kv_heads), static_cast<int>(arch.head_dim)},
+                  std::nullopt}));
   const bool live = !json && ::isatty(STDERR_FILENO);
   std::vector<std::string> connect_failures;
   try {

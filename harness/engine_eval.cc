@@ -331,17 +331,31 @@ results::ConfigEndpoint endpoint_record(const PlannedConfig& config, const servi
   return e;
 }
 
-EngineEvalResult run_engine_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine* engine, Endpoints& endpoints,
+EngineEvalResult run_engine_eval(const EvalPlan& plan, const RunModel& model, Endpoints& endpoints,
                                  RunRecorder& recorder, const EvalOptions& options,
                                  const std::function<void(const std::string&)>& progress) {
   const auto t_start = Clock::now();
+  if (plan.models.size() != 1) throw_internal_error("engine mode: a plan with endpoints runs one model");
+  const LoadedModel& lm = *model.lm;
+  runtime::Engine* engine = model.engine;
   if (plan.has_in_process_configs() && engine == nullptr) throw_internal_error("engine mode: in-process configs need an engine");
-  const std::vector<PreparedItem> prepared = prepare_items(plan, lm, options);
+  const std::vector<PreparedItem> prepared = prepare_items(plan, {model}, options);
   check_engine_context(plan, prepared, endpoints, options);
   const runtime::ModelArch& arch = lm.model->arch();
   const kernels::KvShape shape{static_cast<int>(arch.n_layers), static_cast<int>(arch.n_kv_heads),
                                static_cast<int>(arch.head_dim)};
-  recorder.open(shape);
+  // In-process configs run on `model`; an endpoint's weights are the engine's (its record says
+  // which model it serves).
+  std::vector<ConfigSetup> setups;
+  for (const PlannedConfig& c : plan.configs) {
+    std::optional<results::ConfigModel> identity;
+    if (!c.endpoint) {
+      identity = model.identity;
+      identity->kv_spec = c.kv.canonical();
+    }
+    setups.push_back({shape, std::move(identity)});
+  }
+  recorder.open(setups);
   for (size_t c = 0; c < plan.configs.size(); ++c)
     if (endpoints.clients[c]) recorder.record_endpoint(c, endpoint_record(plan.configs[c], *endpoints.clients[c]));
 

@@ -57,9 +57,10 @@ struct EngineEvalResult {
   std::vector<CrossCheck> cross_checks;
 };
 
-// Runs the plan (it has endpoints) like run_eval: `engine` runs its in-process configs (null
-// when it has none). Throws serving::EndpointError (exit 3) after recording failed items.
-EngineEvalResult run_engine_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine* engine, Endpoints& endpoints,
+// Runs the plan (it has endpoints, and so one model: no weights axis) like run_eval: `model`'s
+// engine runs its in-process configs (null when it has none), and its tokenizer renders the
+// items for every config. Throws serving::EndpointError (exit 3) after recording failed items.
+EngineEvalResult run_engine_eval(const EvalPlan& plan, const RunModel& model, Endpoints& endpoints,
                                  RunRecorder& recorder, const EvalOptions& options,
                                  const std::function<void(const std::string&)>& progress);
 

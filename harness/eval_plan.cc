@@ -1,6 +1,7 @@
 #include "harness/eval_plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include "core/error.h"
@@ -55,6 +56,53 @@ void add_planned(EvalPlan& plan, PlannedConfig c) {
   plan.configs.push_back(std::move(c));
 }
 
+// An in-process config: `kv` on plan.models[model], named LABEL+KV in a weights run.
+void add_config(EvalPlan& plan, ConfigRole role, kernels::KvConfig kv, size_t model = 0) {
+  PlannedConfig c;
+  c.role = role;
+  c.kv = std::move(kv);
+  c.model = model;
+  c.spec = plan.weights_run ? plan.models[model].label + "+" + c.kv.canonical() : c.kv.canonical();
+  add_planned(plan, std::move(c));
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    if (end > at) out.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+// Adds `model` to the plan's models unless it is there already (same label and path); returns
+// its index. Two different files under one label would make two configs of one name.
+size_t add_model(EvalPlan& plan, PlannedModel model, const std::string& flag) {
+  for (size_t i = 0; i < plan.models.size(); ++i) {
+    if (plan.models[i].label != model.label) continue;
+    if (plan.models[i].path == model.path) return i;
+    throw_usage_error(flag + ": models " + echo_user_text(plan.models[i].path) + " and " + echo_user_text(model.path) +
+                      " are both labelled " + model.label + "; name one with LABEL=PATH");
+  }
+  plan.models.push_back(std::move(model));
+  return plan.models.size() - 1;
+}
+
+// The configs of a weights run: reference = (models[0], kvs[0]); every other pair a candidate,
+// model by model, in the order given.
+void add_weights_configs(EvalPlan& plan, std::vector<kernels::KvConfig> kvs) {
+  std::vector<kernels::KvConfig> distinct;
+  for (kernels::KvConfig& kv : kvs)
+    if (std::none_of(distinct.begin(), distinct.end(),
+                     [&](const kernels::KvConfig& d) { return d.canonical() == kv.canonical(); }))
+      distinct.push_back(std::move(kv));
+  add_config(plan, ConfigRole::reference, distinct.front(), 0);
+  for (size_t m = 0; m < plan.models.size(); ++m)
+    for (size_t k = 0; k < distinct.size(); ++k)
+      if (m > 0 || k > 0) add_config(plan, ConfigRole::candidate, distinct[k], m);
+}
+
 // A whole number in [0, 2^62), or nullopt.
 std::optional<int64_t> parse_count(std::string_view text) {
   int64_t v = 0;
@@ -73,14 +121,6 @@ ShardSpec checked_shard(std::string_view index_text, std::string_view count_text
     throw_usage_error(origin + ": shard index " + std::to_string(*index) + " is outside 0.." + std::to_string(*count - 1) +
                       " (shards are numbered from 0); " + fix);
   return ShardSpec{*index, *count, origin};
-}
-
-void add_config(EvalPlan& plan, ConfigRole role, kernels::KvConfig kv) {
-  PlannedConfig c;
-  c.role = role;
-  c.kv = std::move(kv);
-  c.spec = c.kv.canonical();
-  add_planned(plan, std::move(c));
 }
 
 }  // namespace
@@ -120,6 +160,30 @@ std::optional<ShardSpec> resolve_shard(const std::string& flag, const std::funct
   return std::nullopt;
 }
 
+PlannedModel parse_model_arg(const std::string& arg, const std::string& flag) {
+  PlannedModel m;
+  const size_t eq = arg.find('=');
+  // A '/' before the '=' means the '=' is part of a path, not a label.
+  const bool labelled = eq != std::string::npos && arg.substr(0, eq).find('/') == std::string::npos;
+  m.path = labelled ? arg.substr(eq + 1) : arg;
+  if (m.path.empty()) throw_usage_error(flag + " " + echo_user_text(arg) + ": give a GGUF file, as PATH or LABEL=PATH");
+  if (labelled) {
+    m.label = arg.substr(0, eq);
+  } else {
+    const size_t slash = m.path.rfind('/');
+    m.label = m.path.substr(slash == std::string::npos ? 0 : slash + 1);
+    if (m.label.size() > 5 && m.label.compare(m.label.size() - 5, 5, ".gguf") == 0) m.label.resize(m.label.size() - 5);
+  }
+  const bool plain = !m.label.empty() && std::all_of(m.label.begin(), m.label.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+  });
+  if (!plain)
+    throw_usage_error(flag + " " + echo_user_text(arg) + ": the label '" + echo_user_text(m.label) +
+                      "' names the model's configs (LABEL+KV) and may hold only letters, digits, '.', '_' and '-'; "
+                      "give one as LABEL=PATH");
+  return m;
+}
+
 size_t EvalPlan::plan_items() const {
   return limit > 0 ? std::min(workload.items.size(), static_cast<size_t>(limit)) : workload.items.size();
 }
@@ -137,6 +201,10 @@ std::string describe_plan(const EvalPlan& plan, const PlanSettings& s) {
   text += "workload_hash " + plan.workload.hash + "\n";
   text += "items " + std::to_string(plan.plan_items()) + "\n";
   text += "model_sha256 " + s.model_sha256 + "\n";
+  // A weights run: which file each label stands for (plain runs keep their plan text as before).
+  if (plan.weights_run)
+    for (size_t m = 0; m < plan.models.size(); ++m)
+      text += "model " + plan.models[m].label + " " + (m < s.weights_sha256.size() ? s.weights_sha256[m] : "") + "\n";
   for (const PlannedConfig& c : plan.configs) {
     text += std::string("config ") + config_role_name(c.role) + " " + c.spec;
     if (c.top_k > 0) text += " topk " + std::to_string(c.top_k);
@@ -186,6 +254,12 @@ PlannedConfig endpoint_config(ConfigRole role, serving::EndpointConfig endpoint,
 }
 
 std::vector<serving::EndpointConfig> endpoints_from_flags(const PlanFlags& f) {
+  // The weights axis swaps the model under in-process configs; an engine serves the weights it
+  // was started with, which kvgate cannot swap, so the two would mix unlike columns.
+  if (!f.ref_model.empty() && (!f.endpoints.empty() || !f.endpoints_file.empty() || !f.ref_endpoint.empty()))
+    throw_usage_error("--ref-model/--model (weights as an axis) cannot be combined with --endpoint/--endpoints/"
+                      "--ref-endpoint: an engine serves its own weights; compare weights in-process, or start one "
+                      "endpoint per weights file and give those endpoints without --ref-model");
   if (!f.endpoints.empty() && !f.endpoints_file.empty()) throw_usage_error("give --endpoint or --endpoints FILE, not both");
   if (!f.endpoints.empty()) return serving::parse_endpoint_flag(f.endpoints);
   if (!f.endpoints_file.empty()) return serving::load_endpoints_file(f.endpoints_file);
@@ -244,31 +318,47 @@ EvalPlan plan_from_flags(const PlanFlags& f) {
   } else {
     candidates = kernels::parse_kv_config_list(f.kv);
   }
-  if (candidates.empty() && endpoints.empty()) throw_usage_error("no KV configs to evaluate: give --kv SPEC[,SPEC...]");
   EvalPlan plan;
   plan.workload = std::move(loaded.workload);
-  plan.model = f.model;
   plan.limit = f.limit;
   plan.shard = f.shard;
-  const int top_k = endpoints.empty() ? 0 : f.top_k;
-  if (!f.ref_endpoint.empty()) {
-    if (!f.ref.empty()) throw_usage_error("give --ref (an in-process reference) or --ref-endpoint, not both");
-    const auto ref = std::find_if(endpoints.begin(), endpoints.end(),
-                                  [&](const serving::EndpointConfig& e) { return e.name == f.ref_endpoint; });
-    if (ref == endpoints.end())
-      throw_usage_error("--ref-endpoint " + echo_user_text(f.ref_endpoint) + ": no endpoint of that name");
-    add_planned(plan, endpoint_config(ConfigRole::reference, *ref, top_k));
+  if (f.ref_model.empty()) {
+    if (f.model.find(',') != std::string::npos)
+      throw_usage_error("--model " + echo_user_text(f.model) +
+                        ": several models are compared against a reference model: give --ref-model REF.gguf with "
+                        "--model B.gguf[,C.gguf]");
+    if (candidates.empty() && endpoints.empty()) throw_usage_error("no KV configs to evaluate: give --kv SPEC[,SPEC...]");
+    plan.models = {PlannedModel{f.model, ""}};
+    const int top_k = endpoints.empty() ? 0 : f.top_k;
+    if (!f.ref_endpoint.empty()) {
+      if (!f.ref.empty()) throw_usage_error("give --ref (an in-process reference) or --ref-endpoint, not both");
+      const auto ref = std::find_if(endpoints.begin(), endpoints.end(),
+                                    [&](const serving::EndpointConfig& e) { return e.name == f.ref_endpoint; });
+      if (ref == endpoints.end())
+        throw_usage_error("--ref-endpoint " + echo_user_text(f.ref_endpoint) + ": no endpoint of that name");
+      add_planned(plan, endpoint_config(ConfigRole::reference, *ref, top_k));
+    } else {
+      add_config(plan, ConfigRole::reference, kernels::parse_kv_config(f.ref.empty() ? loaded.suite_ref : f.ref));
+      plan.configs.back().top_k = top_k;
+    }
+    for (kernels::KvConfig& c : candidates) {
+      add_config(plan, ConfigRole::candidate, std::move(c));
+      plan.configs.back().top_k = top_k;
+    }
+    for (serving::EndpointConfig& e : endpoints)
+      if (e.name != f.ref_endpoint) add_planned(plan, endpoint_config(ConfigRole::candidate, std::move(e), top_k));
+    if (plan.configs.size() < 2) throw_usage_error("no candidate configs to evaluate besides the reference");
   } else {
-    add_config(plan, ConfigRole::reference, kernels::parse_kv_config(f.ref.empty() ? loaded.suite_ref : f.ref));
-    plan.configs.back().top_k = top_k;
+    plan.weights_run = true;
+    plan.models = {parse_model_arg(f.ref_model, "--ref-model")};
+    for (const std::string& m : split_commas(f.model)) add_model(plan, parse_model_arg(m, "--model"), "--model");
+    std::vector<kernels::KvConfig> kvs{kernels::parse_kv_config(f.ref.empty() ? loaded.suite_ref : f.ref)};
+    for (kernels::KvConfig& c : candidates) kvs.push_back(std::move(c));
+    add_weights_configs(plan, std::move(kvs));
+    if (plan.configs.size() < 2)
+      throw_usage_error("no candidate to evaluate: give candidate models with --model B.gguf[,C.gguf] and/or KV specs "
+                        "with --kv SPEC[,SPEC...]");
   }
-  for (kernels::KvConfig& c : candidates) {
-    add_config(plan, ConfigRole::candidate, std::move(c));
-    plan.configs.back().top_k = top_k;
-  }
-  for (serving::EndpointConfig& e : endpoints)
-    if (e.name != f.ref_endpoint) add_planned(plan, endpoint_config(ConfigRole::candidate, std::move(e), top_k));
-  if (plan.configs.size() < 2) throw_usage_error("no candidate configs to evaluate besides the reference");
   select_items(plan);
   return plan;
 }
@@ -280,15 +370,15 @@ EvalPlan plan_from_stored_run(int64_t run_id, const std::string& source, const s
   if (plan.workload.hash != hash)
     throw_input_error(source + ": its content hash is now " + plan.workload.hash + " but run " + std::to_string(run_id) +
                       " was made with " + hash + "; the items changed, start a new run");
-  plan.model = model_path;
+  plan.models = {PlannedModel{model_path, ""}};
   plan.resume_run = run_id;
   const auto ref = std::find_if(configs.begin(), configs.end(),
                                 [](const StoredConfig& c) { return c.role == ConfigRole::reference; });
   if (ref == configs.end()) throw_input_error("run " + std::to_string(run_id) + " has no reference config to resume with");
+  plan.weights_run = !ref->model_label.empty();
+  if (plan.weights_run) plan.models = {PlannedModel{ref->model_path, ref->model_label}};
   auto add_stored = [&](const StoredConfig& c) {
-    if (!c.endpoint) {
-      add_config(plan, c.role, kernels::parse_kv_config(c.spec));
-    } else {
+    if (c.endpoint) {
       PlannedConfig p;
       p.role = c.role;
       p.kv = kernels::parse_kv_config(c.kv);
@@ -296,6 +386,16 @@ EvalPlan plan_from_stored_run(int64_t run_id, const std::string& source, const s
       p.spec = c.spec;
       p.endpoint = c.endpoint;
       add_planned(plan, std::move(p));
+    } else if (!plan.weights_run) {
+      add_config(plan, c.role, kernels::parse_kv_config(c.spec));
+    } else {
+      if (c.model_label.empty())
+        throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " has no model recorded");
+      const size_t m = add_model(plan, PlannedModel{c.model_path, c.model_label}, "run " + std::to_string(run_id));
+      add_config(plan, c.role, kernels::parse_kv_config(c.kv_spec), m);
+      if (plan.configs.back().spec != c.spec)
+        throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " is stored with KV spec " + c.kv_spec +
+                          ", which is now " + plan.configs.back().spec);
     }
     plan.configs.back().top_k = c.top_k;
   };

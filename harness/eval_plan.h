@@ -4,11 +4,15 @@
 // once. It is built from the command's flags (or the suite they name) or from a stored run that
 // is being resumed; the runner and the recorder only read it.
 //
-// A config is one column of results: the run's one model in-process under a KV spec, or (engine
-// mode, PlannedConfig::endpoint) a serving endpoint that runs that KV config. A shard
-// (docs/scale-out.md) is a field of the plan: `selected` holds the items this run runs
-// (--limit's first K of the workload, then the shard's part of those), and the runner prepares
-// and runs only those, in-process or against the endpoints alike.
+// A config is one column of results: a KV spec on one of the plan's models in-process, or
+// (engine mode, PlannedConfig::endpoint) a serving endpoint that runs that KV config. A plain run
+// has one model and its configs differ by KV spec; a weights run (`--ref-model`,
+// docs/models.md) crosses its models (the reference's weights first) with its KV specs, so one
+// run scores {weights} x {KV} against one reference, and each config is named LABEL+KV. The
+// runner keeps one engine per model. A weights run has no endpoints: an engine serves its own
+// weights. A shard (docs/scale-out.md) is a field of the plan: `selected` holds the items this
+// run runs (--limit's first K of the workload, then the shard's part of those), and the runner
+// prepares and runs only those, in-process or against the endpoints alike.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -28,7 +32,10 @@ const char* config_role_name(ConfigRole role);
 struct PlannedConfig {
   ConfigRole role = ConfigRole::candidate;
   kernels::KvConfig kv;
-  std::string spec;  // kv.canonical(), or endpoint_spec(): the config's name in the results and the summary
+  // The config's name in the results and the summary: kv.canonical(), LABEL+kv.canonical() in a
+  // weights run, or endpoint_spec().
+  std::string spec;
+  size_t model = 0;  // index into EvalPlan::models
   // Engine mode (docs/engine-mode.md): the serving endpoint that runs this config; none = the
   // in-process runtime. Its KV config comes from the endpoints file's "kv", else its name, else
   // what the engine reports (kv_source says which; "" until discovery settles it).
@@ -39,6 +46,17 @@ struct PlannedConfig {
   // sides of each comparison. 0 = full distributions.
   int top_k = 0;
 };
+
+// A model of the plan. Its label names it in its configs' names: the file's stem, or the LABEL of
+// --model LABEL=PATH; letters, digits, '.', '_' and '-' only.
+struct PlannedModel {
+  std::string path;  // as given ("" for the default model)
+  std::string label;
+};
+
+// "LABEL=PATH" or "PATH" -> the model and its label. Usage error for a label (given, or the
+// file's stem) with other characters than [A-Za-z0-9._-], naming `flag`.
+PlannedModel parse_model_arg(const std::string& arg, const std::string& flag);
 
 // The results name of a config served by an endpoint: "endpoint:NAME=CANONICAL", never equal
 // to an in-process spec, so a cross-check run holds both and gates pair engine with engine.
@@ -70,7 +88,10 @@ std::optional<ShardSpec> resolve_shard(const std::string& flag, const std::funct
 
 struct EvalPlan {
   Workload workload;
-  std::string model;  // --model PATH, the resumed run's model, or "" for the default model
+  // models[0] is the reference's: --model PATH (or --ref-model in a weights run), the resumed
+  // run's model, or "" for the default model. A plain run has exactly one model.
+  std::vector<PlannedModel> models{PlannedModel{}};
+  bool weights_run = false;  // configs are named LABEL+KV (--ref-model), even with one model
   std::vector<PlannedConfig> configs;  // the reference first, then the candidates
   int64_t resume_run = 0;  // the stored run this plan continues; 0 for a new run
   int64_t limit = 0;       // --limit: the plan holds only the workload's first `limit` items (0: all)
@@ -92,11 +113,12 @@ void select_items(EvalPlan& plan);
 
 // What the plan's numbers also depend on, beyond the plan itself.
 struct PlanSettings {
-  std::string model_sha256;
+  std::string model_sha256;  // the reference's model
   int64_t threads = 0;  // results are bit-identical for one thread count only
   int64_t max_new_tokens = 0;
   std::string backend;
   std::string kvgate_version, git_sha;  // shards of one plan run one kvgate build
+  std::vector<std::string> weights_sha256;  // a weights run: per plan.models, in order
 };
 
 // Everything that must be equal across the shards of one plan (and equal to an unsharded run
@@ -109,6 +131,7 @@ std::string describe_plan(const EvalPlan& plan, const PlanSettings& settings);
 std::string plan_value(const std::string& plan_text, const std::string& key);
 
 // The endpoints the flags name (--endpoint or --endpoints FILE; none when neither is given).
+// Usage error for endpoints in a weights run (--ref-model): an engine serves its own weights.
 struct PlanFlags;
 std::vector<serving::EndpointConfig> endpoints_from_flags(const PlanFlags& flags);
 // An endpoint's config: its KV config from the endpoints file's "kv", else its name when that is
@@ -132,7 +155,11 @@ struct PlanFlags {
   std::string suite, evalset, trace;  // exactly one
   std::string kv;   // comma-separated candidates; empty: the suite's
   std::string ref;  // empty: the suite's, else f16
+  // A plain run: the one model ("" default). With ref_model, a weights run: the reference's
+  // weights and the comma-separated candidate models (each "PATH" or "LABEL=PATH"), crossed
+  // with the reference KV spec and the --kv specs.
   std::string model;
+  std::string ref_model;
   int64_t limit = 0;               // --limit
   std::optional<ShardSpec> shard;  // resolve_shard
   // Engine mode: --endpoint NAME=URL[,...] or --endpoints FILE, one config per endpoint;
@@ -143,7 +170,10 @@ struct PlanFlags {
 };
 
 // Usage error (exit 2) when not exactly one source is given, no candidate is left, or a config
-// is given twice (the reference included); input errors name the file or spec at fault.
+// is given twice (the reference included); input errors name the file or spec at fault. In a
+// weights run the KV specs and the models are sets: the reference KV spec (or model) listed
+// again among the candidates is taken once, and every other (model, KV) pair is a candidate; a
+// weights run with endpoints is a usage error (an engine serves its own weights).
 EvalPlan plan_from_flags(const PlanFlags& flags);
 
 // A stored config of a run being resumed.
@@ -151,6 +181,8 @@ struct StoredConfig {
   std::string spec;
   ConfigRole role = ConfigRole::candidate;
   int top_k = 0;
+  // A weights run's config: its KV part and its model (label and path); empty otherwise.
+  std::string kv_spec, model_label, model_path;
   // Engine mode: the endpoint recorded for the config (its URL redacted); a resume may give
   // the endpoints again (--endpoint), matched by name, where they moved or carry credentials.
   std::optional<serving::EndpointConfig> endpoint;

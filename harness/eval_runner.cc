@@ -132,9 +132,18 @@ GreedyProbe greedy_probe(runtime::Engine& engine, runtime::EngineSequence& seq, 
   return probe;
 }
 
-std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const LoadedModel& lm, const EvalOptions& options) {
+std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const std::vector<RunModel>& models,
+                                        const EvalOptions& options) {
+  const LoadedModel& lm = *models.front().lm;
+  // The smallest trained context of the plan's models (0: a GGUF does not say).
+  const runtime::Model* limiting = lm.model.get();
+  for (const RunModel& m : models) {
+    const int64_t c = m.lm->model->arch().n_ctx_train;
+    if (c > 0 && (limiting->arch().n_ctx_train == 0 || c < static_cast<int64_t>(limiting->arch().n_ctx_train)))
+      limiting = m.lm->model.get();
+  }
   const runtime::Model& model = *lm.model;
-  const int64_t context = model.arch().n_ctx_train;  // 0: the GGUF does not say
+  const int64_t context = limiting->arch().n_ctx_train;
   const Workload& w = plan.workload;
   const std::string where = w.source.rfind("suite:", 0) == 0 ? "suite " + w.name : w.name;
   std::vector<PreparedItem> out;
@@ -156,12 +165,12 @@ std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const LoadedModel&
     if (context > 0 && p.tokens > context)
       throw_input_error(fmt::format("{}: item {} is {} tokens long (rendered and tokenized for this model), more than the "
                                     "model's context of {} tokens (context_length of {})",
-                                    where, echo_user_text(item.id), p.tokens, context, model.path()));
+                                    where, echo_user_text(item.id), p.tokens, context, limiting->path()));
     if (context > 0 && longest_probe > context)
       throw_input_error(fmt::format("{}: item {} is {} tokens long, and the greedy answer probed after its scored span at "
                                     "token {} needs up to {} more: more than the model's context of {} tokens (context_length "
                                     "of {}); lower --max-new-tokens or shorten the item",
-                                    where, echo_user_text(item.id), p.tokens, probe_at, probe_tokens, context, model.path()));
+                                    where, echo_user_text(item.id), p.tokens, probe_at, probe_tokens, context, limiting->path()));
     out.push_back(std::move(p));
   }
   return out;
@@ -292,14 +301,22 @@ ConfigSummaryRow summary_row(const PlannedConfig& config, const ConfigTotals& to
   return row;
 }
 
-EvalResult run_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine& engine, RunRecorder& recorder,
+EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, RunRecorder& recorder,
                     const EvalOptions& options, const std::function<void(const std::string&)>& progress) {
+  KVGATE_CHECK(models.size() == plan.models.size(), "one loaded model per model of the plan");
   const auto t_start = Clock::now();
-  const std::vector<PreparedItem> prepared = prepare_items(plan, lm, options);
-  const runtime::ModelArch& arch = lm.model->arch();
-  const kernels::KvShape shape{static_cast<int>(arch.n_layers), static_cast<int>(arch.n_kv_heads),
-                               static_cast<int>(arch.head_dim)};
-  recorder.open(shape);
+  const LoadedModel& lm = *models.front().lm;
+  const std::vector<PreparedItem> prepared = prepare_items(plan, models, options);
+  std::vector<ConfigSetup> setups;
+  for (const PlannedConfig& c : plan.configs) {
+    const runtime::ModelArch& arch = models[c.model].lm->model->arch();
+    results::ConfigModel identity = models[c.model].identity;
+    identity.kv_spec = c.kv.canonical();
+    setups.push_back({kernels::KvShape{static_cast<int>(arch.n_layers), static_cast<int>(arch.n_kv_heads),
+                                       static_cast<int>(arch.head_dim)},
+                      std::move(identity)});
+  }
+  recorder.open(setups);
   EvalResult result;
   result.run_id = recorder.run_id();
   try {
@@ -316,7 +333,7 @@ EvalResult run_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine
       std::vector<ConfigState> states(plan.configs.size());
       for (size_t c = 0; c < states.size(); ++c) {
         states[c].config = &plan.configs[c];
-        states[c].engine = &engine;
+        states[c].engine = models[plan.configs[c].model].engine;
       }
       run_item(prepared[it], lm, states, options);
 
@@ -330,7 +347,8 @@ EvalResult run_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine
       recorder.record(std::move(record));
       ++result.items_run;
     }
-    for (size_t c = 0; c < plan.configs.size(); ++c) result.configs.push_back(summary_row(plan.configs[c], totals[c], shape));
+    for (size_t c = 0; c < plan.configs.size(); ++c)
+      result.configs.push_back(summary_row(plan.configs[c], totals[c], setups[c].shape));
     // A --limit run leaves items out, so it stays resumable rather than complete.
     recorder.finish(result.items_run + result.items_skipped == static_cast<int64_t>(prepared.size()) &&
                     !plan.leaves_items_out());

@@ -96,17 +96,28 @@ struct EvalResult {
   double seconds = 0;
 };
 
+// One model of the plan (EvalPlan::models), loaded, and the engine its configs run on. The
+// models of one plan share one tokenizer (check_same_tokenizer): items are rendered and
+// tokenized once, with the first (the reference's) model.
+struct RunModel {
+  const LoadedModel* lm = nullptr;
+  runtime::Engine* engine = nullptr;
+  results::ConfigModel identity;  // what the store records for its configs
+};
+
 // Renders and tokenizes every item the plan selects (EvalPlan::selected: --limit, then the
 // shard). Input error (exit 2), naming the
 // workload, the item, its token count and the limit, when an item with its greedy answers would
-// not fit in the model's trained context (GGUF context_length); nothing has run yet then.
-std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const LoadedModel& lm, const EvalOptions& options);
+// not fit in a model's trained context (GGUF context_length, the smallest of `models`); nothing
+// has run yet then.
+std::vector<PreparedItem> prepare_items(const EvalPlan& plan, const std::vector<RunModel>& models,
+                                        const EvalOptions& options);
 
-// Runs the plan on `engine`: prepares every item (see prepare_items), opens the run through
-// `recorder`, runs each item through every config and records it, then marks the run complete
-// (or interrupted when --limit left items out, or failed on an error). Items a resumed run
-// already holds are skipped.
-EvalResult run_eval(const EvalPlan& plan, const LoadedModel& lm, runtime::Engine& engine, RunRecorder& recorder,
+// Runs the plan, each config on its model's engine (`models` in the order of plan.models):
+// prepares every item (see prepare_items), opens the run through `recorder`, runs each item
+// through every config and records it, then marks the run complete (or interrupted when --limit
+// left items out, or failed on an error). Items a resumed run already holds are skipped.
+EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, RunRecorder& recorder,
                     const EvalOptions& options, const std::function<void(const std::string&)>& progress);
 
 }  // namespace kvgate::harness

@@ -416,6 +416,16 @@ std::string render_report_html(const ReportInput& in) {
              percent(c.top1), num(c.kld_p99), num(c.kld_max), percent(c.accuracy), percent(c.divergence)});
   h += "</table>\n";
 
+  if (!in.weights_kv.empty()) {
+    const WeightsKvTable t = weights_kv_table(in.weights_kv);
+    h += "<h2>Weights x KV</h2>\n<p class=\"note\">Quality against the reference beside memory on " +
+         xml_escape(in.budget.describe()) + ": is the loss, and the memory wall, from the weights or from the KV cache?</p>\n<table>" +
+         th(t.header);
+    for (const auto& row : t.rows) h += td(row);
+    h += "</table>\n";
+    for (const std::string& line : t.attribution) h += "<p class=\"note\">" + xml_escape(line) + "</p>\n";
+  }
+
   h += "<h2>Quality vs effective bits</h2>\n" + chart_quality_bits(a) + "\n";
 
   h += "<h2>Per-domain breakdown</h2>\n";
@@ -525,6 +535,7 @@ std::string render_report_markdown(const ReportInput& in) {
     md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.spec, c.role == "reference" ? " (ref)" : "",
                       num(c.bits), num(c.kld_mean), num(c.kld_p99), percent(c.top1), percent(c.accuracy), num(c.ttft_p50),
                       num(c.tpot_p50), num(c.kv_bytes, 6));
+  if (!in.weights_kv.empty()) md += "\n" + weights_kv_markdown(in.weights_kv, in.budget);
   md += "\n**Per domain (mean KLD)**\n\n| domain |";
   const auto cands = candidates(a);
   for (const ConfigStats* c : cands) md += " " + c->spec + " |";

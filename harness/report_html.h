@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/engine_report.h"
+#include "harness/weights.h"
 #include "results/store.h"
 
 namespace kvgate::harness {
@@ -17,6 +18,9 @@ struct ReportInput {
   std::vector<results::RunItemMetrics> items;
   std::vector<results::RunTurnMetrics> turns;
   double weight_bytes = 0;  // the model file's size; NaN when the file is gone
+  // Per config: quality against the reference beside weight and KV memory on `budget`.
+  std::vector<WeightsKvRow> weights_kv;
+  GpuBudget budget;
   std::optional<results::RunRecord> baseline;
   std::vector<results::RunConfigRecord> baseline_configs;
   std::vector<results::RunItemMetrics> baseline_items;

@@ -17,8 +17,16 @@ EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id, int6
   for (results::ConfigEndpoint& e : store.config_endpoints(run_id)) endpoints[e.config_id] = std::move(e);
   std::vector<StoredConfig> configs;
   for (const results::RunConfigRecord& c : store.run_configs(run_id)) {
-    StoredConfig sc{c.spec, c.role == "reference" ? ConfigRole::reference : ConfigRole::candidate,
-                    c.top_k ? static_cast<int>(*c.top_k) : 0, std::nullopt, "", ""};
+    StoredConfig sc;
+    sc.spec = c.spec;
+    sc.role = c.role == "reference" ? ConfigRole::reference : ConfigRole::candidate;
+    sc.top_k = c.top_k ? static_cast<int>(*c.top_k) : 0;
+    // A weights run's config is named LABEL+KV; a plain run's name is its KV spec.
+    if (c.model && c.model->kv_spec != c.spec) {
+      sc.kv_spec = c.model->kv_spec;
+      sc.model_label = c.model->label;
+      sc.model_path = c.model->path;
+    }
     if (const auto it = endpoints.find(c.config_id); it != endpoints.end()) {
       serving::EndpointConfig e;
       e.name = it->second.name;
@@ -71,7 +79,8 @@ void RunRecorder::record_plan() {
   store_.record_plan(run_id_, record, items);
 }
 
-void RunRecorder::open(const kernels::KvShape& shape) {
+void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
+  KVGATE_CHECK(setups.size() == plan_.configs.size(), "one setup per config of the plan");
   if (plan_.resume_run > 0) {
     run_id_ = plan_.resume_run;
     std::map<std::string, int64_t> id_of;
@@ -88,7 +97,9 @@ void RunRecorder::open(const kernels::KvShape& shape) {
     return;
   }
   run_id_ = store_.begin_run(info_);
-  for (const PlannedConfig& c : plan_.configs) {
+  for (size_t i = 0; i < plan_.configs.size(); ++i) {
+    const PlannedConfig& c = plan_.configs[i];
+    const kernels::KvShape& shape = setups[i].shape;
     // An endpoint's results name is more than its KV config, so it hashes as the name it is.
     const std::string hash = c.endpoint ? hex_u64(xxhash64(c.spec)) : hex_u64(c.kv.hash());
     const int64_t id = store_.add_config({c.spec, hash, c.kv.bits_per_element(shape)});
@@ -96,6 +107,7 @@ void RunRecorder::open(const kernels::KvShape& shape) {
                          c.role == ConfigRole::reference ? results::ConfigRole::reference : results::ConfigRole::candidate,
                          c.kv.bytes_per_token(shape));
     if (c.top_k > 0) store_.set_config_estimator(run_id_, id, "topk", c.top_k);
+    if (setups[i].model) store_.record_config_model(run_id_, id, *setups[i].model);
     config_ids_.push_back(id);
   }
   record_plan();

@@ -29,6 +29,14 @@ struct ItemRecord {
   std::vector<ConfigItemRecord> configs;  // in the plan's order
 };
 
+// What the recorder stores with each config beside its name: its storage sizes on the shape of
+// the model it runs on, and that model; none for a config an endpoint serves (engine mode: the
+// engine runs its own weights, recorded with the endpoint).
+struct ConfigSetup {
+  kernels::KvShape shape;
+  std::optional<results::ConfigModel> model;
+};
+
 class RunRecorder {
  public:
   // The plan that continues stored run `run_id`, up to --limit `limit` (0: all). A shard run
@@ -41,10 +49,11 @@ class RunRecorder {
   // `plan_text` is describe_plan()'s text, recorded with the run with its hash.
   RunRecorder(results::Store& store, const EvalPlan& plan, results::RunInfo info, std::string plan_text);
 
-  // Writes the new run, attaches the plan's configs (their sizes for `shape`) and records the
-  // plan (a shard also lists the plan's items and their shards), or puts the resumed run back to
-  // 'running' with its plan brought up to date. Nothing is written before this.
-  void open(const kernels::KvShape& shape);
+  // Writes the new run, attaches the plan's configs (their sizes and models from `setups`, one
+  // per config in the plan's order) and records the plan (a shard also lists the plan's items
+  // and their shards), or puts the resumed run back to 'running' with its plan brought up to
+  // date. Nothing is written before this.
+  void open(const std::vector<ConfigSetup>& setups);
   int64_t run_id() const { return run_id_; }
   const std::string& plan_hash() const { return plan_hash_; }
   // Whether every config of the plan already has this item stored (a resumed run skips it).

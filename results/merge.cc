@@ -234,9 +234,11 @@ void check_shards(const std::vector<ShardRun>& shards) {
       same_configs = x.spec == y.spec && x.hash == y.hash && x.role == y.role &&
                      (x.kv_bytes_per_token == y.kv_bytes_per_token ||
                       (std::isnan(x.kv_bytes_per_token) && std::isnan(y.kv_bytes_per_token))) &&
-                     x.kld_estimator == y.kld_estimator && x.top_k == y.top_k;
+                     x.kld_estimator == y.kld_estimator && x.top_k == y.top_k &&
+                     x.model.has_value() == y.model.has_value() &&
+                     (!x.model || (x.model->kv_spec == y.model->kv_spec && x.model->sha256 == y.model->sha256));
     }
-    if (!same_configs) throw_input_error(s.name() + " and " + first.name() + " differ in their KV configs");
+    if (!same_configs) throw_input_error(s.name() + " and " + first.name() + " differ in their configs (KV or model)");
     // Engine mode: each shard may drive its own server (its own URL), but every shard's config
     // must be the same engine, version, model and KV config, or the merged run would mix them.
     bool same_endpoints = s.endpoints.size() == first.endpoints.size();
@@ -403,6 +405,7 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
     const int64_t id = out.add_config({rc.spec, rc.hash, rc.bits_per_element});
     out.attach_config(run_id, id, rc.role == "reference" ? ConfigRole::reference : ConfigRole::candidate, rc.kv_bytes_per_token);
     if (rc.kld_estimator != "full") out.set_config_estimator(run_id, id, rc.kld_estimator, rc.top_k);
+    if (rc.model) out.record_config_model(run_id, id, *rc.model);
     config_id[rc.spec] = id;
   }
   // An endpoint config's row says every server its shards ran on.

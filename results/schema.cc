@@ -183,7 +183,6 @@ CREATE TABLE run_merges (
 );
 )sql";
 
-
 // Engine mode (docs/engine-mode.md): configs served by a live engine over HTTP, metrics that
 // are top-k estimates, items that failed on an endpoint (resumable), prefix-cache hits per
 // turn, and load replays of shape traces with the capacity simulator's prediction beside them.
@@ -268,7 +267,28 @@ CREATE TABLE capacity_predictions (
 );
 )sql";
 
-constexpr std::string_view kMigrations[] = {kMigration1, kMigrationShardedRuns, kMigrationEngineMode};
+// Weights as an axis (docs/models.md): the model each config of a run ran on, so one run can
+// score {weights} x {KV} against one reference. kv_spec is the config's KV part (the config's
+// spec is then "LABEL+KV"); file_bytes and model_sha256 identify the file, weight_bytes is what
+// its tensors hold, weight_type the stored type holding most of those bytes.
+constexpr std::string_view kMigrationConfigModels = R"sql(
+CREATE TABLE config_models (
+  run_id       INTEGER NOT NULL,
+  config_id    INTEGER NOT NULL,
+  kv_spec      TEXT NOT NULL,
+  model_label  TEXT NOT NULL,
+  model_path   TEXT NOT NULL,
+  model_sha256 TEXT NOT NULL,
+  file_bytes   INTEGER NOT NULL,
+  weight_bytes INTEGER NOT NULL,
+  weight_type  TEXT NOT NULL,
+  PRIMARY KEY (run_id, config_id),
+  FOREIGN KEY (run_id, config_id) REFERENCES run_configs(run_id, config_id) ON DELETE CASCADE
+);
+)sql";
+
+constexpr std::string_view kMigrations[] = {kMigration1, kMigrationShardedRuns, kMigrationEngineMode,
+                                             kMigrationConfigModels};
 
 }  // namespace
 

@@ -199,6 +199,15 @@ void Store::attach_config(int64_t run_id, int64_t config_id, ConfigRole role, do
   s.run();
 }
 
+void Store::record_config_model(int64_t run_id, int64_t config_id, const ConfigModel& m) {
+  Statement s(*connection_,
+              "INSERT OR REPLACE INTO config_models (run_id, config_id, kv_spec, model_label, model_path, model_sha256, "
+              "file_bytes, weight_bytes, weight_type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+  s.bind(1, run_id).bind(2, config_id).bind(3, m.kv_spec).bind(4, m.label).bind(5, m.path).bind(6, m.sha256);
+  s.bind(7, m.file_bytes).bind(8, m.weight_bytes).bind(9, m.weight_type);
+  s.run();
+}
+
 ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
   Transaction tx(*connection_);
   // A resumed run revisits items it already has: the row is shared by all its configs.
@@ -326,13 +335,21 @@ RunRecord Store::resolve_run(const std::string& ref) {
 std::vector<RunConfigRecord> Store::run_configs(int64_t run_id) {
   Statement s(*connection_,
               "SELECT c.id, c.spec, c.hash, rc.role, c.bits_per_element, rc.kv_bytes_per_token, rc.kld_estimator, "
-              "rc.top_k FROM run_configs rc JOIN configs c ON c.id = rc.config_id WHERE rc.run_id = ?1 "
+              "rc.top_k, cm.kv_spec, cm.model_label, cm.model_path, cm.model_sha256, cm.file_bytes, cm.weight_bytes, "
+              "cm.weight_type FROM run_configs rc JOIN configs c ON c.id = rc.config_id "
+              "LEFT JOIN config_models cm ON cm.run_id = rc.run_id AND cm.config_id = rc.config_id WHERE rc.run_id = ?1 "
               "ORDER BY rc.role DESC, c.spec");
   s.bind(1, run_id);
   std::vector<RunConfigRecord> out;
-  while (s.step())
-    out.push_back({s.column_int(0), s.column_text(1), s.column_text(2), s.column_text(3), s.column_double(4),
-                   s.column_double(5), s.column_text(6), s.column_optional_int(7)});
+  while (s.step()) {
+    RunConfigRecord r{s.column_int(0),    s.column_text(1),   s.column_text(2),
+                      s.column_text(3),   s.column_double(4), s.column_double(5),
+                      s.column_text(6),   s.column_optional_int(7), std::nullopt};
+    if (!s.is_null(8))
+      r.model = ConfigModel{s.column_text(8), s.column_text(9), s.column_text(10), s.column_text(11),
+                            s.column_int(12), s.column_int(13), s.column_text(14)};
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

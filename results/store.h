@@ -54,6 +54,16 @@ struct ConfigInfo {
   double bits_per_element = 0.0;
 };
 
+// The model a config of a run ran on (weights as an axis, docs/models.md).
+struct ConfigModel {
+  std::string kv_spec;  // the config's KV part: its canonical KV spec
+  std::string label;    // the config's weights part: the model file's stem
+  std::string path, sha256;
+  int64_t file_bytes = 0;
+  int64_t weight_bytes = 0;  // what the tensors hold
+  std::string weight_type;   // the stored type holding most of those bytes, e.g. "Q4_0"
+};
+
 struct RunConfigRecord {
   int64_t config_id = 0;
   std::string spec, hash, role;
@@ -63,6 +73,7 @@ struct RunConfigRecord {
   // estimator from the top_k logprobs of each side, as engine mode measures them).
   std::string kld_estimator = "full";
   std::optional<int64_t> top_k = std::nullopt;
+  std::optional<ConfigModel> model;  // nullopt: a run made before models were recorded per config
 };
 
 struct ItemInfo {
@@ -274,6 +285,8 @@ class Store {
 
   int64_t add_config(const ConfigInfo& config);  // returns the existing id for a known spec
   void attach_config(int64_t run_id, int64_t config_id, ConfigRole role, double kv_bytes_per_token);
+  // Records (or replaces) the model an attached config of the run runs on.
+  void record_config_model(int64_t run_id, int64_t config_id, const ConfigModel& model);
 
   ItemWriter begin_item(int64_t run_id, const ItemInfo& item);
 

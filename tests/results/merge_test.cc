@@ -94,6 +94,9 @@ int64_t write_run(const std::string& path, const Plan& plan, std::optional<int64
   store.attach_config(run, configs.back(), ConfigRole::reference, 23040);
   configs.push_back(store.add_config({"q4_0/q4_0", "h-q4", 4.5}));
   store.attach_config(run, configs.back(), ConfigRole::candidate, 6480);
+  // What eval records of the model each config ran on (config_models).
+  store.record_config_model(run, configs[0], {"f16/f16", "m", "/models/m.gguf", "ab12", 1000, 900, "Q4_1"});
+  store.record_config_model(run, configs[1], {"q4_0/q4_0", "m", "/models/m.gguf", "ab12", 1000, 900, "Q4_1"});
   RunPlan record{hex_u64(xxhash64(plan_text)), plan_text, plan.items, std::nullopt, std::nullopt, {}};
   std::vector<PlanItem> items;
   if (shard) {
@@ -247,6 +250,21 @@ TEST_F(MergeTest, MergedRunHoldsExactlyTheRowsOfTheUnshardedRun) {
   EXPECT_EQ(run.started_at, earliest);
   EXPECT_EQ(run.finished_at, latest);
   EXPECT_FALSE(out.run_plan(m.run_id)->shard_index);
+}
+
+TEST_F(MergeTest, EachConfigKeepsItsModel) {
+  const Plan plan;
+  const MergeResult m = Store::merge_shards(db("merged"), shard_dbs(plan), "kvgate runs merge");
+  Store out = Store::open(db("merged"), Store::Mode::existing);
+  const std::vector<RunConfigRecord> configs = out.run_configs(m.run_id);
+  ASSERT_EQ(configs.size(), 2u);
+  for (const RunConfigRecord& c : configs) {
+    ASSERT_TRUE(c.model) << c.spec;
+    EXPECT_EQ(c.model->kv_spec, c.spec);
+    EXPECT_EQ(c.model->sha256, "ab12");
+    EXPECT_EQ(c.model->weight_bytes, 900);
+    EXPECT_EQ(c.model->weight_type, "Q4_1");
+  }
 }
 
 TEST_F(MergeTest, LimitedPlanMergesIntoAnInterruptedRunLikeTheUnshardedOne) {

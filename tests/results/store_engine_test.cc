@@ -1,6 +1,6 @@
 // The engine-mode tables (schema migration 3): endpoints, estimators, item failures that a
-// stored item clears, per-turn cache hits, load replays and predictions, and version-1 and
-// version-2 files brought forward without losing their rows.
+// stored item clears, per-turn cache hits, load replays and predictions, and version-1,
+// version-2 and version-3 files brought forward without losing their rows.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -207,6 +207,43 @@ TEST_F(StoreEngineTest, VersionTwoDatabaseIsBroughtForward) {
   e.kv_source = "name";
   store.add_config_endpoint(1, e);
   EXPECT_EQ(store.config_endpoints(1).size(), 1u);
+}
+
+// A database of a kvgate with engine mode but not the weights axis (version 3): its engine rows
+// stay, and migration 4 adds config_models beside them; its configs read back without a model.
+TEST_F(StoreEngineTest, VersionThreeDatabaseIsBroughtForward) {
+  {
+    Connection c(path_, true);
+    for (size_t m = 0; m < 3; ++m) c.execute_script(schema_migrations()[m]);
+    c.execute_script("PRAGMA user_version = 3");
+    c.execute_script(
+        "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, model_path, "
+        "model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) VALUES ('complete', 't', 'c', 'g', 'b', "
+        "'h', 'cpu', '', 'engine', 'm', 's', 'suite:smoke', 'x', 0, 0, '0.1.0')");
+    c.execute_script("INSERT INTO configs (spec, hash, bits_per_element) VALUES ('endpoint:q4_0=q4_0/q4_0', 'h', 4.5)");
+    c.execute_script(
+        "INSERT INTO run_configs (run_id, config_id, role, kv_bytes_per_token, kld_estimator, top_k) "
+        "VALUES (1, 1, 'candidate', 30, 'topk', 20)");
+    c.execute_script(
+        "INSERT INTO config_endpoints (run_id, config_id, name, url, engine, engine_version, model, kv, kv_source, "
+        "kv_reported, discovery) VALUES (1, 1, 'q4_0', 'http://x', 'vllm', '0.9', 'm', 'q4_0/q4_0', 'name', '', '{}')");
+  }
+  Store store = Store::open(path_);
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+  EXPECT_GE(latest_schema_version(), 4);
+  const auto configs = store.run_configs(1);
+  ASSERT_EQ(configs.size(), 1u);
+  EXPECT_EQ(configs[0].kld_estimator, "topk");
+  EXPECT_EQ(configs[0].top_k, 20);
+  EXPECT_FALSE(configs[0].model.has_value()) << "a run before the weights axis recorded no model per config";
+  const auto endpoints = store.config_endpoints(1);
+  ASSERT_EQ(endpoints.size(), 1u);
+  EXPECT_EQ(endpoints[0].engine, "vllm");
+  store.record_config_model(1, 1, {"q4_0/q4_0", "m", "/models/m.gguf", "ab12", 1000, 900, "Q4_1"});
+  const auto after = store.run_configs(1);
+  ASSERT_TRUE(after[0].model.has_value()) << "migration 4 made config_models writable";
+  EXPECT_EQ(after[0].model->weight_type, "Q4_1");
+  EXPECT_EQ(after[0].top_k, 20) << "the model's row leaves the engine columns as they were";
 }
 
 }  // namespace
