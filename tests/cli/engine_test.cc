@@ -246,7 +246,7 @@ TEST_F(EngineLlamaServerCli, EvalScoresEachEndpointIntoTheStore) {
   ASSERT_EQ(j["configs"].size(), 2u);
   EXPECT_EQ(j["configs"][0]["kv"], "endpoint:f16=f16/f16");
   EXPECT_EQ(j["configs"][0]["kld_mean"].get<double>(), 0.0) << "the reference against itself";
-  EXPECT_EQ(j["configs"][1]["kv"], "endpoint:q4_0=q4_0/q4_0");
+  EXPECT_EQ(j["configs"][1]["kv"], "endpoint:q4_0=q4_0:rot=wht/q4_0:rot=wht");
   EXPECT_GT(j["configs"][1]["kld_mean"].get<double>(), 0.0) << "a q4_0 cache changes the distribution";
   EXPECT_LT(j["configs"][1]["kld_mean"].get<double>(), 1.0);
   EXPECT_EQ(j["configs"][1]["kld_estimator"], "topk");
@@ -291,14 +291,15 @@ TEST_F(EngineLlamaServerCli, CrossCheckComparesEmulationWithTheEngine) {
   for (const auto& c : j["configs"]) EXPECT_EQ(c["kld_estimator"], "topk") << "estimator against estimator";
   ASSERT_EQ(j["cross_check"].size(), 1u);
   const auto& x = j["cross_check"][0];
-  EXPECT_EQ(x["emulation"], "q4_0/q4_0");
-  EXPECT_EQ(x["engine"], "endpoint:q4_0=q4_0/q4_0");
+  // Bare q4_0 is rotated as llama.cpp b11434 rotates it, on both sides of the cross-check.
+  EXPECT_EQ(x["emulation"], "q4_0:rot=wht/q4_0:rot=wht");
+  EXPECT_EQ(x["engine"], "endpoint:q4_0=q4_0:rot=wht/q4_0:rot=wht");
   EXPECT_GT(x["positions"].get<int>(), 0);
   EXPECT_TRUE(std::isfinite(x["kld_emulation_engine_mean"].get<double>()));
   EXPECT_EQ(x["metrics"].size(), 6u);
   const std::string md = temp("cross.md");
   ASSERT_EQ(run_kvgate("report --run latest --md " + md + " --db " + db).exit_code, 0);
-  EXPECT_NE(slurp(md).find("Cross-check: q4_0/q4_0 emulated"), std::string::npos);
+  EXPECT_NE(slurp(md).find("Cross-check: q4_0:rot=wht/q4_0:rot=wht emulated"), std::string::npos);
 }
 
 // Replayed sessions resend each turn's growing prefix; the engine's own counters show it cached.
