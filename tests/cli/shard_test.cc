@@ -170,8 +170,13 @@ TEST(ShardFlag, BadShardsAreUsageErrorsNamingTheirSource) {
 
 TEST(PlanDescription, EverythingThatDecidesTheNumbersAndNothingElse) {
   EvalPlan plan = plan_of(ids(10));
-  plan.configs.push_back({.role = harness::ConfigRole::reference, .spec = "f16/f16"});
-  plan.configs.push_back({.role = harness::ConfigRole::candidate, .spec = "q4_0/q4_0"});
+  for (const auto& [role, spec] : {std::pair{harness::ConfigRole::reference, "f16/f16"},
+                                    std::pair{harness::ConfigRole::candidate, "q4_0/q4_0"}}) {
+    harness::PlannedConfig config;
+    config.role = role;
+    config.spec = spec;
+    plan.configs.push_back(config);
+  }
   const harness::PlanSettings settings{"sha", 2, 32, "cpu", "0.1.0", "abc", {}};
   const std::string base = harness::describe_plan(plan, settings);
   EXPECT_NE(base.find("config reference f16/f16\nconfig candidate q4_0/q4_0\n"), std::string::npos) << base;
