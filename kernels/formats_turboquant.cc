@@ -154,24 +154,52 @@ __attribute__((target("avx2,fma"))) inline __m256 lookup8(const uint8_t* codes, 
                           _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7))));
 }
 
-template <int Bits>
-__attribute__((target("avx2,fma"))) float dot_codes_simd_fixed(const float* q, const uint8_t* codes, int n,
-                                                                const float* table16) {
-  const __m256 lo_tab = _mm256_loadu_ps(table16);
-  const __m256 hi_tab = _mm256_loadu_ps(table16 + 8);
-  // Two accumulators: one FMA chain would wait on its own latency every 8 codes.
+// The one FMA sequence of the vector dot, over values already looked up: two accumulators (one
+// chain would wait on its own latency every 8 codes), then a fixed horizontal sum. Scoring from
+// codes and from decoded values both end here, so they give the same bits.
+template <class Values>
+__attribute__((target("avx2,fma"))) inline float dot_values_simd(const float* q, int n, Values values_at) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int i = 0;
-  for (; i + 16 <= n; i += 16, codes += 2 * Bits) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), lookup8<Bits>(codes, lo_tab, hi_tab), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), lookup8<Bits>(codes + Bits, lo_tab, hi_tab), acc1);
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), values_at(i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), values_at(i + 8), acc1);
   }
-  if (i < n) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), lookup8<Bits>(codes, lo_tab, hi_tab), acc0);
+  if (i < n) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), values_at(i), acc0);
   const __m256 acc = _mm256_add_ps(acc0, acc1);
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
   return _mm_cvtss_f32(s);
+}
+
+// Values 8 at a time, for dot_values_simd: looked up from codes, or loaded once decoded. (Functors
+// with target attributes: a lambda would not inherit the enclosing function's.)
+template <int Bits>
+struct CodeValues {
+  const uint8_t* codes;
+  __m256 lo_tab, hi_tab;
+  __attribute__((target("avx2,fma"))) __m256 operator()(int i) const { return lookup8<Bits>(codes + i / 8 * Bits, lo_tab, hi_tab); }
+};
+struct DecodedValues {
+  const float* values;
+  __attribute__((target("avx2,fma"))) __m256 operator()(int i) const { return _mm256_loadu_ps(values + i); }
+};
+
+template <int Bits>
+__attribute__((target("avx2,fma"))) float dot_codes_simd_fixed(const float* q, const uint8_t* codes, int n,
+                                                                const float* table16) {
+  const __m256 lo_tab = _mm256_loadu_ps(table16);
+  const __m256 hi_tab = _mm256_loadu_ps(table16 + 8);
+  return dot_values_simd(q, n, CodeValues<Bits>{codes, lo_tab, hi_tab});
+}
+
+template <int Bits>
+__attribute__((target("avx2,fma"))) void decode_codes_simd_fixed(const uint8_t* codes, int n, const float* table16,
+                                                                  float* out) {
+  const __m256 lo_tab = _mm256_loadu_ps(table16);
+  const __m256 hi_tab = _mm256_loadu_ps(table16 + 8);
+  for (int i = 0; i < n; i += 8, codes += Bits) _mm256_storeu_ps(out + i, lookup8<Bits>(codes, lo_tab, hi_tab));
 }
 
 float dot_codes_simd(const float* q, const uint8_t* codes, int n, int bits, const float* table16) {
@@ -182,9 +210,26 @@ float dot_codes_simd(const float* q, const uint8_t* codes, int n, int bits, cons
     default: return dot_codes_simd_fixed<4>(q, codes, n, table16);
   }
 }
+
+// The table values of n codes (n a multiple of 8), as lookup8 forms them for dot_codes_simd.
+void decode_codes_simd(const uint8_t* codes, int n, int bits, const float* table16, float* out) {
+  switch (bits) {
+    case 1: return decode_codes_simd_fixed<1>(codes, n, table16, out);
+    case 2: return decode_codes_simd_fixed<2>(codes, n, table16, out);
+    case 3: return decode_codes_simd_fixed<3>(codes, n, table16, out);
+    default: return decode_codes_simd_fixed<4>(codes, n, table16, out);
+  }
+}
+
+// dot_codes_simd over values decode_codes_simd wrote: the same products in the same order.
+__attribute__((target("avx2,fma"))) float dot_decoded_simd(const float* q, const float* values, int n) {
+  return dot_values_simd(q, n, DecodedValues{values});
+}
 #else
 bool simd_dot_available() { return false; }
 float dot_codes_simd(const float*, const uint8_t*, int, int, const float*) { return 0.0f; }
+void decode_codes_simd(const uint8_t*, int, int, const float*, float*) {}
+float dot_decoded_simd(const float*, const float*, int) { return 0.0f; }
 #endif
 
 void check_common_options(const FormatInfo& info, const FormatOptions& o) {
@@ -276,6 +321,29 @@ class TurboQuantMseCodec final : public Codec {
     const size_t rest_offset = static_cast<size_t>(widths_.outliers) * (widths_.base_bits + 1) / 8;
     const bool simd = simd_dot_available() && widths_.outliers % 8 == 0 && rest % 8 == 0 &&
                       widths_.base_bits + (widths_.outliers > 0 ? 1 : 0) <= 4;
+    if (simd && n_q > 1) {
+      // Several query rows (a GQA group, a prefill block): each key's codes are looked up once
+      // into floats, and every row's dot reads them (bit-identical to scoring from the codes).
+      thread_local std::vector<float> decoded;
+      decoded.resize(static_cast<size_t>(n_tokens) * head_dim_);
+      for (int t = 0; t < n_tokens; ++t) {
+        const uint8_t* g = groups + t * stride;
+        float* values = &decoded[static_cast<size_t>(t) * head_dim_];
+        if (widths_.outliers > 0)
+          decode_codes_simd(g + 2, widths_.outliers, widths_.base_bits + 1, high_.table16.data(), values);
+        decode_codes_simd(g + 2 + rest_offset, rest, widths_.base_bits, low_.table16.data(), values + widths_.outliers);
+      }
+      for (int qi = 0; qi < n_q; ++qi) {
+        const float* qrow = q + static_cast<size_t>(qi) * head_dim_;
+        for (int t = 0; t < n_tokens; ++t) {
+          const float* values = &decoded[static_cast<size_t>(t) * head_dim_];
+          float sum = dot_decoded_simd(qrow + widths_.outliers, values + widths_.outliers, rest);
+          if (widths_.outliers > 0) sum += dot_decoded_simd(qrow, values, widths_.outliers);
+          scores[static_cast<size_t>(qi) * n_tokens + t] = sum * load_f16(groups + t * stride);
+        }
+      }
+      return;
+    }
     for (int qi = 0; qi < n_q; ++qi) {
       const float* qrow = q + static_cast<size_t>(qi) * head_dim_;
       for (int t = 0; t < n_tokens; ++t) {
