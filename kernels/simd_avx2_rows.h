@@ -241,6 +241,56 @@ KVGATE_AVX2_INLINE void axpy_block(const uint8_t* const* r, const float* w, floa
   axpy_decoded<D, R>(vp, d, m, w, row_add, ab);
 }
 
+// The multi-row axpy's decoded tiles and per-row factors (axpy_rows_impl), read by
+// axpy_block_group. Raw pointers: the thread_local vectors behind them are not touched inside
+// the tile loop, whose every access would otherwise go through the TLS block.
+struct TileSums {
+  int n_tiles, nb;
+  size_t padded_rows;
+  const float* decoded;  // [tile][block][row of tile][vector]
+  const float* w;        // [row] weight * row scale
+  const float* wd;       // [block][row] w * block scale
+  const float* block_m;  // [block][row]
+  const float* row_add;  // [tile] sum of weight * row min
+  float* acc;            // [head_dim] this query row's accumulator
+};
+
+// Blocks whose accumulators run side by side in axpy_block_group: each block's sum is one chain
+// of dependent FMAs through every tile, so a format with one vector per block (u4, f16) would
+// wait out the FMA latency at every step; four chains in flight hide it.
+template <class D>
+inline constexpr int kAxpyGroup = D::kElems / 8 >= 4 ? 1 : 4 / (D::kElems / 8);
+
+// Blocks [b0, b0 + G) of one query row through all tiles. Per block the operations and their
+// order are those of one block at a time, so grouping changes no bit.
+template <class D, int G>
+KVGATE_AVX2_INLINE void axpy_block_group(const TileSums& t, int b0) {
+  constexpr int V = D::kElems / 8;
+  constexpr size_t kChunk = static_cast<size_t>(kTileRows) * V * 8;
+  __m256 s[G][V];
+  for (int j = 0; j < G; ++j)
+    for (int k = 0; k < V; ++k) s[j][k] = _mm256_loadu_ps(t.acc + (b0 + j) * D::kElems + 8 * k);
+  for (int tile = 0; tile < t.n_tiles; ++tile) {
+    const float* v = t.decoded + (static_cast<size_t>(tile) * t.nb + b0) * kChunk;
+    for (int j = 0; j < G; ++j) {
+      const size_t block_at = static_cast<size_t>(b0 + j) * t.padded_rows + static_cast<size_t>(tile) * kTileRows;
+      const float* wt = D::kBlockScaled ? t.wd + block_at : t.w + static_cast<size_t>(tile) * kTileRows;
+      __m256 wv[kTileRows];
+      for (int i = 0; i < kTileRows; ++i) wv[i] = _mm256_broadcast_ss(wt + i);
+      float add = t.row_add[tile];
+      if constexpr (D::kBlockMin)
+        for (int i = 0; i < kTileRows; ++i) add += t.w[tile * kTileRows + i] * t.block_m[block_at + i];
+      for (int k = 0; k < V; ++k) {
+        for (int i = 0; i < kTileRows; ++i)
+          s[j][k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + j * kChunk + (i * V + k) * 8), wv[i], s[j][k]);
+        if constexpr (D::kBlockMin || D::kRowMin) s[j][k] = _mm256_add_ps(s[j][k], _mm256_set1_ps(add));
+      }
+    }
+  }
+  for (int j = 0; j < G; ++j)
+    for (int k = 0; k < V; ++k) _mm256_storeu_ps(t.acc + (b0 + j) * D::kElems + 8 * k, s[j][k]);
+}
+
 template <class D>
 KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
                                 float* acc) {
@@ -300,26 +350,10 @@ KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_
             _mm256_storeu_ps(&wd[at], _mm256_mul_ps(_mm256_loadu_ps(&w[row]), _mm256_loadu_ps(&block_d[at])));
           }
       float* a = acc + static_cast<size_t>(qi) * f.head_dim;
-      for (int b = 0; b < nb; ++b) {
-        const float* wdb = D::kBlockScaled ? &wd[static_cast<size_t>(b) * padded_rows] : w.data();
-        const float* mb = &block_m[static_cast<size_t>(b) * padded_rows];
-        __m256 s[V];
-        for (int k = 0; k < V; ++k) s[k] = _mm256_loadu_ps(a + b * D::kElems + 8 * k);
-        const float* v = &decoded[static_cast<size_t>(b) * kChunk];
-        for (int tile = 0; tile < n_tiles; ++tile, v += static_cast<size_t>(nb) * kChunk) {
-          const float* wt = wdb + tile * kTileRows;
-          __m256 wv[kTileRows];
-          for (int i = 0; i < kTileRows; ++i) wv[i] = _mm256_broadcast_ss(wt + i);
-          float add = row_add[tile];
-          if constexpr (D::kBlockMin)
-            for (int i = 0; i < kTileRows; ++i) add += w[tile * kTileRows + i] * mb[tile * kTileRows + i];
-          for (int k = 0; k < V; ++k) {
-            for (int i = 0; i < kTileRows; ++i) s[k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + (i * V + k) * 8), wv[i], s[k]);
-            if constexpr (D::kBlockMin || D::kRowMin) s[k] = _mm256_add_ps(s[k], _mm256_set1_ps(add));
-          }
-        }
-        for (int k = 0; k < V; ++k) _mm256_storeu_ps(a + b * D::kElems + 8 * k, s[k]);
-      }
+      const TileSums sums{n_tiles, nb, padded_rows, decoded.data(), w.data(), wd.data(), block_m.data(), row_add.data(), a};
+      int b = 0;
+      for (; b + kAxpyGroup<D> <= nb; b += kAxpyGroup<D>) axpy_block_group<D, kAxpyGroup<D>>(sums, b);
+      for (; b < nb; ++b) axpy_block_group<D, 1>(sums, b);
     }
     t = n_tiles * kTileRows;
   }
