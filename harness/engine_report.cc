@@ -71,7 +71,7 @@ EngineRunView read_engine_view(results::Store& store, int64_t run_id) {
   v.load = store.load_replay(run_id);
   for (const results::ConfigEndpoint& e : v.endpoints)
     for (const results::RunConfigRecord& c : v.configs) {
-      if (c.spec.rfind("endpoint:", 0) == 0) continue;
+      if (c.spec.rfind(kEndpointSpecPrefix, 0) == 0) continue;
       try {
         if (emulates(kernels::parse_kv_config(c.spec), kernels::parse_kv_config(e.kv)))
           v.cross_pairs.emplace_back(c.spec, spec_of(v, e.config_id));

@@ -267,7 +267,7 @@ std::vector<serving::EndpointConfig> endpoints_from_flags(const PlanFlags& f) {
 }
 
 std::string endpoint_spec(const std::string& endpoint_name, const kernels::KvConfig& kv) {
-  return "endpoint:" + endpoint_name + "=" + kv.canonical();
+  return std::string(kEndpointSpecPrefix) + endpoint_name + "=" + kv.canonical();
 }
 
 bool emulates(const kernels::KvConfig& emulation, const kernels::KvConfig& engine) {

@@ -60,6 +60,7 @@ PlannedModel parse_model_arg(const std::string& arg, const std::string& flag);
 
 // The results name of a config served by an endpoint: "endpoint:NAME=CANONICAL", never equal
 // to an in-process spec, so a cross-check run holds both and gates pair engine with engine.
+inline constexpr std::string_view kEndpointSpecPrefix = "endpoint:";
 std::string endpoint_spec(const std::string& endpoint_name, const kernels::KvConfig& kv);
 
 struct Workload {

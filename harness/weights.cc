@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "harness/commands.h"
+#include "harness/eval_plan.h"
 #include "harness/stored_scores.h"
 #include "harness/workload_models.h"
 
@@ -226,7 +227,13 @@ std::vector<WeightsKvRow> weights_kv_rows(const std::vector<results::RunConfigRe
       r.weight_type = c.model->weight_type;
     }
     r.quality = by_config[c.config_id].result();
-    r.weight_bytes = c.model ? static_cast<double>(c.model->weight_bytes) : fallback_weight_bytes;
+    // An endpoint serves whatever weights its engine loaded; the local model file says nothing
+    // about them, so neither the weight bytes nor the sessions that fit are known.
+    const bool served_by_endpoint = c.spec.rfind(kEndpointSpecPrefix, 0) == 0;
+    if (served_by_endpoint) r.weights = r.weight_type = "engine";
+    r.weight_bytes = served_by_endpoint ? kNaN
+                     : c.model          ? static_cast<double>(c.model->weight_bytes)
+                                        : fallback_weight_bytes;
     r.kv_bytes_per_token = c.kv_bytes_per_token;
     r.kv_bytes_per_session = session_bytes(c, budget);
     const double free_bytes = budget.gpu.mem_bytes * budget.mem_util - r.weight_bytes;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -143,6 +144,39 @@ TEST(WeightsPlan, ThePlanTextNamesEveryModelByItsDigest) {
 
 std::string tiny_model(const std::string& name) {
   return std::string(KVGATE_SOURCE_DIR) + "/tests/golden/tiny_models/" + name;
+}
+
+// An endpoint's engine loads its own weights: the table must not pass off the local model's
+// size as theirs, nor fit sessions with it.
+TEST(WeightsTable, EndpointConfigsShowTheEngineNotTheLocalModel) {
+  results::ConfigModel local;
+  local.kv_spec = "f16/f16";
+  local.label = "SmolLM2";
+  local.weight_bytes = 90'000'000;
+  local.weight_type = "Q4_1";
+  results::RunConfigRecord ref, served;
+  ref.config_id = 1;
+  ref.spec = "f16/f16";
+  ref.role = "reference";
+  ref.kv_bytes_per_token = 23040;
+  ref.model = local;
+  served = ref;
+  served.config_id = 2;
+  served.spec = harness::endpoint_spec("vllm", kernels::parse_kv_config("fp8_e4m3"));
+  served.role = "candidate";
+  served.kv_bytes_per_token = 11520;
+  const harness::GpuBudget budget = harness::gpu_budget("H100", 0, 0.9, 4096);
+  const auto rows = harness::weights_kv_rows({ref, served}, {}, budget, 123e6);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].weight_bytes, 90e6);
+  EXPECT_GT(rows[0].sessions, 0);
+  EXPECT_EQ(rows[1].weight_type, "engine");
+  EXPECT_TRUE(std::isnan(rows[1].weight_bytes));
+  EXPECT_EQ(rows[1].sessions, -1);
+  const harness::WeightsKvTable table = harness::weights_kv_table(rows);
+  EXPECT_EQ(table.rows[1][1], "engine");
+  EXPECT_EQ(table.rows[1][7], "-");   // weights MB
+  EXPECT_EQ(table.rows[1][10], "-");  // sessions
 }
 
 TEST(WeightsTokenizer, TheFingerprintSeparatesVocabulariesAndTheCheckNamesBothFiles) {
