@@ -18,6 +18,7 @@
 #include "core/hash.h"
 #include "results/sqlite.h"
 #include "results/store.h"
+#include "tests/results/sql_rows.h"
 #include "tests/cli/run_cli.h"
 #include "tests/serving/fake_server.h"
 
@@ -38,29 +39,6 @@ nlohmann::json run_json(const std::string& args, const std::string& env = "") {
   return r.out.empty() ? nlohmann::json::object() : nlohmann::json::parse(r.out);
 }
 
-std::vector<std::string> rows(const std::string& db, const std::string& sql, const std::string& kinds) {
-  results::Connection c(db, false);
-  results::Statement s(c, sql);
-  std::vector<std::string> out;
-  while (s.step()) {
-    std::string row;
-    for (size_t col = 0; col < kinds.size(); ++col) {
-      const int i = static_cast<int>(col);
-      if (kinds[col] == 'd' && !s.is_null(i)) {
-        const double v = s.column_double(i);
-        uint64_t bits = 0;
-        std::memcpy(&bits, &v, sizeof bits);
-        row += hex_u64(bits);
-      } else {
-        row += s.is_null(i) ? "null" : s.column_text(i);
-      }
-      row += "|";
-    }
-    out.push_back(row);
-  }
-  return out;
-}
-
 // Every value of run `run` that does not depend on timing or on which server answered, doubles
 // by their bits.
 std::vector<std::string> deterministic_rows(const std::string& db, int64_t run) {
@@ -68,7 +46,7 @@ std::vector<std::string> deterministic_rows(const std::string& db, int64_t run) 
   const std::string join = " JOIN items i ON i.id = x.item_id JOIN configs c ON c.id = x.config_id WHERE i.run_id = " + r;
   std::vector<std::string> all;
   auto add = [&](const std::string& table, const std::string& sql, const std::string& kinds) {
-    for (std::string& row : rows(db, sql, kinds)) all.push_back(table + ": " + row);
+    for (std::string& row : sql_rows(db, sql, kinds)) all.push_back(table + ": " + row);
   };
   add("config", "SELECT c.spec, c.hash, x.role, x.kld_estimator, x.top_k FROM run_configs x JOIN configs c "
                 "ON c.id = x.config_id WHERE x.run_id = " + r + " ORDER BY c.spec", "ttttt");
@@ -94,8 +72,8 @@ std::vector<std::string> measured_rows(const std::string& db, int64_t run) {
   const std::string join =
       " JOIN items i ON i.id = x.item_id JOIN configs c ON c.id = x.config_id WHERE i.run_id = " + std::to_string(run);
   std::vector<std::string> all =
-      rows(db, "SELECT i.item_key, c.spec, x.turn_index, x.token_index, x.t_ms FROM latency_samples x" + join, "ttttd");
-  for (std::string& row : rows(db, "SELECT i.item_key, c.spec, x.turn_index, x.ttft_ms, x.tpot_ms, x.cached_tokens "
+      sql_rows(db, "SELECT i.item_key, c.spec, x.turn_index, x.token_index, x.t_ms FROM latency_samples x" + join, "ttttd");
+  for (std::string& row : sql_rows(db, "SELECT i.item_key, c.spec, x.turn_index, x.ttft_ms, x.tpot_ms, x.cached_tokens "
                                    "FROM turn_metrics x" + join, "tttddt"))
     all.push_back(std::move(row));
   std::sort(all.begin(), all.end());
@@ -145,7 +123,7 @@ TEST(EngineShardCli, ShardsOnTheirOwnEndpointsMergeIntoTheUnshardedRun) {
   std::sort(from_shards.begin(), from_shards.end());
   EXPECT_EQ(measured_rows(db, 2), from_shards) << "times and cache hits are copied from the shards unchanged";
   // Each endpoint config names every server its shards ran on.
-  EXPECT_EQ(rows(db, "SELECT e.url FROM config_endpoints e JOIN configs c ON c.id = e.config_id "
+  EXPECT_EQ(sql_rows(db, "SELECT e.url FROM config_endpoints e JOIN configs c ON c.id = e.config_id "
                      "WHERE e.run_id = 2 AND e.name = 'q8_0'", "t"),
             std::vector<std::string>{cand_a.url() + ", " + cand_b.url() + "|"});
   const nlohmann::json show = run_json("runs show 2 --db " + db);

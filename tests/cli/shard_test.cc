@@ -22,6 +22,7 @@
 #include "harness/eval_plan.h"
 #include "results/sqlite.h"
 #include "results/store.h"
+#include "tests/results/sql_rows.h"
 #include "tests/cli/run_cli.h"
 
 namespace kvgate::testing {
@@ -244,29 +245,6 @@ nlohmann::json shown(const std::string& db, int64_t run) {
   return j;
 }
 
-std::vector<std::string> column_rows(const std::string& db, const std::string& sql, const std::string& kinds) {
-  results::Connection c(db, false);
-  results::Statement s(c, sql);
-  std::vector<std::string> out;
-  while (s.step()) {
-    std::string row;
-    for (size_t col = 0; col < kinds.size(); ++col) {
-      const int i = static_cast<int>(col);
-      if (kinds[col] == 'd' && !s.is_null(i)) {
-        const double v = s.column_double(i);
-        uint64_t bits = 0;
-        std::memcpy(&bits, &v, sizeof bits);
-        row += hex_u64(bits);
-      } else {
-        row += s.is_null(i) ? "null" : s.column_text(i);
-      }
-      row += "|";
-    }
-    out.push_back(row);
-  }
-  return out;
-}
-
 // Every stored value of run `run` that does not depend on timing, doubles by their bits, plus the
 // shape of the timed ones (which turns have how many latency samples).
 std::vector<std::string> deterministic_rows(const std::string& db, int64_t run) {
@@ -274,7 +252,7 @@ std::vector<std::string> deterministic_rows(const std::string& db, int64_t run) 
   const std::string join = " JOIN items i ON i.id = x.item_id JOIN configs c ON c.id = x.config_id WHERE i.run_id = " + r;
   std::vector<std::string> all;
   auto add = [&](const std::string& table, const std::string& sql, const std::string& kinds) {
-    for (std::string& row : column_rows(db, sql, kinds)) all.push_back(table + ": " + row);
+    for (std::string& row : sql_rows(db, sql, kinds)) all.push_back(table + ": " + row);
   };
   add("config", "SELECT c.spec, c.hash, c.bits_per_element, x.role, x.kv_bytes_per_token FROM run_configs x JOIN configs c "
                 "ON c.id = x.config_id WHERE x.run_id = " + r + " ORDER BY c.spec", "ttdtd");
@@ -295,9 +273,9 @@ std::vector<std::string> deterministic_rows(const std::string& db, int64_t run) 
 // The timed values too, bit for bit: what a merge must copy unchanged from its shards.
 std::vector<std::string> timed_rows(const std::string& db, const std::string& run_filter) {
   const std::string join = " JOIN items i ON i.id = x.item_id JOIN configs c ON c.id = x.config_id WHERE " + run_filter;
-  std::vector<std::string> all = column_rows(
+  std::vector<std::string> all = sql_rows(
       db, "SELECT i.item_key, c.spec, x.turn_index, x.token_index, x.t_ms FROM latency_samples x" + join, "ttttd");
-  for (std::string& row : column_rows(db, "SELECT i.item_key, c.spec, x.turn_index, x.ttft_ms, x.tpot_ms FROM turn_metrics x" + join,
+  for (std::string& row : sql_rows(db, "SELECT i.item_key, c.spec, x.turn_index, x.ttft_ms, x.tpot_ms FROM turn_metrics x" + join,
                                       "tttdd"))
     all.push_back(std::move(row));
   std::sort(all.begin(), all.end());

@@ -17,9 +17,12 @@
 #include "core/rng.h"
 #include "results/sqlite.h"
 #include "results/store.h"
+#include "tests/results/sql_rows.h"
 
 namespace kvgate::results {
 namespace {
+
+using testing::sql_rows;
 
 constexpr const char* kPlanText = "kvgate_plan 1\nworkload suite:test\nthreads 1\n";
 
@@ -113,38 +116,13 @@ int64_t write_run(const std::string& path, const Plan& plan, std::optional<int64
   return run;
 }
 
-// The rows a query returns, one string each; `kinds` has a letter per column: 'd' for a REAL,
-// written as its bits (NULL as "null"), anything else as SQLite's text of the value.
-std::vector<std::string> rows(const std::string& path, const std::string& sql, const std::string& kinds) {
-  Connection c(path, false);
-  Statement s(c, sql);
-  std::vector<std::string> out;
-  while (s.step()) {
-    std::string row;
-    for (size_t col = 0; col < kinds.size(); ++col) {
-      const int i = static_cast<int>(col);
-      if (kinds[col] == 'd' && !s.is_null(i)) {
-        const double v = s.column_double(i);
-        uint64_t bits = 0;
-        std::memcpy(&bits, &v, sizeof bits);
-        row += hex_u64(bits);
-      } else {
-        row += s.is_null(i) ? "null" : s.column_text(i);
-      }
-      row += "|";
-    }
-    out.push_back(row);
-  }
-  return out;
-}
-
 // Everything run `run` stored, with configs by spec and items by key: what must be equal between
 // a merged run and the unsharded run of its plan.
 std::vector<std::string> stored_rows(const std::string& path, int64_t run) {
   const std::string r = std::to_string(run);
   std::vector<std::string> all;
   auto add = [&](const std::string& table, const std::string& sql, const std::string& kinds) {
-    for (std::string& row : rows(path, sql, kinds)) all.push_back(table + ": " + row);
+    for (std::string& row : sql_rows(path, sql, kinds)) all.push_back(table + ": " + row);
   };
   add("run", "SELECT status, git_sha, build_flags, cpu, gpu, backend, model_path, model_sha256, suite_name, "
              "suite_hash, seed, threads, kvgate_version FROM runs WHERE id = " + r, "ttttttttttttt");
@@ -230,8 +208,8 @@ TEST_F(MergeTest, MergedRunHoldsExactlyTheRowsOfTheUnshardedRun) {
   EXPECT_GT(merged.size(), 150u);
   EXPECT_EQ(merged, expected);
   // Items in the plan's order, as the unsharded run wrote them.
-  EXPECT_EQ(rows(db("merged"), "SELECT item_key FROM items ORDER BY id", "t"),
-            rows(whole, "SELECT item_key FROM items ORDER BY id", "t"));
+  EXPECT_EQ(sql_rows(db("merged"), "SELECT item_key FROM items ORDER BY id", "t"),
+            sql_rows(whole, "SELECT item_key FROM items ORDER BY id", "t"));
 
   Store out = Store::open(db("merged"), Store::Mode::existing);
   const RunRecord run = *out.find_run(m.run_id);
@@ -438,7 +416,7 @@ TEST_F(MergeTest, NestedTransactionsComposeIntoTheOuterOne) {
       }
       outer.commit();
     }
-    EXPECT_EQ(rows(path, "SELECT spec FROM configs ORDER BY spec", "t"), (std::vector<std::string>{"a|", "b|"}));
+    EXPECT_EQ(sql_rows(path, "SELECT spec FROM configs ORDER BY spec", "t"), (std::vector<std::string>{"a|", "b|"}));
     {
       Transaction outer(c);
       {
