@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/float_convert.h"
 #include "core/thread_pool.h"
-#include "kernels/ggml_blocks.h"
+#include "kernels/engine_rounding.h"
 #include "kernels/quantized_codec.h"
 #include "kernels/simd_avx2.h"
 #include "kernels/softmax_state.h"
@@ -18,19 +18,6 @@ namespace kvgate::kernels {
 namespace {
 
 constexpr int64_t kQueryBlock = 16;
-
-float to_f16(float x) { return f16_to_f32(f32_to_f16(x)); }
-
-float round_weight(WeightRounding r, float w) {
-  switch (r) {
-    case WeightRounding::none: return w;
-    case WeightRounding::f16: return to_f16(w);
-    case WeightRounding::fp8_e4m3_256:
-      // P * 256 in E4M3 (exact scalings by powers of two); the denominator keeps the f32 P.
-      return fp8_to_f32(f32_to_fp8(w * 256.0f, Fp8Kind::e4m3fn), Fp8Kind::e4m3fn) * (1.0f / 256.0f);
-  }
-  return w;
-}
 
 // Scratch for one worker, sized once per call.
 struct Scratch {
@@ -59,29 +46,6 @@ struct Job {
   float scale;
 };
 
-// ggml-cpu's one-row kernel for one query row and key (ops.cpp:8966-9031): a new maximum rescales
-// the accumulator by exp(old - new) and adds the value with weight 1; otherwise the value enters
-// with exp(s - max). An f16 accumulator is rounded after every scale and every fused add
-// (ggml_vec_scale_f16, ggml_vec_mad_f16: f16 -> f32, FMA, back to f16).
-void one_row_step(float s, const float* v, int d, bool f16_acc, float& max, float& sum, float* acc, uint16_t* acc16) {
-  float ms = 1.0f, vs = 1.0f;
-  if (s > max) {
-    ms = std::exp(max - s);
-    max = s;
-    if (f16_acc)
-      for (int i = 0; i < d; ++i) acc16[i] = f32_to_f16(f16_to_f32(acc16[i]) * ms);
-    else
-      for (int i = 0; i < d; ++i) acc[i] *= ms;
-  } else {
-    vs = std::exp(s - max);
-  }
-  if (f16_acc)
-    for (int i = 0; i < d; ++i) acc16[i] = f32_to_f16(std::fma(v[i], vs, f16_to_f32(acc16[i])));
-  else
-    for (int i = 0; i < d; ++i) acc[i] = std::fma(v[i], vs, acc[i]);
-  sum = sum * ms + vs;
-}
-
 // One KV head, query positions [q_begin, q_end).
 void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, Scratch& s) {
   const KvLayerView& v = *job.view;
@@ -98,7 +62,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
     // The engines rotate the unscaled query (llama.cpp does it in the graph, before attention).
     kc.prepare_query(job.q + (static_cast<size_t>(qi) * job.n_heads + head) * D, rotated);
     if (a.query_prescaled)
-      for (int i = 0; i < D; ++i) rotated[i] *= job.scale;
+      for (int i = 0; i < D; ++i) rotated[i] = rn_mul(rotated[i], job.scale);
     round_query(a, rotated, &s.q[static_cast<size_t>(r) * D], D);
     s.position[r] = first_pos + qi;
     s.max[r] = -INFINITY;
@@ -121,7 +85,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
       for (int t = 0; t < n; ++t) {
         float* k = &s.keys[static_cast<size_t>(t) * D];
         kc.dequantize_stored_ref(key_rows + static_cast<size_t>(t) * kb, k);
-        for (int i = 0; i < D; ++i) k[i] = to_f16(k[i]);
+        for (int i = 0; i < D; ++i) k[i] = f16_rounded(k[i]);
         for (int r = 0; r < rows; ++r)
           scores[static_cast<size_t>(r) * n + t] = simd::dot_f32(&s.q[static_cast<size_t>(r) * D], k, D);
       }
@@ -132,7 +96,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
       float* val = &s.values[static_cast<size_t>(t) * D];
       vc.dequantize_stored_ref(value_rows + static_cast<size_t>(t) * vb, val);
       if (a.value_to_f16)
-        for (int i = 0; i < D; ++i) val[i] = to_f16(val[i]);
+        for (int i = 0; i < D; ++i) val[i] = f16_rounded(val[i]);
     }
 
     for (int r = 0; r < rows; ++r) {
@@ -145,25 +109,30 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
       float* acc = &s.acc[static_cast<size_t>(r) * D];
       if (a.per_key_softmax) {
         uint16_t* acc16 = &s.acc16[static_cast<size_t>(r) * D];
-        for (int64_t t = t_begin; t < t_end; ++t)
-          one_row_step(row[t] * score_scale, &s.values[static_cast<size_t>(t) * D], D, a.f16_accumulator, s.max[r],
-                       s.sum[r], acc, acc16);
+        for (int64_t t = t_begin; t < t_end; ++t) {
+          const OneRowStep step = one_row_step(rn_mul(row[t], score_scale), s.max[r], s.sum[r]);
+          const float* val = &s.values[static_cast<size_t>(t) * D];
+          if (a.f16_accumulator)
+            for (int i = 0; i < D; ++i) acc16[i] = one_row_accumulate_f16(step, acc16[i], val[i]);
+          else
+            for (int i = 0; i < D; ++i) acc[i] = one_row_accumulate(step, acc[i], val[i]);
+        }
         continue;
       }
       // Tile kernels: the page's maximum first, then its weights (FA's per-tile online softmax).
       float chunk_max = -INFINITY;
-      for (int64_t t = t_begin; t < t_end; ++t) chunk_max = std::max(chunk_max, row[t] * score_scale);
+      for (int64_t t = t_begin; t < t_end; ++t) chunk_max = tile_max(chunk_max, rn_mul(row[t], score_scale));
       SoftmaxState& st = s.state[r];
       const float rescale = st.raise_max(chunk_max);
       if (rescale != 1.0f)
-        for (int i = 0; i < D; ++i) acc[i] *= rescale;
+        for (int i = 0; i < D; ++i) acc[i] = rn_mul(acc[i], rescale);
       float weight_sum = 0.0f;
       for (int64_t t = t_begin; t < t_end; ++t) {
-        const float w = st.weight(row[t] * score_scale);
-        weight_sum += w;
+        const float w = st.weight(rn_mul(row[t], score_scale));
+        weight_sum = rn_add(weight_sum, w);
         const float wr = round_weight(a.weights, w);
         const float* val = &s.values[static_cast<size_t>(t) * D];
-        for (int i = 0; i < D; ++i) acc[i] = std::fma(wr, val[i], acc[i]);
+        for (int i = 0; i < D; ++i) acc[i] = tile_accumulate(acc[i], wr, val[i]);
       }
       st.add(weight_sum);
     }
@@ -180,9 +149,8 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
       std::memcpy(dst, acc, sizeof(float) * D);
     // ggml: V /= S as a multiply by 1/S (0 for a row that saw nothing), then llama.cpp rotates
     // the output back (llama-graph.cpp:3003-3005).
-    const float denom = a.per_key_softmax ? s.sum[r] : s.state[r].denom;
-    const float inv = denom == 0.0f ? 0.0f : 1.0f / denom;
-    for (int i = 0; i < D; ++i) dst[i] *= inv;
+    const float inv = engine_normalizer(a.per_key_softmax ? s.sum[r] : s.state[r].denom);
+    for (int i = 0; i < D; ++i) dst[i] = rn_mul(dst[i], inv);
     vc.finish_output(dst);
   }
 }
@@ -190,38 +158,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
 }  // namespace
 
 void round_query(const AttentionArithmetic& a, const float* x, float* y, int n) {
-  uint8_t block[64];
-  switch (a.query) {
-    case QueryRounding::unsupported:
-    case QueryRounding::none:
-      if (y != x) std::memmove(y, x, sizeof(float) * n);
-      return;
-    case QueryRounding::f16:
-      for (int i = 0; i < n; ++i) y[i] = to_f16(x[i]);
-      return;
-    case QueryRounding::bf16:
-      for (int i = 0; i < n; ++i) y[i] = bf16_to_f32(f32_to_bf16(x[i]));
-      return;
-    case QueryRounding::q8_0:
-      for (int i = 0; i < n; i += ggml::kBlock) {
-        ggml::Q8_0::quantize_x86(x + i, block);
-        ggml::Q8_0::dequantize(block, y + i);
-      }
-      return;
-    case QueryRounding::q8_1:
-      for (int i = 0; i < n; i += ggml::kBlock) {
-        ggml::Q8_1::quantize_x86(x + i, block);
-        ggml::Q8_1::dequantize(block, y + i);
-      }
-      return;
-    case QueryRounding::q8_1_cuda:
-      for (int i = 0; i < n; i += ggml::kBlock) ggml::q8_1_cuda_fattn_values(x + i, y + i);
-      return;
-    case QueryRounding::fp8_e4m3:
-      for (int i = 0; i < n; ++i)
-        y[i] = fp8_to_f32(f32_to_fp8(x[i] / a.query_scale, Fp8Kind::e4m3fn), Fp8Kind::e4m3fn) * a.query_scale;
-      return;
-  }
+  round_query_row(a.query, a.query_scale, x, y, n);
 }
 
 void engine_paged_attention(const KvLayerView& view, const AttentionShape& shape, const AttentionArithmetic& arithmetic,

@@ -570,4 +570,64 @@ struct Q6_K {
   }
 };
 
+// ---- the input side of ggml-cpu's matrix products ----
+// ggml-cpu's mul_mat converts its f32 input to the weights' vec_dot_type before the dot
+// (ggml-cpu.c type_traits_cpu). kvgate rounds the input the same way under @engine=llama.cpp,
+// on the CPU (runtime/weights.h round_input_like_llama_cpp) and the GPU (kernels/gpu/gpu_ops.h)
+// alike, through round_dot_input.
+enum class DotInput : uint8_t { f32, f16, bf16, q8_0, q8_1, q8_k };
+
+// Elements one rounding unit covers: a q8 block, a q8_K super-block, or one element.
+KVGATE_HD int dot_input_block(DotInput t) {
+  switch (t) {
+    case DotInput::q8_0:
+    case DotInput::q8_1: return kBlock;
+    case DotInput::q8_k: return kSuperBlock;
+    default: return 1;
+  }
+}
+
+// ggml's quantize_row_q8_K_ref for one super-block, as the dot products see it: per 256,
+// iscale = -127 / (the entry of largest magnitude), codes nearest_int(iscale * x) (ties to
+// even) capped at 127, d = 1 / iscale; y = code * d. y may equal x.
+KVGATE_HD void q8_k_values(const float* x, float* y) {
+  float max = 0.0f, amax = 0.0f;
+  for (int j = 0; j < kSuperBlock; ++j) {
+    if (fabsf(x[j]) > amax) {
+      amax = fabsf(x[j]);
+      max = x[j];
+    }
+  }
+  if (amax == 0.0f) {
+    for (int j = 0; j < kSuperBlock; ++j) y[j] = 0.0f;
+    return;
+  }
+  const float iscale = rn_div(-127.0f, max);
+  const float d = rn_div(1.0f, iscale);
+  for (int j = 0; j < kSuperBlock; ++j) {
+    const float code = rintf(rn_mul(iscale, x[j]));
+    y[j] = rn_mul(code < 127.0f ? code : 127.0f, d);  // std::min(127, code): a NaN code becomes 127
+  }
+}
+
+// One unit of dot_input_block(t) elements, in place, as ggml-cpu converts it: q8_0/q8_1 as its
+// x86 (AVX2) quantize_row_q8_0/q8_1 (id = 127/amax, ties to even), q8_K as the reference.
+KVGATE_HD void round_dot_input(DotInput t, float* x) {
+  uint8_t block[Q8_1::kBytes];
+  switch (t) {
+    case DotInput::f32: return;
+    case DotInput::f16: x[0] = f16_to_f32(f32_to_f16(x[0])); return;
+    case DotInput::bf16: x[0] = bf16_to_f32(f32_to_bf16(x[0])); return;
+    case DotInput::q8_0:
+      Q8_0::quantize_x86(x, block);
+      Q8_0::dequantize(block, x);
+      return;
+    case DotInput::q8_1:
+      Q8_1::quantize_x86(x, block);
+      Q8_1::dequantize(block, x);
+      return;
+    case DotInput::q8_k: q8_k_values(x, x); return;
+  }
+}
+
 }  // namespace kvgate::kernels::ggml

@@ -124,16 +124,7 @@ GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total)
   return out;
 }
 
-namespace {
-
-}  // namespace
-
 gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch& arch, int layer) {
-  // Engine arithmetic is emulated by the CPU attention (kernels/attention_engine.cc); the GPU
-  // kernels compute in f32 only.
-  if (config.engine != kernels::Engine::exact)
-    throw_usage_error("KV config " + config.canonical() + ": @engine=" + std::string(kernels::engine_name(config.engine)) +
-                      " is emulated by the CPU backend only; run it with --backend cpu");
   const int n_layers = static_cast<int>(arch.n_layers);
   gpu::PagedKvShape shape;
   shape.head_dim = static_cast<int>(arch.head_dim);
@@ -141,6 +132,8 @@ gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch&
   shape.page_tokens = kGpuPageTokens;
   shape.key = gpu_side(config, config.key_for_layer(layer, n_layers), "key", shape.head_dim);
   shape.value = gpu_side(config, config.value_for_layer(layer, n_layers), "value", shape.head_dim);
+  // The engine's attention arithmetic runs on the device too (kernels/gpu/gpu_attention_engine.cu).
+  shape.engine = config.engine;
   return shape;
 }
 
@@ -154,6 +147,7 @@ std::unique_ptr<GpuSequence> GpuSequence::fork(int64_t n) const {
   auto copy = std::make_unique<GpuSequence>();
   copy->capacity_ = capacity_;
   copy->shapes_ = shapes_;
+  copy->engine_ = engine_;
   for (size_t l = 0; l < layers_.size(); ++l) {
     copy->layers_.push_back(std::make_unique<gpu::DevicePagedKv>(shapes_[l], static_cast<int>(capacity_)));
     copy->layers_.back()->copy_prefix_from(*layers_[l], static_cast<int>(n));
@@ -193,6 +187,7 @@ std::unique_ptr<GpuSequence> GpuModel::start(const kernels::KvConfig& config, in
     throw_usage_error("GPU sequence capacity must be 1..2^30 tokens, got " + std::to_string(max_tokens));
   auto seq = std::make_unique<GpuSequence>();
   seq->capacity_ = max_tokens;
+  seq->engine_ = config.engine;
   for (int l = 0; l < static_cast<int>(arch_.n_layers); ++l) {
     seq->shapes_.push_back(gpu_kv_shape(config, arch_, l));
     seq->layers_.push_back(std::make_unique<gpu::DevicePagedKv>(seq->shapes_.back(), static_cast<int>(max_tokens)));
@@ -229,9 +224,19 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
   gpu::gather_rows(token_embd_.view, ids_.ints(), n, x_.floats());
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(D));
   const size_t residual = static_cast<size_t>(n) * E;
+  // llama.cpp's CPU matmuls convert their input to the weights' dot type; under
+  // @engine=llama.cpp each input is rounded the same way as Model::forward rounds it on the CPU
+  // (same buffers, same points). Every buffer rounded here is read only by the matmul that follows.
+  const bool llama_cpp_inputs = seq.engine_ == kernels::Engine::llama_cpp;
+  const auto round_input = [&](const Weight& w, float* in, int rows) {
+    if (llama_cpp_inputs) gpu::round_input_like_llama_cpp(w.view, in, rows);
+  };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& w = layers_[l];
     gpu::rms_norm_rows(x_.floats(), n, E, w.attn_norm.floats(), arch_.rms_eps, xn_.floats());
+    KVGATE_CHECK(!llama_cpp_inputs || (w.wk.view.type == w.wq.view.type && w.wv.view.type == w.wq.view.type),
+                 "llama.cpp input rounding: Q, K and V weights of different types");
+    round_input(w.wq, xn_.floats(), n);
     gpu::gemm_xwt(xn_.floats(), n, w.wq.view, q_.floats());
     gpu::gemm_xwt(xn_.floats(), n, w.wk.view, k_.floats());
     gpu::gemm_xwt(xn_.floats(), n, w.wv.view, v_.floats());
@@ -240,13 +245,18 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
     // Keys are quantized after RoPE and the chunk attends to its own quantized K/V, as on the CPU.
     seq.layers_[l]->append_device(k_.floats(), v_.floats(), n);
     seq.layers_[l]->attention_device(H, q_.floats(), n, softmax_scale, att_.floats());
+    round_input(w.wo, att_.floats(), n);
     gpu::gemm_xwt(att_.floats(), n, w.wo.view, proj_.floats());
     gpu::add_into(x_.floats(), proj_.floats(), residual);
 
     gpu::rms_norm_rows(x_.floats(), n, E, w.ffn_norm.floats(), arch_.rms_eps, xn_.floats());
+    KVGATE_CHECK(!llama_cpp_inputs || w.w_up.view.type == w.w_gate.view.type,
+                 "llama.cpp input rounding: gate and up weights of different types");
+    round_input(w.w_gate, xn_.floats(), n);
     gpu::gemm_xwt(xn_.floats(), n, w.w_gate.view, gate_.floats());
     gpu::gemm_xwt(xn_.floats(), n, w.w_up.view, up_.floats());
     gpu::silu_mul(gate_.floats(), up_.floats(), static_cast<size_t>(n) * F);
+    round_input(w.w_down, gate_.floats(), n);
     gpu::gemm_xwt(gate_.floats(), n, w.w_down.view, proj_.floats());
     gpu::add_into(x_.floats(), proj_.floats(), residual);
   }
@@ -255,8 +265,9 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
   logits_.reserve(static_cast<size_t>(rows) * V * f);
   gpu::rms_norm_rows(x_.floats() + static_cast<size_t>(first) * E, rows, E, output_norm_.floats(), arch_.rms_eps,
                      xn_.floats());
-  const gpu::DeviceWeight& head = tied_output_ ? token_embd_.view : output_.view;
-  gpu::gemm_xwt(xn_.floats(), rows, head, logits_.floats());
+  const Weight& head = tied_output_ ? token_embd_ : output_;
+  round_input(head, xn_.floats(), rows);
+  gpu::gemm_xwt(xn_.floats(), rows, head.view, logits_.floats());
   logits_.download(logits, static_cast<size_t>(rows) * V * f);
 }
 

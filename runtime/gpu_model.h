@@ -19,8 +19,9 @@
 namespace kvgate::runtime {
 
 // The device cache shape of `config` at `layer`: both sides must be formats with GPU kernels
-// (kernels/gpu/kv_rows.h) with no option but an fp8 per-tensor scale. Throws Error (usage)
-// naming the config and listing the GPU formats otherwise.
+// (kernels/gpu/kv_rows.h) with options those kernels take; the config's engine comes along
+// (its attention arithmetic runs on the device). Throws Error (usage) naming the config and
+// listing the GPU formats otherwise.
 kernels::gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch& arch, int layer);
 
 // The device weight type of a GGUF weight type (every type the CPU runtime multiplies with has
@@ -42,6 +43,7 @@ class GpuSequence {
   std::vector<std::unique_ptr<kernels::gpu::DevicePagedKv>> layers_;
   std::vector<kernels::gpu::PagedKvShape> shapes_;
   int64_t capacity_ = 0;
+  kernels::Engine engine_ = kernels::Engine::exact;  // the config's: llama.cpp also rounds matmul inputs
 };
 
 class GpuModel {

@@ -250,66 +250,40 @@ void matmul_many(ThreadPool& pool, std::span<const WeightMatrix* const> ws, cons
 
 namespace {
 
-// ggml's quantize_row_q8_K_ref: per 256, iscale = -127 / (the entry of largest magnitude),
-// codes nearest_int(iscale * x) (ties to even) capped at 127, d = 1 / iscale.
-void round_q8_k(float* x) {
-  constexpr int kBlockK = 256;
-  float max = 0.0f, amax = 0.0f;
-  for (int j = 0; j < kBlockK; ++j)
-    if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
-  if (amax == 0.0f) {
-    std::fill_n(x, kBlockK, 0.0f);
-    return;
+// The weight type's vec_dot_type (ggml-cpu.c type_traits_cpu); the GPU forward maps its weight
+// types the same way (kernels/gpu/weight_blocks.h llama_cpp_dot_input).
+ggml::DotInput llama_cpp_dot_input(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: return ggml::DotInput::f32;
+    case GgmlType::F16: return ggml::DotInput::f16;
+    case GgmlType::BF16: return ggml::DotInput::bf16;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: return ggml::DotInput::q8_1;
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL: return ggml::DotInput::q8_0;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K: return ggml::DotInput::q8_k;
+    default: break;
   }
-  const float iscale = -127.0f / max;
-  const float d = 1.0f / iscale;
-  for (int j = 0; j < kBlockK; ++j) x[j] = std::min(127.0f, std::nearbyint(iscale * x[j])) * d;
-}
-
-template <class Block>
-void round_blocks(float* x, int64_t count) {
-  uint8_t block[Block::kBytes];
-  for (int64_t i = 0; i + ggml::kBlock <= count; i += ggml::kBlock) {
-    Block::quantize_x86(x + i, block);
-    Block::dequantize(block, x + i);
-  }
+  throw_internal_error(std::string("llama.cpp input rounding: no vec_dot_type for weight type ") + ggml_type_name(type));
 }
 
 }  // namespace
 
 void round_input_like_llama_cpp(GgmlType type, float* x, int64_t n, int64_t cols) {
+  const ggml::DotInput dot = llama_cpp_dot_input(type);
+  if (dot == ggml::DotInput::f32) return;
+  const int block = ggml::dot_input_block(dot);
+  KVGATE_CHECK(cols % block == 0, std::string("llama.cpp input rounding: a row of ") + std::to_string(cols) +
+                                      " is not whole blocks of " + std::to_string(block) + " for weight type " +
+                                      ggml_type_name(type));
   const int64_t count = n * cols;
-  switch (type) {
-    case GgmlType::F32:
-      return;
-    case GgmlType::F16:
-      for (int64_t i = 0; i < count; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
-      return;
-    case GgmlType::BF16:
-      for (int64_t i = 0; i < count; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
-      return;
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-      KVGATE_CHECK(cols % ggml::kBlock == 0, "llama.cpp input rounding: row not whole q8_1 blocks");
-      return round_blocks<ggml::Q8_1>(x, count);
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0:
-    case GgmlType::Q8_0:
-    case GgmlType::IQ4_NL:
-      KVGATE_CHECK(cols % ggml::kBlock == 0, "llama.cpp input rounding: row not whole q8_0 blocks");
-      return round_blocks<ggml::Q8_0>(x, count);
-    case GgmlType::Q2_K:
-    case GgmlType::Q3_K:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-      KVGATE_CHECK(cols % 256 == 0, "llama.cpp input rounding: row not whole q8_K blocks");
-      for (int64_t i = 0; i < count; i += 256) round_q8_k(x + i);
-      return;
-    default:
-      throw_internal_error(std::string("llama.cpp input rounding: no vec_dot_type for weight type ") +
-                           ggml_type_name(type));
-  }
+  for (int64_t i = 0; i < count; i += block) ggml::round_dot_input(dot, x + i);
 }
 
 }  // namespace kvgate::runtime

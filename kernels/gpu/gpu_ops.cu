@@ -165,6 +165,11 @@ __global__ void rope_pairs_kernel(float* x, int n, int heads, int head_dim, int 
   v[1] = a * s + b * c;
 }
 
+__global__ void round_dot_input_kernel(ggml::DotInput t, int block, float* x, size_t blocks) {
+  const size_t b = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b < blocks) ggml::round_dot_input(t, x + b * block);
+}
+
 __global__ void silu_mul_kernel(float* gate, const float* up, size_t n) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -247,6 +252,18 @@ void gemm_xwt(const float* x, int n, const DeviceWeight& w, float* y) {
     }
   });
   check(gpuGetLastError(), "gemm launch");
+}
+
+void round_input_like_llama_cpp(const DeviceWeight& w, float* x, int n) {
+  const ggml::DotInput t = llama_cpp_dot_input(w.type);
+  if (n <= 0 || t == ggml::DotInput::f32) return;
+  const int block = ggml::dot_input_block(t);
+  if (w.cols % block != 0)
+    throw_usage_error("GPU llama.cpp input rounding: rows of " + std::to_string(w.cols) + " are not whole blocks of " +
+                      std::to_string(block));
+  const size_t blocks = static_cast<size_t>(n) * w.cols / block;
+  round_dot_input_kernel<<<blocks_for(blocks, kThreads), kThreads>>>(t, block, x, blocks);
+  check(gpuGetLastError(), "input rounding launch");
 }
 
 void rope_pairs(float* x, int n, int heads, int head_dim, int n_rot, int64_t pos0, const float* inv_freq) {

@@ -60,6 +60,12 @@ void rms_norm_rows(const float* x, int n, int dim, const float* weight, float ep
 // a tiled GEMM. Both sum each output over k in a fixed order.
 inline constexpr int kGemvMaxTokens = 8;
 void gemm_xwt(const float* x, int n, const DeviceWeight& w, float* y);
+// x[n][w.cols] rounded in place as llama.cpp's CPU mul_mat converts its input before it meets
+// weights of w's type (llama_cpp_dot_input: q8_1 blocks next to Q4_1/Q5_1, q8_0 next to
+// Q4_0/Q5_0/Q8_0, q8_K next to the k-quants, f16/bf16 next to F16/BF16), with the very function
+// the CPU runtime's round_input_like_llama_cpp runs (ggml_blocks.h round_dot_input): the GPU
+// forward's matmul inputs under @engine=llama.cpp. One thread per block.
+void round_input_like_llama_cpp(const DeviceWeight& w, float* x, int n);
 // Rotates adjacent pairs (v[2p], v[2p+1]) of each head's first n_rot elements by
 // (pos0 + token) * inv_freq[p]; angles in double, as the CPU runtime computes them.
 void rope_pairs(float* x, int n, int heads, int head_dim, int n_rot, int64_t pos0, const float* inv_freq);

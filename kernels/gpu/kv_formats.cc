@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/engine.h"
 #include "kernels/gpu/kv_checks.h"
 #include "kernels/kv_format.h"
 
@@ -108,6 +109,26 @@ void check_kv_side(const KvSideFormat& side, const PagedKvShape& shape, bool is_
       throw_usage_error("GPU paged KV: " + std::string(f.name) + " needs residual >= 0 and a group (" +
                         std::to_string(group) + ") dividing the page (" + std::to_string(shape.page_tokens) + " tokens)");
   }
+}
+
+AttentionArithmetic kv_arithmetic(const PagedKvShape& shape, int n_queries) {
+  if (shape.engine == Engine::exact) return {};
+  return resolve_arithmetic(shape.engine, entry_of(shape.key.format), entry_of(shape.value.format), n_queries,
+                            shape.head_dim, shape.key.scale);
+}
+
+void check_kv_engine(const PagedKvShape& shape) {
+  if (shape.engine == Engine::exact) return;
+  const FormatInfo& key = entry_of(shape.key.format);
+  const FormatInfo& value = entry_of(shape.value.format);
+  const std::string why = engine_refusal(shape.engine, key, value);
+  if (!why.empty()) throw_usage_error("GPU paged KV: @engine=" + std::string(engine_name(shape.engine)) + ": " + why);
+  // The engine path reads whole rows token by token (what the engines' caches are), as the
+  // CPU's engine attention does.
+  for (const FormatInfo* f : {&key, &value})
+    if (f->gpu != GpuStorage::rows)
+      throw_usage_error("GPU paged KV: @engine=" + std::string(engine_name(shape.engine)) + " reads per-token rows; " +
+                        std::string(f->name) + " is stored otherwise");
 }
 
 }  // namespace kvgate::kernels::gpu

@@ -66,4 +66,23 @@ KVGATE_HD float weight_element(WeightType t, const uint8_t* row, int64_t i) {
   return 0.0f;
 }
 
+// The type llama.cpp's CPU mul_mat converts its input to before the dot with weights of type t
+// (the vec_dot_type, ggml-cpu.c type_traits_cpu), as runtime/weights.cc maps the GGUF types:
+// the GPU forward rounds its matmul inputs to it under @engine=llama.cpp (gpu_ops.h).
+KVGATE_HD ggml::DotInput llama_cpp_dot_input(WeightType t) {
+  switch (t) {
+    case WeightType::f32: return ggml::DotInput::f32;
+    case WeightType::f16: return ggml::DotInput::f16;
+    case WeightType::bf16: return ggml::DotInput::bf16;
+    case WeightType::q4_1:
+    case WeightType::q5_1: return ggml::DotInput::q8_1;
+    case WeightType::q4_0:
+    case WeightType::q5_0:
+    case WeightType::q8_0: return ggml::DotInput::q8_0;
+    case WeightType::q4_k:
+    case WeightType::q6_k: return ggml::DotInput::q8_k;
+  }
+  return ggml::DotInput::f32;
+}
+
 }  // namespace kvgate::kernels::gpu

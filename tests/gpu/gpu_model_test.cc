@@ -65,8 +65,11 @@ RowDiff compare_rows(const std::vector<float>& cpu, const std::vector<float>& gp
 // A small random Llama written as GGUF (2 layers, embedding 256, 4 heads of 64 over 2 KV heads,
 // FFN 512, vocabulary 300), so the GPU forward is checked on machines that cannot fetch the
 // default model. Its weights come in several stored types (F32, F16, BF16, Q4_0, Q4_1, Q8_0,
-// Q6_K), which the GPU multiplies with as stored.
-std::string write_small_llama() {
+// Q6_K), which the GPU multiplies with as stored. With `llama_cpp_groups`, the matrices that
+// share an input share a type (Q4_0 Q/K/V, Q6_K gate/up), as @engine=llama.cpp's input
+// rounding needs, and the inputs meet every dot type: q8_0 (Q/K/V), bf16 (output projection),
+// q8_K (gate/up), q8_1 (down), f16 (the output head).
+std::string write_small_llama(bool llama_cpp_groups = false) {
   using namespace kvgate::testing;
   constexpr uint32_t E = 256, H = 4, KV = 2, D = 64, F = 512, V = 300, L = 2;
   GgufWriter w;
@@ -151,15 +154,25 @@ std::string write_small_llama() {
     const std::string p = "blk." + std::to_string(l) + ".";
     w.add_tensor(p + "attn_norm.weight", kTF32, {E}, f32(E, 1.0, 0.1));
     w.add_tensor(p + "attn_q.weight", kTQ4_0, {E, H * D}, q4(static_cast<size_t>(E) * H * D, 2.0 * s, false));
-    w.add_tensor(p + "attn_k.weight", kTF32, {E, KV * D}, f32(static_cast<size_t>(E) * KV * D, 0.0, 2.0 * s));
-    w.add_tensor(p + "attn_v.weight", kTBF16, {E, KV * D}, half_bits(static_cast<size_t>(E) * KV * D, s, true));
-    w.add_tensor(p + "attn_output.weight", kTF32, {H * D, E}, f32(static_cast<size_t>(E) * H * D, 0.0, s));
+    if (llama_cpp_groups) {
+      w.add_tensor(p + "attn_k.weight", kTQ4_0, {E, KV * D}, q4(static_cast<size_t>(E) * KV * D, 2.0 * s, false));
+      w.add_tensor(p + "attn_v.weight", kTQ4_0, {E, KV * D}, q4(static_cast<size_t>(E) * KV * D, s, false));
+      w.add_tensor(p + "attn_output.weight", kTBF16, {H * D, E}, half_bits(static_cast<size_t>(E) * H * D, s, true));
+    } else {
+      w.add_tensor(p + "attn_k.weight", kTF32, {E, KV * D}, f32(static_cast<size_t>(E) * KV * D, 0.0, 2.0 * s));
+      w.add_tensor(p + "attn_v.weight", kTBF16, {E, KV * D}, half_bits(static_cast<size_t>(E) * KV * D, s, true));
+      w.add_tensor(p + "attn_output.weight", kTF32, {H * D, E}, f32(static_cast<size_t>(E) * H * D, 0.0, s));
+    }
     w.add_tensor(p + "ffn_norm.weight", kTF32, {E}, f32(E, 1.0, 0.1));
-    w.add_tensor(p + "ffn_gate.weight", kTQ8_0, {E, F}, q8_0(static_cast<size_t>(E) * F, s));
+    if (llama_cpp_groups)
+      w.add_tensor(p + "ffn_gate.weight", kTQ6_K, {E, F}, q6_k(static_cast<size_t>(E) * F, s));
+    else
+      w.add_tensor(p + "ffn_gate.weight", kTQ8_0, {E, F}, q8_0(static_cast<size_t>(E) * F, s));
     w.add_tensor(p + "ffn_up.weight", kTQ6_K, {E, F}, q6_k(static_cast<size_t>(E) * F, s));
     w.add_tensor(p + "ffn_down.weight", kTQ4_1, {F, E}, q4(static_cast<size_t>(E) * F, 1.0 / std::sqrt(F), true));
   }
-  const std::string path = ::testing::TempDir() + "kvgate_small_llama.gguf";
+  const std::string path =
+      ::testing::TempDir() + (llama_cpp_groups ? "kvgate_small_llama_groups.gguf" : "kvgate_small_llama.gguf");
   write_file(path, w.finish());
   return path;
 }
@@ -238,7 +251,31 @@ INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuSmallModel,
                                            "int4_pth", "fp8_pth@0=f16", "k8v4", "tq3/4", "tq4:nc/u8", "u2/u3",
                                            "kivi4", "kivi2_k:residual=32/kivi2_v:residual=32", "q5_0/q5_1",
                                            "iq4_nl", "nvfp4", "q8_0:rot=hadamard/q4_0:rot=hadamard", "tq3.5/4",
-                                           "tq2.5:outliers=5/4", "tqprod3/4", "tq3:rot=qr/4"),
+                                           "tq2.5:outliers=5/4", "tqprod3/4", "tq3:rot=qr/4",
+                                           // Engine arithmetic in attention (llama.cpp's CPU engine,
+                                           // which also rounds matmul inputs: GpuSmallModelLlamaCpp).
+                                           "q4_0@engine=llama.cpp-cuda", "f16@engine=llama.cpp-cuda",
+                                           "fp8@engine=vllm-fa3"),
+                         test_name);
+
+// @engine=llama.cpp on the device: its attention arithmetic and every matmul input rounded to
+// the weights' dot type, against the CPU runtime doing the same. The roundings are the same
+// functions on both (checked on the host), so the backends differ by float summation order
+// only, except where such a difference moves an input across a rounding boundary.
+class GpuSmallModelLlamaCpp : public GpuSmallModel {
+ protected:
+  void SetUp() override {
+    if (kernels::gpu::device_count() == 0) GTEST_SKIP() << "no " << kernels::gpu::vendor() << " device present";
+    model_ = Model::load(write_small_llama(true));
+    gpu_ = GpuModel::upload(*model_);
+  }
+};
+
+TEST_P(GpuSmallModelLlamaCpp, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, *gpu_, GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuSmallModelLlamaCpp,
+                         ::testing::Values("q8_0@engine=llama.cpp", "q4_1/f16@engine=llama.cpp", "f16@engine=llama.cpp",
+                                           "bf16@engine=llama.cpp"),
                          test_name);
 
 // The default model, or the GGUF named by $KVGATE_GPU_TEST_MODEL: ci/gpu-check.sh names the
@@ -262,7 +299,9 @@ class GpuDefaultModel : public ::testing::TestWithParam<const char*> {
 
 TEST_P(GpuDefaultModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(*model_, *gpu_, GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuDefaultModel, ::testing::Values("f16", "q8_0", "q4_0", "tq3/4", "kivi4"),
+INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuDefaultModel,
+                         ::testing::Values("f16", "q8_0", "q4_0", "tq3/4", "kivi4", "q8_0@engine=llama.cpp",
+                                           "f16@engine=llama.cpp"),
                          test_name);
 
 // A random weight matrix of `type` whose every block scale/minimum is a small finite f16, so
@@ -390,23 +429,26 @@ TEST(GpuWeightTypes, EveryCpuWeightTypeMapsAndOthersAreUsageErrors) {
   EXPECT_EQ(mapped, 10);
 }
 
-// Runs without a device: the fixture the GPU comparison relies on is a valid model whose
-// logits are spread enough for top-1 comparisons to mean something.
+// Runs without a device: the fixtures the GPU comparison relies on are valid models whose
+// logits are spread enough for top-1 comparisons to mean something (the llama.cpp variant under
+// @engine=llama.cpp, whose input rounding needs its matrices grouped by type).
 TEST(GpuSmallModelFixture, LoadsAndRunsOnTheCpu) {
-  const auto model = Model::load(write_small_llama());
-  const size_t vocab = model->arch().n_vocab;
-  ASSERT_EQ(model->arch().head_dim, 64u);
-  ThreadPool pool(2);
-  auto cache = model->make_cache(kernels::parse_kv_config("f16"), 64);
-  const kernels::SeqId seq = cache->create_sequence();
-  const std::vector<int32_t> ids = prompt_ids(40, static_cast<int>(vocab));
-  std::vector<float> logits(ids.size() * vocab);
-  model->forward(pool, *cache, seq, ids, true, logits.data());
-  for (size_t r = 0; r < ids.size(); ++r) {
-    const float* row = logits.data() + r * vocab;
-    const auto [lo, hi] = std::minmax_element(row, row + vocab);
-    ASSERT_TRUE(std::isfinite(*lo) && std::isfinite(*hi)) << "row " << r;
-    EXPECT_GT(*hi - *lo, 1.0f) << "row " << r << ": logits too flat to compare top-1";
+  for (const bool groups : {false, true}) {
+    const auto model = Model::load(write_small_llama(groups));
+    const size_t vocab = model->arch().n_vocab;
+    ASSERT_EQ(model->arch().head_dim, 64u);
+    ThreadPool pool(2);
+    auto cache = model->make_cache(kernels::parse_kv_config(groups ? "q8_0@engine=llama.cpp" : "f16"), 64);
+    const kernels::SeqId seq = cache->create_sequence();
+    const std::vector<int32_t> ids = prompt_ids(40, static_cast<int>(vocab));
+    std::vector<float> logits(ids.size() * vocab);
+    model->forward(pool, *cache, seq, ids, true, logits.data());
+    for (size_t r = 0; r < ids.size(); ++r) {
+      const float* row = logits.data() + r * vocab;
+      const auto [lo, hi] = std::minmax_element(row, row + vocab);
+      ASSERT_TRUE(std::isfinite(*lo) && std::isfinite(*hi)) << "row " << r;
+      EXPECT_GT(*hi - *lo, 1.0f) << "row " << r << ": logits too flat to compare top-1";
+    }
   }
 }
 
@@ -449,6 +491,12 @@ TEST(GpuKvShape, ConfigsWithoutGpuKernelsAreUsageErrors) {
   const auto mixed = kernels::parse_kv_config("q4_0@0=f16");
   EXPECT_EQ(gpu_kv_shape(mixed, arch, 0).key.format, kernels::FormatId::f16);
   EXPECT_EQ(gpu_kv_shape(mixed, arch, 1).key.format, kernels::FormatId::q4_0);
+  // The engine comes along: its arithmetic runs on the device.
+  const auto engine = gpu_kv_shape(kernels::parse_kv_config("q8_0@0=f16@engine=llama.cpp"), arch, 0);
+  EXPECT_EQ(engine.engine, kernels::Engine::llama_cpp);
+  EXPECT_EQ(engine.key.format, kernels::FormatId::f16);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("fp8@engine=vllm-fa3"), arch, 1).engine, kernels::Engine::vllm_fa3);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q8_0"), arch, 1).engine, kernels::Engine::exact);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // the device multiplies by exactly the weights the CPU does (checked here on any machine).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -11,6 +12,7 @@
 
 #include "core/float_convert.h"
 #include "core/rng.h"
+#include "kernels/ggml_blocks.h"
 #include "kernels/gpu/weight_blocks.h"
 #include "runtime/gguf.h"
 #include "runtime/weights.h"
@@ -19,6 +21,7 @@ namespace kvgate::runtime {
 namespace {
 
 namespace gpu = kernels::gpu;
+namespace ggml = kernels::ggml;
 
 struct TypePair {
   GgmlType cpu;
@@ -89,6 +92,58 @@ TEST(GpuWeightBlocks, ElementsEqualTheCpuDecodeBitForBit) {
       }
     }
     EXPECT_GT(finite, rows * cols / 2) << ggml_type_name(p.cpu);
+  }
+}
+
+// ggml's quantize_row_q8_K_ref as runtime/weights.cc wrote it before the CPU and GPU shared
+// ggml_blocks.h's round_dot_input, restated: the k-quants' input rounding must not move.
+void reference_round_q8_k(float* x) {
+  float max = 0.0f, amax = 0.0f;
+  for (int j = 0; j < 256; ++j)
+    if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+  if (amax == 0.0f) {
+    std::fill_n(x, 256, 0.0f);
+    return;
+  }
+  const float iscale = -127.0f / max;
+  const float d = 1.0f / iscale;
+  for (int j = 0; j < 256; ++j) x[j] = std::min(127.0f, std::nearbyint(iscale * x[j])) * d;
+}
+
+// @engine=llama.cpp's matmul input rounding: the GPU's mapping of its weight types and its
+// block-per-thread calls (kernels/gpu/gpu_ops.cu) against the CPU runtime's
+// round_input_like_llama_cpp, bit for bit, for every weight type; the q8_K rounding also
+// against its earlier CPU code. Rows hold a zero block, exact ties and a NaN.
+TEST(GpuWeightBlocks, LlamaCppInputRoundingEqualsTheCpuRuntime) {
+  Rng rng(44);
+  const int n = 3, cols = 512;
+  std::vector<float> x(static_cast<size_t>(n) * cols);
+  for (float& v : x) v = static_cast<float>(rng.normal() * 2.0);
+  std::fill_n(x.begin() + 256, 256, 0.0f);  // a zero q8 block and a zero q8_K super-block
+  x[600] = 127.0f;                          // with id = 1, ties 2.5 and -4.5 in its block
+  x[601] = 2.5f;
+  x[602] = -4.5f;
+  x[1100] = NAN;
+  for (const TypePair& p : kTypes) {
+    std::vector<float> cpu = x, lanes = x;
+    round_input_like_llama_cpp(p.cpu, cpu.data(), n, cols);
+    const ggml::DotInput dot = gpu::llama_cpp_dot_input(p.gpu);
+    const int block = ggml::dot_input_block(dot);
+    ASSERT_EQ(cols % block, 0);
+    for (size_t i = 0; i < lanes.size(); i += static_cast<size_t>(block)) ggml::round_dot_input(dot, lanes.data() + i);
+    for (size_t i = 0; i < cpu.size(); ++i)
+      ASSERT_TRUE(bits(lanes[i]) == bits(cpu[i]) || (std::isnan(lanes[i]) && std::isnan(cpu[i])))
+          << ggml_type_name(p.cpu) << " element " << i << ": " << lanes[i] << " vs " << cpu[i];
+    if (dot == ggml::DotInput::q8_k) {
+      std::vector<float> want = x;
+      for (size_t i = 0; i < want.size(); i += 256) reference_round_q8_k(want.data() + i);
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_TRUE(bits(want[i]) == bits(cpu[i]) || (std::isnan(want[i]) && std::isnan(cpu[i])))
+            << ggml_type_name(p.cpu) << " q8_K element " << i;
+    }
+    if (dot == ggml::DotInput::f32) {
+      EXPECT_EQ(std::memcmp(cpu.data(), x.data(), x.size() * sizeof(float)), 0);
+    }
   }
 }
 
