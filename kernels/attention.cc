@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/attention_engine.h"
+#include "kernels/simd_avx2.h"
 
 namespace kvgate::kernels {
 namespace {
@@ -140,12 +141,8 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
           aw[i] *= rescale;
         }
       }
-      float sum = 0.0f;
-      for (int t = 0; t < n; ++t) {
-        row[t] = st.weight(row[t]);
-        sum += row[t];
-      }
-      st.add(sum);
+      // st.weight for each score (the max is finite now), 8 at a time.
+      st.add(simd::softmax_weights(row, n, st.max, row));
     }
 
     prefetch_page(v.value, kv_head, ps + pt, visible_end, pt);

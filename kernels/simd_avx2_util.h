@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/float_convert.h"
+#include "kernels/exp_poly.h"
 
 #define KVGATE_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define KVGATE_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
@@ -120,6 +121,28 @@ KVGATE_AVX2_INLINE __m256 round_half_away(__m256 v) {
   const __m256 frac = abs_ps(_mm256_sub_ps(v, t));
   const __m256 away = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(1.0f));
   return _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), away));
+}
+
+// exp_poly (kernels/exp_poly.h) on 8 lanes, the same operations in the same order.
+KVGATE_AVX2_INLINE __m256 exp_ps(__m256 x) {
+  const __m256 shifter = _mm256_set1_ps(kExpPolyShifter), one = _mm256_set1_ps(1.0f);
+  x = _mm256_max_ps(_mm256_set1_ps(kExpPolyMin), x);
+  x = _mm256_min_ps(_mm256_set1_ps(kExpPolyMax), x);
+  const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(kExpPolyLog2e), shifter);
+  const __m256 n = _mm256_sub_ps(t, shifter);
+  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kExpPolyLn2Hi), x);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kExpPolyLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kExpPolyP[0]);
+  for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpPolyP[i]));
+  p = _mm256_fmadd_ps(p, r, one);
+  p = _mm256_fmadd_ps(p, r, one);
+  const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(shifter));
+  const __m256i n1 = _mm256_srai_epi32(ni, 1);
+  const __m256i n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
 }  // namespace kvgate::kernels::simd::avx2
