@@ -114,6 +114,28 @@ KVGATE_AVX2_INLINE void nibbles_to_u8x32(const uint8_t* qs, __m128i* lo, __m128i
   *hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
 }
 
+// The same 32 codes as nibbles_to_u8x32, as 32-bit lanes in element order: c[0] = elements 0..7
+// ... c[3] = 24..31. Each 8 bytes are widened once, with the load folded into the widening, and
+// give 8 low and 8 high nibbles; splitting in bytes first needs four widenings and two byte
+// shifts per block, all on the one shuffle port the widening uses.
+KVGATE_AVX2_INLINE void nibbles_to_i32x32(const uint8_t* qs, __m256i* c) {
+  const __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
+  const __m256i mask = _mm256_set1_epi32(0x0f);
+  c[0] = _mm256_and_si256(b0, mask);
+  c[1] = _mm256_and_si256(b1, mask);
+  c[2] = _mm256_srli_epi32(b0, 4);
+  c[3] = _mm256_srli_epi32(b1, 4);
+}
+
+// Nibbles 0..7 of the little-endian u32 at p (element 2i in byte i's low nibble, 2i+1 in its high
+// one) as 32-bit lanes in order, without the shuffle port: the broadcast is a plain load and
+// each lane shifts its own nibble down.
+KVGATE_AVX2_INLINE __m256i nibbles8_to_i32(const uint8_t* p) {
+  const __m256i all = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p)));
+  return _mm256_and_si256(_mm256_srlv_epi32(all, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)), _mm256_set1_epi32(0x0f));
+}
+
 // roundf (half away from zero) exactly: truncate, then step away from zero when the dropped
 // fraction is at least one half. x - trunc(x) is exact for |x| < 2^23.
 KVGATE_AVX2_INLINE __m256 round_half_away(__m256 v) {
