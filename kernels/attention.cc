@@ -32,14 +32,21 @@ struct Scratch {
         acc_stored(rows * head_dim), acc_window(rows * head_dim), state(rows), position(rows) {}
 };
 
-// Asks for a head's share of the next page while this one is computed: one head's tokens of a
-// page are a few KiB between other heads' data, too short a run for the hardware prefetcher to
-// ramp up on, so without this each page starts with a stall on DRAM.
-void prefetch_page(const KvRoleView& role, int kv_head, int64_t page_start, int64_t page_end, int page_tokens) {
+// Asks for part of a head's share of a later page while this one is computed: one head's
+// tokens of a page are a few KiB between other heads' data, too short a run for the hardware
+// prefetcher to ramp up on, so without this each page starts with a stall on DRAM. The share is
+// requested in `parts` pieces spread over the page's work (this call asks for piece `part`):
+// all of it at once overflows the core's line fill buffers, and the prefetches that wait for one
+// stall the core as a missing load would.
+void prefetch_page(const KvRoleView& role, int kv_head, int64_t page_start, int64_t page_end, int page_tokens, int part,
+                   int parts) {
   if (page_start >= std::min(page_end, role.quantized) || role.pages[page_start / page_tokens] == kDroppedPage) return;
   const char* p = reinterpret_cast<const char*>(role.group_at(kv_head, page_start, page_tokens));
   constexpr size_t kLine = 64;
-  for (size_t off = 0; off < role.head_bytes; off += kLine) __builtin_prefetch(p + off);
+  const size_t lines = (role.head_bytes + kLine - 1) / kLine;
+  const size_t end = lines * static_cast<size_t>(part + 1) / static_cast<size_t>(parts);
+  for (size_t line = lines * static_cast<size_t>(part) / static_cast<size_t>(parts); line < end; ++line)
+    __builtin_prefetch(p + line * kLine);
 }
 
 // The largest of n scores in four independent chains (one serial chain waits out the compare's
@@ -102,7 +109,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
     const int64_t pe = std::min<int64_t>(ps + pt, v.length);
     const int n = static_cast<int>(pe - ps);
     float* scores = s.scores.data();
-    prefetch_page(v.key, kv_head, ps + pt, visible_end, pt);
+    prefetch_page(v.key, kv_head, ps + pt, visible_end, pt, 0, 2);
 
     const int nk = static_cast<int>(std::clamp(v.key.quantized, ps, pe) - ps);
     if (nk == n) {
@@ -118,6 +125,8 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
         for (int r = 0; r < rows; ++r) scores[static_cast<size_t>(r) * n + t] = dot(&s.q_scaled[static_cast<size_t>(r) * D], key, D);
       }
     }
+
+    prefetch_page(v.key, kv_head, ps + pt, visible_end, pt, 1, 2);
 
     for (int r = 0; r < rows; ++r) {
       float* row = scores + static_cast<size_t>(r) * n;
@@ -145,7 +154,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
       st.add(simd::softmax_weights(row, n, st.max, row));
     }
 
-    prefetch_page(v.value, kv_head, ps + pt, visible_end, pt);
+    prefetch_page(v.value, kv_head, ps + pt, visible_end, pt, 0, 2);
     const int nv = static_cast<int>(std::clamp(v.value.quantized, ps, pe) - ps);
     if (nv == n) {
       vc.axpy_rows(scores, rows, v.value.group_at(kv_head, ps, pt), n, s.acc_stored.data());
@@ -165,6 +174,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
         }
       }
     }
+    prefetch_page(v.value, kv_head, ps + pt, visible_end, pt, 1, 2);
   }
 
   for (int r = 0; r < rows; ++r) {
