@@ -109,77 +109,75 @@ void attend_page(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, in
   const Codec& vc = *v.value.codec;
   const int rows = static_cast<int>(q_end - q_begin) * job.group;
   const int64_t visible_end = v.length - job.n_queries + q_end;  // no row sees a token at or past this
-  {
-    const int64_t pe = std::min<int64_t>(ps + pt, v.length);
-    const int n = static_cast<int>(pe - ps);
-    float* scores = s.scores.data();
-    if (prefetch) prefetch_page(v.key, kv_head, ps + pt, visible_end, pt, 0, 2);
+  const int64_t pe = std::min<int64_t>(ps + pt, v.length);
+  const int n = static_cast<int>(pe - ps);
+  float* scores = s.scores.data();
+  if (prefetch) prefetch_page(v.key, kv_head, ps + pt, visible_end, pt, 0, 2);
 
-    const int nk = static_cast<int>(std::clamp(v.key.quantized, ps, pe) - ps);
-    if (nk == n) {
-      kc.dot_rows(s.q_prepared.data(), rows, v.key.group_at(kv_head, ps, pt), n, scores);
-    } else {
-      if (nk > 0) {
-        kc.dot_rows(s.q_prepared.data(), rows, v.key.group_at(kv_head, ps, pt), nk, s.compact.data());
-        for (int r = 0; r < rows; ++r)
-          std::memcpy(scores + static_cast<size_t>(r) * n, &s.compact[static_cast<size_t>(r) * nk], sizeof(float) * nk);
-      }
-      for (int t = nk; t < n; ++t) {
-        const float* key = v.key.window_row(kv_head, ps + t, D);
-        for (int r = 0; r < rows; ++r) scores[static_cast<size_t>(r) * n + t] = dot(&s.q_scaled[static_cast<size_t>(r) * D], key, D);
-      }
+  const int nk = static_cast<int>(std::clamp(v.key.quantized, ps, pe) - ps);
+  if (nk == n) {
+    kc.dot_rows(s.q_prepared.data(), rows, v.key.group_at(kv_head, ps, pt), n, scores);
+  } else {
+    if (nk > 0) {
+      kc.dot_rows(s.q_prepared.data(), rows, v.key.group_at(kv_head, ps, pt), nk, s.compact.data());
+      for (int r = 0; r < rows; ++r)
+        std::memcpy(scores + static_cast<size_t>(r) * n, &s.compact[static_cast<size_t>(r) * nk], sizeof(float) * nk);
     }
-
-    if (prefetch) prefetch_page(v.key, kv_head, ps + pt, visible_end, pt, 1, 2);
-
-    for (int r = 0; r < rows; ++r) {
-      float* row = scores + static_cast<size_t>(r) * n;
-      const int64_t pos = s.position[r];
-      for (int64_t t = std::max<int64_t>(pos + 1 - ps, 0); t < n; ++t) row[t] = -INFINITY;
-      if (v.window > 0)
-        for (int64_t t = 0; t < std::min<int64_t>(pos - v.window + 1 - ps, n); ++t) row[t] = -INFINITY;
-      const float chunk_max = max_of(row, n);
-      if (chunk_max == -INFINITY) {
-        std::fill_n(row, n, 0.0f);
-        continue;
-      }
-      SoftmaxState& st = s.state[r];
-      // Multiplying by a factor of exactly 1 would change no bit, so it is skipped.
-      const float rescale = st.raise_max(chunk_max);
-      if (rescale != 1.0f) {
-        float* as = &s.acc_stored[static_cast<size_t>(r) * D];
-        float* aw = &s.acc_window[static_cast<size_t>(r) * D];
-        for (int i = 0; i < D; ++i) {
-          as[i] *= rescale;
-          aw[i] *= rescale;
-        }
-      }
-      // st.weight for each score (the max is finite now), 8 at a time.
-      st.add(simd::softmax_weights(row, n, st.max, row));
+    for (int t = nk; t < n; ++t) {
+      const float* key = v.key.window_row(kv_head, ps + t, D);
+      for (int r = 0; r < rows; ++r) scores[static_cast<size_t>(r) * n + t] = dot(&s.q_scaled[static_cast<size_t>(r) * D], key, D);
     }
-
-    if (prefetch) prefetch_page(v.value, kv_head, ps + pt, visible_end, pt, 0, 2);
-    const int nv = static_cast<int>(std::clamp(v.value.quantized, ps, pe) - ps);
-    if (nv == n) {
-      vc.axpy_rows(scores, rows, v.value.group_at(kv_head, ps, pt), n, s.acc_stored.data());
-    } else {
-      if (nv > 0) {
-        for (int r = 0; r < rows; ++r)
-          std::memcpy(&s.compact[static_cast<size_t>(r) * nv], scores + static_cast<size_t>(r) * n, sizeof(float) * nv);
-        vc.axpy_rows(s.compact.data(), rows, v.value.group_at(kv_head, ps, pt), nv, s.acc_stored.data());
-      }
-      for (int t = nv; t < n; ++t) {
-        const float* value = v.value.window_row(kv_head, ps + t, D);
-        for (int r = 0; r < rows; ++r) {
-          const float w = scores[static_cast<size_t>(r) * n + t];
-          if (w == 0.0f) continue;
-          float* aw = &s.acc_window[static_cast<size_t>(r) * D];
-          for (int i = 0; i < D; ++i) aw[i] += w * value[i];
-        }
-      }
-    }
-    if (prefetch) prefetch_page(v.value, kv_head, ps + pt, visible_end, pt, 1, 2);
   }
+
+  if (prefetch) prefetch_page(v.key, kv_head, ps + pt, visible_end, pt, 1, 2);
+
+  for (int r = 0; r < rows; ++r) {
+    float* row = scores + static_cast<size_t>(r) * n;
+    const int64_t pos = s.position[r];
+    for (int64_t t = std::max<int64_t>(pos + 1 - ps, 0); t < n; ++t) row[t] = -INFINITY;
+    if (v.window > 0)
+      for (int64_t t = 0; t < std::min<int64_t>(pos - v.window + 1 - ps, n); ++t) row[t] = -INFINITY;
+    const float chunk_max = max_of(row, n);
+    if (chunk_max == -INFINITY) {
+      std::fill_n(row, n, 0.0f);
+      continue;
+    }
+    SoftmaxState& st = s.state[r];
+    // Multiplying by a factor of exactly 1 would change no bit, so it is skipped.
+    const float rescale = st.raise_max(chunk_max);
+    if (rescale != 1.0f) {
+      float* as = &s.acc_stored[static_cast<size_t>(r) * D];
+      float* aw = &s.acc_window[static_cast<size_t>(r) * D];
+      for (int i = 0; i < D; ++i) {
+        as[i] *= rescale;
+        aw[i] *= rescale;
+      }
+    }
+    // st.weight for each score (the max is finite now), 8 at a time.
+    st.add(simd::softmax_weights(row, n, st.max, row));
+  }
+
+  if (prefetch) prefetch_page(v.value, kv_head, ps + pt, visible_end, pt, 0, 2);
+  const int nv = static_cast<int>(std::clamp(v.value.quantized, ps, pe) - ps);
+  if (nv == n) {
+    vc.axpy_rows(scores, rows, v.value.group_at(kv_head, ps, pt), n, s.acc_stored.data());
+  } else {
+    if (nv > 0) {
+      for (int r = 0; r < rows; ++r)
+        std::memcpy(&s.compact[static_cast<size_t>(r) * nv], scores + static_cast<size_t>(r) * n, sizeof(float) * nv);
+      vc.axpy_rows(s.compact.data(), rows, v.value.group_at(kv_head, ps, pt), nv, s.acc_stored.data());
+    }
+    for (int t = nv; t < n; ++t) {
+      const float* value = v.value.window_row(kv_head, ps + t, D);
+      for (int r = 0; r < rows; ++r) {
+        const float w = scores[static_cast<size_t>(r) * n + t];
+        if (w == 0.0f) continue;
+        float* aw = &s.acc_window[static_cast<size_t>(r) * D];
+        for (int i = 0; i < D; ++i) aw[i] += w * value[i];
+      }
+    }
+  }
+  if (prefetch) prefetch_page(v.value, kv_head, ps + pt, visible_end, pt, 1, 2);
 }
 
 // The rows' outputs once every page is in.
@@ -200,11 +198,11 @@ void finish_rows(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, Sc
   }
 }
 
-// KV heads [h_begin, h_end) for query positions [q_begin, q_end), page by page and within a
-// page head by head: the heads' shares of a page lie next to each other, so the walk reads the
-// cache in long runs the hardware prefetcher follows (one head at a time, each run is a few
-// KiB, and the software prefetch that makes up for that overflowed the line fill buffers where
-// the hardware one does not). Every head's arithmetic is the same whichever heads share the walk.
+// KV heads [h_begin, h_end) for query positions [q_begin, q_end), page by page and, within a
+// page, head by head. The heads' shares of a page lie next to each other, so the walk reads the
+// cache in runs of several heads that the hardware prefetcher follows; one head at a time, the
+// runs are a few KiB apart and need the software prefetch, which competes for the line fill
+// buffers. A head's arithmetic does not depend on which heads share the walk.
 void attend_heads(const Job& job, int h_begin, int h_end, int64_t q_begin, int64_t q_end, std::vector<Scratch>& s) {
   const KvLayerView& v = *job.view;
   const int pt = v.page_tokens;
@@ -245,8 +243,7 @@ void paged_attention(const PagedKvCache& cache, SeqId seq, int layer, const Atte
   // A decode step (one query block) walks several heads per unit, as few units as keep every
   // thread busy; longer chunks keep one head per unit, whose rows' state is already large.
   const int threads = pool ? pool->size() : 1;
-  const int heads_per_unit =
-      blocks == 1 ? (view.n_kv_heads + threads - 1) / threads : 1;
+  const int heads_per_unit = blocks == 1 ? (view.n_kv_heads + threads - 1) / threads : 1;
   const int head_units = (view.n_kv_heads + heads_per_unit - 1) / heads_per_unit;
   const size_t units = static_cast<size_t>(blocks) * head_units;
   const size_t max_rows = static_cast<size_t>(std::min(n_queries, kQueryBlock)) * job.group;
