@@ -30,11 +30,9 @@ struct Q4_0Dec : NoRowMin {
   KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
   static float block_m(const uint8_t*) { return 0.0f; }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
-    __m128i lo, hi;
-    nibbles_to_u8x32(b + 2, &lo, &hi);
-    const __m128i eight = _mm_set1_epi8(8);
-    cvt_i8x16(_mm_sub_epi8(lo, eight), v);
-    cvt_i8x16(_mm_sub_epi8(hi, eight), v + 2);
+    __m256i c[4];
+    nibbles_to_i32x32(b + 2, c);
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtepi32_ps(_mm256_sub_epi32(c[k], _mm256_set1_epi32(8)));
   }
 };
 
@@ -46,10 +44,9 @@ struct Q4_1Dec : NoRowMin {
   KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
   KVGATE_AVX2_INLINE static float block_m(const uint8_t* b) { return load_f16_hw(b + 2); }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
-    __m128i lo, hi;
-    nibbles_to_u8x32(b + 4, &lo, &hi);
-    cvt_i8x16(lo, v);  // codes 0..15 are the same as signed or unsigned bytes
-    cvt_i8x16(hi, v + 2);
+    __m256i c[4];
+    nibbles_to_i32x32(b + 4, c);
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtepi32_ps(c[k]);
   }
 };
 

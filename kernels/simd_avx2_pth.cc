@@ -21,11 +21,9 @@ struct Int4PairDec : NoBlockScale, NoRowMin {
   static constexpr bool kRowScaled = true;
   static float row_scale(const uint8_t* row, float) { return load_f32(row); }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
-    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_and_si128(bytes, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-    cvt_i8x16(_mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), _mm_set1_epi8(8)), v);  // element 2i then 2i+1
+    const __m256i eight = _mm256_set1_epi32(8);
+    v[0] = _mm256_cvtepi32_ps(_mm256_sub_epi32(nibbles8_to_i32(b), eight));
+    v[1] = _mm256_cvtepi32_ps(_mm256_sub_epi32(nibbles8_to_i32(b + 4), eight));
   }
 };
 

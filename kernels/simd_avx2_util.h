@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/float_convert.h"
+#include "kernels/exp_poly.h"
 
 #define KVGATE_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define KVGATE_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
@@ -113,6 +114,28 @@ KVGATE_AVX2_INLINE void nibbles_to_u8x32(const uint8_t* qs, __m128i* lo, __m128i
   *hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
 }
 
+// The same 32 codes as nibbles_to_u8x32, as 32-bit lanes in element order: c[0] = elements 0..7
+// ... c[3] = 24..31. Each 8 bytes are widened once, with the load folded into the widening, and
+// give 8 low and 8 high nibbles; splitting in bytes first needs four widenings and two byte
+// shifts per block, all on the one shuffle port the widening uses.
+KVGATE_AVX2_INLINE void nibbles_to_i32x32(const uint8_t* qs, __m256i* c) {
+  const __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
+  const __m256i mask = _mm256_set1_epi32(0x0f);
+  c[0] = _mm256_and_si256(b0, mask);
+  c[1] = _mm256_and_si256(b1, mask);
+  c[2] = _mm256_srli_epi32(b0, 4);
+  c[3] = _mm256_srli_epi32(b1, 4);
+}
+
+// Nibbles 0..7 of the little-endian u32 at p (element 2i in byte i's low nibble, 2i+1 in its high
+// one) as 32-bit lanes in order, without the shuffle port: the broadcast is a plain load and
+// each lane shifts its own nibble down.
+KVGATE_AVX2_INLINE __m256i nibbles8_to_i32(const uint8_t* p) {
+  const __m256i all = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(p)));
+  return _mm256_and_si256(_mm256_srlv_epi32(all, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)), _mm256_set1_epi32(0x0f));
+}
+
 // roundf (half away from zero) exactly: truncate, then step away from zero when the dropped
 // fraction is at least one half. x - trunc(x) is exact for |x| < 2^23.
 KVGATE_AVX2_INLINE __m256 round_half_away(__m256 v) {
@@ -120,6 +143,28 @@ KVGATE_AVX2_INLINE __m256 round_half_away(__m256 v) {
   const __m256 frac = abs_ps(_mm256_sub_ps(v, t));
   const __m256 away = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(1.0f));
   return _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), away));
+}
+
+// exp_poly (kernels/exp_poly.h) on 8 lanes, the same operations in the same order.
+KVGATE_AVX2_INLINE __m256 exp_ps(__m256 x) {
+  const __m256 shifter = _mm256_set1_ps(kExpPolyShifter), one = _mm256_set1_ps(1.0f);
+  x = _mm256_max_ps(_mm256_set1_ps(kExpPolyMin), x);
+  x = _mm256_min_ps(_mm256_set1_ps(kExpPolyMax), x);
+  const __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(kExpPolyLog2e), shifter);
+  const __m256 n = _mm256_sub_ps(t, shifter);
+  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kExpPolyLn2Hi), x);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kExpPolyLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kExpPolyP[0]);
+  for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpPolyP[i]));
+  p = _mm256_fmadd_ps(p, r, one);
+  p = _mm256_fmadd_ps(p, r, one);
+  const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(shifter));
+  const __m256i n1 = _mm256_srai_epi32(ni, 1);
+  const __m256i n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
 }  // namespace kvgate::kernels::simd::avx2

@@ -8,14 +8,19 @@
 #include <cmath>
 
 #include "core/host_device.h"
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#include "kernels/exp_poly.h"
+#endif
 
 namespace kvgate::kernels {
 
+// The device's expf; on the host exp_poly, whose AVX2 twin (simd::softmax_weights) computes a
+// page's weights 8 at a time with the same bits, so the CPU attention never calls libm per score.
 KVGATE_HD float softmax_exp(float x) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return expf(x);
 #else
-  return std::exp(x);
+  return exp_poly(x);
 #endif
 }
 
