@@ -6,6 +6,7 @@
 //   build/bench/fused_rows_bench --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -79,6 +80,33 @@ void BM_axpy_rows(benchmark::State& state, const kn::FormatInfo* f) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * r.bytes.size()));
 }
 
+// One 32-token page, head_dim from the benchmark's argument, n_q query rows per call.
+void BM_page(benchmark::State& state, const kn::FormatInfo* f, bool dot) {
+  const int head_dim = static_cast<int>(state.range(0)), n_q = static_cast<int>(state.range(1)), tokens = 32;
+  const auto codec = kn::make_codec(*f, head_dim);
+  const int g = codec->token_group();
+  const int groups = (tokens + g - 1) / g;
+  std::vector<uint8_t> bytes(static_cast<size_t>(groups) * codec->group_bytes());
+  kvgate::Rng rng(2);
+  std::vector<float> x(static_cast<size_t>(g) * head_dim);
+  for (int i = 0; i < groups; ++i) {
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    codec->quantize(x.data(), bytes.data() + static_cast<size_t>(i) * codec->group_bytes());
+  }
+  std::vector<float> q(static_cast<size_t>(n_q) * head_dim), qp(q.size()), weights(static_cast<size_t>(n_q) * tokens, 1e-3f);
+  for (float& v : q) v = static_cast<float>(rng.normal());
+  for (int i = 0; i < n_q; ++i) codec->prepare_query(q.data() + i * head_dim, qp.data() + i * head_dim);
+  std::vector<float> out(static_cast<size_t>(n_q) * std::max(tokens, head_dim), 0.0f);
+  for (auto _ : state) {
+    if (dot)
+      codec->dot_rows(qp.data(), n_q, bytes.data(), tokens, out.data());
+    else
+      codec->axpy_rows(weights.data(), n_q, bytes.data(), tokens, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n_q * tokens);
+}
+
 // KIVI-style formats keep a residual window the fused row paths do not see; they are measured
 // by kernels_bench's attention benchmarks instead.
 const int registered = [] {
@@ -87,6 +115,14 @@ const int registered = [] {
     if (kn::make_codec(*f, kHeadDim)->residual_tokens() > 0) continue;
     if (f->for_keys) benchmark::RegisterBenchmark(("dot_rows/" + std::string(f->name)).c_str(), BM_dot_rows, f);
     if (f->for_values) benchmark::RegisterBenchmark(("axpy_rows/" + std::string(f->name)).c_str(), BM_axpy_rows, f);
+  }
+  for (const kn::FormatInfo* f : kn::all_formats()) {
+    if (kn::make_codec(*f, kHeadDim)->residual_tokens() > 0) continue;
+    for (bool dot : {true, false}) {
+      if (dot ? !f->for_keys : !f->for_values) continue;
+      benchmark::RegisterBenchmark(((dot ? "page/dot/" : "page/axpy/") + std::string(f->name)).c_str(), BM_page, f, dot)
+          ->ArgsProduct({{64, 128}, {4, 48}});
+    }
   }
   return 0;
 }();

@@ -1,5 +1,6 @@
 #include "kernels/cpu_features.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -18,9 +19,16 @@ CpuFeatures detect() {
   unsigned eax, ebx, ecx, edx;
   __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(1), "c"(0));
   f.f16c = (ecx >> 29) & 1u;
+  // libgcc's answers for these also check that XCR0 enables the opmask and zmm state.
+  f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+  const char* no_avx512 = std::getenv("KVGATE_DISABLE_AVX512");
+  if (no_avx512 && std::strcmp(no_avx512, "0") != 0 && *no_avx512) f.avx512 = false;
 #endif
   return f;
 }
+
+std::atomic<bool> avx512_allowed{true};
 
 }  // namespace
 
@@ -33,5 +41,12 @@ bool cpu_has_avx2_fma_f16c() {
   const CpuFeatures& f = cpu_features();
   return f.avx2 && f.fma && f.f16c;
 }
+
+bool cpu_has_avx512() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx512 && f.avx2 && f.fma && f.f16c && avx512_allowed.load(std::memory_order_relaxed);
+}
+
+void set_avx512_allowed(bool allowed) { avx512_allowed.store(allowed, std::memory_order_relaxed); }
 
 }  // namespace kvgate::kernels

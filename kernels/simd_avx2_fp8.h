@@ -1,7 +1,7 @@
 #pragma once
 // The E4M3/E5M2 row decoder and the E4M3FN encoder, shared by the per-tensor FP8 formats
 // (simd_avx2_float.cc) and fp8_pth (simd_avx2_pth.cc).
-#include "kernels/simd_avx2_rows.h"
+#include "kernels/simd_row_kernels.h"
 
 namespace kvgate::kernels::simd::avx2 {
 

@@ -1,7 +1,7 @@
 // AVX2 row kernels of the ggml block formats (kernels/formats_ggml.cc): fused dot/axpy and
 // dequantize for every one, quantize for q8_0, q4_0 and q4_1 (the others quantize in scalar).
 #include "kernels/ggml_blocks.h"
-#include "kernels/simd_avx2_rows.h"
+#include "kernels/simd_row_kernels.h"
 
 namespace kvgate::kernels::simd {
 namespace {

@@ -2,7 +2,7 @@
 // dequantize stay scalar.
 #include <limits>
 
-#include "kernels/simd_avx2_rows.h"
+#include "kernels/simd_row_kernels.h"
 
 namespace kvgate::kernels::simd {
 namespace {

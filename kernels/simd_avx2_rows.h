@@ -116,8 +116,48 @@ KVGATE_AVX2_INLINE __m256 query_block_sum(const __m256* qv) {
   return s;
 }
 
+// finish() of dot_rows_tail for four rows of a tile at once, the same operations in the same
+// order per lane: score holds hsum of the tile's rows' raw sums for one query row, qtotal is
+// that row's query sum.
 template <class D>
-KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens,
+KVGATE_AVX2_INLINE void finish_tile_scores(const RowFormat& f, const uint8_t* const* r, __m128 score, __m256 qtotal,
+                                           float* out) {
+  if constexpr (D::kRawFactor != 1.0f) score = _mm_mul_ps(score, _mm_set1_ps(D::kRawFactor));
+  if constexpr (D::kRowScaled)
+    score = _mm_mul_ps(score, _mm_setr_ps(D::row_scale(r[0], f.scale), D::row_scale(r[1], f.scale),
+                                          D::row_scale(r[2], f.scale), D::row_scale(r[3], f.scale)));
+  if constexpr (D::kRowMin)
+    score = _mm_add_ps(score, _mm_mul_ps(_mm_set1_ps(hsum(qtotal)),
+                                         _mm_setr_ps(D::row_min(r[0]), D::row_min(r[1]), D::row_min(r[2]), D::row_min(r[3]))));
+  _mm_storeu_ps(out, score);
+}
+
+// One query row against a decoded tile: the tile's four scores at out.
+template <class D>
+KVGATE_AVX2_INLINE void dot_tile_row(const RowFormat& f, const DecodedTile<D>& tile, const uint8_t* const* r, int nb,
+                                     const float* qp, float* out) {
+  constexpr int V = D::kElems / 8;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, qtotal = a0;
+  for (int b = 0; b < nb; ++b) {
+    __m256 qv[V];
+    for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
+    const __m256 qsum = (D::kBlockMin || D::kRowMin) ? query_block_sum<D>(qv) : _mm256_setzero_ps();
+    if constexpr (D::kRowMin) qtotal = _mm256_add_ps(qtotal, qsum);
+    a0 = dot_decoded<D>(&tile.v[0][b * V], tile.d[0][b], tile.m[0][b], qv, qsum, a0);
+    a1 = dot_decoded<D>(&tile.v[1][b * V], tile.d[1][b], tile.m[1][b], qv, qsum, a1);
+    a2 = dot_decoded<D>(&tile.v[2][b * V], tile.d[2][b], tile.m[2][b], qv, qsum, a2);
+    a3 = dot_decoded<D>(&tile.v[3][b * V], tile.d[3][b], tile.m[3][b], qv, qsum, a3);
+  }
+  finish_tile_scores<D>(f, r, hsum4(a0, a1, a2, a3), qtotal, out);
+}
+
+inline void tile_rows(const uint8_t* rows, size_t row_bytes, int t, const uint8_t** r) {
+  for (int i = 0; i < kTileRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * row_bytes;
+}
+
+// Tokens [t, n_tokens) one query row at a time: four rows per step, then single rows.
+template <class D>
+KVGATE_AVX2 void dot_rows_tail(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens, int t,
                                float* scores) {
   constexpr int V = D::kElems / 8;
   const int nb = f.head_dim / D::kElems;
@@ -128,40 +168,6 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
     if constexpr (D::kRowMin) score += hsum(qtotal) * D::row_min(row);
     return score;
   };
-  int t = 0;
-  if (n_q > 1 && f.head_dim <= kTileMaxHeadDim) {
-    DecodedTile<D> tile;
-    for (; t + kTileRows <= n_tokens; t += kTileRows) {
-      const uint8_t* r[kTileRows];
-      for (int i = 0; i < kTileRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * rb;
-      tile.decode(r, nb);
-      for (int qi = 0; qi < n_q; ++qi) {
-        const float* qp = q + static_cast<size_t>(qi) * f.head_dim;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, qtotal = a0;
-        for (int b = 0; b < nb; ++b) {
-          __m256 qv[V];
-          for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
-          const __m256 qsum = (D::kBlockMin || D::kRowMin) ? query_block_sum<D>(qv) : _mm256_setzero_ps();
-          if constexpr (D::kRowMin) qtotal = _mm256_add_ps(qtotal, qsum);
-          a0 = dot_decoded<D>(&tile.v[0][b * V], tile.d[0][b], tile.m[0][b], qv, qsum, a0);
-          a1 = dot_decoded<D>(&tile.v[1][b * V], tile.d[1][b], tile.m[1][b], qv, qsum, a1);
-          a2 = dot_decoded<D>(&tile.v[2][b * V], tile.d[2][b], tile.m[2][b], qv, qsum, a2);
-          a3 = dot_decoded<D>(&tile.v[3][b * V], tile.d[3][b], tile.m[3][b], qv, qsum, a3);
-        }
-        float* out = scores + static_cast<size_t>(qi) * n_tokens + t;
-        // finish() for four rows at once, the same operations in the same order per lane.
-        __m128 score = hsum4(a0, a1, a2, a3);
-        if constexpr (D::kRawFactor != 1.0f) score = _mm_mul_ps(score, _mm_set1_ps(D::kRawFactor));
-        if constexpr (D::kRowScaled)
-          score = _mm_mul_ps(score, _mm_setr_ps(D::row_scale(r[0], f.scale), D::row_scale(r[1], f.scale),
-                                                D::row_scale(r[2], f.scale), D::row_scale(r[3], f.scale)));
-        if constexpr (D::kRowMin)
-          score = _mm_add_ps(score, _mm_mul_ps(_mm_set1_ps(hsum(qtotal)), _mm_setr_ps(D::row_min(r[0]), D::row_min(r[1]),
-                                                                                       D::row_min(r[2]), D::row_min(r[3]))));
-        _mm_storeu_ps(out, score);
-      }
-    }
-  }
   for (; t + 4 <= n_tokens; t += 4) {
     const uint8_t* r0 = rows + static_cast<size_t>(t) * rb;
     const uint8_t* r1 = r0 + rb;
@@ -205,6 +211,24 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
   }
 }
 
+template <class D>
+KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens,
+                               float* scores) {
+  const int nb = f.head_dim / D::kElems;
+  int t = 0;
+  if (n_q > 1 && f.head_dim <= kTileMaxHeadDim) {
+    DecodedTile<D> tile;
+    for (; t + kTileRows <= n_tokens; t += kTileRows) {
+      const uint8_t* r[kTileRows];
+      tile_rows(rows, f.row_bytes, t, r);
+      tile.decode(r, nb);
+      for (int qi = 0; qi < n_q; ++qi)
+        dot_tile_row<D>(f, tile, r, nb, q + static_cast<size_t>(qi) * f.head_dim, scores + static_cast<size_t>(qi) * n_tokens + t);
+    }
+  }
+  dot_rows_tail<D>(f, q, n_q, rows, n_tokens, t, scores);
+}
+
 // acc += sum over R rows of w_r * value_r for one block whose codes are decoded (v[i] points at
 // row i's V vectors, d and m are its block's scale and min); w already carries the row scale,
 // and row_add is sum_r weight_r * zero_r for the u{b} formats.
@@ -241,9 +265,73 @@ KVGATE_AVX2_INLINE void axpy_block(const uint8_t* const* r, const float* w, floa
   axpy_decoded<D, R>(vp, d, m, w, row_add, ab);
 }
 
-// The multi-row axpy's decoded tiles and per-row factors (axpy_rows_impl), read by
-// axpy_block_group. Raw pointers: the thread_local vectors behind them are not touched inside
-// the tile loop, whose every access would otherwise go through the TLS block.
+// The multi-row axpy's tiles of one call, each block decoded once ([tile][block][row of tile]
+// [vector]), with every row's block scales and minima ([block][row], rows padded to 8).
+template <class D>
+struct DecodedRows {
+  int n_tiles = 0, nb = 0;
+  size_t padded_rows = 0;
+  std::vector<float> decoded, block_d, block_m;
+
+  KVGATE_AVX2_INLINE void decode(const RowFormat& f, const uint8_t* rows, int n_tokens) {
+    constexpr int V = D::kElems / 8;
+    constexpr size_t kChunk = static_cast<size_t>(kTileRows) * V * 8;
+    nb = f.head_dim / D::kElems;
+    n_tiles = n_tokens / kTileRows;
+    const int n_rows = n_tiles * kTileRows;
+    padded_rows = (static_cast<size_t>(n_rows) + 7) / 8 * 8;
+    decoded.resize(static_cast<size_t>(n_tiles) * nb * kChunk);
+    block_d.assign(static_cast<size_t>(nb) * padded_rows, 0.0f);  // rows past n_rows stay 0
+    block_m.resize(block_d.size());
+    for (int row = 0; row < n_rows; ++row) {
+      const uint8_t* r = rows + static_cast<size_t>(row) * f.row_bytes;
+      const size_t tile_base = static_cast<size_t>(row / kTileRows) * nb * kChunk + static_cast<size_t>(row % kTileRows) * V * 8;
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* blk = r + D::kHeader + static_cast<size_t>(b) * D::kBytes;
+        __m256 v[V];
+        D::decode(blk, v);
+        for (int k = 0; k < V; ++k) _mm256_storeu_ps(&decoded[tile_base + static_cast<size_t>(b) * kChunk + k * 8], v[k]);
+        block_d[static_cast<size_t>(b) * padded_rows + row] = D::kBlockScaled ? D::block_d(blk) : 1.0f;
+        block_m[static_cast<size_t>(b) * padded_rows + row] = D::kBlockMin ? D::block_m(blk) : 0.0f;
+      }
+    }
+  }
+};
+
+// One query row's factors for DecodedRows: w[row] = weight * row scale, row_add[tile] = sum of
+// weight * row min, wd[block][row] = w * block scale (one rounding, as the per-row path's scalar
+// product), formed eight at a time.
+template <class D>
+struct RowFactors {
+  std::vector<float> w, wd, row_add;
+
+  KVGATE_AVX2_INLINE void compute(const RowFormat& f, const uint8_t* rows, const float* wq, const DecodedRows<D>& dr) {
+    const int n_rows = dr.n_tiles * kTileRows;
+    w.resize(dr.padded_rows);
+    wd.resize(dr.block_d.size());
+    row_add.resize(dr.n_tiles);
+    std::fill(w.begin() + n_rows, w.end(), 0.0f);  // the last vector's rows past n_rows
+    for (int tile = 0; tile < dr.n_tiles; ++tile) {
+      row_add[tile] = 0.0f;
+      for (int i = 0; i < kTileRows; ++i) {
+        const int row = tile * kTileRows + i;
+        const uint8_t* r = rows + static_cast<size_t>(row) * f.row_bytes;
+        w[row] = wq[row] * D::kRawFactor * D::row_scale(r, f.scale);
+        if constexpr (D::kRowMin) row_add[tile] += wq[row] * D::row_min(r);
+      }
+    }
+    if constexpr (D::kBlockScaled)
+      for (int b = 0; b < dr.nb; ++b)
+        for (size_t row = 0; row < dr.padded_rows; row += 8) {
+          const size_t at = static_cast<size_t>(b) * dr.padded_rows + row;
+          _mm256_storeu_ps(&wd[at], _mm256_mul_ps(_mm256_loadu_ps(&w[row]), _mm256_loadu_ps(&dr.block_d[at])));
+        }
+  }
+};
+
+// The multi-row axpy's decoded tiles and one query row's factors, read by axpy_block_group. Raw
+// pointers: the thread_local vectors behind them are not touched inside the tile loop, whose
+// every access would otherwise go through the TLS block.
 struct TileSums {
   int n_tiles, nb;
   size_t padded_rows;
@@ -253,6 +341,28 @@ struct TileSums {
   const float* block_m;  // [block][row]
   const float* row_add;  // [tile] sum of weight * row min
   float* acc;            // [head_dim] this query row's accumulator
+
+  template <class D>
+  static TileSums of(const DecodedRows<D>& dr, const RowFactors<D>& rf, float* acc) {
+    return {dr.n_tiles, dr.nb, dr.padded_rows, dr.decoded.data(), rf.w.data(), rf.wd.data(), dr.block_m.data(),
+            rf.row_add.data(), acc};
+  }
+  // The weight of row i of `tile` in block b, and the sum of weight * block min over the tile's
+  // rows added to row_add (q4_1's m), in the per-row path's order.
+  template <class D>
+  const float* weights(int tile, int b) const {
+    return D::kBlockScaled ? wd + static_cast<size_t>(b) * padded_rows + static_cast<size_t>(tile) * kTileRows
+                           : w + static_cast<size_t>(tile) * kTileRows;
+  }
+  template <class D>
+  float add(int tile, int b) const {
+    float a = row_add[tile];
+    if constexpr (D::kBlockMin) {
+      const size_t block_at = static_cast<size_t>(b) * padded_rows + static_cast<size_t>(tile) * kTileRows;
+      for (int i = 0; i < kTileRows; ++i) a += w[tile * kTileRows + i] * block_m[block_at + i];
+    }
+    return a;
+  }
 };
 
 // Blocks whose accumulators run side by side in axpy_block_group: each block's sum is one chain
@@ -273,13 +383,10 @@ KVGATE_AVX2_INLINE void axpy_block_group(const TileSums& t, int b0) {
   for (int tile = 0; tile < t.n_tiles; ++tile) {
     const float* v = t.decoded + (static_cast<size_t>(tile) * t.nb + b0) * kChunk;
     for (int j = 0; j < G; ++j) {
-      const size_t block_at = static_cast<size_t>(b0 + j) * t.padded_rows + static_cast<size_t>(tile) * kTileRows;
-      const float* wt = D::kBlockScaled ? t.wd + block_at : t.w + static_cast<size_t>(tile) * kTileRows;
+      const float* wt = t.weights<D>(tile, b0 + j);
       __m256 wv[kTileRows];
       for (int i = 0; i < kTileRows; ++i) wv[i] = _mm256_broadcast_ss(wt + i);
-      float add = t.row_add[tile];
-      if constexpr (D::kBlockMin)
-        for (int i = 0; i < kTileRows; ++i) add += t.w[tile * kTileRows + i] * t.block_m[block_at + i];
+      const float add = t.add<D>(tile, b0 + j);
       for (int k = 0; k < V; ++k) {
         for (int i = 0; i < kTileRows; ++i)
           s[j][k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + j * kChunk + (i * V + k) * 8), wv[i], s[j][k]);
@@ -291,72 +398,21 @@ KVGATE_AVX2_INLINE void axpy_block_group(const TileSums& t, int b0) {
     for (int k = 0; k < V; ++k) _mm256_storeu_ps(t.acc + (b0 + j) * D::kElems + 8 * k, s[j][k]);
 }
 
+// One query row's accumulator through every decoded tile, one group of blocks at a time, so
+// the accumulator stays in registers across the tiles.
 template <class D>
-KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
-                                float* acc) {
+KVGATE_AVX2_INLINE void axpy_tiles_row(const TileSums& sums) {
+  int b = 0;
+  for (; b + kAxpyGroup<D> <= sums.nb; b += kAxpyGroup<D>) axpy_block_group<D, kAxpyGroup<D>>(sums, b);
+  for (; b < sums.nb; ++b) axpy_block_group<D, 1>(sums, b);
+}
+
+// Tokens [t, n_tokens) one query row at a time: four rows per step, then single rows.
+template <class D>
+KVGATE_AVX2 void axpy_rows_tail(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
+                                int t, float* acc) {
   const int nb = f.head_dim / D::kElems;
   const size_t rb = f.row_bytes;
-  int t = 0;
-  if (n_q > 1) {
-    // Every whole tile of the call decoded once; then each query row's accumulator stays in
-    // registers, one head_dim block at a time, across all tiles. Per element the operations and
-    // their order are those of axpy_decoded tile after tile, so the result is unchanged.
-    // Decoded vectors are stored tile-major ([tile][block][row of tile][vector]), so the inner
-    // loop walks one pointer with constant offsets, and each row's per-block weight w * d is
-    // formed once per query row, eight at a time, then broadcast from memory.
-    constexpr int V = D::kElems / 8;
-    constexpr size_t kChunk = static_cast<size_t>(kTileRows) * V * 8;  // floats of one tile's block
-    const int n_tiles = n_tokens / kTileRows;
-    const int n_rows = n_tiles * kTileRows;
-    const size_t padded_rows = (static_cast<size_t>(n_rows) + 7) / 8 * 8;
-    thread_local std::vector<float> decoded;
-    thread_local std::vector<float> block_d, block_m, w, wd, row_add;  // block_*, wd: [block][row]
-    decoded.resize(static_cast<size_t>(n_tiles) * nb * kChunk);
-    block_d.resize(static_cast<size_t>(nb) * padded_rows);
-    block_m.resize(block_d.size());
-    wd.resize(block_d.size());
-    w.resize(padded_rows);
-    row_add.resize(n_tiles);
-    std::fill(w.begin() + n_rows, w.end(), 0.0f);  // the last vector's rows past n_rows
-    for (int b = 0; b < nb; ++b)
-      std::fill_n(block_d.begin() + static_cast<ptrdiff_t>(b * padded_rows + n_rows), padded_rows - n_rows, 0.0f);
-    for (int row = 0; row < n_rows; ++row) {
-      const uint8_t* r = rows + static_cast<size_t>(row) * rb;
-      const size_t tile_base = static_cast<size_t>(row / kTileRows) * nb * kChunk + static_cast<size_t>(row % kTileRows) * V * 8;
-      for (int b = 0; b < nb; ++b) {
-        const uint8_t* blk = r + D::kHeader + static_cast<size_t>(b) * D::kBytes;
-        __m256 v[V];
-        D::decode(blk, v);
-        for (int k = 0; k < V; ++k) _mm256_storeu_ps(&decoded[tile_base + static_cast<size_t>(b) * kChunk + k * 8], v[k]);
-        block_d[static_cast<size_t>(b) * padded_rows + row] = D::kBlockScaled ? D::block_d(blk) : 1.0f;
-        block_m[static_cast<size_t>(b) * padded_rows + row] = D::kBlockMin ? D::block_m(blk) : 0.0f;
-      }
-    }
-    for (int qi = 0; qi < n_q; ++qi) {
-      const float* wq = weights + static_cast<size_t>(qi) * n_tokens;
-      for (int tile = 0; tile < n_tiles; ++tile) {
-        row_add[tile] = 0.0f;
-        for (int i = 0; i < kTileRows; ++i) {
-          const int row = tile * kTileRows + i;
-          const uint8_t* r = rows + static_cast<size_t>(row) * rb;
-          w[row] = wq[row] * D::kRawFactor * D::row_scale(r, f.scale);
-          if constexpr (D::kRowMin) row_add[tile] += wq[row] * D::row_min(r);
-        }
-      }
-      if constexpr (D::kBlockScaled)  // one rounding, w * d, as the per-row path's scalar product
-        for (int b = 0; b < nb; ++b)
-          for (size_t row = 0; row < padded_rows; row += 8) {
-            const size_t at = static_cast<size_t>(b) * padded_rows + row;
-            _mm256_storeu_ps(&wd[at], _mm256_mul_ps(_mm256_loadu_ps(&w[row]), _mm256_loadu_ps(&block_d[at])));
-          }
-      float* a = acc + static_cast<size_t>(qi) * f.head_dim;
-      const TileSums sums{n_tiles, nb, padded_rows, decoded.data(), w.data(), wd.data(), block_m.data(), row_add.data(), a};
-      int b = 0;
-      for (; b + kAxpyGroup<D> <= nb; b += kAxpyGroup<D>) axpy_block_group<D, kAxpyGroup<D>>(sums, b);
-      for (; b < nb; ++b) axpy_block_group<D, 1>(sums, b);
-    }
-    t = n_tiles * kTileRows;
-  }
   for (; t + 4 <= n_tokens; t += 4) {
     const uint8_t* r[4] = {rows + static_cast<size_t>(t) * rb, rows + static_cast<size_t>(t + 1) * rb,
                            rows + static_cast<size_t>(t + 2) * rb, rows + static_cast<size_t>(t + 3) * rb};
@@ -386,6 +442,26 @@ KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_
 }
 
 template <class D>
+KVGATE_AVX2 void axpy_rows_impl(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
+                                float* acc) {
+  int t = 0;
+  if (n_q > 1) {
+    // Every whole tile of the call decoded once; then each query row's accumulator stays in
+    // registers, one head_dim block at a time, across all tiles. Per element the operations and
+    // their order are those of axpy_block tile after tile, so the result is unchanged.
+    thread_local DecodedRows<D> dr;
+    thread_local RowFactors<D> rf;
+    dr.decode(f, rows, n_tokens);
+    for (int qi = 0; qi < n_q; ++qi) {
+      rf.compute(f, rows, weights + static_cast<size_t>(qi) * n_tokens, dr);
+      axpy_tiles_row<D>(TileSums::of(dr, rf, acc + static_cast<size_t>(qi) * f.head_dim));
+    }
+    t = dr.n_tiles * kTileRows;
+  }
+  axpy_rows_tail<D>(f, weights, n_q, rows, n_tokens, t, acc);
+}
+
+template <class D>
 KVGATE_AVX2 void dequantize_row_impl(const RowFormat& f, const uint8_t* row, float* y) {
   constexpr int V = D::kElems / 8;
   const int nb = f.head_dim / D::kElems;
@@ -402,36 +478,6 @@ KVGATE_AVX2 void dequantize_row_impl(const RowFormat& f, const uint8_t* row, flo
       _mm256_storeu_ps(y + b * D::kElems + 8 * k, v[k]);
     }
   }
-}
-
-template <class D>
-bool dot_rows_entry(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens, float* scores) {
-  if (f.head_dim % D::kElems != 0) return false;
-  dot_rows_impl<D>(f, q, n_q, rows, n_tokens, scores);
-  return true;
-}
-template <class D>
-bool axpy_rows_entry(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens, float* acc) {
-  if (f.head_dim % D::kElems != 0) return false;
-  axpy_rows_impl<D>(f, weights, n_q, rows, n_tokens, acc);
-  return true;
-}
-template <class D>
-bool dequantize_row_entry(const RowFormat& f, const uint8_t* row, float* y) {
-  if (f.head_dim % D::kElems != 0) return false;
-  dequantize_row_impl<D>(f, row, y);
-  return true;
-}
-
-// The fused paths of decoder D, plus the format's own encoder (null: scalar). Decoders that fold
-// a power of two into the scale (the E4M3 ones) or that are not exact per element (nvfp4's -0)
-// leave dequantize to the codec's scalar or table path.
-template <class D>
-constexpr RowKernels decoder_kernels(bool (*quantize_row)(const RowFormat&, const float*, uint8_t*) = nullptr) {
-  if constexpr (D::kRawFactor == 1.0f && D::kExactDequant)
-    return RowKernels{&dot_rows_entry<D>, &axpy_rows_entry<D>, &dequantize_row_entry<D>, quantize_row};
-  else
-    return RowKernels{&dot_rows_entry<D>, &axpy_rows_entry<D>, nullptr, quantize_row};
 }
 
 }  // namespace avx2

@@ -1,6 +1,6 @@
 // AVX2 row kernels of the uniform value formats u{b} (kernels/formats_uniform.cc): fused
 // dot/axpy and dequantize; quantize stays scalar.
-#include "kernels/simd_avx2_rows.h"
+#include "kernels/simd_row_kernels.h"
 
 namespace kvgate::kernels::simd {
 namespace {

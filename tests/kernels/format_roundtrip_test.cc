@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "kernels/cpu_features.h"
 #include "kernels/kv_format.h"
 #include "tests/kernels/toy_format.h"
 
@@ -279,6 +280,47 @@ TEST(FormatRoundTrip, ManyQueryRowsEqualOneRowAtATimeBitForBit) {
       for (int qi = 0; qi < n_q; ++qi)
         e.codec->axpy_rows(w.data() + qi * nt, 1, e.bytes.data(), e.tokens, alone.data() + qi * hd);
       EXPECT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * sizeof(float))) << "axpy_rows";
+    }
+  }
+}
+
+// On a CPU with AVX-512, calls over several query rows take the pair drivers
+// (kernels/simd_avx512_pairs.h); they must give the AVX2 drivers' bits for every format, for even
+// and odd row counts (the odd row goes through AVX2) and token counts past the whole tiles, or a
+// result would depend on the machine.
+TEST(FormatRoundTrip, Avx512PairsEqualAvx2BitForBit) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (or KVGATE_DISABLE_AVX512 is set)";
+  struct AllowAvx512Again {
+    ~AllowAvx512Again() { set_avx512_allowed(true); }
+  } restore;
+  for (const Case& c : all_cases()) {
+    SCOPED_TRACE(c.label);
+    Encoded e = encode(c, 17, 11);
+    const int hd = c.head_dim;
+    const size_t nt = static_cast<size_t>(e.tokens);
+    for (int n_q : {2, 3, 8, 48}) {
+      SCOPED_TRACE("n_q " + std::to_string(n_q));
+      if (c.info->for_keys) {
+        const std::vector<float> q = gaussian(static_cast<size_t>(n_q) * hd, 23 + n_q);
+        std::vector<float> qp(q.size());
+        for (int qi = 0; qi < n_q; ++qi) e.codec->prepare_query(q.data() + qi * hd, qp.data() + qi * hd);
+        std::vector<float> wide(n_q * nt, NAN), narrow(n_q * nt, NAN);
+        set_avx512_allowed(true);
+        e.codec->dot_rows(qp.data(), n_q, e.bytes.data(), e.tokens, wide.data());
+        set_avx512_allowed(false);
+        e.codec->dot_rows(qp.data(), n_q, e.bytes.data(), e.tokens, narrow.data());
+        EXPECT_EQ(0, std::memcmp(wide.data(), narrow.data(), wide.size() * sizeof(float))) << "dot_rows";
+      }
+      if (c.info->for_values) {
+        std::vector<float> w = gaussian(n_q * nt, 24 + n_q);
+        w[1] = 0.0f;  // a masked key's weight
+        std::vector<float> wide(static_cast<size_t>(n_q) * hd, 0.25f), narrow = wide;
+        set_avx512_allowed(true);
+        e.codec->axpy_rows(w.data(), n_q, e.bytes.data(), e.tokens, wide.data());
+        set_avx512_allowed(false);
+        e.codec->axpy_rows(w.data(), n_q, e.bytes.data(), e.tokens, narrow.data());
+        EXPECT_EQ(0, std::memcmp(wide.data(), narrow.data(), wide.size() * sizeof(float))) << "axpy_rows";
+      }
     }
   }
 }
