@@ -62,31 +62,41 @@ KVGATE_AVX512_INLINE __m512 dot_decoded(const __m256* v, float d, float m, const
   }
 }
 
-// Two query rows, interleaved by 8-float chunk (qp = [A 0..7][B 0..7][A 8..15]...), against a
-// decoded tile: each row's four scores, as dot_tile_row gives them.
-template <class D>
-KVGATE_AVX512_INLINE void dot_tile_pair(const RowFormat& f, const DecodedTile<D>& tile, const uint8_t* const* r, int nb,
-                                        const float* qp, float* out_a, float* out_b) {
+// P pairs of query rows, each interleaved by 8-float chunk (qp[p] = [A 0..7][B 0..7][A 8..15]
+// ...), against a decoded tile: each row's four scores at out[2p] (A) and out[2p + 1] (B), as
+// dot_tile_row gives them. Each (row, key) sum is one chain of dependent FMAs through the
+// head_dim, so four keys alone leave the FMA ports waiting on latency; two pairs keep eight
+// chains in flight.
+template <class D, int P>
+KVGATE_AVX512_INLINE void dot_tile_pairs(const RowFormat& f, const DecodedTile<D>& tile, const uint8_t* const* r, int nb,
+                                         const float* const* qp, float* const* out) {
   constexpr int V = D::kElems / 8;
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, qtotal = a0;
-  for (int b = 0; b < nb; ++b) {
-    __m512 qv[V];
-    for (int k = 0; k < V; ++k) qv[k] = _mm512_loadu_ps(qp + 2 * (b * D::kElems + 8 * k));
-    __m512 qsum = _mm512_setzero_ps();
-    if constexpr (D::kBlockMin || D::kRowMin) {
-      qsum = qv[0];
-      for (int k = 1; k < V; ++k) qsum = _mm512_add_ps(qsum, qv[k]);
-    }
-    if constexpr (D::kRowMin) qtotal = _mm512_add_ps(qtotal, qsum);
-    a0 = dot_decoded<D>(&tile.v[0][b * V], tile.d[0][b], tile.m[0][b], qv, qsum, a0);
-    a1 = dot_decoded<D>(&tile.v[1][b * V], tile.d[1][b], tile.m[1][b], qv, qsum, a1);
-    a2 = dot_decoded<D>(&tile.v[2][b * V], tile.d[2][b], tile.m[2][b], qv, qsum, a2);
-    a3 = dot_decoded<D>(&tile.v[3][b * V], tile.d[3][b], tile.m[3][b], qv, qsum, a3);
+  __m512 acc[P][kTileRows], qtotal[P];
+  for (int p = 0; p < P; ++p) {
+    qtotal[p] = _mm512_setzero_ps();
+    for (int i = 0; i < kTileRows; ++i) acc[p][i] = _mm512_setzero_ps();
   }
-  __m128 sum_a, sum_b;
-  hsum4_pair(a0, a1, a2, a3, &sum_a, &sum_b);
-  finish_tile_scores<D>(f, r, sum_a, low(qtotal), out_a);
-  finish_tile_scores<D>(f, r, sum_b, high(qtotal), out_b);
+  for (int b = 0; b < nb; ++b) {
+    __m512 qv[P][V], qsum[P];
+    for (int p = 0; p < P; ++p) {
+      for (int k = 0; k < V; ++k) qv[p][k] = _mm512_loadu_ps(qp[p] + 2 * (b * D::kElems + 8 * k));
+      qsum[p] = _mm512_setzero_ps();
+      if constexpr (D::kBlockMin || D::kRowMin) {
+        qsum[p] = qv[p][0];
+        for (int k = 1; k < V; ++k) qsum[p] = _mm512_add_ps(qsum[p], qv[p][k]);
+      }
+      if constexpr (D::kRowMin) qtotal[p] = _mm512_add_ps(qtotal[p], qsum[p]);
+    }
+    for (int i = 0; i < kTileRows; ++i)
+      for (int p = 0; p < P; ++p)
+        acc[p][i] = dot_decoded<D>(&tile.v[i][b * V], tile.d[i][b], tile.m[i][b], qv[p], qsum[p], acc[p][i]);
+  }
+  for (int p = 0; p < P; ++p) {
+    __m128 sum_a, sum_b;
+    hsum4_pair(acc[p][0], acc[p][1], acc[p][2], acc[p][3], &sum_a, &sum_b);
+    finish_tile_scores<D>(f, r, sum_a, low(qtotal[p]), out[2 * p]);
+    finish_tile_scores<D>(f, r, sum_b, high(qtotal[p]), out[2 * p + 1]);
+  }
 }
 
 template <class D>
@@ -109,9 +119,19 @@ KVGATE_AVX512 void dot_rows_pairs(const RowFormat& f, const float* q, int n_q, c
     const uint8_t* r[kTileRows];
     tile_rows(rows, f.row_bytes, t, r);
     tile.decode(r, nb);
-    for (int p = 0; p < pairs; ++p)
-      dot_tile_pair<D>(f, tile, r, nb, qi2 + static_cast<size_t>(p) * 2 * D_,
-                       scores + static_cast<size_t>(2 * p) * n_tokens + t, scores + static_cast<size_t>(2 * p + 1) * n_tokens + t);
+    auto pair_q = [&](int p) { return qi2 + static_cast<size_t>(p) * 2 * D_; };
+    auto row_out = [&](int row) { return scores + static_cast<size_t>(row) * n_tokens + t; };
+    int p = 0;
+    for (; p + 2 <= pairs; p += 2) {
+      const float* qp[2] = {pair_q(p), pair_q(p + 1)};
+      float* out[4] = {row_out(2 * p), row_out(2 * p + 1), row_out(2 * p + 2), row_out(2 * p + 3)};
+      dot_tile_pairs<D, 2>(f, tile, r, nb, qp, out);
+    }
+    if (p < pairs) {
+      const float* qp[1] = {pair_q(p)};
+      float* out[2] = {row_out(2 * p), row_out(2 * p + 1)};
+      dot_tile_pairs<D, 1>(f, tile, r, nb, qp, out);
+    }
     if (n_q % 2)
       dot_tile_row<D>(f, tile, r, nb, q + static_cast<size_t>(n_q - 1) * D_, scores + static_cast<size_t>(n_q - 1) * n_tokens + t);
   }
