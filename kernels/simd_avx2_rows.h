@@ -132,23 +132,41 @@ KVGATE_AVX2_INLINE void finish_tile_scores(const RowFormat& f, const uint8_t* co
   _mm_storeu_ps(out, score);
 }
 
-// One query row against a decoded tile: the tile's four scores at out.
+// R query rows (qp[j]) against a decoded tile: each row's four scores at out[j]. Each (row,
+// key) sum is one chain of dependent FMAs through the head_dim, so one row's four keys leave
+// the FMA ports waiting on latency; two rows keep eight chains in flight. Only for decoders of
+// one or two vectors per block: with four (the ggml blocks) each block's partial sums are
+// short independent chains already, and two rows' query vectors would not fit in 16 registers.
+template <class D>
+inline constexpr int kTileQueryRows = D::kElems / 8 <= 2 ? 2 : 1;
+
+template <class D, int R>
+KVGATE_AVX2_INLINE void dot_tile_rows(const RowFormat& f, const DecodedTile<D>& tile, const uint8_t* const* r, int nb,
+                                      const float* const* qp, float* const* out) {
+  constexpr int V = D::kElems / 8;
+  __m256 acc[R][kTileRows], qtotal[R];
+  for (int j = 0; j < R; ++j) {
+    qtotal[j] = _mm256_setzero_ps();
+    for (int i = 0; i < kTileRows; ++i) acc[j][i] = _mm256_setzero_ps();
+  }
+  for (int b = 0; b < nb; ++b) {
+    __m256 qv[R][V], qsum[R];
+    for (int j = 0; j < R; ++j) {
+      for (int k = 0; k < V; ++k) qv[j][k] = _mm256_loadu_ps(qp[j] + b * D::kElems + 8 * k);
+      qsum[j] = (D::kBlockMin || D::kRowMin) ? query_block_sum<D>(qv[j]) : _mm256_setzero_ps();
+      if constexpr (D::kRowMin) qtotal[j] = _mm256_add_ps(qtotal[j], qsum[j]);
+    }
+    for (int i = 0; i < kTileRows; ++i)
+      for (int j = 0; j < R; ++j)
+        acc[j][i] = dot_decoded<D>(&tile.v[i][b * V], tile.d[i][b], tile.m[i][b], qv[j], qsum[j], acc[j][i]);
+  }
+  for (int j = 0; j < R; ++j) finish_tile_scores<D>(f, r, hsum4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]), qtotal[j], out[j]);
+}
+
 template <class D>
 KVGATE_AVX2_INLINE void dot_tile_row(const RowFormat& f, const DecodedTile<D>& tile, const uint8_t* const* r, int nb,
                                      const float* qp, float* out) {
-  constexpr int V = D::kElems / 8;
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, qtotal = a0;
-  for (int b = 0; b < nb; ++b) {
-    __m256 qv[V];
-    for (int k = 0; k < V; ++k) qv[k] = _mm256_loadu_ps(qp + b * D::kElems + 8 * k);
-    const __m256 qsum = (D::kBlockMin || D::kRowMin) ? query_block_sum<D>(qv) : _mm256_setzero_ps();
-    if constexpr (D::kRowMin) qtotal = _mm256_add_ps(qtotal, qsum);
-    a0 = dot_decoded<D>(&tile.v[0][b * V], tile.d[0][b], tile.m[0][b], qv, qsum, a0);
-    a1 = dot_decoded<D>(&tile.v[1][b * V], tile.d[1][b], tile.m[1][b], qv, qsum, a1);
-    a2 = dot_decoded<D>(&tile.v[2][b * V], tile.d[2][b], tile.m[2][b], qv, qsum, a2);
-    a3 = dot_decoded<D>(&tile.v[3][b * V], tile.d[3][b], tile.m[3][b], qv, qsum, a3);
-  }
-  finish_tile_scores<D>(f, r, hsum4(a0, a1, a2, a3), qtotal, out);
+  dot_tile_rows<D, 1>(f, tile, r, nb, &qp, &out);
 }
 
 inline void tile_rows(const uint8_t* rows, size_t row_bytes, int t, const uint8_t** r) {
@@ -222,8 +240,15 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
       const uint8_t* r[kTileRows];
       tile_rows(rows, f.row_bytes, t, r);
       tile.decode(r, nb);
-      for (int qi = 0; qi < n_q; ++qi)
-        dot_tile_row<D>(f, tile, r, nb, q + static_cast<size_t>(qi) * f.head_dim, scores + static_cast<size_t>(qi) * n_tokens + t);
+      auto q_row = [&](int qi) { return q + static_cast<size_t>(qi) * f.head_dim; };
+      auto out_row = [&](int qi) { return scores + static_cast<size_t>(qi) * n_tokens + t; };
+      int qi = 0;
+      for (; kTileQueryRows<D> == 2 && qi + 2 <= n_q; qi += 2) {
+        const float* qp[2] = {q_row(qi), q_row(qi + 1)};
+        float* out[2] = {out_row(qi), out_row(qi + 1)};
+        dot_tile_rows<D, kTileQueryRows<D>>(f, tile, r, nb, qp, out);
+      }
+      for (; qi < n_q; ++qi) dot_tile_row<D>(f, tile, r, nb, q_row(qi), out_row(qi));
     }
   }
   dot_rows_tail<D>(f, q, n_q, rows, n_tokens, t, scores);

@@ -103,15 +103,15 @@ template <class D>
 KVGATE_AVX512 void dot_rows_pairs(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens,
                                   float* scores) {
   const int nb = f.head_dim / D::kElems;
-  const int D_ = f.head_dim;
+  const int hd = f.head_dim;
   const int pairs = n_q / 2;
   thread_local std::vector<float> interleaved;
-  interleaved.resize(static_cast<size_t>(pairs) * 2 * D_);
+  interleaved.resize(static_cast<size_t>(pairs) * 2 * hd);
   float* qi2 = interleaved.data();
   for (int p = 0; p < pairs; ++p)
-    for (int c = 0; c < D_; c += 8) {
-      const float* a = q + static_cast<size_t>(2 * p) * D_ + c;
-      _mm512_storeu_ps(qi2 + static_cast<size_t>(p) * 2 * D_ + 2 * c, pair(_mm256_loadu_ps(a), _mm256_loadu_ps(a + D_)));
+    for (int c = 0; c < hd; c += 8) {
+      const float* a = q + static_cast<size_t>(2 * p) * hd + c;
+      _mm512_storeu_ps(qi2 + static_cast<size_t>(p) * 2 * hd + 2 * c, pair(_mm256_loadu_ps(a), _mm256_loadu_ps(a + hd)));
     }
   DecodedTile<D> tile;
   int t = 0;
@@ -119,7 +119,7 @@ KVGATE_AVX512 void dot_rows_pairs(const RowFormat& f, const float* q, int n_q, c
     const uint8_t* r[kTileRows];
     tile_rows(rows, f.row_bytes, t, r);
     tile.decode(r, nb);
-    auto pair_q = [&](int p) { return qi2 + static_cast<size_t>(p) * 2 * D_; };
+    auto pair_q = [&](int p) { return qi2 + static_cast<size_t>(p) * 2 * hd; };
     auto row_out = [&](int row) { return scores + static_cast<size_t>(row) * n_tokens + t; };
     int p = 0;
     for (; p + 2 <= pairs; p += 2) {
@@ -133,7 +133,7 @@ KVGATE_AVX512 void dot_rows_pairs(const RowFormat& f, const float* q, int n_q, c
       dot_tile_pairs<D, 1>(f, tile, r, nb, qp, out);
     }
     if (n_q % 2)
-      dot_tile_row<D>(f, tile, r, nb, q + static_cast<size_t>(n_q - 1) * D_, scores + static_cast<size_t>(n_q - 1) * n_tokens + t);
+      dot_tile_row<D>(f, tile, r, nb, q + static_cast<size_t>(n_q - 1) * hd, scores + static_cast<size_t>(n_q - 1) * n_tokens + t);
   }
   dot_rows_tail<D>(f, q, n_q, rows, n_tokens, t, scores);
 }
