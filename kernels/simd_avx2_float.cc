@@ -23,6 +23,9 @@ struct F16Dec : NoBlockScale, NoRowMin {
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
     v[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
   }
+  KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {  // two blocks
+    v[0] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+  }
 };
 
 struct BF16Dec : NoBlockScale, NoRowMin {
@@ -32,6 +35,10 @@ struct BF16Dec : NoBlockScale, NoRowMin {
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
     const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
     v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {  // two blocks
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
+    v[0] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
   }
 };
 

@@ -21,17 +21,22 @@ struct Fp8Dec : NoBlockScale, NoRowMin {
     return kRowScaleInHeader ? load_f32(row) : tensor_scale;
   }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
-    const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
-    __m256i h;
-    if constexpr (kManBits == 2) {
-      h = _mm256_slli_epi16(c, 8);
-    } else {
-      // c + (c & 0x80) moves the sign from bit 7 to bit 8; << 7 then puts it at bit 15 and the
-      // 7 exponent/mantissa bits at 13..7, where a half keeps them.
-      h = _mm256_slli_epi16(_mm256_add_epi16(c, _mm256_and_si256(c, _mm256_set1_epi16(0x80))), 7);
-    }
+    const __m256i h = halves(b);
     v[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
     v[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+  }
+  KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
+    v[0] = _mm512_cvtph_ps(halves(b));
+  }
+
+ private:
+  // The 16 codes at b as binary16 bit patterns (see above).
+  KVGATE_AVX2_INLINE static __m256i halves(const uint8_t* b) {
+    const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    if constexpr (kManBits == 2) return _mm256_slli_epi16(c, 8);
+    // c + (c & 0x80) moves the sign from bit 7 to bit 8; << 7 then puts it at bit 15 and the
+    // 7 exponent/mantissa bits at 13..7, where a half keeps them.
+    return _mm256_slli_epi16(_mm256_add_epi16(c, _mm256_and_si256(c, _mm256_set1_epi16(0x80))), 7);
   }
 };
 

@@ -19,6 +19,10 @@ struct Q8_0Dec : NoRowMin {
     cvt_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)), v);
     cvt_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18)), v + 2);
   }
+  KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
+    v[0] = avx512::cvt_i8x16_512(b + 2);
+    v[1] = avx512::cvt_i8x16_512(b + 18);
+  }
 };
 
 
@@ -34,6 +38,10 @@ struct Q4_0Dec : NoRowMin {
     nibbles_to_i32x32(b + 2, c);
     for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtepi32_ps(_mm256_sub_epi32(c[k], _mm256_set1_epi32(8)));
   }
+  KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
+    static constexpr float kCodes[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+    avx512::lookup_nibbles32(b + 2, avx512::table16(kCodes), v);
+  }
 };
 
 struct Q4_1Dec : NoRowMin {
@@ -47,6 +55,10 @@ struct Q4_1Dec : NoRowMin {
     __m256i c[4];
     nibbles_to_i32x32(b + 4, c);
     for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtepi32_ps(c[k]);
+  }
+  KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
+    static constexpr float kCodes[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    avx512::lookup_nibbles32(b + 4, avx512::table16(kCodes), v);
   }
 };
 
@@ -64,6 +76,10 @@ struct IQ4NLDec : NoRowMin {
     nibbles_to_u8x32(b + 2, &lo, &hi);
     cvt_i8x16(_mm_shuffle_epi8(grid, lo), v);
     cvt_i8x16(_mm_shuffle_epi8(grid, hi), v + 2);
+  }
+  KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
+    static constexpr float kGrid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    avx512::lookup_nibbles32(b + 2, avx512::table16(kGrid), v);
   }
 };
 
@@ -83,6 +99,10 @@ struct Mxfp4Dec : NoRowMin {
     nibbles_to_u8x32(b + 1, &lo, &hi);
     cvt_i8x16(_mm_shuffle_epi8(grid, lo), v);
     cvt_i8x16(_mm_shuffle_epi8(grid, hi), v + 2);
+  }
+  KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
+    static constexpr float kGrid[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    avx512::lookup_nibbles32(b + 1, avx512::table16(kGrid), v);
   }
 };
 

@@ -46,6 +46,10 @@ struct Nvfp4Dec {
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
     cvt_i8x16(_mm_shuffle_epi8(twice, _mm_unpacklo_epi8(lo, hi)), v);
   }
+  KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
+    static constexpr float kTwice[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    v[0] = avx512::lookup_nibbles16(b + 1, avx512::table16(kTwice));
+  }
 };
 
 // u{b}: [f16 scale][f16 zero][codes, b bits each, LSB first]. Eight codes span exactly b bytes;

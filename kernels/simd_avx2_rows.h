@@ -84,27 +84,54 @@ KVGATE_AVX2_INLINE __m256 dot_block(const uint8_t* blk, const __m256* qv, __m256
                         acc);
 }
 
+// Bytes past the row being decoded that the drivers prefetch, one row's worth per row. A head's
+// share of a page is a few KiB, too short a run for the hardware prefetcher to ramp up on, and
+// the attention walk reads the shares of a page's heads, then the next page's, back to back, so
+// the bytes past a call's rows are mostly the next call's. Asking for them row by row at a fixed
+// distance keeps DRAM busy while the FMAs run, without the bursts that overflow the line fill
+// buffers; past the walk's end the requests are wasted, never faults. 1 KiB measured best at
+// 32k tokens (docs/perf.md: 0.5 to 2 KiB within noise, 8 KiB slower).
+inline constexpr size_t kPrefetchAhead = 1024;
+KVGATE_AVX2_INLINE void prefetch_row_ahead(const uint8_t* row, size_t row_bytes) {
+  for (size_t o = 0; o < row_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchAhead + o), _MM_HINT_T0);
+}
+
 // Four consecutive rows with every block decoded once, so a tile is decoded once for all the
 // query rows of a call (a prefill chunk times the GQA group) instead of once per query row. The
 // values are exactly those the per-query path decodes, so results do not change.
 inline constexpr int kTileRows = 4;
 inline constexpr int kTileMaxHeadDim = 1024;  // kv_format.cc's limit
-template <class D>
+template <class D, int kRows = kTileRows>
 struct DecodedTile {
   static constexpr int kMaxBlocks = kTileMaxHeadDim / D::kElems;
-  __m256 v[kTileRows][kTileMaxHeadDim / 8];
-  float d[kTileRows][kMaxBlocks];
-  float m[kTileRows][kMaxBlocks];
+  // Block scales, [block][row] so a tile's are contiguous.
+  float d[kMaxBlocks][kRows];
+  float m[kMaxBlocks][kRows];
+  // Rows head_dim + 16 floats apart: at kTileMaxHeadDim apart (4 KiB) every row's vectors would
+  // share their low 12 address bits and L1 sets with the others'.
+  alignas(64) float v[kRows * (kTileMaxHeadDim + 16)];
+  int stride = 0;
+
+  KVGATE_AVX2_INLINE const __m256* row(int i) const {
+    return reinterpret_cast<const __m256*>(v + static_cast<size_t>(i) * stride);
+  }
+  KVGATE_AVX2_INLINE float* row_floats(int i) { return v + static_cast<size_t>(i) * stride; }
+  void set_head_dim(int head_dim) { stride = head_dim + 16; }
 
   KVGATE_AVX2_INLINE void decode(const uint8_t* const* r, int nb) {
     constexpr int V = D::kElems / 8;
-    for (int i = 0; i < kTileRows; ++i)
+    set_head_dim(nb * D::kElems);
+    for (int i = 0; i < kRows; ++i) {
+      prefetch_row_ahead(r[i], D::kHeader + static_cast<size_t>(nb) * D::kBytes);
       for (int b = 0; b < nb; ++b) {
         const uint8_t* blk = r[i] + D::kHeader + static_cast<size_t>(b) * D::kBytes;
-        D::decode(blk, &v[i][b * V]);
-        d[i][b] = D::kBlockScaled ? D::block_d(blk) : 1.0f;
-        m[i][b] = D::kBlockMin ? D::block_m(blk) : 0.0f;
+        __m256 x[V];
+        D::decode(blk, x);
+        for (int k = 0; k < V; ++k) _mm256_store_ps(row_floats(i) + b * D::kElems + 8 * k, x[k]);
+        if constexpr (D::kBlockScaled) d[b][i] = D::block_d(blk);
+        if constexpr (D::kBlockMin) m[b][i] = D::block_m(blk);
       }
+    }
   }
 };
 
@@ -140,8 +167,9 @@ KVGATE_AVX2_INLINE void finish_tile_scores(const RowFormat& f, const uint8_t* co
 template <class D>
 inline constexpr int kTileQueryRows = D::kElems / 8 <= 2 ? 2 : 1;
 
-template <class D, int R>
-KVGATE_AVX2_INLINE void dot_tile_rows(const RowFormat& f, const DecodedTile<D>& tile, const uint8_t* const* r, int nb,
+// Rows row0 .. row0 + 3 of a decoded tile (r: their stored rows).
+template <class D, int R, class Tile>
+KVGATE_AVX2_INLINE void dot_tile_rows(const RowFormat& f, const Tile& tile, int row0, const uint8_t* const* r, int nb,
                                       const float* const* qp, float* const* out) {
   constexpr int V = D::kElems / 8;
   __m256 acc[R][kTileRows], qtotal[R];
@@ -158,15 +186,16 @@ KVGATE_AVX2_INLINE void dot_tile_rows(const RowFormat& f, const DecodedTile<D>& 
     }
     for (int i = 0; i < kTileRows; ++i)
       for (int j = 0; j < R; ++j)
-        acc[j][i] = dot_decoded<D>(&tile.v[i][b * V], tile.d[i][b], tile.m[i][b], qv[j], qsum[j], acc[j][i]);
+        acc[j][i] = dot_decoded<D>(tile.row(row0 + i) + b * V, tile.d[b][row0 + i], tile.m[b][row0 + i], qv[j], qsum[j],
+                                   acc[j][i]);
   }
   for (int j = 0; j < R; ++j) finish_tile_scores<D>(f, r, hsum4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]), qtotal[j], out[j]);
 }
 
-template <class D>
-KVGATE_AVX2_INLINE void dot_tile_row(const RowFormat& f, const DecodedTile<D>& tile, const uint8_t* const* r, int nb,
+template <class D, class Tile>
+KVGATE_AVX2_INLINE void dot_tile_row(const RowFormat& f, const Tile& tile, int row0, const uint8_t* const* r, int nb,
                                      const float* qp, float* out) {
-  dot_tile_rows<D, 1>(f, tile, r, nb, &qp, &out);
+  dot_tile_rows<D, 1>(f, tile, row0, r, nb, &qp, &out);
 }
 
 inline void tile_rows(const uint8_t* rows, size_t row_bytes, int t, const uint8_t** r) {
@@ -246,9 +275,9 @@ KVGATE_AVX2 void dot_rows_impl(const RowFormat& f, const float* q, int n_q, cons
       for (; kTileQueryRows<D> == 2 && qi + 2 <= n_q; qi += 2) {
         const float* qp[2] = {q_row(qi), q_row(qi + 1)};
         float* out[2] = {out_row(qi), out_row(qi + 1)};
-        dot_tile_rows<D, kTileQueryRows<D>>(f, tile, r, nb, qp, out);
+        dot_tile_rows<D, kTileQueryRows<D>>(f, tile, 0, r, nb, qp, out);
       }
-      for (; qi < n_q; ++qi) dot_tile_row<D>(f, tile, r, nb, q_row(qi), out_row(qi));
+      for (; qi < n_q; ++qi) dot_tile_row<D>(f, tile, 0, r, nb, q_row(qi), out_row(qi));
     }
   }
   dot_rows_tail<D>(f, q, n_q, rows, n_tokens, t, scores);
@@ -298,26 +327,45 @@ struct DecodedRows {
   size_t padded_rows = 0;
   std::vector<float> decoded, block_d, block_m;
 
-  KVGATE_AVX2_INLINE void decode(const RowFormat& f, const uint8_t* rows, int n_tokens) {
-    constexpr int V = D::kElems / 8;
-    constexpr size_t kChunk = static_cast<size_t>(kTileRows) * V * 8;
-    nb = f.head_dim / D::kElems;
+  // Sizes the buffers for a call of n_tokens; returns the rows its whole tiles hold. The layout's
+  // blocks are layout_elems long: the format's blocks, or for a format without block scales
+  // any multiple of 8 dividing head_dim (the sums do not see where blocks end).
+  int prepare(const RowFormat& f, int n_tokens, int layout_elems = D::kElems) {
+    const size_t kChunk = static_cast<size_t>(kTileRows) * layout_elems;
+    nb = f.head_dim / layout_elems;
     n_tiles = n_tokens / kTileRows;
     const int n_rows = n_tiles * kTileRows;
     padded_rows = (static_cast<size_t>(n_rows) + 7) / 8 * 8;
     decoded.resize(static_cast<size_t>(n_tiles) * nb * kChunk);
     block_d.assign(static_cast<size_t>(nb) * padded_rows, 0.0f);  // rows past n_rows stay 0
     block_m.resize(block_d.size());
+    return n_rows;
+  }
+
+  KVGATE_AVX2_INLINE void decode(const RowFormat& f, const uint8_t* rows, int n_tokens) {
+    const int n_rows = prepare(f, n_tokens);
+    // Raw pointers and a loop of their own: this object is thread_local in the drivers, and
+    // through its members every store in the loop would reload the vectors' data pointers from
+    // the TLS block (a call, as far as the compiler knows, so the decoded vectors spilled too).
+    decode_into(f, rows, n_rows, nb, padded_rows, decoded.data(), block_d.data(), block_m.data());
+  }
+
+  static KVGATE_AVX2_INLINE void decode_into(const RowFormat& f, const uint8_t* rows, int n_rows, int nb,
+                                             size_t padded_rows, float* out, float* bd, float* bm) {
+    constexpr int V = D::kElems / 8;
+    constexpr size_t kChunk = static_cast<size_t>(kTileRows) * V * 8;
     for (int row = 0; row < n_rows; ++row) {
       const uint8_t* r = rows + static_cast<size_t>(row) * f.row_bytes;
-      const size_t tile_base = static_cast<size_t>(row / kTileRows) * nb * kChunk + static_cast<size_t>(row % kTileRows) * V * 8;
+      prefetch_row_ahead(r, f.row_bytes);
+      float* dst = out + static_cast<size_t>(row / kTileRows) * nb * kChunk + static_cast<size_t>(row % kTileRows) * V * 8;
       for (int b = 0; b < nb; ++b) {
         const uint8_t* blk = r + D::kHeader + static_cast<size_t>(b) * D::kBytes;
         __m256 v[V];
         D::decode(blk, v);
-        for (int k = 0; k < V; ++k) _mm256_storeu_ps(&decoded[tile_base + static_cast<size_t>(b) * kChunk + k * 8], v[k]);
-        block_d[static_cast<size_t>(b) * padded_rows + row] = D::kBlockScaled ? D::block_d(blk) : 1.0f;
-        block_m[static_cast<size_t>(b) * padded_rows + row] = D::kBlockMin ? D::block_m(blk) : 0.0f;
+        for (int k = 0; k < V; ++k) _mm256_storeu_ps(dst + static_cast<size_t>(b) * kChunk + k * 8, v[k]);
+        // Only the block formats read these (RowFactors, TileSums::add).
+        if constexpr (D::kBlockScaled) bd[static_cast<size_t>(b) * padded_rows + row] = D::block_d(blk);
+        if constexpr (D::kBlockMin) bm[static_cast<size_t>(b) * padded_rows + row] = D::block_m(blk);
       }
     }
   }
@@ -331,25 +379,33 @@ struct RowFactors {
   std::vector<float> w, wd, row_add;
 
   KVGATE_AVX2_INLINE void compute(const RowFormat& f, const uint8_t* rows, const float* wq, const DecodedRows<D>& dr) {
-    const int n_rows = dr.n_tiles * kTileRows;
     w.resize(dr.padded_rows);
     wd.resize(dr.block_d.size());
     row_add.resize(dr.n_tiles);
-    std::fill(w.begin() + n_rows, w.end(), 0.0f);  // the last vector's rows past n_rows
-    for (int tile = 0; tile < dr.n_tiles; ++tile) {
-      row_add[tile] = 0.0f;
+    // Raw pointers, as in DecodedRows::decode: this object is thread_local in the drivers.
+    compute_into(f, rows, wq, dr.n_tiles, dr.nb, dr.padded_rows, dr.block_d.data(), w.data(), wd.data(), row_add.data());
+  }
+
+  static KVGATE_AVX2_INLINE void compute_into(const RowFormat& f, const uint8_t* rows, const float* wq, int n_tiles, int nb,
+                                              size_t padded_rows, const float* block_d, float* w, float* wd,
+                                              float* row_add) {
+    const int n_rows = n_tiles * kTileRows;
+    std::fill(w + n_rows, w + padded_rows, 0.0f);  // the last vector's rows past n_rows
+    for (int tile = 0; tile < n_tiles; ++tile) {
+      float add = 0.0f;
       for (int i = 0; i < kTileRows; ++i) {
         const int row = tile * kTileRows + i;
         const uint8_t* r = rows + static_cast<size_t>(row) * f.row_bytes;
         w[row] = wq[row] * D::kRawFactor * D::row_scale(r, f.scale);
-        if constexpr (D::kRowMin) row_add[tile] += wq[row] * D::row_min(r);
+        if constexpr (D::kRowMin) add += wq[row] * D::row_min(r);
       }
+      row_add[tile] = add;
     }
     if constexpr (D::kBlockScaled)
-      for (int b = 0; b < dr.nb; ++b)
-        for (size_t row = 0; row < dr.padded_rows; row += 8) {
-          const size_t at = static_cast<size_t>(b) * dr.padded_rows + row;
-          _mm256_storeu_ps(&wd[at], _mm256_mul_ps(_mm256_loadu_ps(&w[row]), _mm256_loadu_ps(&dr.block_d[at])));
+      for (int b = 0; b < nb; ++b)
+        for (size_t row = 0; row < padded_rows; row += 8) {
+          const size_t at = static_cast<size_t>(b) * padded_rows + row;
+          _mm256_storeu_ps(&wd[at], _mm256_mul_ps(_mm256_loadu_ps(&w[row]), _mm256_loadu_ps(&block_d[at])));
         }
   }
 };
@@ -393,43 +449,52 @@ struct TileSums {
 // Blocks whose accumulators run side by side in axpy_block_group: each block's sum is one chain
 // of dependent FMAs through every tile, so a format with one vector per block (u4, f16) would
 // wait out the FMA latency at every step; four chains in flight hide it.
-template <class D>
-inline constexpr int kAxpyGroup = D::kElems / 8 >= 4 ? 1 : 4 / (D::kElems / 8);
+template <int L>
+inline constexpr int kAxpyGroup = L / 8 >= 4 ? 1 : 4 / (L / 8);
 
-// Blocks [b0, b0 + G) of one query row through all tiles. Per block the operations and their
-// order are those of one block at a time, so grouping changes no bit.
-template <class D, int G>
+// Blocks [b0, b0 + G) of one query row through all tiles, in a layout of L-element blocks (see
+// DecodedRows::prepare). Per block the operations and their order are those of one block at a
+// time, so grouping changes no bit.
+template <class D, int G, int L = D::kElems>
 KVGATE_AVX2_INLINE void axpy_block_group(const TileSums& t, int b0) {
-  constexpr int V = D::kElems / 8;
+  constexpr int V = L / 8;
   constexpr size_t kChunk = static_cast<size_t>(kTileRows) * V * 8;
+  // Unrolled so the sums are registers (GCC keeps a runtime-indexed array in memory).
   __m256 s[G][V];
+#pragma GCC unroll 16
   for (int j = 0; j < G; ++j)
-    for (int k = 0; k < V; ++k) s[j][k] = _mm256_loadu_ps(t.acc + (b0 + j) * D::kElems + 8 * k);
+#pragma GCC unroll 16
+    for (int k = 0; k < V; ++k) s[j][k] = _mm256_loadu_ps(t.acc + (b0 + j) * L + 8 * k);
   for (int tile = 0; tile < t.n_tiles; ++tile) {
     const float* v = t.decoded + (static_cast<size_t>(tile) * t.nb + b0) * kChunk;
+#pragma GCC unroll 16
     for (int j = 0; j < G; ++j) {
       const float* wt = t.weights<D>(tile, b0 + j);
       __m256 wv[kTileRows];
       for (int i = 0; i < kTileRows; ++i) wv[i] = _mm256_broadcast_ss(wt + i);
       const float add = t.add<D>(tile, b0 + j);
+#pragma GCC unroll 16
       for (int k = 0; k < V; ++k) {
+#pragma GCC unroll 16
         for (int i = 0; i < kTileRows; ++i)
           s[j][k] = _mm256_fmadd_ps(_mm256_loadu_ps(v + j * kChunk + (i * V + k) * 8), wv[i], s[j][k]);
         if constexpr (D::kBlockMin || D::kRowMin) s[j][k] = _mm256_add_ps(s[j][k], _mm256_set1_ps(add));
       }
     }
   }
+#pragma GCC unroll 16
   for (int j = 0; j < G; ++j)
-    for (int k = 0; k < V; ++k) _mm256_storeu_ps(t.acc + (b0 + j) * D::kElems + 8 * k, s[j][k]);
+#pragma GCC unroll 16
+    for (int k = 0; k < V; ++k) _mm256_storeu_ps(t.acc + (b0 + j) * L + 8 * k, s[j][k]);
 }
 
 // One query row's accumulator through every decoded tile, one group of blocks at a time, so
 // the accumulator stays in registers across the tiles.
-template <class D>
+template <class D, int L = D::kElems>
 KVGATE_AVX2_INLINE void axpy_tiles_row(const TileSums& sums) {
   int b = 0;
-  for (; b + kAxpyGroup<D> <= sums.nb; b += kAxpyGroup<D>) axpy_block_group<D, kAxpyGroup<D>>(sums, b);
-  for (; b < sums.nb; ++b) axpy_block_group<D, 1>(sums, b);
+  for (; b + kAxpyGroup<L> <= sums.nb; b += kAxpyGroup<L>) axpy_block_group<D, kAxpyGroup<L>, L>(sums, b);
+  for (; b < sums.nb; ++b) axpy_block_group<D, 1, L>(sums, b);
 }
 
 // Tokens [t, n_tokens) one query row at a time: four rows per step, then single rows.

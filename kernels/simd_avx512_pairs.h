@@ -28,6 +28,115 @@ KVGATE_AVX512_INLINE __m256 high(__m512 v) { return _mm512_extractf32x8_ps(v, 1)
 KVGATE_AVX512_INLINE __m512 both(const float* v) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(v)); }
 KVGATE_AVX512_INLINE __m512 both(const __m256* v) { return both(reinterpret_cast<const float*>(v)); }
 
+// ---- 512-bit decode ----
+// A decoder may add `static void decode512(const uint8_t* b, __m512* v)` (AVX-512): the raw
+// values of kDecode512Elems<D> elements from block b, 16 per vector, the same floats decode
+// gives (codes are small integers or exact table values, so no rounding differs). An 8-element
+// decoder's decode512 covers two blocks, which only decoders without block scales offer: their
+// blocks lie back to back. The tile decode is the per-token cost the pair drivers add to the
+// FMAs, and it runs on the two vector ports the FMAs need; one table permute per 16 codes (the
+// 4-bit formats) or one widening per 16 (8-bit, f16) is a quarter to a half of the AVX2 decode.
+template <class D>
+concept Decodes512 = requires(const uint8_t* b, __m512* v) { D::decode512(b, v); };
+template <class D>
+inline constexpr int kDecode512Elems = D::kElems < 16 ? 16 : D::kElems;
+
+// 16-entry float tables: vpermps reads only the low four bits of each index, so codes need no mask.
+KVGATE_AVX512_INLINE __m512 table16(const float (&t)[16]) { return _mm512_loadu_ps(t); }
+// ggml's 4-bit layout (byte j holds element j in its low nibble, j + 16 in its high one).
+KVGATE_AVX512_INLINE void lookup_nibbles32(const uint8_t* qs, __m512 table, __m512* v) {
+  const __m512i codes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  v[0] = _mm512_permutexvar_ps(codes, table);
+  v[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(codes, 4), table);
+}
+// 16 codes in order, two per byte, low nibble first (the u32 at p holds elements 0..7).
+KVGATE_AVX512_INLINE __m512 lookup_nibbles16(const uint8_t* p, __m512 table) {
+  const __m512i words = _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m512i spread = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), words);
+  const __m512i shifted = _mm512_srlv_epi32(spread, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+  return _mm512_permutexvar_ps(shifted, table);
+}
+KVGATE_AVX512_INLINE __m512 cvt_i8x16_512(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+KVGATE_AVX512_INLINE __m512 cvt_u8x16_512(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// Elements one decode step yields: decode512's, or one block where the decoder has none.
+template <class D>
+inline constexpr int kUnitElems = Decodes512<D> ? kDecode512Elems<D> : D::kElems;
+
+// One row's blocks [0, nb) decoded, unit by unit (kUnitElems, or one block when kWide is false):
+// unit u's elements in order at dst + u * kUnitStride.
+template <class D, size_t kUnitStride, bool kWide = Decodes512<D>>
+KVGATE_AVX512_INLINE void decode_row_blocks(const uint8_t* row, int nb, float* dst) {
+  constexpr int V = D::kElems / 8;
+  constexpr int kUnit = kWide ? kUnitElems<D> : D::kElems;
+  constexpr int kBlocks = kUnit / D::kElems;
+  static_assert(kBlocks == 1 || !D::kBlockScaled, "two blocks per decode512 only without block scales");
+  const uint8_t* blocks = row + D::kHeader;
+  int b = 0;
+  if constexpr (kWide) {
+    __m512 w[kUnit / 16];
+    for (; b + kBlocks <= nb; b += kBlocks) {
+      D::decode512(blocks + static_cast<size_t>(b) * D::kBytes, w);
+      float* out = dst + static_cast<size_t>(b / kBlocks) * kUnitStride;
+      for (int j = 0; j < kUnit / 16; ++j) _mm512_storeu_ps(out + 16 * j, w[j]);
+    }
+  }
+  for (; b < nb; ++b) {  // every block without kWide; else an odd last 8-element block
+    __m256 v[V];
+    D::decode(blocks + static_cast<size_t>(b) * D::kBytes, v);
+    float* out = dst + static_cast<size_t>(b / kBlocks) * kUnitStride + static_cast<size_t>(b % kBlocks) * D::kElems;
+    for (int k = 0; k < V; ++k) _mm256_storeu_ps(out + 8 * k, v[k]);
+  }
+}
+
+// DecodedTile::decode of the first n_rows rows through decode_row_blocks.
+template <class D, int kRows>
+KVGATE_AVX512_INLINE void decode_tile(DecodedTile<D, kRows>& tile, const uint8_t* const* r, int n_rows, int nb) {
+  tile.set_head_dim(nb * D::kElems);
+  const size_t row_bytes = D::kHeader + static_cast<size_t>(nb) * D::kBytes;
+  for (int i = 0; i < n_rows; ++i) {
+    prefetch_row_ahead(r[i], row_bytes);
+    decode_row_blocks<D, kUnitElems<D>>(r[i], nb, tile.row_floats(i));
+    for (int b = 0; b < nb; ++b) {
+      const uint8_t* blk = r[i] + D::kHeader + static_cast<size_t>(b) * D::kBytes;
+      if constexpr (D::kBlockScaled) tile.d[b][i] = D::block_d(blk);
+      if constexpr (D::kBlockMin) tile.m[b][i] = D::block_m(blk);
+    }
+  }
+}
+
+// DecodedRows::decode through decode_row_blocks, in a layout of L-element blocks: the format's
+// blocks, or 16 (one decode512) for an 8-element format without block scales, so each decode
+// is one 512-bit store rather than two halves 4 blocks apart.
+template <class D, int L>
+KVGATE_AVX512_INLINE void decode_rows(DecodedRows<D>& dr, const RowFormat& f, const uint8_t* rows, int n_tokens) {
+  constexpr size_t kChunk = static_cast<size_t>(kTileRows) * L;
+  constexpr bool kWide = Decodes512<D> && (L == kUnitElems<D>);
+  const int n_rows = dr.prepare(f, n_tokens, L);
+  float* out = dr.decoded.data();
+  float* bd = dr.block_d.data();
+  float* bm = dr.block_m.data();
+  const int nb = f.head_dim / D::kElems;
+  const size_t tile_floats = static_cast<size_t>(dr.nb) * kChunk;
+  const size_t padded = dr.padded_rows;
+  // Locals only in the loop: dr is thread_local, and each access to it is a TLS lookup.
+  for (int row = 0; row < n_rows; ++row) {
+    const uint8_t* r = rows + static_cast<size_t>(row) * f.row_bytes;
+    prefetch_row_ahead(r, f.row_bytes);
+    decode_row_blocks<D, kChunk, kWide>(
+        r, nb, out + static_cast<size_t>(row / kTileRows) * tile_floats + static_cast<size_t>(row % kTileRows) * L);
+    for (int b = 0; b < nb; ++b) {
+      const uint8_t* blk = r + D::kHeader + static_cast<size_t>(b) * D::kBytes;
+      if constexpr (D::kBlockScaled) bd[static_cast<size_t>(b) * padded + row] = D::block_d(blk);
+      if constexpr (D::kBlockMin) bm[static_cast<size_t>(b) * padded + row] = D::block_m(blk);
+    }
+  }
+}
+
 // Lane 0: row A's low + high 128 bits, lane 2: row B's (hsum4's first step for both).
 KVGATE_AVX512_INLINE __m512 fold_halves(__m512 a) { return _mm512_add_ps(a, _mm512_shuffle_f32x4(a, a, _MM_SHUFFLE(3, 3, 1, 1))); }
 
@@ -63,18 +172,19 @@ KVGATE_AVX512_INLINE __m512 dot_decoded(const __m256* v, float d, float m, const
 }
 
 // P pairs of query rows, each interleaved by 8-float chunk (qp[p] = [A 0..7][B 0..7][A 8..15]
-// ...), against a decoded tile: each row's four scores at out[2p] (A) and out[2p + 1] (B), as
-// dot_tile_row gives them. Each (row, key) sum is one chain of dependent FMAs through the
-// head_dim, so four keys alone leave the FMA ports waiting on latency; two pairs keep eight
-// chains in flight.
-template <class D, int P>
-KVGATE_AVX512_INLINE void dot_tile_pairs(const RowFormat& f, const DecodedTile<D>& tile, const uint8_t* const* r, int nb,
-                                         const float* const* qp, float* const* out) {
+// ...), against T tiles of four decoded rows: tile s's scores of each row at out[s][2p] (A) and
+// out[s][2p + 1] (B), as dot_tile_row gives them. Each (row, key) sum is one chain of dependent
+// FMAs through the head_dim; two FMA ports of four cycles' latency need eight chains in flight,
+// and more where consecutive passes cannot overlap.
+template <class D, int P, int T, class Tile>
+KVGATE_AVX512_INLINE void dot_tile_pairs(const RowFormat& f, const Tile& tile, const uint8_t* const* r, int nb,
+                                         const float* const* qp, float* const (*out)[2 * P]) {
   constexpr int V = D::kElems / 8;
-  __m512 acc[P][kTileRows], qtotal[P];
+  constexpr int kRows = kTileRows * T;
+  __m512 acc[P][kRows], qtotal[P];
   for (int p = 0; p < P; ++p) {
     qtotal[p] = _mm512_setzero_ps();
-    for (int i = 0; i < kTileRows; ++i) acc[p][i] = _mm512_setzero_ps();
+    for (int i = 0; i < kRows; ++i) acc[p][i] = _mm512_setzero_ps();
   }
   for (int b = 0; b < nb; ++b) {
     __m512 qv[P][V], qsum[P];
@@ -87,21 +197,60 @@ KVGATE_AVX512_INLINE void dot_tile_pairs(const RowFormat& f, const DecodedTile<D
       }
       if constexpr (D::kRowMin) qtotal[p] = _mm512_add_ps(qtotal[p], qsum[p]);
     }
-    for (int i = 0; i < kTileRows; ++i)
+    for (int i = 0; i < kRows; ++i)
       for (int p = 0; p < P; ++p)
-        acc[p][i] = dot_decoded<D>(&tile.v[i][b * V], tile.d[i][b], tile.m[i][b], qv[p], qsum[p], acc[p][i]);
+        acc[p][i] = dot_decoded<D>(tile.row(i) + b * V, tile.d[b][i], tile.m[b][i], qv[p], qsum[p], acc[p][i]);
   }
-  for (int p = 0; p < P; ++p) {
-    __m128 sum_a, sum_b;
-    hsum4_pair(acc[p][0], acc[p][1], acc[p][2], acc[p][3], &sum_a, &sum_b);
-    finish_tile_scores<D>(f, r, sum_a, low(qtotal[p]), out[2 * p]);
-    finish_tile_scores<D>(f, r, sum_b, high(qtotal[p]), out[2 * p + 1]);
+  for (int s = 0; s < T; ++s)
+    for (int p = 0; p < P; ++p) {
+      __m128 sum_a, sum_b;
+      const __m512* a = &acc[p][kTileRows * s];
+      hsum4_pair(a[0], a[1], a[2], a[3], &sum_a, &sum_b);
+      finish_tile_scores<D>(f, r + kTileRows * s, sum_a, low(qtotal[p]), out[s][2 * p]);
+      finish_tile_scores<D>(f, r + kTileRows * s, sum_b, high(qtotal[p]), out[s][2 * p + 1]);
+    }
+}
+
+// Tiles per pass of the pair dot. Without block scales each (row, key) sum is one chain through
+// the whole head_dim (16 FMAs at 128), and one tile's eight chains leave the ports idle while a
+// pass drains into its reductions; two tiles keep sixteen. Block-scaled formats' sums are short
+// per-block chains joined once per block, and two tiles' temporaries would not fit 32 registers.
+template <class D>
+inline constexpr int kPassTiles = D::kBlockScaled ? 1 : 2;
+
+// Every query row against the tokens [t, t + 4T) of a decoded tile.
+template <class D, int T, class Tile>
+KVGATE_AVX512_INLINE void dot_pass(const RowFormat& f, const Tile& tile, const uint8_t* const* r, int nb, const float* q,
+                                   const float* qi2, int n_q, int n_tokens, int t, float* scores) {
+  const int hd = f.head_dim;
+  const int pairs = n_q / 2;
+  auto pair_q = [&](int p) { return qi2 + static_cast<size_t>(p) * 2 * hd; };
+  auto row_out = [&](int row, int s) { return scores + static_cast<size_t>(row) * n_tokens + t + kTileRows * s; };
+  int p = 0;
+  for (; p + 2 <= pairs; p += 2) {
+    const float* qp[2] = {pair_q(p), pair_q(p + 1)};
+    float* out[T][4];
+    for (int s = 0; s < T; ++s)
+      for (int j = 0; j < 4; ++j) out[s][j] = row_out(2 * p + j, s);
+    dot_tile_pairs<D, 2, T>(f, tile, r, nb, qp, out);
   }
+  if (p < pairs) {
+    const float* qp[1] = {pair_q(p)};
+    float* out[T][2];
+    for (int s = 0; s < T; ++s)
+      for (int j = 0; j < 2; ++j) out[s][j] = row_out(2 * p + j, s);
+    dot_tile_pairs<D, 1, T>(f, tile, r, nb, qp, out);
+  }
+  if (n_q % 2)
+    for (int s = 0; s < T; ++s)
+      dot_tile_row<D>(f, tile, kTileRows * s, r + kTileRows * s, nb, q + static_cast<size_t>(n_q - 1) * hd,
+                      row_out(n_q - 1, s));
 }
 
 template <class D>
 KVGATE_AVX512 void dot_rows_pairs(const RowFormat& f, const float* q, int n_q, const uint8_t* rows, int n_tokens,
                                   float* scores) {
+  constexpr int kRows = kTileRows * kPassTiles<D>;
   const int nb = f.head_dim / D::kElems;
   const int hd = f.head_dim;
   const int pairs = n_q / 2;
@@ -113,91 +262,115 @@ KVGATE_AVX512 void dot_rows_pairs(const RowFormat& f, const float* q, int n_q, c
       const float* a = q + static_cast<size_t>(2 * p) * hd + c;
       _mm512_storeu_ps(qi2 + static_cast<size_t>(p) * 2 * hd + 2 * c, pair(_mm256_loadu_ps(a), _mm256_loadu_ps(a + hd)));
     }
-  DecodedTile<D> tile;
+  DecodedTile<D, kRows> tile;
+  const uint8_t* r[kRows];
   int t = 0;
-  for (; t + kTileRows <= n_tokens; t += kTileRows) {
-    const uint8_t* r[kTileRows];
-    tile_rows(rows, f.row_bytes, t, r);
-    tile.decode(r, nb);
-    auto pair_q = [&](int p) { return qi2 + static_cast<size_t>(p) * 2 * hd; };
-    auto row_out = [&](int row) { return scores + static_cast<size_t>(row) * n_tokens + t; };
-    int p = 0;
-    for (; p + 2 <= pairs; p += 2) {
-      const float* qp[2] = {pair_q(p), pair_q(p + 1)};
-      float* out[4] = {row_out(2 * p), row_out(2 * p + 1), row_out(2 * p + 2), row_out(2 * p + 3)};
-      dot_tile_pairs<D, 2>(f, tile, r, nb, qp, out);
-    }
-    if (p < pairs) {
-      const float* qp[1] = {pair_q(p)};
-      float* out[2] = {row_out(2 * p), row_out(2 * p + 1)};
-      dot_tile_pairs<D, 1>(f, tile, r, nb, qp, out);
-    }
-    if (n_q % 2)
-      dot_tile_row<D>(f, tile, r, nb, q + static_cast<size_t>(n_q - 1) * hd, scores + static_cast<size_t>(n_q - 1) * n_tokens + t);
+  for (; t + kRows <= n_tokens; t += kRows) {
+    for (int i = 0; i < kRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * f.row_bytes;
+    decode_tile<D>(tile, r, kRows, nb);
+    dot_pass<D, kPassTiles<D>>(f, tile, r, nb, q, qi2, n_q, n_tokens, t, scores);
   }
+  if constexpr (kPassTiles<D> > 1)
+    for (; t + kTileRows <= n_tokens; t += kTileRows) {
+      for (int i = 0; i < kTileRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * f.row_bytes;
+      decode_tile<D>(tile, r, kTileRows, nb);
+      dot_pass<D, 1>(f, tile, r, nb, q, qi2, n_q, n_tokens, t, scores);
+    }
   dot_rows_tail<D>(f, q, n_q, rows, n_tokens, t, scores);
 }
 
 // Blocks whose sums run side by side in the pair form of axpy_block_group: each vector's sum is
 // one chain of dependent FMAs (four per tile, in row order), and two FMA ports of four cycles'
 // latency need eight chains in flight; 32 vector registers hold them with their weights.
-template <class D>
-inline constexpr int kPairGroup = D::kElems / 8 >= 8 ? 1 : 8 / (D::kElems / 8);
+template <int L>
+inline constexpr int kPairGroup = L / 8 >= 8 ? 1 : 8 / (L / 8);
 
 // axpy_block_group for a row pair (a: row A's sums, b: row B's).
-template <class D, int G>
+template <class D, int G, int L>
 KVGATE_AVX512_INLINE void axpy_block_group(const TileSums& ta, const TileSums& tb, int b0) {
-  constexpr int V = D::kElems / 8;
+  constexpr int V = L / 8;
   constexpr size_t kChunk = static_cast<size_t>(kTileRows) * V * 8;
+  // The sums must stay in registers across the tile loop: unrolled loops index them with
+  // constants (GCC keeps a runtime-indexed array in memory, a load and a store per FMA).
   __m512 s[G][V];
+#pragma GCC unroll 16
   for (int j = 0; j < G; ++j)
+#pragma GCC unroll 16
     for (int k = 0; k < V; ++k) {
-      const int at = (b0 + j) * D::kElems + 8 * k;
+      const int at = (b0 + j) * L + 8 * k;
       s[j][k] = pair(_mm256_loadu_ps(ta.acc + at), _mm256_loadu_ps(tb.acc + at));
     }
   for (int tile = 0; tile < ta.n_tiles; ++tile) {
     const float* v = ta.decoded + (static_cast<size_t>(tile) * ta.nb + b0) * kChunk;
-    for (int j = 0; j < G; ++j) {
-      const float* wa = ta.weights<D>(tile, b0 + j);
-      const float* wb = tb.weights<D>(tile, b0 + j);
-      __m512 wv[kTileRows];
+    // Without block scales every block of a tile has the same weights.
+    __m512 wv[D::kBlockScaled ? 1 : kTileRows];
+    if constexpr (!D::kBlockScaled) {
+      const float* wa = ta.weights<D>(tile, b0);
+      const float* wb = tb.weights<D>(tile, b0);
+#pragma GCC unroll 16
       for (int i = 0; i < kTileRows; ++i) wv[i] = pair_set1(wa[i], wb[i]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < G; ++j) {
+      __m512 wb_[kTileRows];
+      const __m512* w = wv;
+      if constexpr (D::kBlockScaled) {
+        const float* wa = ta.weights<D>(tile, b0 + j);
+        const float* wb = tb.weights<D>(tile, b0 + j);
+#pragma GCC unroll 16
+        for (int i = 0; i < kTileRows; ++i) wb_[i] = pair_set1(wa[i], wb[i]);
+        w = wb_;
+      }
       __m512 add = _mm512_setzero_ps();
       if constexpr (D::kBlockMin || D::kRowMin) add = pair_set1(ta.add<D>(tile, b0 + j), tb.add<D>(tile, b0 + j));
+#pragma GCC unroll 16
       for (int k = 0; k < V; ++k) {
-        for (int i = 0; i < kTileRows; ++i) s[j][k] = _mm512_fmadd_ps(both(v + j * kChunk + (i * V + k) * 8), wv[i], s[j][k]);
+#pragma GCC unroll 16
+        for (int i = 0; i < kTileRows; ++i) s[j][k] = _mm512_fmadd_ps(both(v + j * kChunk + (i * V + k) * 8), w[i], s[j][k]);
         if constexpr (D::kBlockMin || D::kRowMin) s[j][k] = _mm512_add_ps(s[j][k], add);
       }
     }
   }
+#pragma GCC unroll 16
   for (int j = 0; j < G; ++j)
+#pragma GCC unroll 16
     for (int k = 0; k < V; ++k) {
-      const int at = (b0 + j) * D::kElems + 8 * k;
+      const int at = (b0 + j) * L + 8 * k;
       _mm256_storeu_ps(ta.acc + at, low(s[j][k]));
       _mm256_storeu_ps(tb.acc + at, high(s[j][k]));
     }
 }
 
-template <class D>
-KVGATE_AVX512 void axpy_rows_pairs(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
-                                   float* acc) {
+template <class D, int L>
+KVGATE_AVX512_INLINE void axpy_rows_pairs_in(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows,
+                                             int n_tokens, float* acc) {
   thread_local DecodedRows<D> dr;
   thread_local RowFactors<D> fa, fb;
-  dr.decode(f, rows, n_tokens);
+  decode_rows<D, L>(dr, f, rows, n_tokens);
   for (int qi = 0; qi + 1 < n_q; qi += 2) {
     fa.compute(f, rows, weights + static_cast<size_t>(qi) * n_tokens, dr);
     fb.compute(f, rows, weights + static_cast<size_t>(qi + 1) * n_tokens, dr);
     const TileSums ta = TileSums::of(dr, fa, acc + static_cast<size_t>(qi) * f.head_dim);
     const TileSums tb = TileSums::of(dr, fb, acc + static_cast<size_t>(qi + 1) * f.head_dim);
     int b = 0;
-    for (; b + kPairGroup<D> <= dr.nb; b += kPairGroup<D>) axpy_block_group<D, kPairGroup<D>>(ta, tb, b);
-    for (; b < dr.nb; ++b) axpy_block_group<D, 1>(ta, tb, b);
+    for (; b + kPairGroup<L> <= dr.nb; b += kPairGroup<L>) axpy_block_group<D, kPairGroup<L>, L>(ta, tb, b);
+    for (; b < dr.nb; ++b) axpy_block_group<D, 1, L>(ta, tb, b);
   }
   if (n_q % 2) {
     fa.compute(f, rows, weights + static_cast<size_t>(n_q - 1) * n_tokens, dr);
-    axpy_tiles_row<D>(TileSums::of(dr, fa, acc + static_cast<size_t>(n_q - 1) * f.head_dim));
+    axpy_tiles_row<D, L>(TileSums::of(dr, fa, acc + static_cast<size_t>(n_q - 1) * f.head_dim));
   }
   axpy_rows_tail<D>(f, weights, n_q, rows, n_tokens, dr.n_tiles * kTileRows, acc);
+}
+
+template <class D>
+KVGATE_AVX512 void axpy_rows_pairs(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
+                                   float* acc) {
+  constexpr int kWideLayout = D::kBlockScaled ? D::kElems : kUnitElems<D>;
+  if (kWideLayout != D::kElems && f.head_dim % kWideLayout == 0)
+    axpy_rows_pairs_in<D, kWideLayout>(f, weights, n_q, rows, n_tokens, acc);
+  else
+    axpy_rows_pairs_in<D, D::kElems>(f, weights, n_q, rows, n_tokens, acc);
 }
 
 }  // namespace kvgate::kernels::simd::avx512
