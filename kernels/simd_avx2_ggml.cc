@@ -13,6 +13,7 @@ struct Q8_0Dec : NoRowMin {
   static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = false;
   static constexpr float kRawFactor = 1.0f;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
+  static constexpr bool kF16Scales = true;  // d (and m) are f16 at the block's start
   KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
   static float block_m(const uint8_t*) { return 0.0f; }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
@@ -31,6 +32,7 @@ struct Q4_0Dec : NoRowMin {
   static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = false;
   static constexpr float kRawFactor = 1.0f;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
+  static constexpr bool kF16Scales = true;  // d (and m) are f16 at the block's start
   KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
   static float block_m(const uint8_t*) { return 0.0f; }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
@@ -49,6 +51,7 @@ struct Q4_1Dec : NoRowMin {
   static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = true;
   static constexpr float kRawFactor = 1.0f;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
+  static constexpr bool kF16Scales = true;  // d (and m) are f16 at the block's start
   KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
   KVGATE_AVX2_INLINE static float block_m(const uint8_t* b) { return load_f16_hw(b + 2); }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
@@ -68,6 +71,7 @@ struct IQ4NLDec : NoRowMin {
   static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = false;
   static constexpr float kRawFactor = 1.0f;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
+  static constexpr bool kF16Scales = true;  // d (and m) are f16 at the block's start
   KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
   static float block_m(const uint8_t*) { return 0.0f; }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {
@@ -129,6 +133,7 @@ struct Q5Dec : NoRowMin {
   static constexpr bool kRowScaled = false, kBlockScaled = true, kBlockMin = kWithMin;
   static constexpr float kRawFactor = 1.0f;
   static float row_scale(const uint8_t*, float) { return 1.0f; }
+  static constexpr bool kF16Scales = true;  // d (and m) are f16 at the block's start
   KVGATE_AVX2_INLINE static float block_d(const uint8_t* b) { return load_f16_hw(b); }
   KVGATE_AVX2_INLINE static float block_m(const uint8_t* b) { return kWithMin ? load_f16_hw(b + 2) : 0.0f; }
   KVGATE_AVX2_INLINE static void decode(const uint8_t* b, __m256* v) {

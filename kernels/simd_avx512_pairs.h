@@ -63,6 +63,54 @@ KVGATE_AVX512_INLINE __m512 cvt_u8x16_512(const uint8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
+// Decoders whose block_d is the f16 at the block's start and block_m (if any) the f16 after it
+// (ggml's blocks). Their scales are gathered a column at a time: one gather and one conversion
+// per 4 or 8 rows instead of a load, a conversion and a store per row and block.
+template <class D>
+concept F16BlockScales = requires { requires D::kF16Scales; };
+
+// The f16 values at p + i * stride (i < 4), converted. Each lane reads 4 bytes: the value and the
+// 2 bytes after it, which lie inside the same block.
+KVGATE_AVX512_INLINE __m128 gather_f16x4(const uint8_t* p, int stride) {
+  const __m128i at = _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(stride));
+  return _mm_cvtph_ps(_mm_cvtepi32_epi16(_mm_i32gather_epi32(reinterpret_cast<const int*>(p), at, 1)));
+}
+KVGATE_AVX512_INLINE __m256 gather_f16x8(const uint8_t* p, int stride) {
+  const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_i32gather_epi32(reinterpret_cast<const int*>(p), at, 1)));
+}
+
+// Block scales (and minima) of rows [0, n_rows) (a multiple of 4), rows row_bytes apart:
+// d[b * stride + row] = block_d of row's block b.
+template <class D>
+KVGATE_AVX512_INLINE void block_scales(const uint8_t* rows, int n_rows, int row_bytes, int nb, float* d, float* m,
+                                       size_t stride) {
+  for (int b = 0; b < nb; ++b) {
+    const uint8_t* blk = rows + D::kHeader + static_cast<size_t>(b) * D::kBytes;
+    float* db = d + static_cast<size_t>(b) * stride;
+    float* mb = m + static_cast<size_t>(b) * stride;
+    if constexpr (F16BlockScales<D>) {
+      int row = 0;
+      for (; row + 8 <= n_rows; row += 8) {
+        const uint8_t* at = blk + static_cast<size_t>(row) * row_bytes;
+        _mm256_storeu_ps(db + row, gather_f16x8(at, row_bytes));
+        if constexpr (D::kBlockMin) _mm256_storeu_ps(mb + row, gather_f16x8(at + 2, row_bytes));
+      }
+      for (; row < n_rows; row += 4) {
+        const uint8_t* at = blk + static_cast<size_t>(row) * row_bytes;
+        _mm_storeu_ps(db + row, gather_f16x4(at, row_bytes));
+        if constexpr (D::kBlockMin) _mm_storeu_ps(mb + row, gather_f16x4(at + 2, row_bytes));
+      }
+    } else {
+      for (int row = 0; row < n_rows; ++row) {
+        const uint8_t* at = blk + static_cast<size_t>(row) * row_bytes;
+        db[row] = D::block_d(at);
+        if constexpr (D::kBlockMin) mb[row] = D::block_m(at);
+      }
+    }
+  }
+}
+
 // Elements one decode step yields: decode512's, or one block where the decoder has none.
 template <class D>
 inline constexpr int kUnitElems = Decodes512<D> ? kDecode512Elems<D> : D::kElems;
@@ -101,12 +149,10 @@ KVGATE_AVX512_INLINE void decode_tile(DecodedTile<D, kRows>& tile, const uint8_t
   for (int i = 0; i < n_rows; ++i) {
     prefetch_row_ahead(r[i], row_bytes);
     decode_row_blocks<D, kUnitElems<D>>(r[i], nb, tile.row_floats(i));
-    for (int b = 0; b < nb; ++b) {
-      const uint8_t* blk = r[i] + D::kHeader + static_cast<size_t>(b) * D::kBytes;
-      if constexpr (D::kBlockScaled) tile.d[b][i] = D::block_d(blk);
-      if constexpr (D::kBlockMin) tile.m[b][i] = D::block_m(blk);
-    }
   }
+  // The tile's rows are consecutive stored rows (tile_rows).
+  if constexpr (D::kBlockScaled)
+    block_scales<D>(r[0], n_rows, static_cast<int>(r[1] - r[0]), nb, &tile.d[0][0], &tile.m[0][0], kRows);
 }
 
 // DecodedRows::decode through decode_row_blocks, in a layout of L-element blocks: the format's
@@ -129,12 +175,8 @@ KVGATE_AVX512_INLINE void decode_rows(DecodedRows<D>& dr, const RowFormat& f, co
     prefetch_row_ahead(r, f.row_bytes);
     decode_row_blocks<D, kChunk, kWide>(
         r, nb, out + static_cast<size_t>(row / kTileRows) * tile_floats + static_cast<size_t>(row % kTileRows) * L);
-    for (int b = 0; b < nb; ++b) {
-      const uint8_t* blk = r + D::kHeader + static_cast<size_t>(b) * D::kBytes;
-      if constexpr (D::kBlockScaled) bd[static_cast<size_t>(b) * padded + row] = D::block_d(blk);
-      if constexpr (D::kBlockMin) bm[static_cast<size_t>(b) * padded + row] = D::block_m(blk);
-    }
   }
+  if constexpr (D::kBlockScaled) block_scales<D>(rows, n_rows, static_cast<int>(f.row_bytes), nb, bd, bm, padded);
 }
 
 // Lane 0: row A's low + high 128 bits, lane 2: row B's (hsum4's first step for both).
