@@ -41,8 +41,7 @@ struct Q4_0Dec : NoRowMin {
     for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtepi32_ps(_mm256_sub_epi32(c[k], _mm256_set1_epi32(8)));
   }
   KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
-    static constexpr float kCodes[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
-    avx512::lookup_nibbles32(b + 2, avx512::table16(kCodes), v);
+    avx512::lookup_nibbles32(b + 2, avx512::table16(avx512::kNibblesMinus8), v);
   }
 };
 
@@ -60,8 +59,7 @@ struct Q4_1Dec : NoRowMin {
     for (int k = 0; k < 4; ++k) v[k] = _mm256_cvtepi32_ps(c[k]);
   }
   KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
-    static constexpr float kCodes[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    avx512::lookup_nibbles32(b + 4, avx512::table16(kCodes), v);
+    avx512::lookup_nibbles32(b + 4, avx512::table16(avx512::kNibbles), v);
   }
 };
 
@@ -105,8 +103,7 @@ struct Mxfp4Dec : NoRowMin {
     cvt_i8x16(_mm_shuffle_epi8(grid, hi), v + 2);
   }
   KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
-    static constexpr float kGrid[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-    avx512::lookup_nibbles32(b + 1, avx512::table16(kGrid), v);
+    avx512::lookup_nibbles32(b + 1, avx512::table16(avx512::kE2m1Twice), v);
   }
 };
 

@@ -47,8 +47,7 @@ struct Nvfp4Dec {
     cvt_i8x16(_mm_shuffle_epi8(twice, _mm_unpacklo_epi8(lo, hi)), v);
   }
   KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
-    static constexpr float kTwice[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-    v[0] = avx512::lookup_nibbles16(b + 1, avx512::table16(kTwice));
+    v[0] = avx512::lookup_nibbles16(b + 1, avx512::table16(avx512::kE2m1Twice));
   }
 };
 

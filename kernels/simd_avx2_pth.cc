@@ -27,8 +27,7 @@ struct Int4PairDec : NoBlockScale, NoRowMin {
     v[1] = _mm256_cvtepi32_ps(_mm256_sub_epi32(nibbles8_to_i32(b + 4), eight));
   }
   KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v) {
-    static constexpr float kCodes[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
-    v[0] = avx512::lookup_nibbles16(b, avx512::table16(kCodes));
+    v[0] = avx512::lookup_nibbles16(b, avx512::table16(avx512::kNibblesMinus8));
   }
 };
 

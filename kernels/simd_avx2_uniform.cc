@@ -41,11 +41,10 @@ struct UniformDec : NoBlockScale {
   KVGATE_AVX512_INLINE static void decode512(const uint8_t* b, __m512* v)
     requires(kBits == 4 || kBits == 8)
   {
-    static constexpr float kCodes[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     if constexpr (kBits == 8)
       v[0] = avx512::cvt_u8x16_512(b);
     else
-      v[0] = avx512::lookup_nibbles16(b, avx512::table16(kCodes));
+      v[0] = avx512::lookup_nibbles16(b, avx512::table16(avx512::kNibbles));
   }
 };
 

@@ -43,6 +43,10 @@ inline constexpr int kDecode512Elems = D::kElems < 16 ? 16 : D::kElems;
 
 // 16-entry float tables: vpermps reads only the low four bits of each index, so codes need no mask.
 KVGATE_AVX512_INLINE __m512 table16(const float (&t)[16]) { return _mm512_loadu_ps(t); }
+inline constexpr float kNibbles[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+inline constexpr float kNibblesMinus8[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+// E2M1 (mxfp4, nvfp4) at twice its value, all integers; the block scale carries the 1/2.
+inline constexpr float kE2m1Twice[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 // ggml's 4-bit layout (byte j holds element j in its low nibble, j + 16 in its high one).
 KVGATE_AVX512_INLINE void lookup_nibbles32(const uint8_t* qs, __m512 table, __m512* v) {
   const __m512i codes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
@@ -133,10 +137,12 @@ KVGATE_AVX512_INLINE void decode_row_blocks(const uint8_t* row, int nb, float* d
       for (int j = 0; j < kUnit / 16; ++j) _mm512_storeu_ps(out + 16 * j, w[j]);
     }
   }
-  for (; b < nb; ++b) {  // every block without kWide; else an odd last 8-element block
+  // Every block without kWide (kBlocks 1), else an odd last 8-element block (b even): either way
+  // the start of unit b / kBlocks.
+  for (; b < nb; ++b) {
     __m256 v[V];
     D::decode(blocks + static_cast<size_t>(b) * D::kBytes, v);
-    float* out = dst + static_cast<size_t>(b / kBlocks) * kUnitStride + static_cast<size_t>(b % kBlocks) * D::kElems;
+    float* out = dst + static_cast<size_t>(b / kBlocks) * kUnitStride;
     for (int k = 0; k < V; ++k) _mm256_storeu_ps(out + 8 * k, v[k]);
   }
 }
