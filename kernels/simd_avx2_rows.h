@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "kernels/format_id.h"
@@ -36,6 +37,23 @@ const RowKernels* nvfp4_row_kernels(FormatId id);    // nvfp4, nvfp4_4over6
 const RowKernels* uniform_row_kernels(FormatId id);  // u2, u3, u4, u8
 
 namespace avx2 {
+
+// Scratch buffers the row drivers store whole vectors into and broadcast from: at malloc's
+// 16-byte alignment, half of the 32-byte and most of the 64-byte accesses would straddle two
+// cache lines, each costing two L1 accesses.
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  CacheLineAllocator() = default;
+  template <class U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  template <class U>
+  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+};
+using ScratchFloats = std::vector<float, CacheLineAllocator<float>>;
 
 // ---- decoders ----
 // Each decoder yields the block's raw values (codes as floats, before any scale). Block formats
@@ -325,7 +343,7 @@ template <class D>
 struct DecodedRows {
   int n_tiles = 0, nb = 0;
   size_t padded_rows = 0;
-  std::vector<float> decoded, block_d, block_m;
+  ScratchFloats decoded, block_d, block_m;
 
   // Sizes the buffers for a call of n_tokens; returns the rows its whole tiles hold. The layout's
   // blocks are layout_elems long: the format's blocks, or for a format without block scales
@@ -376,7 +394,7 @@ struct DecodedRows {
 // product), formed eight at a time.
 template <class D>
 struct RowFactors {
-  std::vector<float> w, wd, row_add;
+  ScratchFloats w, wd, row_add;
 
   KVGATE_AVX2_INLINE void compute(const RowFormat& f, const uint8_t* rows, const float* wq, const DecodedRows<D>& dr) {
     w.resize(dr.padded_rows);

@@ -10,6 +10,8 @@
 #define KVGATE_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c")))
 #define KVGATE_AVX512_INLINE \
   __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c"), always_inline)) inline
+// For lambdas, which do not take their enclosing function's target.
+#define KVGATE_AVX512_LAMBDA __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c"), always_inline))
 
 // GCC 12's casts and broadcasts between 256 and 512 bits start from _mm512_undefined_ps, which
 // -Wmaybe-uninitialized flags wherever they are inlined.
@@ -73,45 +75,68 @@ KVGATE_AVX512_INLINE __m512 cvt_u8x16_512(const uint8_t* p) {
 template <class D>
 concept F16BlockScales = requires { requires D::kF16Scales; };
 
-// The f16 values at p + i * stride (i < 4), converted. Each lane reads 4 bytes: the value and the
-// 2 bytes after it, which lie inside the same block.
-KVGATE_AVX512_INLINE __m128 gather_f16x4(const uint8_t* p, int stride) {
-  const __m128i at = _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(stride));
-  return _mm_cvtph_ps(_mm_cvtepi32_epi16(_mm_i32gather_epi32(reinterpret_cast<const int*>(p), at, 1)));
+// The f16 values at p + offset[i], converted. Each lane reads 4 bytes: the value and the 2 bytes
+// after it, which lie inside the same block. Gathers cost per instruction more than per lane
+// here (7 ns for four 4-lane gathers, 3.5 ns for one of 16), so callers fill 16 lanes at a time.
+KVGATE_AVX512_INLINE __m512 gather_f16x16(const uint8_t* p, __m512i offset) {
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offset, p, 1)));
 }
-KVGATE_AVX512_INLINE __m256 gather_f16x8(const uint8_t* p, int stride) {
-  const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
-  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_i32gather_epi32(reinterpret_cast<const int*>(p), at, 1)));
+KVGATE_AVX512_INLINE __m128 gather_f16x4(const uint8_t* p, __m128i offset) {
+  return _mm_cvtph_ps(_mm_cvtepi32_epi16(_mm_i32gather_epi32(reinterpret_cast<const int*>(p), offset, 1)));
+}
+
+template <class D>
+KVGATE_AVX512_INLINE void scales16(const uint8_t* first, __m512i offset, float* d, float* m) {
+  _mm512_storeu_ps(d, gather_f16x16(first, offset));
+  if constexpr (D::kBlockMin) _mm512_storeu_ps(m, gather_f16x16(first + 2, offset));
+}
+template <class D>
+KVGATE_AVX512_INLINE void scales4(const uint8_t* first, __m128i offset, float* d, float* m) {
+  _mm_storeu_ps(d, gather_f16x4(first, offset));
+  if constexpr (D::kBlockMin) _mm_storeu_ps(m, gather_f16x4(first + 2, offset));
 }
 
 // Block scales (and minima) of rows [0, n_rows) (a multiple of 4), rows row_bytes apart:
-// d[b * stride + row] = block_d of row's block b.
+// d[b * stride + row] = block_d of row's block b. Where stride is n_rows (a tile: 4 or 8 rows)
+// the outputs are one run over (block, row), gathered 16 at a time across blocks.
 template <class D>
 KVGATE_AVX512_INLINE void block_scales(const uint8_t* rows, int n_rows, int row_bytes, int nb, float* d, float* m,
                                        size_t stride) {
-  for (int b = 0; b < nb; ++b) {
-    const uint8_t* blk = rows + D::kHeader + static_cast<size_t>(b) * D::kBytes;
-    float* db = d + static_cast<size_t>(b) * stride;
-    float* mb = m + static_cast<size_t>(b) * stride;
-    if constexpr (F16BlockScales<D>) {
-      int row = 0;
-      for (; row + 8 <= n_rows; row += 8) {
-        const uint8_t* at = blk + static_cast<size_t>(row) * row_bytes;
-        _mm256_storeu_ps(db + row, gather_f16x8(at, row_bytes));
-        if constexpr (D::kBlockMin) _mm256_storeu_ps(mb + row, gather_f16x8(at + 2, row_bytes));
-      }
-      for (; row < n_rows; row += 4) {
-        const uint8_t* at = blk + static_cast<size_t>(row) * row_bytes;
-        _mm_storeu_ps(db + row, gather_f16x4(at, row_bytes));
-        if constexpr (D::kBlockMin) _mm_storeu_ps(mb + row, gather_f16x4(at + 2, row_bytes));
-      }
-    } else {
-      for (int row = 0; row < n_rows; ++row) {
-        const uint8_t* at = blk + static_cast<size_t>(row) * row_bytes;
-        db[row] = D::block_d(at);
-        if constexpr (D::kBlockMin) mb[row] = D::block_m(at);
-      }
+  const uint8_t* first = rows + D::kHeader;
+  if constexpr (F16BlockScales<D>) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i rows16 = _mm512_mullo_epi32(lane, _mm512_set1_epi32(row_bytes));
+    const __m128i rows4 = _mm512_castsi512_si128(rows16);
+    if (stride == static_cast<size_t>(n_rows) && (n_rows == 4 || n_rows == 8)) {
+      // Output k is block k / n_rows, row k % n_rows.
+      const int shift = n_rows == 4 ? 2 : 3;
+      const __m512i in_row = _mm512_mullo_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(n_rows - 1)), _mm512_set1_epi32(row_bytes));
+      __m512i offset = _mm512_add_epi32(in_row, _mm512_mullo_epi32(_mm512_srli_epi32(lane, shift), _mm512_set1_epi32(D::kBytes)));
+      const __m512i step = _mm512_set1_epi32((16 >> shift) * D::kBytes);
+      const int total = nb * n_rows;
+      int k = 0;
+      for (; k + 16 <= total; k += 16, offset = _mm512_add_epi32(offset, step)) scales16<D>(first, offset, d + k, m + k);
+      for (; k < total; k += 4)  // total is a multiple of n_rows, so k .. k + 3 lie in one block
+        scales4<D>(first, _mm_add_epi32(rows4, _mm_set1_epi32((k & (n_rows - 1)) * row_bytes + (k >> shift) * D::kBytes)),
+                   d + k, m + k);
+      return;
     }
+    for (int b = 0; b < nb; ++b) {
+      const size_t at = static_cast<size_t>(b) * stride;
+      int row = 0;
+      for (; row + 16 <= n_rows; row += 16)
+        scales16<D>(first, _mm512_add_epi32(rows16, _mm512_set1_epi32(row * row_bytes + b * D::kBytes)), d + at + row,
+                    m + at + row);
+      for (; row < n_rows; row += 4)
+        scales4<D>(first, _mm_add_epi32(rows4, _mm_set1_epi32(row * row_bytes + b * D::kBytes)), d + at + row, m + at + row);
+    }
+  } else {
+    for (int b = 0; b < nb; ++b)
+      for (int row = 0; row < n_rows; ++row) {
+        const uint8_t* at = first + static_cast<size_t>(row) * row_bytes + static_cast<size_t>(b) * D::kBytes;
+        d[static_cast<size_t>(b) * stride + row] = D::block_d(at);
+        if constexpr (D::kBlockMin) m[static_cast<size_t>(b) * stride + row] = D::block_m(at);
+      }
   }
 }
 
@@ -131,11 +156,16 @@ KVGATE_AVX512_INLINE void decode_row_blocks(const uint8_t* row, int nb, float* d
   int b = 0;
   if constexpr (kWide) {
     __m512 w[kUnit / 16];
-    for (; b + kBlocks <= nb; b += kBlocks) {
-      D::decode512(blocks + static_cast<size_t>(b) * D::kBytes, w);
-      float* out = dst + static_cast<size_t>(b / kBlocks) * kUnitStride;
+    // Unrolled, with the output pointer stepped rather than recomputed from b: the loop is a
+    // few vector instructions per unit, and its index arithmetic was most of its cost.
+    const int units = nb / kBlocks;
+    float* out = dst;
+#pragma GCC unroll 8
+    for (int u = 0; u < units; ++u, out += kUnitStride) {
+      D::decode512(blocks + static_cast<size_t>(u) * kBlocks * D::kBytes, w);
       for (int j = 0; j < kUnit / 16; ++j) _mm512_storeu_ps(out + 16 * j, w[j]);
     }
+    b = units * kBlocks;
   }
   // Every block without kWide (kBlocks 1), else an odd last 8-element block (b even): either way
   // the start of unit b / kBlocks.
@@ -148,14 +178,29 @@ KVGATE_AVX512_INLINE void decode_row_blocks(const uint8_t* row, int nb, float* d
 }
 
 // DecodedTile::decode of the first n_rows rows through decode_row_blocks.
+// Calls body(nb) with nb a constant for head_dim 64 and 128 (the models' head sizes), so the
+// per-row decode loops inlined into it unroll completely: at a few vector instructions per
+// unit, a counted loop's bookkeeping was a third of the decode.
+template <class D, class Body>
+KVGATE_AVX512_INLINE void with_block_count(int nb, Body&& body) {
+  if (nb * D::kElems == 128)
+    body(128 / D::kElems);
+  else if (nb * D::kElems == 64)
+    body(64 / D::kElems);
+  else
+    body(nb);
+}
+
 template <class D, int kRows>
 KVGATE_AVX512_INLINE void decode_tile(DecodedTile<D, kRows>& tile, const uint8_t* const* r, int n_rows, int nb) {
   tile.set_head_dim(nb * D::kElems);
-  const size_t row_bytes = D::kHeader + static_cast<size_t>(nb) * D::kBytes;
-  for (int i = 0; i < n_rows; ++i) {
-    prefetch_row_ahead(r[i], row_bytes);
-    decode_row_blocks<D, kUnitElems<D>>(r[i], nb, tile.row_floats(i));
-  }
+  with_block_count<D>(nb, [&](int n) KVGATE_AVX512_LAMBDA {
+    const size_t row_bytes = D::kHeader + static_cast<size_t>(n) * D::kBytes;
+    for (int i = 0; i < n_rows; ++i) {
+      prefetch_row_ahead(r[i], row_bytes);
+      decode_row_blocks<D, kUnitElems<D>>(r[i], n, tile.row_floats(i));
+    }
+  });
   // The tile's rows are consecutive stored rows (tile_rows).
   if constexpr (D::kBlockScaled)
     block_scales<D>(r[0], n_rows, static_cast<int>(r[1] - r[0]), nb, &tile.d[0][0], &tile.m[0][0], kRows);
@@ -176,12 +221,14 @@ KVGATE_AVX512_INLINE void decode_rows(DecodedRows<D>& dr, const RowFormat& f, co
   const size_t tile_floats = static_cast<size_t>(dr.nb) * kChunk;
   const size_t padded = dr.padded_rows;
   // Locals only in the loop: dr is thread_local, and each access to it is a TLS lookup.
-  for (int row = 0; row < n_rows; ++row) {
-    const uint8_t* r = rows + static_cast<size_t>(row) * f.row_bytes;
-    prefetch_row_ahead(r, f.row_bytes);
-    decode_row_blocks<D, kChunk, kWide>(
-        r, nb, out + static_cast<size_t>(row / kTileRows) * tile_floats + static_cast<size_t>(row % kTileRows) * L);
-  }
+  with_block_count<D>(nb, [&](int n) KVGATE_AVX512_LAMBDA {
+    for (int row = 0; row < n_rows; ++row) {
+      const uint8_t* r = rows + static_cast<size_t>(row) * f.row_bytes;
+      prefetch_row_ahead(r, f.row_bytes);
+      decode_row_blocks<D, kChunk, kWide>(
+          r, n, out + static_cast<size_t>(row / kTileRows) * tile_floats + static_cast<size_t>(row % kTileRows) * L);
+    }
+  });
   if constexpr (D::kBlockScaled) block_scales<D>(rows, n_rows, static_cast<int>(f.row_bytes), nb, bd, bm, padded);
 }
 
@@ -302,7 +349,7 @@ KVGATE_AVX512 void dot_rows_pairs(const RowFormat& f, const float* q, int n_q, c
   const int nb = f.head_dim / D::kElems;
   const int hd = f.head_dim;
   const int pairs = n_q / 2;
-  thread_local std::vector<float> interleaved;
+  thread_local ScratchFloats interleaved;
   interleaved.resize(static_cast<size_t>(pairs) * 2 * hd);
   float* qi2 = interleaved.data();
   for (int p = 0; p < pairs; ++p)
@@ -333,81 +380,112 @@ KVGATE_AVX512 void dot_rows_pairs(const RowFormat& f, const float* q, int n_q, c
 template <int L>
 inline constexpr int kPairGroup = L / 8 >= 8 ? 1 : 8 / (L / 8);
 
-// axpy_block_group for a row pair (a: row A's sums, b: row B's).
-template <class D, int G, int L>
-KVGATE_AVX512_INLINE void axpy_block_group(const TileSums& ta, const TileSums& tb, int b0) {
+// axpy_block_group for P row pairs (a[p]: pair p's row A sums, b[p]: its row B's). Each decoded
+// vector is loaded once for all P pairs: with one pair per pass, a load per FMA held the loop to
+// ~0.55 of the FMA ports' peak; two FMAs per load reach ~0.7, and two pairs double the chains
+// in flight.
+template <class D, int G, int L, int P>
+KVGATE_AVX512_INLINE void axpy_block_group(const TileSums* ta, const TileSums* tb, int b0) {
   constexpr int V = L / 8;
   constexpr size_t kChunk = static_cast<size_t>(kTileRows) * V * 8;
   // The sums must stay in registers across the tile loop: unrolled loops index them with
   // constants (GCC keeps a runtime-indexed array in memory, a load and a store per FMA).
-  __m512 s[G][V];
+  __m512 s[P][G][V];
 #pragma GCC unroll 16
-  for (int j = 0; j < G; ++j)
+  for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
-    for (int k = 0; k < V; ++k) {
-      const int at = (b0 + j) * L + 8 * k;
-      s[j][k] = pair(_mm256_loadu_ps(ta.acc + at), _mm256_loadu_ps(tb.acc + at));
-    }
-  for (int tile = 0; tile < ta.n_tiles; ++tile) {
-    const float* v = ta.decoded + (static_cast<size_t>(tile) * ta.nb + b0) * kChunk;
-    // Without block scales every block of a tile has the same weights.
-    __m512 wv[D::kBlockScaled ? 1 : kTileRows];
-    if constexpr (!D::kBlockScaled) {
-      const float* wa = ta.weights<D>(tile, b0);
-      const float* wb = tb.weights<D>(tile, b0);
+    for (int j = 0; j < G; ++j)
 #pragma GCC unroll 16
-      for (int i = 0; i < kTileRows; ++i) wv[i] = pair_set1(wa[i], wb[i]);
-    }
+      for (int k = 0; k < V; ++k) {
+        const int at = (b0 + j) * L + 8 * k;
+        s[p][j][k] = pair(_mm256_loadu_ps(ta[p].acc + at), _mm256_loadu_ps(tb[p].acc + at));
+      }
+  const int n_tiles = ta[0].n_tiles;
+  const size_t nb = static_cast<size_t>(ta[0].nb);
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const float* v = ta[0].decoded + (static_cast<size_t>(tile) * nb + b0) * kChunk;
+    // Without block scales every block of a tile has the same weights, set once per tile.
+    __m512 w[P][kTileRows];
+    auto set_weights = [&](int b) KVGATE_AVX512_LAMBDA {
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) {
+        const float* wa = ta[p].weights<D>(tile, b);
+        const float* wb = tb[p].weights<D>(tile, b);
+#pragma GCC unroll 16
+        for (int i = 0; i < kTileRows; ++i) w[p][i] = pair_set1(wa[i], wb[i]);
+      }
+    };
+    if constexpr (!D::kBlockScaled) set_weights(b0);
 #pragma GCC unroll 16
     for (int j = 0; j < G; ++j) {
-      __m512 wb_[kTileRows];
-      const __m512* w = wv;
-      if constexpr (D::kBlockScaled) {
-        const float* wa = ta.weights<D>(tile, b0 + j);
-        const float* wb = tb.weights<D>(tile, b0 + j);
+      if constexpr (D::kBlockScaled) set_weights(b0 + j);
+      __m512 add[P];
+      if constexpr (D::kBlockMin || D::kRowMin)
 #pragma GCC unroll 16
-        for (int i = 0; i < kTileRows; ++i) wb_[i] = pair_set1(wa[i], wb[i]);
-        w = wb_;
-      }
-      __m512 add = _mm512_setzero_ps();
-      if constexpr (D::kBlockMin || D::kRowMin) add = pair_set1(ta.add<D>(tile, b0 + j), tb.add<D>(tile, b0 + j));
+        for (int p = 0; p < P; ++p) add[p] = pair_set1(ta[p].add<D>(tile, b0 + j), tb[p].add<D>(tile, b0 + j));
 #pragma GCC unroll 16
       for (int k = 0; k < V; ++k) {
 #pragma GCC unroll 16
-        for (int i = 0; i < kTileRows; ++i) s[j][k] = _mm512_fmadd_ps(both(v + j * kChunk + (i * V + k) * 8), w[i], s[j][k]);
-        if constexpr (D::kBlockMin || D::kRowMin) s[j][k] = _mm512_add_ps(s[j][k], add);
+        for (int i = 0; i < kTileRows; ++i) {
+          const __m512 x = both(v + j * kChunk + (i * V + k) * 8);
+#pragma GCC unroll 16
+          for (int p = 0; p < P; ++p) s[p][j][k] = _mm512_fmadd_ps(x, w[p][i], s[p][j][k]);
+        }
+        if constexpr (D::kBlockMin || D::kRowMin)
+#pragma GCC unroll 16
+          for (int p = 0; p < P; ++p) s[p][j][k] = _mm512_add_ps(s[p][j][k], add[p]);
       }
     }
   }
 #pragma GCC unroll 16
-  for (int j = 0; j < G; ++j)
+  for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
-    for (int k = 0; k < V; ++k) {
-      const int at = (b0 + j) * L + 8 * k;
-      _mm256_storeu_ps(ta.acc + at, low(s[j][k]));
-      _mm256_storeu_ps(tb.acc + at, high(s[j][k]));
-    }
+    for (int j = 0; j < G; ++j)
+#pragma GCC unroll 16
+      for (int k = 0; k < V; ++k) {
+        const int at = (b0 + j) * L + 8 * k;
+        _mm256_storeu_ps(ta[p].acc + at, low(s[p][j][k]));
+        _mm256_storeu_ps(tb[p].acc + at, high(s[p][j][k]));
+      }
+}
+
+// Every block of P row pairs, kPairGroup<L> blocks per pass.
+template <class D, int L, int P>
+KVGATE_AVX512_INLINE void axpy_pairs_blocks(const TileSums* ta, const TileSums* tb) {
+  int b = 0;
+  for (; b + kPairGroup<L> <= ta[0].nb; b += kPairGroup<L>) axpy_block_group<D, kPairGroup<L>, L, P>(ta, tb, b);
+  for (; b < ta[0].nb; ++b) axpy_block_group<D, 1, L, P>(ta, tb, b);
+}
+
+// Query row qi's factors (into rf) and the TileSums over them.
+template <class D>
+KVGATE_AVX512_INLINE TileSums row_sums(const RowFormat& f, const uint8_t* rows, const float* weights, int n_tokens,
+                                       const DecodedRows<D>& dr, RowFactors<D>& rf, int qi, float* acc) {
+  rf.compute(f, rows, weights + static_cast<size_t>(qi) * n_tokens, dr);
+  return TileSums::of(dr, rf, acc + static_cast<size_t>(qi) * f.head_dim);
 }
 
 template <class D, int L>
 KVGATE_AVX512_INLINE void axpy_rows_pairs_in(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows,
                                              int n_tokens, float* acc) {
   thread_local DecodedRows<D> dr;
-  thread_local RowFactors<D> fa, fb;
+  thread_local RowFactors<D> factors[4];
   decode_rows<D, L>(dr, f, rows, n_tokens);
-  for (int qi = 0; qi + 1 < n_q; qi += 2) {
-    fa.compute(f, rows, weights + static_cast<size_t>(qi) * n_tokens, dr);
-    fb.compute(f, rows, weights + static_cast<size_t>(qi + 1) * n_tokens, dr);
-    const TileSums ta = TileSums::of(dr, fa, acc + static_cast<size_t>(qi) * f.head_dim);
-    const TileSums tb = TileSums::of(dr, fb, acc + static_cast<size_t>(qi + 1) * f.head_dim);
-    int b = 0;
-    for (; b + kPairGroup<L> <= dr.nb; b += kPairGroup<L>) axpy_block_group<D, kPairGroup<L>, L>(ta, tb, b);
-    for (; b < dr.nb; ++b) axpy_block_group<D, 1, L>(ta, tb, b);
+  int qi = 0;
+  for (; qi + 4 <= n_q; qi += 4) {
+    const TileSums ta[2] = {row_sums(f, rows, weights, n_tokens, dr, factors[0], qi, acc),
+                            row_sums(f, rows, weights, n_tokens, dr, factors[1], qi + 2, acc)};
+    const TileSums tb[2] = {row_sums(f, rows, weights, n_tokens, dr, factors[2], qi + 1, acc),
+                            row_sums(f, rows, weights, n_tokens, dr, factors[3], qi + 3, acc)};
+    axpy_pairs_blocks<D, L, 2>(ta, tb);
   }
-  if (n_q % 2) {
-    fa.compute(f, rows, weights + static_cast<size_t>(n_q - 1) * n_tokens, dr);
-    axpy_tiles_row<D, L>(TileSums::of(dr, fa, acc + static_cast<size_t>(n_q - 1) * f.head_dim));
+  if (qi + 2 <= n_q) {
+    const TileSums ta[1] = {row_sums(f, rows, weights, n_tokens, dr, factors[0], qi, acc)};
+    const TileSums tb[1] = {row_sums(f, rows, weights, n_tokens, dr, factors[1], qi + 1, acc)};
+    axpy_pairs_blocks<D, L, 1>(ta, tb);
+    qi += 2;
   }
+  if (qi < n_q) axpy_tiles_row<D, L>(row_sums(f, rows, weights, n_tokens, dr, factors[0], qi, acc));
   axpy_rows_tail<D>(f, weights, n_q, rows, n_tokens, dr.n_tiles * kTileRows, acc);
 }
 
