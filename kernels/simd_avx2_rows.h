@@ -161,20 +161,36 @@ KVGATE_AVX2_INLINE __m256 query_block_sum(const __m256* qv) {
   return s;
 }
 
+// The row factors finish_tile_scores applies to a tile's four rows, read once per tile for
+// every query row (with a GQA group of query rows per call, reading them per query row made
+// the u{b} formats' f16 header loads a third of their dot).
+struct TileRowFactors {
+  __m128 scale, min;
+};
+template <class D>
+KVGATE_AVX2_INLINE TileRowFactors tile_row_factors(const RowFormat& f, const uint8_t* const* r) {
+  TileRowFactors t{_mm_set1_ps(1.0f), _mm_setzero_ps()};
+  if constexpr (D::kRowScaled)
+    t.scale = _mm_setr_ps(D::row_scale(r[0], f.scale), D::row_scale(r[1], f.scale), D::row_scale(r[2], f.scale),
+                          D::row_scale(r[3], f.scale));
+  if constexpr (D::kRowMin) t.min = _mm_setr_ps(D::row_min(r[0]), D::row_min(r[1]), D::row_min(r[2]), D::row_min(r[3]));
+  return t;
+}
+
 // finish() of dot_rows_tail for four rows of a tile at once, the same operations in the same
 // order per lane: score holds hsum of the tile's rows' raw sums for one query row, qtotal is
-// that row's query sum.
+// the hsum of that row's query sum (used by the u{b} formats only).
 template <class D>
-KVGATE_AVX2_INLINE void finish_tile_scores(const RowFormat& f, const uint8_t* const* r, __m128 score, __m256 qtotal,
-                                           float* out) {
+KVGATE_AVX2_INLINE void finish_tile_scores(const TileRowFactors& t, __m128 score, float qtotal, float* out) {
   if constexpr (D::kRawFactor != 1.0f) score = _mm_mul_ps(score, _mm_set1_ps(D::kRawFactor));
-  if constexpr (D::kRowScaled)
-    score = _mm_mul_ps(score, _mm_setr_ps(D::row_scale(r[0], f.scale), D::row_scale(r[1], f.scale),
-                                          D::row_scale(r[2], f.scale), D::row_scale(r[3], f.scale)));
-  if constexpr (D::kRowMin)
-    score = _mm_add_ps(score, _mm_mul_ps(_mm_set1_ps(hsum(qtotal)),
-                                         _mm_setr_ps(D::row_min(r[0]), D::row_min(r[1]), D::row_min(r[2]), D::row_min(r[3]))));
+  if constexpr (D::kRowScaled) score = _mm_mul_ps(score, t.scale);
+  if constexpr (D::kRowMin) score = _mm_add_ps(score, _mm_mul_ps(_mm_set1_ps(qtotal), t.min));
   _mm_storeu_ps(out, score);
+}
+
+template <class D>
+KVGATE_AVX2_INLINE float query_total(__m256 qtotal) {
+  return D::kRowMin ? hsum(qtotal) : 0.0f;
 }
 
 // R query rows (qp[j]) against a decoded tile: each row's four scores at out[j]. Each (row,
@@ -207,7 +223,9 @@ KVGATE_AVX2_INLINE void dot_tile_rows(const RowFormat& f, const Tile& tile, int 
         acc[j][i] = dot_decoded<D>(tile.row(row0 + i) + b * V, tile.d[b][row0 + i], tile.m[b][row0 + i], qv[j], qsum[j],
                                    acc[j][i]);
   }
-  for (int j = 0; j < R; ++j) finish_tile_scores<D>(f, r, hsum4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]), qtotal[j], out[j]);
+  const TileRowFactors factors = tile_row_factors<D>(f, r);
+  for (int j = 0; j < R; ++j)
+    finish_tile_scores<D>(factors, hsum4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]), query_total<D>(qtotal[j]), out[j]);
 }
 
 template <class D, class Tile>

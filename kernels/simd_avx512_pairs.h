@@ -296,14 +296,21 @@ KVGATE_AVX512_INLINE void dot_tile_pairs(const RowFormat& f, const Tile& tile, c
       for (int p = 0; p < P; ++p)
         acc[p][i] = dot_decoded<D>(tile.row(i) + b * V, tile.d[b][i], tile.m[b][i], qv[p], qsum[p], acc[p][i]);
   }
-  for (int s = 0; s < T; ++s)
+  float total_a[P], total_b[P];
+  for (int p = 0; p < P; ++p) {
+    total_a[p] = query_total<D>(low(qtotal[p]));
+    total_b[p] = query_total<D>(high(qtotal[p]));
+  }
+  for (int s = 0; s < T; ++s) {
+    const TileRowFactors factors = tile_row_factors<D>(f, r + kTileRows * s);
     for (int p = 0; p < P; ++p) {
       __m128 sum_a, sum_b;
       const __m512* a = &acc[p][kTileRows * s];
       hsum4_pair(a[0], a[1], a[2], a[3], &sum_a, &sum_b);
-      finish_tile_scores<D>(f, r + kTileRows * s, sum_a, low(qtotal[p]), out[s][2 * p]);
-      finish_tile_scores<D>(f, r + kTileRows * s, sum_b, high(qtotal[p]), out[s][2 * p + 1]);
+      finish_tile_scores<D>(factors, sum_a, total_a[p], out[s][2 * p]);
+      finish_tile_scores<D>(factors, sum_b, total_b[p], out[s][2 * p + 1]);
     }
+  }
 }
 
 // Tiles per pass of the pair dot. Without block scales each (row, key) sum is one chain through
