@@ -496,11 +496,102 @@ KVGATE_AVX512_INLINE void axpy_rows_pairs_in(const RowFormat& f, const float* we
   axpy_rows_tail<D>(f, weights, n_q, rows, n_tokens, dr.n_tiles * kTileRows, acc);
 }
 
+// The block-scaled formats' axpy in rows form: each vector holds 16 elements of one query row,
+// the decoded values are loaded whole and each token's weight is broadcast from memory. Per
+// element the FMAs and adds are the pair form's, in the same order (the axpy's elements are
+// independent chains, unlike the dot's lanes). The pair form needs a weight vector of two rows
+// per (token, block), an insert on the FMAs' port for every four FMAs; here none.
+template <class D>
+inline constexpr int kRowsBlockGroup = 64 / D::kElems;  // blocks per pass: 4 rows x 64 elements in 16 sums
+
+template <class D, int R, int GB>
+KVGATE_AVX512_INLINE void axpy_rows_block_group(const TileSums* t, int b0) {
+  constexpr int L = D::kElems, H = L / 16;
+  static_assert(D::kBlockScaled && L % 16 == 0);
+  constexpr size_t kChunk = static_cast<size_t>(kTileRows) * L;
+  __m512 s[R][GB][H];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < GB; ++j)
+#pragma GCC unroll 16
+      for (int h = 0; h < H; ++h) s[r][j][h] = _mm512_loadu_ps(t[r].acc + (b0 + j) * L + 16 * h);
+  const int n_tiles = t[0].n_tiles;
+  const size_t nb = static_cast<size_t>(t[0].nb);
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const float* v = t[0].decoded + (static_cast<size_t>(tile) * nb + b0) * kChunk;
+    const float* w[R][GB];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < GB; ++j) w[r][j] = t[r].weights<D>(tile, b0 + j);
+#pragma GCC unroll 4
+    for (int i = 0; i < kTileRows; ++i)
+#pragma GCC unroll 16
+      for (int j = 0; j < GB; ++j) {
+        __m512 x[H];
+#pragma GCC unroll 2
+        for (int h = 0; h < H; ++h) x[h] = _mm512_loadu_ps(v + j * kChunk + i * L + 16 * h);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m512 wv = _mm512_set1_ps(w[r][j][i]);
+#pragma GCC unroll 2
+          for (int h = 0; h < H; ++h) s[r][j][h] = _mm512_fmadd_ps(x[h], wv, s[r][j][h]);
+        }
+      }
+    if constexpr (D::kBlockMin || D::kRowMin)
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+        for (int j = 0; j < GB; ++j) {
+          const __m512 add = _mm512_set1_ps(t[r].add<D>(tile, b0 + j));
+#pragma GCC unroll 2
+          for (int h = 0; h < H; ++h) s[r][j][h] = _mm512_add_ps(s[r][j][h], add);
+        }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < GB; ++j)
+#pragma GCC unroll 16
+      for (int h = 0; h < H; ++h) _mm512_storeu_ps(t[r].acc + (b0 + j) * L + 16 * h, s[r][j][h]);
+}
+
+template <class D, int R>
+KVGATE_AVX512_INLINE void axpy_rows_blocks(const TileSums* t) {
+  int b = 0;
+  for (; b + kRowsBlockGroup<D> <= t[0].nb; b += kRowsBlockGroup<D>) axpy_rows_block_group<D, R, kRowsBlockGroup<D>>(t, b);
+  for (; b < t[0].nb; ++b) axpy_rows_block_group<D, R, 1>(t, b);
+}
+
+// Every query row, four at a time, through axpy_rows_block_group.
+template <class D>
+KVGATE_AVX512_INLINE void axpy_rows_block_scaled(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows,
+                                                 int n_tokens, float* acc) {
+  thread_local DecodedRows<D> dr;
+  thread_local RowFactors<D> factors[kTileRows];
+  decode_rows<D, D::kElems>(dr, f, rows, n_tokens);
+  TileSums t[kTileRows];
+  for (int qi = 0; qi < n_q; qi += kTileRows) {
+    const int n = std::min(kTileRows, n_q - qi);
+    for (int r = 0; r < n; ++r) t[r] = row_sums(f, rows, weights, n_tokens, dr, factors[r], qi + r, acc);
+    switch (n) {
+      case 4: axpy_rows_blocks<D, 4>(t); break;
+      case 3: axpy_rows_blocks<D, 3>(t); break;
+      case 2: axpy_rows_blocks<D, 2>(t); break;
+      default: axpy_rows_blocks<D, 1>(t);
+    }
+  }
+  axpy_rows_tail<D>(f, weights, n_q, rows, n_tokens, dr.n_tiles * kTileRows, acc);
+}
+
 template <class D>
 KVGATE_AVX512 void axpy_rows_pairs(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
                                    float* acc) {
   constexpr int kWideLayout = D::kBlockScaled ? D::kElems : kUnitElems<D>;
-  if (kWideLayout != D::kElems && f.head_dim % kWideLayout == 0)
+  if constexpr (D::kBlockScaled && D::kElems % 16 == 0)
+    axpy_rows_block_scaled<D>(f, weights, n_q, rows, n_tokens, acc);
+  else if (kWideLayout != D::kElems && f.head_dim % kWideLayout == 0)
     axpy_rows_pairs_in<D, kWideLayout>(f, weights, n_q, rows, n_tokens, acc);
   else
     axpy_rows_pairs_in<D, D::kElems>(f, weights, n_q, rows, n_tokens, acc);
