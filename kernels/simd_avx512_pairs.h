@@ -209,7 +209,7 @@ KVGATE_AVX512_INLINE void decode_tile(DecodedTile<D, kRows>& tile, const uint8_t
 // DecodedRows::decode through decode_row_blocks, in a layout of L-element blocks: the format's
 // blocks, or 16 (one decode512) for an 8-element format without block scales, so each decode
 // is one 512-bit store rather than two halves 4 blocks apart.
-template <class D, int L>
+template <class D, int L, bool kValues = true>
 KVGATE_AVX512_INLINE void decode_rows(DecodedRows<D>& dr, const RowFormat& f, const uint8_t* rows, int n_tokens) {
   constexpr size_t kChunk = static_cast<size_t>(kTileRows) * L;
   constexpr bool kWide = Decodes512<D> && (L == kUnitElems<D>);
@@ -221,7 +221,7 @@ KVGATE_AVX512_INLINE void decode_rows(DecodedRows<D>& dr, const RowFormat& f, co
   const size_t tile_floats = static_cast<size_t>(dr.nb) * kChunk;
   const size_t padded = dr.padded_rows;
   // Locals only in the loop: dr is thread_local, and each access to it is a TLS lookup.
-  with_block_count<D>(nb, [&](int n) KVGATE_AVX512_LAMBDA {
+  if constexpr (kValues) with_block_count<D>(nb, [&](int n) KVGATE_AVX512_LAMBDA {
     for (int row = 0; row < n_rows; ++row) {
       const uint8_t* r = rows + static_cast<size_t>(row) * f.row_bytes;
       prefetch_row_ahead(r, f.row_bytes);
@@ -502,10 +502,25 @@ KVGATE_AVX512_INLINE void axpy_rows_pairs_in(const RowFormat& f, const float* we
 // independent chains, unlike the dot's lanes). The pair form needs a weight vector of two rows
 // per (token, block), an insert on the FMAs' port for every four FMAs; here none.
 template <class D>
-inline constexpr int kRowsBlockGroup = 64 / D::kElems;  // blocks per pass: 4 rows x 64 elements in 16 sums
+inline constexpr int kRowsBlockGroup = 64 / D::kElems;
+// Decoders whose decode512 yields exactly one block: with one pass of query rows (a decode step's
+// GQA group of up to four) the rows form decodes those in registers, each block as its values
+// are needed, instead of storing decoded tiles and loading them back (page/axpy/q4_0/128/4:
+// 400 -> 340 ns); with more rows every pass would decode again (page/.../48: 15 % slower).
+template <class D>
+inline constexpr bool kDecodesBlock512 = [] {
+  if constexpr (Decodes512<D>) return kDecode512Elems<D> == D::kElems;
+  return false;
+}();  // blocks per pass: 4 rows x 64 elements in 16 sums
 
-template <class D, int R, int GB>
-KVGATE_AVX512_INLINE void axpy_rows_block_group(const TileSums* t, int b0) {
+// Stored rows for axpy_rows_block_group to decode in registers (rows null: read the decoded tiles).
+struct StoredRows {
+  const uint8_t* rows;
+  size_t row_bytes;
+};
+
+template <class D, int R, int GB, bool kDirect>
+KVGATE_AVX512_INLINE void axpy_rows_block_group(const TileSums* t, StoredRows stored, int b0) {
   constexpr int L = D::kElems, H = L / 16;
   static_assert(D::kBlockScaled && L % 16 == 0);
   constexpr size_t kChunk = static_cast<size_t>(kTileRows) * L;
@@ -530,8 +545,13 @@ KVGATE_AVX512_INLINE void axpy_rows_block_group(const TileSums* t, int b0) {
 #pragma GCC unroll 16
       for (int j = 0; j < GB; ++j) {
         __m512 x[H];
+        if constexpr (kDirect)
+          D::decode512(stored.rows + (static_cast<size_t>(tile) * kTileRows + i) * stored.row_bytes + D::kHeader +
+                           static_cast<size_t>(b0 + j) * D::kBytes,
+                       x);
+        else
 #pragma GCC unroll 2
-        for (int h = 0; h < H; ++h) x[h] = _mm512_loadu_ps(v + j * kChunk + i * L + 16 * h);
+          for (int h = 0; h < H; ++h) x[h] = _mm512_loadu_ps(v + j * kChunk + i * L + 16 * h);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const __m512 wv = _mm512_set1_ps(w[r][j][i]);
@@ -557,11 +577,29 @@ KVGATE_AVX512_INLINE void axpy_rows_block_group(const TileSums* t, int b0) {
       for (int h = 0; h < H; ++h) _mm512_storeu_ps(t[r].acc + (b0 + j) * L + 16 * h, s[r][j][h]);
 }
 
-template <class D, int R>
-KVGATE_AVX512_INLINE void axpy_rows_blocks(const TileSums* t) {
+template <class D, int R, bool kDirect>
+KVGATE_AVX512_INLINE void axpy_rows_blocks(const TileSums* t, StoredRows stored) {
   int b = 0;
-  for (; b + kRowsBlockGroup<D> <= t[0].nb; b += kRowsBlockGroup<D>) axpy_rows_block_group<D, R, kRowsBlockGroup<D>>(t, b);
-  for (; b < t[0].nb; ++b) axpy_rows_block_group<D, R, 1>(t, b);
+  for (; b + kRowsBlockGroup<D> <= t[0].nb; b += kRowsBlockGroup<D>)
+    axpy_rows_block_group<D, R, kRowsBlockGroup<D>, kDirect>(t, stored, b);
+  for (; b < t[0].nb; ++b) axpy_rows_block_group<D, R, 1, kDirect>(t, stored, b);
+}
+
+template <class D, bool kDirect>
+KVGATE_AVX512_INLINE void axpy_rows_all(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows,
+                                        int n_tokens, float* acc, DecodedRows<D>& dr, RowFactors<D>* factors) {
+  const StoredRows stored{rows, f.row_bytes};
+  TileSums t[kTileRows];
+  for (int qi = 0; qi < n_q; qi += kTileRows) {
+    const int n = std::min(kTileRows, n_q - qi);
+    for (int r = 0; r < n; ++r) t[r] = row_sums(f, rows, weights, n_tokens, dr, factors[r], qi + r, acc);
+    switch (n) {
+      case 4: axpy_rows_blocks<D, 4, kDirect>(t, stored); break;
+      case 3: axpy_rows_blocks<D, 3, kDirect>(t, stored); break;
+      case 2: axpy_rows_blocks<D, 2, kDirect>(t, stored); break;
+      default: axpy_rows_blocks<D, 1, kDirect>(t, stored);
+    }
+  }
 }
 
 // Every query row, four at a time, through axpy_rows_block_group.
@@ -570,17 +608,12 @@ KVGATE_AVX512_INLINE void axpy_rows_block_scaled(const RowFormat& f, const float
                                                  int n_tokens, float* acc) {
   thread_local DecodedRows<D> dr;
   thread_local RowFactors<D> factors[kTileRows];
-  decode_rows<D, D::kElems>(dr, f, rows, n_tokens);
-  TileSums t[kTileRows];
-  for (int qi = 0; qi < n_q; qi += kTileRows) {
-    const int n = std::min(kTileRows, n_q - qi);
-    for (int r = 0; r < n; ++r) t[r] = row_sums(f, rows, weights, n_tokens, dr, factors[r], qi + r, acc);
-    switch (n) {
-      case 4: axpy_rows_blocks<D, 4>(t); break;
-      case 3: axpy_rows_blocks<D, 3>(t); break;
-      case 2: axpy_rows_blocks<D, 2>(t); break;
-      default: axpy_rows_blocks<D, 1>(t);
-    }
+  if (kDecodesBlock512<D> && n_q <= kTileRows) {
+    decode_rows<D, D::kElems, false>(dr, f, rows, n_tokens);  // the block scales only
+    axpy_rows_all<D, kDecodesBlock512<D>>(f, weights, n_q, rows, n_tokens, acc, dr, factors);
+  } else {
+    decode_rows<D, D::kElems>(dr, f, rows, n_tokens);
+    axpy_rows_all<D, false>(f, weights, n_q, rows, n_tokens, acc, dr, factors);
   }
   axpy_rows_tail<D>(f, weights, n_q, rows, n_tokens, dr.n_tiles * kTileRows, acc);
 }

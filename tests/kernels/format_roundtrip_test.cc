@@ -309,7 +309,7 @@ TEST(FormatRoundTrip, Avx512PairsEqualAvx2BitForBit) {
     Encoded e = encode(c, 17, 13);
     const int hd = c.head_dim;
     const size_t nt = static_cast<size_t>(e.tokens);
-    for (int n_q : {2, 3, 8, 48}) {
+    for (int n_q : {2, 3, 4, 5, 8, 48}) {
       SCOPED_TRACE("n_q " + std::to_string(n_q));
       if (c.info->for_keys) {
         const std::vector<float> q = gaussian(static_cast<size_t>(n_q) * hd, 23 + n_q);
