@@ -496,58 +496,62 @@ KVGATE_AVX512_INLINE void axpy_rows_pairs_in(const RowFormat& f, const float* we
   axpy_rows_tail<D>(f, weights, n_q, rows, n_tokens, dr.n_tiles * kTileRows, acc);
 }
 
-// The block-scaled formats' axpy in rows form: each vector holds 16 elements of one query row,
-// the decoded values are loaded whole and each token's weight is broadcast from memory. Per
-// element the FMAs and adds are the pair form's, in the same order (the axpy's elements are
-// independent chains, unlike the dot's lanes). The pair form needs a weight vector of two rows
-// per (token, block), an insert on the FMAs' port for every four FMAs; here none.
+// The axpy in rows form: each vector holds 16 elements of one query row, the values are loaded
+// (or decoded) whole and each token's weight is broadcast from memory. Per element the FMAs and
+// adds are the pair form's, in the same order (the axpy's elements are independent chains,
+// unlike the dot's lanes). The pair form needs a weight vector of two rows per token (and per
+// block, for block-scaled formats: an insert on the FMAs' port for every four FMAs); here none.
+// Its unit is one decode512 (block-scaled: one block).
 template <class D>
-inline constexpr int kRowsBlockGroup = 64 / D::kElems;
-// Decoders whose decode512 yields exactly one block: with one pass of query rows (a decode step's
-// GQA group of up to four) the rows form decodes those in registers, each block as its values
-// are needed, instead of storing decoded tiles and loading them back (page/axpy/q4_0/128/4:
-// 400 -> 340 ns); with more rows every pass would decode again (page/.../48: 15 % slower).
+inline constexpr int kRowsUnit = D::kBlockScaled ? D::kElems : kUnitElems<D>;
 template <class D>
-inline constexpr bool kDecodesBlock512 = [] {
-  if constexpr (Decodes512<D>) return kDecode512Elems<D> == D::kElems;
+inline constexpr int kRowsGroup = 64 / kRowsUnit<D>;  // units per pass: 4 rows x 64 elements in 16 sums
+// With one pass of query rows (a decode step's GQA group of up to four) the rows form decodes
+// each unit in registers as its values are needed, instead of storing decoded tiles and
+// loading them back (page/axpy/q4_0/128/4: 400 -> 340 ns); with more rows every pass would
+// decode again (page/axpy/q4_0/128/48: 15 % slower), so they read decoded tiles.
+template <class D>
+inline constexpr bool kRowsDirect = [] {
+  if constexpr (Decodes512<D>) return kDecode512Elems<D> == kRowsUnit<D>;
   return false;
-}();  // blocks per pass: 4 rows x 64 elements in 16 sums
+}();
 
-// Stored rows for axpy_rows_block_group to decode in registers (rows null: read the decoded tiles).
+// Stored rows for axpy_rows_group to decode in registers.
 struct StoredRows {
   const uint8_t* rows;
   size_t row_bytes;
 };
 
-template <class D, int R, int GB, bool kDirect>
-KVGATE_AVX512_INLINE void axpy_rows_block_group(const TileSums* t, StoredRows stored, int b0) {
-  constexpr int L = D::kElems, H = L / 16;
-  static_assert(D::kBlockScaled && L % 16 == 0);
+template <class D, int R, int G, bool kDirect>
+KVGATE_AVX512_INLINE void axpy_rows_group(const TileSums* t, StoredRows stored, int u0) {
+  constexpr int L = kRowsUnit<D>, H = L / 16;
+  static_assert(L % 16 == 0);
   constexpr size_t kChunk = static_cast<size_t>(kTileRows) * L;
-  __m512 s[R][GB][H];
+  constexpr size_t kUnitBytes = static_cast<size_t>(L / D::kElems) * D::kBytes;
+  __m512 s[R][G][H];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < GB; ++j)
+    for (int j = 0; j < G; ++j)
 #pragma GCC unroll 16
-      for (int h = 0; h < H; ++h) s[r][j][h] = _mm512_loadu_ps(t[r].acc + (b0 + j) * L + 16 * h);
+      for (int h = 0; h < H; ++h) s[r][j][h] = _mm512_loadu_ps(t[r].acc + (u0 + j) * L + 16 * h);
   const int n_tiles = t[0].n_tiles;
-  const size_t nb = static_cast<size_t>(t[0].nb);
+  const size_t nu = static_cast<size_t>(t[0].nb);
   for (int tile = 0; tile < n_tiles; ++tile) {
-    const float* v = t[0].decoded + (static_cast<size_t>(tile) * nb + b0) * kChunk;
-    const float* w[R][GB];
+    const float* v = t[0].decoded + (static_cast<size_t>(tile) * nu + u0) * kChunk;
+    const float* w[R][G];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-      for (int j = 0; j < GB; ++j) w[r][j] = t[r].weights<D>(tile, b0 + j);
+      for (int j = 0; j < G; ++j) w[r][j] = t[r].weights<D>(tile, u0 + j);
 #pragma GCC unroll 4
     for (int i = 0; i < kTileRows; ++i)
 #pragma GCC unroll 16
-      for (int j = 0; j < GB; ++j) {
+      for (int j = 0; j < G; ++j) {
         __m512 x[H];
         if constexpr (kDirect)
           D::decode512(stored.rows + (static_cast<size_t>(tile) * kTileRows + i) * stored.row_bytes + D::kHeader +
-                           static_cast<size_t>(b0 + j) * D::kBytes,
+                           static_cast<size_t>(u0 + j) * kUnitBytes,
                        x);
         else
 #pragma GCC unroll 2
@@ -563,8 +567,8 @@ KVGATE_AVX512_INLINE void axpy_rows_block_group(const TileSums* t, StoredRows st
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-        for (int j = 0; j < GB; ++j) {
-          const __m512 add = _mm512_set1_ps(t[r].add<D>(tile, b0 + j));
+        for (int j = 0; j < G; ++j) {
+          const __m512 add = _mm512_set1_ps(t[r].add<D>(tile, u0 + j));
 #pragma GCC unroll 2
           for (int h = 0; h < H; ++h) s[r][j][h] = _mm512_add_ps(s[r][j][h], add);
         }
@@ -572,17 +576,16 @@ KVGATE_AVX512_INLINE void axpy_rows_block_group(const TileSums* t, StoredRows st
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < GB; ++j)
+    for (int j = 0; j < G; ++j)
 #pragma GCC unroll 16
-      for (int h = 0; h < H; ++h) _mm512_storeu_ps(t[r].acc + (b0 + j) * L + 16 * h, s[r][j][h]);
+      for (int h = 0; h < H; ++h) _mm512_storeu_ps(t[r].acc + (u0 + j) * L + 16 * h, s[r][j][h]);
 }
 
 template <class D, int R, bool kDirect>
-KVGATE_AVX512_INLINE void axpy_rows_blocks(const TileSums* t, StoredRows stored) {
-  int b = 0;
-  for (; b + kRowsBlockGroup<D> <= t[0].nb; b += kRowsBlockGroup<D>)
-    axpy_rows_block_group<D, R, kRowsBlockGroup<D>, kDirect>(t, stored, b);
-  for (; b < t[0].nb; ++b) axpy_rows_block_group<D, R, 1, kDirect>(t, stored, b);
+KVGATE_AVX512_INLINE void axpy_rows_units(const TileSums* t, StoredRows stored) {
+  int u = 0;
+  for (; u + kRowsGroup<D> <= t[0].nb; u += kRowsGroup<D>) axpy_rows_group<D, R, kRowsGroup<D>, kDirect>(t, stored, u);
+  for (; u < t[0].nb; ++u) axpy_rows_group<D, R, 1, kDirect>(t, stored, u);
 }
 
 template <class D, bool kDirect>
@@ -594,25 +597,25 @@ KVGATE_AVX512_INLINE void axpy_rows_all(const RowFormat& f, const float* weights
     const int n = std::min(kTileRows, n_q - qi);
     for (int r = 0; r < n; ++r) t[r] = row_sums(f, rows, weights, n_tokens, dr, factors[r], qi + r, acc);
     switch (n) {
-      case 4: axpy_rows_blocks<D, 4, kDirect>(t, stored); break;
-      case 3: axpy_rows_blocks<D, 3, kDirect>(t, stored); break;
-      case 2: axpy_rows_blocks<D, 2, kDirect>(t, stored); break;
-      default: axpy_rows_blocks<D, 1, kDirect>(t, stored);
+      case 4: axpy_rows_units<D, 4, kDirect>(t, stored); break;
+      case 3: axpy_rows_units<D, 3, kDirect>(t, stored); break;
+      case 2: axpy_rows_units<D, 2, kDirect>(t, stored); break;
+      default: axpy_rows_units<D, 1, kDirect>(t, stored);
     }
   }
 }
 
-// Every query row, four at a time, through axpy_rows_block_group.
+// Every query row, four at a time, through axpy_rows_group; head_dim a multiple of kRowsUnit.
 template <class D>
-KVGATE_AVX512_INLINE void axpy_rows_block_scaled(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows,
-                                                 int n_tokens, float* acc) {
+KVGATE_AVX512_INLINE void axpy_rows_form(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows,
+                                         int n_tokens, float* acc) {
   thread_local DecodedRows<D> dr;
   thread_local RowFactors<D> factors[kTileRows];
-  if (kDecodesBlock512<D> && n_q <= kTileRows) {
-    decode_rows<D, D::kElems, false>(dr, f, rows, n_tokens);  // the block scales only
-    axpy_rows_all<D, kDecodesBlock512<D>>(f, weights, n_q, rows, n_tokens, acc, dr, factors);
+  if (kRowsDirect<D> && n_q <= kTileRows) {
+    decode_rows<D, kRowsUnit<D>, false>(dr, f, rows, n_tokens);  // the block scales only
+    axpy_rows_all<D, kRowsDirect<D>>(f, weights, n_q, rows, n_tokens, acc, dr, factors);
   } else {
-    decode_rows<D, D::kElems>(dr, f, rows, n_tokens);
+    decode_rows<D, kRowsUnit<D>>(dr, f, rows, n_tokens);
     axpy_rows_all<D, false>(f, weights, n_q, rows, n_tokens, acc, dr, factors);
   }
   axpy_rows_tail<D>(f, weights, n_q, rows, n_tokens, dr.n_tiles * kTileRows, acc);
@@ -622,9 +625,10 @@ template <class D>
 KVGATE_AVX512 void axpy_rows_pairs(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
                                    float* acc) {
   constexpr int kWideLayout = D::kBlockScaled ? D::kElems : kUnitElems<D>;
-  if constexpr (D::kBlockScaled && D::kElems % 16 == 0)
-    axpy_rows_block_scaled<D>(f, weights, n_q, rows, n_tokens, acc);
-  else if (kWideLayout != D::kElems && f.head_dim % kWideLayout == 0)
+  if constexpr (kRowsUnit<D> % 16 == 0)
+    if (f.head_dim % kRowsUnit<D> == 0 && (D::kBlockScaled || (kRowsDirect<D> && n_q <= kTileRows)))
+      return axpy_rows_form<D>(f, weights, n_q, rows, n_tokens, acc);
+  if (kWideLayout != D::kElems && f.head_dim % kWideLayout == 0)
     axpy_rows_pairs_in<D, kWideLayout>(f, weights, n_q, rows, n_tokens, acc);
   else
     axpy_rows_pairs_in<D, D::kElems>(f, weights, n_q, rows, n_tokens, acc);
