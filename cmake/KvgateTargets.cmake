@@ -29,6 +29,11 @@ function(kvgate_test name)
     KVGATE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     KVGATE_BINARY_DIR="${PROJECT_BINARY_DIR}")
   kvgate_warnings(${name})
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "KVGATE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  # An empty LABELS value is dropped from the PROPERTIES pairs, which then read ENVIRONMENT as
+  # the label: set labels only when there are some.
+  set(properties ENVIRONMENT "KVGATE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  if(ARG_LABELS)
+    list(APPEND properties LABELS "${ARG_LABELS}")
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${properties})
 endfunction()
