@@ -234,8 +234,15 @@ KVGATE_AVX2_INLINE void dot_tile_row(const RowFormat& f, const Tile& tile, int r
   dot_tile_rows<D, 1>(f, tile, row0, r, nb, &qp, &out);
 }
 
+// r[i] = first + i * row_bytes for i < n, each from the one before: GCC vectorizes the product
+// form into 64-bit vector multiplies (vpmullq, 15 cycles), which a pass then waits on.
+inline void set_row_pointers(const uint8_t* first, size_t row_bytes, int n, const uint8_t** r) {
+  r[0] = first;
+  for (int i = 1; i < n; ++i) r[i] = r[i - 1] + row_bytes;
+}
+
 inline void tile_rows(const uint8_t* rows, size_t row_bytes, int t, const uint8_t** r) {
-  for (int i = 0; i < kTileRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * row_bytes;
+  set_row_pointers(rows + static_cast<size_t>(t) * row_bytes, row_bytes, kTileRows, r);
 }
 
 // Tokens [t, n_tokens) one query row at a time: four rows per step, then single rows.

@@ -368,13 +368,13 @@ KVGATE_AVX512 void dot_rows_pairs(const RowFormat& f, const float* q, int n_q, c
   const uint8_t* r[kRows];
   int t = 0;
   for (; t + kRows <= n_tokens; t += kRows) {
-    for (int i = 0; i < kRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * f.row_bytes;
+    set_row_pointers(rows + static_cast<size_t>(t) * f.row_bytes, f.row_bytes, kRows, r);
     decode_tile<D>(tile, r, kRows, nb);
     dot_pass<D, kPassTiles<D>>(f, tile, r, nb, q, qi2, n_q, n_tokens, t, scores);
   }
   if constexpr (kPassTiles<D> > 1)
     for (; t + kTileRows <= n_tokens; t += kTileRows) {
-      for (int i = 0; i < kTileRows; ++i) r[i] = rows + static_cast<size_t>(t + i) * f.row_bytes;
+      set_row_pointers(rows + static_cast<size_t>(t) * f.row_bytes, f.row_bytes, kTileRows, r);
       decode_tile<D>(tile, r, kTileRows, nb);
       dot_pass<D, 1>(f, tile, r, nb, q, qi2, n_q, n_tokens, t, scores);
     }
