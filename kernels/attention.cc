@@ -27,9 +27,12 @@ struct Scratch {
   std::vector<float> acc_window;  // [rows][D] sum w * v over window values, original basis
   std::vector<SoftmaxState> state;
   std::vector<int64_t> position;  // [rows] the query's own position
+  std::vector<float> weight_sums;  // [rows] a page's weights summed, for the rows that see a key
+  std::vector<uint8_t> sees_key;   // [rows] whether the row sees a key of the page
   Scratch(size_t rows, int head_dim, int page_tokens)
       : q_scaled(rows * head_dim), q_prepared(rows * head_dim), scores(rows * page_tokens), compact(rows * page_tokens),
-        acc_stored(rows * head_dim), acc_window(rows * head_dim), state(rows), position(rows) {}
+        acc_stored(rows * head_dim), acc_window(rows * head_dim), state(rows), position(rows), weight_sums(rows),
+        sees_key(rows) {}
 };
 
 // Asks for part of a head's share of a later page while this one is computed: one head's
@@ -60,6 +63,25 @@ float max_of(const float* x, int n) {
   for (; t < n; ++t) m[0] = x[t] > m[0] ? x[t] : m[0];
   const float a = m[0] > m[1] ? m[0] : m[1], b = m[2] > m[3] ? m[2] : m[3];
   return a > b ? a : b;
+}
+
+// sums[r] = the n floats of row r (rows n apart) added in order from 0, as one row's serial
+// loop would; eight rows side by side, so the adds' latency is paid once per eight rows rather
+// than per row (a page's sum was a 32-add chain per query row).
+void row_sums_in_order(const float* x, int rows, int n, float* sums) {
+  constexpr int kSide = 8;
+  int r = 0;
+  for (; r + kSide <= rows; r += kSide) {
+    float s[kSide] = {};
+    for (int t = 0; t < n; ++t)
+      for (int k = 0; k < kSide; ++k) s[k] += x[static_cast<size_t>(r + k) * n + t];
+    std::copy_n(s, kSide, sums + r);
+  }
+  for (; r < rows; ++r) {
+    float s = 0.0f;
+    for (int t = 0; t < n; ++t) s += x[static_cast<size_t>(r) * n + t];
+    sums[r] = s;
+  }
 }
 
 float dot(const float* a, const float* b, int n) {
@@ -138,7 +160,8 @@ void attend_page(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, in
     if (v.window > 0)
       for (int64_t t = 0; t < std::min<int64_t>(pos - v.window + 1 - ps, n); ++t) row[t] = -INFINITY;
     const float chunk_max = max_of(row, n);
-    if (chunk_max == -INFINITY) {
+    s.sees_key[r] = chunk_max != -INFINITY;
+    if (!s.sees_key[r]) {
       std::fill_n(row, n, 0.0f);
       continue;
     }
@@ -154,8 +177,11 @@ void attend_page(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, in
       }
     }
     // st.weight for each score (the max is finite now), 8 at a time.
-    st.add(simd::softmax_weights(row, n, st.max, row));
+    simd::softmax_weights(row, n, st.max, row);
   }
+  row_sums_in_order(scores, rows, n, s.weight_sums.data());
+  for (int r = 0; r < rows; ++r)
+    if (s.sees_key[r]) s.state[r].add(s.weight_sums[r]);
 
   if (prefetch) prefetch_page(v.value, kv_head, ps + pt, visible_end, pt, 0, 2);
   const int nv = static_cast<int>(std::clamp(v.value.quantized, ps, pe) - ps);

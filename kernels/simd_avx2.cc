@@ -31,14 +31,11 @@ KVGATE_AVX2 void axpy_f32_avx2(float w, const float* x, float* y, int n) {
   for (; i < n; ++i) y[i] += w * x[i];
 }
 
-KVGATE_AVX2 float softmax_weights_avx2(const float* scores, int n, float max, float* weights) {
+KVGATE_AVX2 void softmax_weights_avx2(const float* scores, int n, float max, float* weights) {
   const __m256 m = _mm256_set1_ps(max);
   int t = 0;
   for (; t + 8 <= n; t += 8) _mm256_storeu_ps(weights + t, exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + t), m)));
   for (; t < n; ++t) weights[t] = exp_poly(scores[t] - max);
-  float sum = 0.0f;
-  for (t = 0; t < n; ++t) sum += weights[t];
-  return sum;
 }
 
 const RowKernels* find_row_kernels(FormatId id) {
@@ -101,11 +98,9 @@ void axpy_f32(float w, const float* x, float* y, int n) {
   for (int i = 0; i < n; ++i) y[i] += w * x[i];
 }
 
-float softmax_weights(const float* scores, int n, float max, float* weights) {
+void softmax_weights(const float* scores, int n, float max, float* weights) {
   if (cpu_has_avx2_fma_f16c()) return softmax_weights_avx2(scores, n, max, weights);
-  float sum = 0.0f;
-  for (int t = 0; t < n; ++t) sum += (weights[t] = exp_poly(scores[t] - max));
-  return sum;
+  for (int t = 0; t < n; ++t) weights[t] = exp_poly(scores[t] - max);
 }
 
 }  // namespace kvgate::kernels::simd

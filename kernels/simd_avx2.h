@@ -36,7 +36,7 @@ void axpy_f32(float w, const float* x, float* y, int n);
 
 // One page row of the CPU attention's online softmax: weights[t] = softmax_exp(scores[t] - max)
 // for t < n (weights may be scores), 8 at a time with AVX2 and bit for bit what the scalar
-// exp_poly gives, so results do not depend on the CPU; returns the weights' sum, added in t order.
-float softmax_weights(const float* scores, int n, float max, float* weights);
+// exp_poly gives, so results do not depend on the CPU.
+void softmax_weights(const float* scores, int n, float max, float* weights);
 
 }  // namespace kvgate::kernels::simd

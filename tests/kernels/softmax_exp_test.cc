@@ -81,7 +81,7 @@ TEST(SoftmaxExp, IsTheHostSoftmaxExp) {
   }
 }
 
-TEST(SoftmaxWeights, EqualsTheScalarExpBitForBitWithItsSumInOrder) {
+TEST(SoftmaxWeights, EqualsTheScalarExpBitForBit) {
   Rng rng(7);
   for (int n : {0, 1, 5, 8, 9, 16, 31, 32, 33, 100}) {
     std::vector<float> scores(static_cast<size_t>(n));
@@ -96,17 +96,14 @@ TEST(SoftmaxWeights, EqualsTheScalarExpBitForBitWithItsSumInOrder) {
     }
     const float max = 3.0f;
     std::vector<float> weights(scores.size(), -1.0f);
-    const float sum = simd::softmax_weights(scores.data(), n, max, weights.data());
-    float want_sum = 0.0f;
+    simd::softmax_weights(scores.data(), n, max, weights.data());
     for (int t = 0; t < n; ++t) {
       const float want = exp_poly(scores[t] - max);
       EXPECT_EQ(bits(weights[t]), bits(want)) << "n " << n << " t " << t << " score " << scores[t];
-      want_sum += want;
     }
-    EXPECT_EQ(bits(sum), bits(want_sum)) << "n " << n;
     // In place, as the attention calls it.
     std::vector<float> in_place = scores;
-    EXPECT_EQ(bits(simd::softmax_weights(in_place.data(), n, max, in_place.data())), bits(sum));
+    simd::softmax_weights(in_place.data(), n, max, in_place.data());
     EXPECT_EQ(in_place, weights);
   }
 }
