@@ -66,21 +66,29 @@ float max_of(const float* x, int n) {
 }
 
 // sums[r] = the n floats of row r (rows n apart) added in order from 0, as one row's serial
-// loop would; eight rows side by side, so the adds' latency is paid once per eight rows rather
-// than per row (a page's sum was a 32-add chain per query row).
+// loop would; up to eight rows side by side, so the adds' latency (a 32-add chain per row and
+// page) is paid once per group of rows rather than once per row.
+template <int kSide>
+void row_sums_side_by_side(const float* x, int n, float* sums) {
+  float s[kSide] = {};
+  for (int t = 0; t < n; ++t)
+    for (int k = 0; k < kSide; ++k) s[k] += x[static_cast<size_t>(k) * n + t];
+  std::copy_n(s, kSide, sums);
+}
+
 void row_sums_in_order(const float* x, int rows, int n, float* sums) {
-  constexpr int kSide = 8;
-  int r = 0;
-  for (; r + kSide <= rows; r += kSide) {
-    float s[kSide] = {};
-    for (int t = 0; t < n; ++t)
-      for (int k = 0; k < kSide; ++k) s[k] += x[static_cast<size_t>(r + k) * n + t];
-    std::copy_n(s, kSide, sums + r);
-  }
-  for (; r < rows; ++r) {
-    float s = 0.0f;
-    for (int t = 0; t < n; ++t) s += x[static_cast<size_t>(r) * n + t];
-    sums[r] = s;
+  for (int r = 0; r < rows; r += 8) {
+    const float* at = x + static_cast<size_t>(r) * n;
+    switch (std::min(rows - r, 8)) {
+      case 8: row_sums_side_by_side<8>(at, n, sums + r); break;
+      case 7: row_sums_side_by_side<7>(at, n, sums + r); break;
+      case 6: row_sums_side_by_side<6>(at, n, sums + r); break;
+      case 5: row_sums_side_by_side<5>(at, n, sums + r); break;
+      case 4: row_sums_side_by_side<4>(at, n, sums + r); break;
+      case 3: row_sums_side_by_side<3>(at, n, sums + r); break;
+      case 2: row_sums_side_by_side<2>(at, n, sums + r); break;
+      default: row_sums_side_by_side<1>(at, n, sums + r);
+    }
   }
 }
 
