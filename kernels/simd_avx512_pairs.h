@@ -250,6 +250,36 @@ KVGATE_AVX512_INLINE void hsum4_pair(__m512 a0, __m512 a1, __m512 a2, __m512 a3,
   *sum_b = _mm512_extractf32x4_ps(sum, 2);
 }
 
+// hsum4_pair of two tiles' accumulators (a[0..3] keys 0-3, a[4..7] keys 4-7) at once: the same
+// additions per sum, ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), in 24 instructions
+// instead of 38, by pairing registers at every step. sums[tile][row] holds four keys' sums.
+KVGATE_AVX512_INLINE void hsum8_pair(const __m512* a, __m128 (*sums)[2]) {
+  // Quarters of an accumulator: row A lanes 0-3, A 4-7, B 0-3, B 4-7. Step 1, l_i + l_(i+4):
+  // [x A, x B, y A, y B] per pair of accumulators.
+  __m512 w[4];
+  for (int i = 0; i < 4; ++i) {
+    const __m512 x = a[2 * i], y = a[2 * i + 1];
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // Step 2, (s0 + s2) and (s1 + s3) within each quarter: quarter q of z[j] holds keys 4j' + {0, 2}.
+  __m512 z[2];
+  for (int j = 0; j < 2; ++j) {
+    const __m512 x = w[2 * j], y = w[2 * j + 1];
+    z[j] = _mm512_add_ps(_mm512_shuffle_ps(x, y, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // Step 3, the two halves of each sum: quarter 0 = row A keys 0, 2, 4, 6; 1 = row B keys 0, 2,
+  // 4, 6; 2 = row A keys 1, 3, 5, 7; 3 = row B keys 1, 3, 5, 7.
+  const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // Interleave even and odd keys: quarter 0 of lo = row A keys 0-3, quarter 1 = row B keys 0-3.
+  const __m512 odd = _mm512_shuffle_f32x4(e, e, _MM_SHUFFLE(1, 0, 3, 2));
+  const __m512 lo = _mm512_unpacklo_ps(e, odd), hi = _mm512_unpackhi_ps(e, odd);
+  sums[0][0] = _mm512_castps512_ps128(lo);
+  sums[0][1] = _mm512_extractf32x4_ps(lo, 1);
+  sums[1][0] = _mm512_castps512_ps128(hi);
+  sums[1][1] = _mm512_extractf32x4_ps(hi, 1);
+}
+
 // dot_decoded for a row pair.
 template <class D>
 KVGATE_AVX512_INLINE __m512 dot_decoded(const __m256* v, float d, float m, const __m512* qv, __m512 qsum, __m512 acc) {
@@ -301,14 +331,18 @@ KVGATE_AVX512_INLINE void dot_tile_pairs(const RowFormat& f, const Tile& tile, c
     total_a[p] = query_total<D>(low(qtotal[p]));
     total_b[p] = query_total<D>(high(qtotal[p]));
   }
+  __m128 sums[P][T][2];  // [pair][tile][row A, row B]: the tile's four keys
+  for (int p = 0; p < P; ++p) {
+    if constexpr (T == 2)
+      hsum8_pair(acc[p], sums[p]);
+    else
+      hsum4_pair(acc[p][0], acc[p][1], acc[p][2], acc[p][3], &sums[p][0][0], &sums[p][0][1]);
+  }
   for (int s = 0; s < T; ++s) {
     const TileRowFactors factors = tile_row_factors<D>(f, r + kTileRows * s);
     for (int p = 0; p < P; ++p) {
-      __m128 sum_a, sum_b;
-      const __m512* a = &acc[p][kTileRows * s];
-      hsum4_pair(a[0], a[1], a[2], a[3], &sum_a, &sum_b);
-      finish_tile_scores<D>(factors, sum_a, total_a[p], out[s][2 * p]);
-      finish_tile_scores<D>(factors, sum_b, total_b[p], out[s][2 * p + 1]);
+      finish_tile_scores<D>(factors, sums[p][s][0], total_a[p], out[s][2 * p]);
+      finish_tile_scores<D>(factors, sums[p][s][1], total_b[p], out[s][2 * p + 1]);
     }
   }
 }
