@@ -232,52 +232,41 @@ KVGATE_AVX512_INLINE void decode_rows(DecodedRows<D>& dr, const RowFormat& f, co
   if constexpr (D::kBlockScaled) block_scales<D>(rows, n_rows, static_cast<int>(f.row_bytes), nb, bd, bm, padded);
 }
 
-// Lane 0: row A's low + high 128 bits, lane 2: row B's (hsum4's first step for both).
-KVGATE_AVX512_INLINE __m512 fold_halves(__m512 a) { return _mm512_add_ps(a, _mm512_shuffle_f32x4(a, a, _MM_SHUFFLE(3, 3, 1, 1))); }
-
-// hsum4 of both halves at once: the same additions in the same order per row, with one
-// instruction doing each step for both rows (128-bit lane 0 ends with row A's four sums, lane 2
-// with row B's).
-KVGATE_AVX512_INLINE void hsum4_pair(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m128* sum_a, __m128* sum_b) {
-  const __m512 x0 = fold_halves(a0), x1 = fold_halves(a1), x2 = fold_halves(a2), x3 = fold_halves(a3);
-  // _MM_TRANSPOSE4_PS within each 128-bit lane.
-  const __m512 t0 = _mm512_unpacklo_ps(x0, x1), t1 = _mm512_unpackhi_ps(x0, x1);
-  const __m512 t2 = _mm512_unpacklo_ps(x2, x3), t3 = _mm512_unpackhi_ps(x2, x3);
-  const __m512 y0 = _mm512_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), y1 = _mm512_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m512 y2 = _mm512_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), y3 = _mm512_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m512 sum = _mm512_add_ps(_mm512_add_ps(y0, y2), _mm512_add_ps(y1, y3));
-  *sum_a = _mm512_castps512_ps128(sum);
-  *sum_b = _mm512_extractf32x4_ps(sum, 2);
-}
-
-// hsum4_pair of two tiles' accumulators (a[0..3] keys 0-3, a[4..7] keys 4-7) at once: the same
-// additions per sum, ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), in 24 instructions
-// instead of 38, by pairing registers at every step. sums[tile][row] holds four keys' sums.
-KVGATE_AVX512_INLINE void hsum8_pair(const __m512* a, __m128 (*sums)[2]) {
-  // Quarters of an accumulator: row A lanes 0-3, A 4-7, B 0-3, B 4-7. Step 1, l_i + l_(i+4):
-  // [x A, x B, y A, y B] per pair of accumulators.
-  __m512 w[4];
-  for (int i = 0; i < 4; ++i) {
+// hsum4 (kernels/simd_avx2_util.h) of both rows of T tiles' accumulators (a[4s .. 4s + 3]:
+// tile s's keys) at once: the same additions per sum, ((l0 + l4) + (l2 + l6)) + ((l1 + l5) +
+// (l3 + l7)), pairing registers at every step (two tiles: 26 instructions instead of 42 for a
+// 4-key reduction per tile; one: 14 instead of 20). sums[tile][row]: the tile's four keys' sums
+// for row A and row B.
+template <int T>
+KVGATE_AVX512_INLINE void hsum_tiles_pair(const __m512* a, __m128 (*sums)[2]) {
+  static_assert(T == 1 || T == 2);
+  // Quarters of an accumulator: row A lanes 0-3, A 4-7, B 0-3, B 4-7. Step 1, s_i = l_i + l_(i+4):
+  // w[i] = [x A, x B, y A, y B] for the pair (x, y) = (a[2i], a[2i + 1]).
+  __m512 w[2 * T];
+  for (int i = 0; i < 2 * T; ++i) {
     const __m512 x = a[2 * i], y = a[2 * i + 1];
     w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
   }
-  // Step 2, (s0 + s2) and (s1 + s3) within each quarter: quarter q of z[j] holds keys 4j' + {0, 2}.
-  __m512 z[2];
-  for (int j = 0; j < 2; ++j) {
+  // Step 2, s0 + s2 and s1 + s3 within each quarter, for the pair (w[2j], w[2j + 1]).
+  __m512 z[T];
+  for (int j = 0; j < T; ++j) {
     const __m512 x = w[2 * j], y = w[2 * j + 1];
     z[j] = _mm512_add_ps(_mm512_shuffle_ps(x, y, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
   }
-  // Step 3, the two halves of each sum: quarter 0 = row A keys 0, 2, 4, 6; 1 = row B keys 0, 2,
-  // 4, 6; 2 = row A keys 1, 3, 5, 7; 3 = row B keys 1, 3, 5, 7.
-  const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  // Interleave even and odd keys: quarter 0 of lo = row A keys 0-3, quarter 1 = row B keys 0-3.
+  // Step 3, the sums' two halves added: quarter 0 = row A keys 0, 2 (, 4, 6); 1 = row B's; 2 = row
+  // A keys 1, 3 (, 5, 7); 3 = row B's. With one tile both halves of each quarter are the same.
+  const __m512 z1 = z[T - 1];
+  const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(z[0], z1, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(z[0], z1, _MM_SHUFFLE(3, 1, 3, 1)));
+  // Even and odd keys interleaved: quarter 0 of lo = row A keys 0-3, quarter 1 = row B keys 0-3.
   const __m512 odd = _mm512_shuffle_f32x4(e, e, _MM_SHUFFLE(1, 0, 3, 2));
-  const __m512 lo = _mm512_unpacklo_ps(e, odd), hi = _mm512_unpackhi_ps(e, odd);
+  const __m512 lo = _mm512_unpacklo_ps(e, odd);
   sums[0][0] = _mm512_castps512_ps128(lo);
   sums[0][1] = _mm512_extractf32x4_ps(lo, 1);
-  sums[1][0] = _mm512_castps512_ps128(hi);
-  sums[1][1] = _mm512_extractf32x4_ps(hi, 1);
+  if constexpr (T == 2) {
+    const __m512 hi = _mm512_unpackhi_ps(e, odd);
+    sums[1][0] = _mm512_castps512_ps128(hi);
+    sums[1][1] = _mm512_extractf32x4_ps(hi, 1);
+  }
 }
 
 // dot_decoded for a row pair.
@@ -332,12 +321,7 @@ KVGATE_AVX512_INLINE void dot_tile_pairs(const RowFormat& f, const Tile& tile, c
     total_b[p] = query_total<D>(high(qtotal[p]));
   }
   __m128 sums[P][T][2];  // [pair][tile][row A, row B]: the tile's four keys
-  for (int p = 0; p < P; ++p) {
-    if constexpr (T == 2)
-      hsum8_pair(acc[p], sums[p]);
-    else
-      hsum4_pair(acc[p][0], acc[p][1], acc[p][2], acc[p][3], &sums[p][0][0], &sums[p][0][1]);
-  }
+  for (int p = 0; p < P; ++p) hsum_tiles_pair<T>(acc[p], sums[p]);
   for (int s = 0; s < T; ++s) {
     const TileRowFactors factors = tile_row_factors<D>(f, r + kTileRows * s);
     for (int p = 0; p < P; ++p) {
