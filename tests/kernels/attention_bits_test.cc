@@ -15,16 +15,10 @@
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/paged_kv_cache.h"
+#include "tests/kernels/gaussian.h"
 
 namespace kvgate::kernels {
 namespace {
-
-std::vector<float> gaussian(size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(rng.normal());
-  return x;
-}
 
 struct Shape {
   int heads, kv_heads, head_dim;

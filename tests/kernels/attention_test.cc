@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/paged_kv_cache.h"
+#include "tests/kernels/gaussian.h"
 
 namespace kvgate::kernels {
 namespace {
@@ -23,13 +24,6 @@ constexpr int kHeads = 9;
 constexpr int kKvHeads = 3;
 constexpr int kHeadDim = 64;
 constexpr int kPageTokens = 32;
-
-std::vector<float> gaussian(size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(rng.normal());
-  return x;
-}
 
 // Plain causal softmax attention in float64 over k, v: [len][kKvHeads][D]; queries are the last
 // n_queries positions. Returns [n_queries][kHeads][D].

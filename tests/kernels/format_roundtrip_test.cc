@@ -17,6 +17,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kv_format.h"
 #include "tests/kernels/toy_format.h"
+#include "tests/kernels/gaussian.h"
 
 namespace kvgate::kernels {
 namespace {
@@ -47,13 +48,6 @@ std::vector<Case> all_cases() {
     }
   }
   return cases;
-}
-
-std::vector<float> gaussian(size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(rng.normal());
-  return x;
 }
 
 // NMSE of N(0,1) data any sound format must stay under at b stored bits per element (scales

@@ -7,19 +7,13 @@
 #include "core/float_convert.h"
 #include "core/rng.h"
 #include "kernels/paged_kv_cache.h"
+#include "tests/kernels/gaussian.h"
 
 namespace kvgate::kernels {
 namespace {
 
 constexpr int kKvHeads = 2;
 constexpr int kHeadDim = 64;
-
-std::vector<float> gaussian(size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(rng.normal());
-  return x;
-}
 
 LayerFormats both(const char* name, FormatOptions options = {}) {
   return {{find_format(name), options}, {find_format(name), options}};

@@ -13,6 +13,7 @@
 #include "kernels/attention.h"
 #include "kernels/kv_config.h"
 #include "kernels/paged_kv_cache.h"
+#include "tests/kernels/gaussian.h"
 
 namespace kvgate::kernels {
 namespace {
@@ -21,13 +22,6 @@ constexpr int kHeads = 4;
 constexpr int kKvHeads = 2;
 constexpr int kHeadDim = 32;
 constexpr int kPageTokens = 32;
-
-std::vector<float> gaussian(size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(rng.normal());
-  return x;
-}
 
 PagedKvCacheShape shape(int64_t window, int64_t pages = 64) {
   PagedKvCacheShape s;

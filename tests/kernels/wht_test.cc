@@ -15,16 +15,10 @@
 #include "kernels/ggml_blocks.h"
 #include "kernels/hadamard.h"
 #include "kernels/kv_config.h"
+#include "tests/kernels/gaussian.h"
 
 namespace kvgate::kernels {
 namespace {
-
-std::vector<float> gaussian(size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> x(n);
-  for (auto& v : x) v = static_cast<float>(rng.normal());
-  return x;
-}
 
 std::string usage_error_of(const std::string& spec) {
   try {
