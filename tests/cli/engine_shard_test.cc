@@ -26,7 +26,7 @@ namespace kvgate::testing {
 namespace {
 
 std::string temp(const std::string& name) {
-  return ::testing::TempDir() + "kvgate_engine_shard_" + std::to_string(::getpid()) + "_" + name;
+  return scratch_path("engine_shard", name);
 }
 
 void remove_db(const std::string& db) {

@@ -26,7 +26,7 @@ namespace kvgate::testing {
 namespace {
 
 std::string temp(const std::string& name) {
-  return ::testing::TempDir() + "kvgate_engine_" + std::to_string(::getpid()) + "_" + name;
+  return scratch_path("engine", name);
 }
 
 // n generated items of each domain; small, so a CPU server scores them in seconds.

@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "kvgate_err_" + std::to_string(::getpid()) + "_" + name;
+  return scratch_path("err", name);
 }
 
 std::string temp_file(const std::string& name, const std::string& content) {

@@ -20,7 +20,7 @@ namespace kvgate::testing {
 namespace {
 
 std::string temp(const std::string& name) {
-  return ::testing::TempDir() + "kvgate_eval_" + std::to_string(::getpid()) + "_" + name;
+  return scratch_path("eval", name);
 }
 
 // Two short generated items per domain, written once per test binary run.
@@ -110,11 +110,12 @@ TEST(EvalCli, KilledRunLeavesConsistentDatabaseAndResumes) {
   KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const std::string db = temp("killed.db");
   std::remove(db.c_str());
+  const std::string evalset = small_evalset();  // made here, not in the child, so this process removes it
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     const std::string bin = kvgate_binary();
-    ::execl(bin.c_str(), bin.c_str(), "eval", "--evalset", small_evalset().c_str(), "--kv", "q4_0,q8_0", "--threads",
+    ::execl(bin.c_str(), bin.c_str(), "eval", "--evalset", evalset.c_str(), "--kv", "q4_0,q8_0", "--threads",
             "1", "--db", db.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }

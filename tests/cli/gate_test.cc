@@ -319,7 +319,7 @@ class GateRealRuns : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!default_model_fetched()) return;
-    db_ = ::testing::TempDir() + "kvgate_gate_real_" + std::to_string(::getpid()) + ".db";
+    db_ = scratch_path("gate_real", "runs.db");
     remove_db(db_);
     for (int i = 0; i < 2; ++i) {
       const CliResult r = run_kvgate("eval --suite smoke --limit 2 --kv fp8,q4_0 --threads 2 --json --db " + db_);

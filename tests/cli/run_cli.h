@@ -5,9 +5,12 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <system_error>
+#include <vector>
 
 namespace kvgate::testing {
 
@@ -32,6 +35,32 @@ inline bool default_model_fetched() { return std::ifstream(default_model_file())
   if (!::kvgate::testing::default_model_fetched())                                                  \
   GTEST_SKIP() << "default model not fetched (" << ::kvgate::testing::default_model_file()          \
                << " missing); run `kvgate model fetch` first (scripts/test does)"
+
+// A scratch path of this test process under gtest's TempDir: "kvgate_<prefix>_<pid>_<name>".
+// Every path handed out, and every file beside it whose name it begins (SQLite's -wal and -shm,
+// a run's .shard-N databases), is removed when the test binary exits, so test runs do not pile
+// their databases up in /tmp. Paths first asked for in a forked child are the child's: ask in
+// the parent.
+inline std::string scratch_path(const std::string& prefix, const std::string& name) {
+  struct Registry {
+    std::vector<std::string> paths;
+    ~Registry() {
+      namespace fs = std::filesystem;
+      std::error_code ignored;
+      for (const std::string& p : paths) {
+        const fs::path path(p);
+        const std::string stem = path.filename().string();
+        for (fs::directory_iterator it(path.parent_path(), ignored), end; !ignored && it != end; it.increment(ignored))
+          if (it->path().filename().string().rfind(stem, 0) == 0) fs::remove_all(it->path(), ignored);
+        ignored.clear();
+      }
+    }
+  };
+  static Registry registry;
+  std::string path = ::testing::TempDir() + "kvgate_" + prefix + "_" + std::to_string(::getpid()) + "_" + name;
+  registry.paths.push_back(path);
+  return path;
+}
 
 inline std::string kvgate_binary() { return std::string(KVGATE_BINARY_DIR) + "/bin/kvgate"; }
 

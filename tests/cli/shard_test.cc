@@ -215,7 +215,7 @@ TEST(PlanDescription, EverythingThatDecidesTheNumbersAndNothingElse) {
 // ---- end to end on the real default model ----
 
 std::string temp(const std::string& name) {
-  return ::testing::TempDir() + "kvgate_shard_" + std::to_string(::getpid()) + "_" + name;
+  return scratch_path("shard", name);
 }
 
 nlohmann::json run_json(const std::string& args, const std::string& env = "", int expected_exit = 0) {

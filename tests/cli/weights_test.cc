@@ -199,7 +199,7 @@ TEST(WeightsTokenizer, TheFingerprintSeparatesVocabulariesAndTheCheckNamesBothFi
 }
 
 std::string temp(const std::string& name) {
-  return ::testing::TempDir() + "kvgate_weights_" + std::to_string(::getpid()) + "_" + name;
+  return scratch_path("weights", name);
 }
 
 // The variants' paths (Q8_0, Q4_0) from the project's script; empty with `why` set when no
