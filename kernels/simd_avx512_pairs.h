@@ -177,7 +177,6 @@ KVGATE_AVX512_INLINE void decode_row_blocks(const uint8_t* row, int nb, float* d
   }
 }
 
-// DecodedTile::decode of the first n_rows rows through decode_row_blocks.
 // Calls body(nb) with nb a constant for head_dim 64 and 128 (the models' head sizes), so the
 // per-row decode loops inlined into it unroll completely: at a few vector instructions per
 // unit, a counted loop's bookkeeping was a third of the decode.
@@ -191,6 +190,7 @@ KVGATE_AVX512_INLINE void with_block_count(int nb, Body&& body) {
     body(nb);
 }
 
+// DecodedTile::decode of the first n_rows rows through decode_row_blocks.
 template <class D, int kRows>
 KVGATE_AVX512_INLINE void decode_tile(DecodedTile<D, kRows>& tile, const uint8_t* const* r, int n_rows, int nb) {
   tile.set_head_dim(nb * D::kElems);
@@ -208,7 +208,8 @@ KVGATE_AVX512_INLINE void decode_tile(DecodedTile<D, kRows>& tile, const uint8_t
 
 // DecodedRows::decode through decode_row_blocks, in a layout of L-element blocks: the format's
 // blocks, or 16 (one decode512) for an 8-element format without block scales, so each decode
-// is one 512-bit store rather than two halves 4 blocks apart.
+// is one 512-bit store rather than two halves 4 blocks apart. Without kValues only the block
+// scales (for callers that decode the values themselves).
 template <class D, int L, bool kValues = true>
 KVGATE_AVX512_INLINE void decode_rows(DecodedRows<D>& dr, const RowFormat& f, const uint8_t* rows, int n_tokens) {
   constexpr size_t kChunk = static_cast<size_t>(kTileRows) * L;
