@@ -412,6 +412,7 @@ inline constexpr int kPairGroup = L / 8 >= 8 ? 1 : 8 / (L / 8);
 // in flight.
 template <class D, int G, int L, int P>
 KVGATE_AVX512_INLINE void axpy_block_group(const TileSums* ta, const TileSums* tb, int b0) {
+  static_assert(!D::kBlockScaled, "block-scaled formats take the rows form");
   constexpr int V = L / 8;
   constexpr size_t kChunk = static_cast<size_t>(kTileRows) * V * 8;
   // The sums must stay in registers across the tile loop: unrolled loops index them with
@@ -430,25 +431,18 @@ KVGATE_AVX512_INLINE void axpy_block_group(const TileSums* ta, const TileSums* t
   const size_t nb = static_cast<size_t>(ta[0].nb);
   for (int tile = 0; tile < n_tiles; ++tile) {
     const float* v = ta[0].decoded + (static_cast<size_t>(tile) * nb + b0) * kChunk;
-    // Without block scales every block of a tile has the same weights, set once per tile.
-    __m512 w[P][kTileRows];
-    auto set_weights = [&](int b) KVGATE_AVX512_LAMBDA {
+    // Without block scales every block of a tile has the same weights.
+    __m512 w[P][kTileRows], add[P];
 #pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) {
-        const float* wa = ta[p].weights<D>(tile, b);
-        const float* wb = tb[p].weights<D>(tile, b);
+    for (int p = 0; p < P; ++p) {
+      const float* wa = ta[p].weights<D>(tile, b0);
+      const float* wb = tb[p].weights<D>(tile, b0);
 #pragma GCC unroll 16
-        for (int i = 0; i < kTileRows; ++i) w[p][i] = pair_set1(wa[i], wb[i]);
-      }
-    };
-    if constexpr (!D::kBlockScaled) set_weights(b0);
+      for (int i = 0; i < kTileRows; ++i) w[p][i] = pair_set1(wa[i], wb[i]);
+      if constexpr (D::kRowMin) add[p] = pair_set1(ta[p].add<D>(tile, b0), tb[p].add<D>(tile, b0));
+    }
 #pragma GCC unroll 16
     for (int j = 0; j < G; ++j) {
-      if constexpr (D::kBlockScaled) set_weights(b0 + j);
-      __m512 add[P];
-      if constexpr (D::kBlockMin || D::kRowMin)
-#pragma GCC unroll 16
-        for (int p = 0; p < P; ++p) add[p] = pair_set1(ta[p].add<D>(tile, b0 + j), tb[p].add<D>(tile, b0 + j));
 #pragma GCC unroll 16
       for (int k = 0; k < V; ++k) {
 #pragma GCC unroll 16
@@ -457,7 +451,7 @@ KVGATE_AVX512_INLINE void axpy_block_group(const TileSums* ta, const TileSums* t
 #pragma GCC unroll 16
           for (int p = 0; p < P; ++p) s[p][j][k] = _mm512_fmadd_ps(x, w[p][i], s[p][j][k]);
         }
-        if constexpr (D::kBlockMin || D::kRowMin)
+        if constexpr (D::kRowMin)
 #pragma GCC unroll 16
           for (int p = 0; p < P; ++p) s[p][j][k] = _mm512_add_ps(s[p][j][k], add[p]);
       }
@@ -640,17 +634,23 @@ KVGATE_AVX512_INLINE void axpy_rows_form(const RowFormat& f, const float* weight
   axpy_rows_tail<D>(f, weights, n_q, rows, n_tokens, dr.n_tiles * kTileRows, acc);
 }
 
+// Block-scaled formats (16- and 32-element blocks, head_dim a multiple) always take the rows
+// form; the others on decode steps where it decodes in registers, else the pair form.
 template <class D>
 KVGATE_AVX512 void axpy_rows_pairs(const RowFormat& f, const float* weights, int n_q, const uint8_t* rows, int n_tokens,
                                    float* acc) {
-  constexpr int kWideLayout = D::kBlockScaled ? D::kElems : kUnitElems<D>;
-  if constexpr (kRowsUnit<D> % 16 == 0)
-    if (f.head_dim % kRowsUnit<D> == 0 && (D::kBlockScaled || (kRowsDirect<D> && n_q <= kTileRows)))
-      return axpy_rows_form<D>(f, weights, n_q, rows, n_tokens, acc);
-  if (kWideLayout != D::kElems && f.head_dim % kWideLayout == 0)
-    axpy_rows_pairs_in<D, kWideLayout>(f, weights, n_q, rows, n_tokens, acc);
-  else
-    axpy_rows_pairs_in<D, D::kElems>(f, weights, n_q, rows, n_tokens, acc);
+  if constexpr (D::kBlockScaled) {
+    static_assert(kRowsUnit<D> % 16 == 0);
+    axpy_rows_form<D>(f, weights, n_q, rows, n_tokens, acc);
+  } else {
+    constexpr int kWideLayout = kUnitElems<D>;
+    if constexpr (kRowsDirect<D>)
+      if (f.head_dim % kRowsUnit<D> == 0 && n_q <= kTileRows) return axpy_rows_form<D>(f, weights, n_q, rows, n_tokens, acc);
+    if (kWideLayout != D::kElems && f.head_dim % kWideLayout == 0)
+      axpy_rows_pairs_in<D, kWideLayout>(f, weights, n_q, rows, n_tokens, acc);
+    else
+      axpy_rows_pairs_in<D, D::kElems>(f, weights, n_q, rows, n_tokens, acc);
+  }
 }
 
 }  // namespace kvgate::kernels::simd::avx512
