@@ -6,6 +6,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/simd_avx2_rows.h"
+#include "kernels/simd_avx512_util.h"
 
 namespace kvgate::kernels::simd {
 namespace {
@@ -37,6 +38,20 @@ KVGATE_AVX2 void softmax_weights_avx2(const float* scores, int n, float max, flo
   for (; t + 8 <= n; t += 8) _mm256_storeu_ps(weights + t, exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + t), m)));
   for (; t < n; ++t) weights[t] = exp_poly(scores[t] - max);
 }
+
+// GCC 12's 512-bit max, min and shifts start from _mm512_undefined_ps/si512, which
+// -Wmaybe-uninitialized flags where they are inlined (as in kernels/simd_avx512_pairs.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The same weights 16 at a time (avx512::exp_ps equals avx2::exp_ps lane for lane); a page of
+// 32 scores is two exponentials per row instead of four.
+KVGATE_AVX512 void softmax_weights_avx512(const float* scores, int n, float max, float* weights) {
+  const __m512 m = _mm512_set1_ps(max);
+  int t = 0;
+  for (; t + 16 <= n; t += 16) _mm512_storeu_ps(weights + t, avx512::exp_ps(_mm512_sub_ps(_mm512_loadu_ps(scores + t), m)));
+  softmax_weights_avx2(scores + t, n - t, max, weights + t);
+}
+#pragma GCC diagnostic pop
 
 const RowKernels* find_row_kernels(FormatId id) {
   for (const RowKernels* (*family)(FormatId) :
@@ -99,6 +114,7 @@ void axpy_f32(float w, const float* x, float* y, int n) {
 }
 
 void softmax_weights(const float* scores, int n, float max, float* weights) {
+  if (cpu_has_avx512()) return softmax_weights_avx512(scores, n, max, weights);
   if (cpu_has_avx2_fma_f16c()) return softmax_weights_avx2(scores, n, max, weights);
   for (int t = 0; t < n; ++t) weights[t] = exp_poly(scores[t] - max);
 }

@@ -6,12 +6,7 @@
 // FMA does two rows' work and a decoded tile is read once per pair. Odd rows and the tokens
 // past the last whole tile go through the AVX2 code.
 #include "kernels/simd_avx2_rows.h"
-
-#define KVGATE_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c")))
-#define KVGATE_AVX512_INLINE \
-  __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c"), always_inline)) inline
-// For lambdas, which do not take their enclosing function's target.
-#define KVGATE_AVX512_LAMBDA __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c"), always_inline))
+#include "kernels/simd_avx512_util.h"
 
 // GCC 12's casts and broadcasts between 256 and 512 bits start from _mm512_undefined_ps, which
 // -Wmaybe-uninitialized flags wherever they are inlined.

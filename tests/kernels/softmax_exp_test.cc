@@ -1,6 +1,7 @@
 // The CPU softmax's exponential (kernels/exp_poly.h): accurate to 1 ulp against exp in double,
-// exact where softmax needs it (exp(0) = 1, exp(-inf) = 0), and the AVX2 page path
-// (simd::softmax_weights) bit for bit equal to the scalar one the rest of the host uses.
+// exact where softmax needs it (exp(0) = 1, exp(-inf) = 0), and the page path
+// (simd::softmax_weights, AVX-512 and AVX2) bit for bit equal to the scalar one the rest of the
+// host uses.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "kernels/cpu_features.h"
 #include "kernels/exp_poly.h"
 #include "kernels/simd_avx2.h"
 #include "kernels/softmax_state.h"
@@ -26,6 +28,21 @@ float from_bits(uint32_t u) {
   float x;
   std::memcpy(&x, &u, sizeof x);
   return x;
+}
+
+// Runs body once with the CPU's widest path and, where that is AVX-512, once more through the
+// AVX2 one: both must give exp_poly's bits.
+template <class Body>
+void for_each_vector_width(Body&& body) {
+  struct AllowAvx512Again {
+    ~AllowAvx512Again() { set_avx512_allowed(true); }
+  } restore;
+  const bool has_avx512 = cpu_has_avx512();
+  body();
+  if (!has_avx512) return;
+  set_avx512_allowed(false);
+  SCOPED_TRACE("AVX2 path");
+  body();
 }
 
 // |got - exp(x)| in units of the last place of float at exp(x) (2^-149 in the subnormal range).
@@ -82,44 +99,48 @@ TEST(SoftmaxExp, IsTheHostSoftmaxExp) {
 }
 
 TEST(SoftmaxWeights, EqualsTheScalarExpBitForBit) {
-  Rng rng(7);
-  for (int n : {0, 1, 5, 8, 9, 16, 31, 32, 33, 100}) {
-    std::vector<float> scores(static_cast<size_t>(n));
-    for (int t = 0; t < n; ++t) {
-      // Softmax's range and its edges: ordinary scores, masked ones, underflow, the max itself.
-      switch (t % 7) {
-        case 0: scores[t] = -INFINITY; break;
-        case 1: scores[t] = static_cast<float>(rng.normal() * 60.0 - 60.0); break;
-        case 2: scores[t] = 3.0f; break;
-        default: scores[t] = static_cast<float>(rng.normal() * 2.0);
+  for_each_vector_width([] {
+    Rng rng(7);
+    for (int n : {0, 1, 5, 8, 9, 16, 24, 31, 32, 33, 100}) {
+      std::vector<float> scores(static_cast<size_t>(n));
+      for (int t = 0; t < n; ++t) {
+        // Softmax's range and its edges: ordinary scores, masked ones, underflow, the max itself.
+        switch (t % 7) {
+          case 0: scores[t] = -INFINITY; break;
+          case 1: scores[t] = static_cast<float>(rng.normal() * 60.0 - 60.0); break;
+          case 2: scores[t] = 3.0f; break;
+          default: scores[t] = static_cast<float>(rng.normal() * 2.0);
+        }
       }
+      const float max = 3.0f;
+      std::vector<float> weights(scores.size(), -1.0f);
+      simd::softmax_weights(scores.data(), n, max, weights.data());
+      for (int t = 0; t < n; ++t) {
+        const float want = exp_poly(scores[t] - max);
+        EXPECT_EQ(bits(weights[t]), bits(want)) << "n " << n << " t " << t << " score " << scores[t];
+      }
+      // In place, as the attention calls it.
+      std::vector<float> in_place = scores;
+      simd::softmax_weights(in_place.data(), n, max, in_place.data());
+      EXPECT_EQ(in_place, weights);
     }
-    const float max = 3.0f;
-    std::vector<float> weights(scores.size(), -1.0f);
-    simd::softmax_weights(scores.data(), n, max, weights.data());
-    for (int t = 0; t < n; ++t) {
-      const float want = exp_poly(scores[t] - max);
-      EXPECT_EQ(bits(weights[t]), bits(want)) << "n " << n << " t " << t << " score " << scores[t];
-    }
-    // In place, as the attention calls it.
-    std::vector<float> in_place = scores;
-    simd::softmax_weights(in_place.data(), n, max, in_place.data());
-    EXPECT_EQ(in_place, weights);
-  }
+  });
 }
 
 TEST(SoftmaxWeights, VectorLanesEqualTheScalarExpOnEveryFloatPattern) {
   // A stride through all 2^32 bit patterns (NaNs and infinities included) against max 0.
   std::vector<float> x, w(64);
   for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 65537) x.push_back(from_bits(static_cast<uint32_t>(u)));
-  for (size_t b = 0; b + 64 <= x.size(); b += 64) {
-    simd::softmax_weights(&x[b], 64, 0.0f, w.data());
-    for (size_t i = 0; i < 64; ++i) {
-      const float want = exp_poly(x[b + i]);
-      if (std::isnan(want)) EXPECT_TRUE(std::isnan(w[i])) << x[b + i];
-      else EXPECT_EQ(bits(w[i]), bits(want)) << x[b + i];
+  for_each_vector_width([&] {
+    for (size_t b = 0; b + 64 <= x.size(); b += 64) {
+      simd::softmax_weights(&x[b], 64, 0.0f, w.data());
+      for (size_t i = 0; i < 64; ++i) {
+        const float want = exp_poly(x[b + i]);
+        if (std::isnan(want)) EXPECT_TRUE(std::isnan(w[i])) << x[b + i];
+        else EXPECT_EQ(bits(w[i]), bits(want)) << x[b + i];
+      }
     }
-  }
+  });
 }
 
 }  // namespace
