@@ -3,8 +3,12 @@
 // at head_dim 128, so they stream from DRAM. Throughput is in stored bytes read per CPU second;
 // the bound is memcpy of the same 64 MiB in the same run (bytes copied per CPU second). CPU
 // time, not wall time, because build machines are shared.
+// The page kernels (one page, query rows in registers, data in L1) are compute-bound instead;
+// their bound is the FMA ports' peak, `peak/fma512` (and `peak/fma256`): FMA instructions per
+// CPU second of twelve independent chains, enough to fill both ports through their latency.
 //   build/bench/fused_rows_bench --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "kernels/cpu_features.h"
 #include "kernels/kv_format.h"
 
 namespace {
@@ -29,6 +34,28 @@ void BM_copy(benchmark::State& state) {
     benchmark::DoNotOptimize(dst.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
+}
+
+// Twelve chains of dependent FMAs, each iteration sixteen FMAs per chain; the chains' values are
+// kept observable so none of the arithmetic can be dropped. A macro rather than a template:
+// vector types in a template's signature outside a target attribute change the ABI (-Wpsabi).
+#define KVGATE_FMA_CHAINS(SET1, FMA)                                                   \
+  constexpr int kChains = 12, kUnroll = 16;                                            \
+  decltype(SET1(0.0f)) a[kChains];                                                     \
+  for (int i = 0; i < kChains; ++i) a[i] = SET1(1.0f + 1e-3f * static_cast<float>(i)); \
+  const auto m = SET1(0.999999f), c = SET1(1e-7f);                                     \
+  for (auto _ : state) {                                                               \
+    _Pragma("GCC unroll 16") for (int u = 0; u < kUnroll; ++u)                         \
+        _Pragma("GCC unroll 12") for (int i = 0; i < kChains; ++i) a[i] = FMA(a[i], m, c); \
+  }                                                                                    \
+  for (int i = 0; i < kChains; ++i) benchmark::DoNotOptimize(a[i]);                    \
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kChains * kUnroll)
+
+__attribute__((target("avx512f"))) void BM_fma512(benchmark::State& state) {
+  KVGATE_FMA_CHAINS(_mm512_set1_ps, _mm512_fmadd_ps);
+}
+__attribute__((target("avx2,fma"))) void BM_fma256(benchmark::State& state) {
+  KVGATE_FMA_CHAINS(_mm256_set1_ps, _mm256_fmadd_ps);
 }
 
 struct Rows {
@@ -111,6 +138,8 @@ void BM_page(benchmark::State& state, const kn::FormatInfo* f, bool dot) {
 // by kernels_bench's attention benchmarks instead.
 const int registered = [] {
   benchmark::RegisterBenchmark("copy", BM_copy);
+  if (kn::cpu_features().avx512) benchmark::RegisterBenchmark("peak/fma512", BM_fma512);
+  if (kn::cpu_has_avx2_fma_f16c()) benchmark::RegisterBenchmark("peak/fma256", BM_fma256);
   for (const kn::FormatInfo* f : kn::all_formats()) {
     if (kn::make_codec(*f, kHeadDim)->residual_tokens() > 0) continue;
     if (f->for_keys) benchmark::RegisterBenchmark(("dot_rows/" + std::string(f->name)).c_str(), BM_dot_rows, f);
