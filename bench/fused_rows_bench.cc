@@ -5,7 +5,9 @@
 // time, not wall time, because build machines are shared.
 // The page kernels (one page, query rows in registers, data in L1) are compute-bound instead;
 // their bound is the FMA ports' peak, `peak/fma512` (and `peak/fma256`): FMA instructions per
-// CPU second of twelve independent chains, enough to fill both ports through their latency.
+// CPU second of twelve independent chains, enough to fill both ports through their latency;
+// `floor/dot/q4_0/128/4` and `floor/axpy/q4_0/128/4` time the q4_0 page kernels' instruction
+// mix without their bookkeeping (see floor_dot_page).
 //   build/bench/fused_rows_bench --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
@@ -16,9 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "core/float_convert.h"
 #include "core/rng.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kv_format.h"
+#include "kernels/simd_avx512_pairs.h"
 
 namespace {
 
@@ -56,6 +60,133 @@ __attribute__((target("avx512f"))) void BM_fma512(benchmark::State& state) {
 }
 __attribute__((target("avx2,fma"))) void BM_fma256(benchmark::State& state) {
   KVGATE_FMA_CHAINS(_mm256_set1_ps, _mm256_fmadd_ps);
+}
+
+// floor_dot_page, floor_axpy_page: floors for the q4_0 page kernels (page/dot/q4_0/128/4, page/axpy/q4_0/128/4): the same
+// instruction mix per page -- the same decodes, FMAs in the same chains, the same reduction --
+// as flat loops over one 32-token page with four query rows, without the drivers' bookkeeping
+// (block scales, weight factors, pointers, odd rows and tails). Not a result anyone can use: a
+// measure of how far the real kernels are from what their arithmetic allows on this CPU.
+constexpr int kFloorTokens = 32, kFloorBlocks = kHeadDim / 32, kFloorBlockBytes = 18;
+
+struct FloorPage {
+  std::vector<uint8_t> blocks;  // q4_0 rows: [token][block] of (f16 d, 16 bytes of nibbles)
+  std::vector<float> d;         // [token][block] the block scales as floats
+  std::vector<float> q_pairs;   // two row pairs, interleaved by 8 floats (the pair dot's layout)
+  std::vector<float> weights;   // [row][token][block] weight * block scale (the rows axpy's)
+  FloorPage() {
+    const auto codec = kn::make_codec(*kn::find_format("q4_0"), kHeadDim);
+    kvgate::Rng rng(3);
+    std::vector<float> x(kHeadDim);
+    blocks.resize(static_cast<size_t>(kFloorTokens) * kFloorBlocks * kFloorBlockBytes);
+    for (int t = 0; t < kFloorTokens; ++t) {
+      for (float& v : x) v = static_cast<float>(rng.normal());
+      codec->quantize(x.data(), blocks.data() + static_cast<size_t>(t) * kFloorBlocks * kFloorBlockBytes);
+    }
+    for (size_t b = 0; b < blocks.size() / kFloorBlockBytes; ++b)
+      d.push_back(kvgate::f16_to_f32(static_cast<uint16_t>(blocks[b * kFloorBlockBytes] | blocks[b * kFloorBlockBytes + 1] << 8)));
+    for (int i = 0; i < 4 * kHeadDim; ++i) q_pairs.push_back(static_cast<float>(rng.normal()));
+    for (int i = 0; i < 4 * kFloorTokens * kFloorBlocks; ++i) weights.push_back(static_cast<float>(1e-3 * rng.normal()));
+  }
+};
+
+// GCC 12's 512-bit casts and broadcasts start from _mm512_undefined_*, which its uninitialized
+// warnings flag wherever they are inlined (as in kernels/simd_avx512_pairs.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+KVGATE_AVX512 void floor_dot_page(const FloorPage& page, float* tile, float* scores) {
+  namespace a5 = kn::simd::avx512;
+  const __m512 table = a5::table16(a5::kNibblesMinus8);
+  constexpr int kStride = kHeadDim + 16;
+  for (int t0 = 0; t0 < kFloorTokens; t0 += 4) {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+      for (int b = 0; b < kFloorBlocks; ++b) {
+        __m512 v[2];
+        a5::lookup_nibbles32(page.blocks.data() + ((t0 + i) * kFloorBlocks + b) * kFloorBlockBytes + 2, table, v);
+        _mm512_store_ps(tile + i * kStride + b * 32, v[0]);
+        _mm512_store_ps(tile + i * kStride + b * 32 + 16, v[1]);
+      }
+    __m512 acc[2][4];
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p)
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) acc[p][i] = _mm512_setzero_ps();
+    for (int b = 0; b < kFloorBlocks; ++b) {
+      __m512 qv[2][4];
+#pragma GCC unroll 8
+      for (int p = 0; p < 2; ++p)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) qv[p][k] = _mm512_loadu_ps(page.q_pairs.data() + p * 2 * kHeadDim + 2 * (b * 32 + 8 * k));
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; ++p) {
+          const float* v = tile + i * kStride + b * 32;
+          __m512 sum = _mm512_mul_ps(a5::both(v), qv[p][0]);
+#pragma GCC unroll 4
+          for (int k = 1; k < 4; ++k) sum = _mm512_fmadd_ps(a5::both(v + 8 * k), qv[p][k], sum);
+          acc[p][i] = _mm512_fmadd_ps(sum, _mm512_set1_ps(page.d[(t0 + i) * kFloorBlocks + b]), acc[p][i]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      __m128 sums[1][2];
+      a5::hsum_tiles_pair<1>(acc[p], sums);
+      _mm_storeu_ps(scores + (2 * p) * kFloorTokens + t0, sums[0][0]);
+      _mm_storeu_ps(scores + (2 * p + 1) * kFloorTokens + t0, sums[0][1]);
+    }
+  }
+}
+
+KVGATE_AVX512 void floor_axpy_page(const FloorPage& page, float* acc) {
+  namespace a5 = kn::simd::avx512;
+  const __m512 table = a5::table16(a5::kNibblesMinus8);
+  for (int b0 = 0; b0 < kFloorBlocks; b0 += 2) {  // two blocks (64 elements) per pass, as kRowsGroup
+    __m512 s[4][2][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) s[r][j][h] = _mm512_loadu_ps(acc + r * kHeadDim + (b0 + j) * 32 + 16 * h);
+    for (int t = 0; t < kFloorTokens; ++t)
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j) {
+        __m512 x[2];
+        a5::lookup_nibbles32(page.blocks.data() + (t * kFloorBlocks + b0 + j) * kFloorBlockBytes + 2, table, x);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+          const __m512 w = _mm512_set1_ps(page.weights[(r * kFloorTokens + t) * kFloorBlocks + b0 + j]);
+          s[r][j][0] = _mm512_fmadd_ps(x[0], w, s[r][j][0]);
+          s[r][j][1] = _mm512_fmadd_ps(x[1], w, s[r][j][1]);
+        }
+      }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) _mm512_storeu_ps(acc + r * kHeadDim + (b0 + j) * 32 + 16 * h, s[r][j][h]);
+  }
+}
+
+#pragma GCC diagnostic pop
+
+void BM_floor(benchmark::State& state, bool dot) {
+  const FloorPage page;
+  alignas(64) static float tile[4 * (kHeadDim + 16)];
+  std::vector<float> out(4 * kHeadDim, 0.0f);
+  for (auto _ : state) {
+    if (dot)
+      floor_dot_page(page, tile, out.data());
+    else
+      floor_axpy_page(page, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 4 * kFloorTokens);
 }
 
 struct Rows {
@@ -140,6 +271,10 @@ const int registered = [] {
   benchmark::RegisterBenchmark("copy", BM_copy);
   if (kn::cpu_features().avx512) benchmark::RegisterBenchmark("peak/fma512", BM_fma512);
   if (kn::cpu_has_avx2_fma_f16c()) benchmark::RegisterBenchmark("peak/fma256", BM_fma256);
+  if (kn::cpu_has_avx512()) {
+    benchmark::RegisterBenchmark("floor/dot/q4_0/128/4", BM_floor, true);
+    benchmark::RegisterBenchmark("floor/axpy/q4_0/128/4", BM_floor, false);
+  }
   for (const kn::FormatInfo* f : kn::all_formats()) {
     if (kn::make_codec(*f, kHeadDim)->residual_tokens() > 0) continue;
     if (f->for_keys) benchmark::RegisterBenchmark(("dot_rows/" + std::string(f->name)).c_str(), BM_dot_rows, f);
