@@ -34,12 +34,11 @@ float from_bits(uint32_t u) {
 // AVX2 one: both must give exp_poly's bits.
 template <class Body>
 void for_each_vector_width(Body&& body) {
+  body();
+  if (!cpu_has_avx512()) return;
   struct AllowAvx512Again {
     ~AllowAvx512Again() { set_avx512_allowed(true); }
   } restore;
-  const bool has_avx512 = cpu_has_avx512();
-  body();
-  if (!has_avx512) return;
   set_avx512_allowed(false);
   SCOPED_TRACE("AVX2 path");
   body();
