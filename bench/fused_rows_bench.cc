@@ -62,11 +62,12 @@ __attribute__((target("avx2,fma"))) void BM_fma256(benchmark::State& state) {
   KVGATE_FMA_CHAINS(_mm256_set1_ps, _mm256_fmadd_ps);
 }
 
-// floor_dot_page, floor_axpy_page: floors for the q4_0 page kernels (page/dot/q4_0/128/4, page/axpy/q4_0/128/4): the same
-// instruction mix per page -- the same decodes, FMAs in the same chains, the same reduction --
-// as flat loops over one 32-token page with four query rows, without the drivers' bookkeeping
-// (block scales, weight factors, pointers, odd rows and tails). Not a result anyone can use: a
-// measure of how far the real kernels are from what their arithmetic allows on this CPU.
+// floor_dot_page, floor_axpy_page: floors for the q4_0 page kernels (page/dot/q4_0/128/4,
+// page/axpy/q4_0/128/4). The same instruction mix per page -- the same decodes, FMAs in the
+// same chains, the same reduction -- as flat loops over one 32-token page with four query
+// rows, without the drivers' bookkeeping (block scales, weight factors, pointers, odd rows and
+// tails). Not a result anyone can use: a measure of how far the real kernels are from what
+// their arithmetic allows on this CPU.
 constexpr int kFloorTokens = 32, kFloorBlocks = kHeadDim / 32, kFloorBlockBytes = 18;
 
 struct FloorPage {
@@ -83,8 +84,10 @@ struct FloorPage {
       for (float& v : x) v = static_cast<float>(rng.normal());
       codec->quantize(x.data(), blocks.data() + static_cast<size_t>(t) * kFloorBlocks * kFloorBlockBytes);
     }
-    for (size_t b = 0; b < blocks.size() / kFloorBlockBytes; ++b)
-      d.push_back(kvgate::f16_to_f32(static_cast<uint16_t>(blocks[b * kFloorBlockBytes] | blocks[b * kFloorBlockBytes + 1] << 8)));
+    for (size_t b = 0; b < blocks.size() / kFloorBlockBytes; ++b) {
+      const uint8_t* block = blocks.data() + b * kFloorBlockBytes;
+      d.push_back(kvgate::f16_to_f32(static_cast<uint16_t>(block[0] | block[1] << 8)));
+    }
     for (int i = 0; i < 4 * kHeadDim; ++i) q_pairs.push_back(static_cast<float>(rng.normal()));
     for (int i = 0; i < 4 * kFloorTokens * kFloorBlocks; ++i) weights.push_back(static_cast<float>(1e-3 * rng.normal()));
   }
