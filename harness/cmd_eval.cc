@@ -21,10 +21,9 @@
 #include "harness/build_info.h"
 #include "harness/commands.h"
 #include "harness/engine_cli.h"
-#include "harness/engine_eval.h"
-#include "harness/eval_plan.h"
-#include "harness/eval_runner.h"
-#include "harness/run_recorder.h"
+#include "harness/eval/eval_plan.h"
+#include "harness/eval/runner.h"
+#include "harness/eval/run_recorder.h"
 #include "harness/weights.h"
 #include "results/store.h"
 
@@ -68,7 +67,7 @@ nlohmann::json shard_json(const EvalPlan& plan) {
 }
 
 void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string& plan_hash, const std::string& db_path,
-                   bool json, const std::vector<CrossCheck>& cross_checks = {}) {
+                   bool json) {
   const Workload& w = plan.workload;
   if (json) {
     nlohmann::json configs = nlohmann::json::array();
@@ -82,14 +81,14 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                          {"reference", c.reference},
                          {"bits_per_element", c.bits_per_element},
                          {"kv_bytes_per_token", c.kv_bytes_per_token},
-                         {"scored_tokens", c.scored_tokens},
-                         {"kld_mean", num(c.kld_mean)},
-                         {"kld_p99", num(c.kld_p99)},
-                         {"same_top1", num(c.top1)},
-                         {"answer_accuracy", num(c.answer_accuracy)},
-                         {"answered_items", c.answered_items},
-                         {"ttft_p50_ms", num(c.ttft_p50_ms)},
-                         {"tpot_p50_ms", num(c.tpot_p50_ms)},
+                         {"scored_tokens", c.quality.scored_tokens},
+                         {"kld_mean", num(c.quality.kld_mean)},
+                         {"kld_p99", num(c.quality.kld_p99)},
+                         {"same_top1", num(c.quality.same_top1)},
+                         {"gold_accuracy", num(c.quality.gold_accuracy)},
+                         {"gold_items", c.quality.gold_items},
+                         {"ttft_p50_ms", num(c.latency.ttft_p50)},
+                         {"tpot_p50_ms", num(c.latency.tpot_p50)},
                          {"endpoint", c.endpoint.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.endpoint)},
                          {"kld_estimator", c.top_k > 0 ? "topk" : "full"},
                          {"top_k", c.top_k > 0 ? nlohmann::json(c.top_k) : nlohmann::json(nullptr)}});
@@ -98,11 +97,11 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                         {"hash", w.hash},           {"items", r.items_total}, {"items_run", r.items_run},
                         {"items_skipped", r.items_skipped}, {"seconds", r.seconds}, {"configs", configs},
                         {"plan_hash", plan_hash}, {"shard", shard_json(plan)}};
-    if (!cross_checks.empty()) j["cross_check"] = cross_check_json(r, cross_checks);
+    if (!r.cross_checks.empty()) j["cross_check"] = cross_check_json(r);
     std::printf("%s\n", j.dump().c_str());
     return;
   }
-  const double ref_acc = r.configs.empty() ? std::nan("") : r.configs.front().answer_accuracy;
+  const double ref_acc = r.configs.empty() ? std::nan("") : r.configs.front().quality.gold_accuracy;
   std::printf("run %lld  %s  (%lld items, %lld run now, %.1f s)  db %s\n", static_cast<long long>(r.run_id),
               w.source.c_str(), static_cast<long long>(r.items_total), static_cast<long long>(r.items_run), r.seconds,
               db_path.c_str());
@@ -112,13 +111,13 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
               "mean KLD", "KLD p99", "top-1 %", "Δ answer", "TTFT ms", "TPOT ms");
   for (const ConfigSummaryRow& c : r.configs) {
     const std::string name = c.reference ? c.spec + " (ref)" : c.spec;
-    const double delta = c.answer_accuracy - ref_acc;
+    const double delta = c.quality.gold_accuracy - ref_acc;
     std::printf("%-*s %6.2f %11s %11s %8s %9s %9s %9s\n", width, name.c_str(), c.bits_per_element,
-                fmt_or_dash(c.kld_mean, "{:.6f}").c_str(), fmt_or_dash(c.kld_p99, "{:.5f}").c_str(),
-                fmt_or_dash(100 * c.top1, "{:.2f}").c_str(), fmt_or_dash(100 * delta, "{:+.1f}%").c_str(),
-                fmt_or_dash(c.ttft_p50_ms, "{:.1f}").c_str(), fmt_or_dash(c.tpot_p50_ms, "{:.1f}").c_str());
+                fmt_or_dash(c.quality.kld_mean, "{:.6f}").c_str(), fmt_or_dash(c.quality.kld_p99, "{:.5f}").c_str(),
+                fmt_or_dash(100 * c.quality.same_top1, "{:.2f}").c_str(), fmt_or_dash(100 * delta, "{:+.1f}%").c_str(),
+                fmt_or_dash(c.latency.ttft_p50, "{:.1f}").c_str(), fmt_or_dash(c.latency.tpot_p50, "{:.1f}").c_str());
   }
-  print_engine_notes(r, cross_checks);
+  print_engine_notes(r);
 }
 
 // The worker threads a run's numbers depend on: none for a run whose configs are all endpoints,
@@ -128,7 +127,7 @@ int64_t plan_threads(const EvalArgs& a, const EvalPlan& plan) {
   return a.options.threads > 0 ? a.options.threads : static_cast<int64_t>(std::thread::hardware_concurrency());
 }
 
-results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const LoadedModel& lm, const runtime::Engine* engine,
+results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const LoadedModel& lm, const runtime::Backend* backend,
                               const std::string& model_sha256) {
   results::RunInfo info;
   info.command = a.command_line;
@@ -136,9 +135,10 @@ results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const Loa
   info.build_flags = std::string(kBuildType) + " backends=" + kBackends;
   info.host = host_name();
   info.cpu = cpu_model_name();
-  // An engine-only run computes nothing in-process: its numbers come from the endpoints.
-  info.backend = engine ? engine->backend() : "engine";
-  if (engine && !engine->device().empty()) info.gpu = engine->device();
+  // A run whose configs are all endpoints computes nothing in-process: its numbers come from
+  // the serving engines.
+  info.backend = backend ? backend->name() : "endpoint";
+  if (backend && !backend->device().empty()) info.gpu = backend->device();
   info.model_path = lm.model->path();
   info.model_sha256 = model_sha256;
   info.suite_name = plan.workload.source;
@@ -216,33 +216,33 @@ void run_eval_cmd(EvalArgs a) {
   Endpoints endpoints;
   if (plan.has_endpoints()) endpoints = connect_endpoints(plan, a.seed);
   // Every model of the plan is loaded (memory-mapped) and its tokenizer checked before any
-  // forward pass; each gets its own engine, unless endpoints serve every config.
+  // forward pass; each gets its own backend, unless endpoints serve every config.
   std::vector<LoadedModel> loaded;
   for (const PlannedModel& m : plan.models) {
     loaded.push_back(load_model(m.path));
     check_same_tokenizer(*loaded.front().model, *loaded.back().model);
   }
-  std::vector<std::unique_ptr<runtime::Engine>> engines;
+  std::vector<std::unique_ptr<runtime::Backend>> backends;
   std::vector<RunModel> models;
   std::vector<std::string> weights_sha256;
   for (size_t m = 0; m < loaded.size(); ++m) {
-    engines.push_back(plan.has_in_process_configs() ? make_engine(a.options.backend, *loaded[m].model, a.options.threads)
-                                                    : nullptr);
+    backends.push_back(plan.has_in_process_configs() ? make_backend(a.options.backend, *loaded[m].model, a.options.threads)
+                                                     : nullptr);
     const std::string& path = loaded[m].model->path();
     weights_sha256.push_back(sha256_file_hex(path));
     const std::string label = plan.weights_run ? plan.models[m].label : std::filesystem::path(path).stem().string();
-    models.push_back({&loaded[m], engines.back().get(), weights_identity(*loaded[m].model, label, weights_sha256.back())});
+    models.push_back({&loaded[m], backends.back().get(), weights_identity(*loaded[m].model, label, weights_sha256.back())});
   }
   const LoadedModel& lm = loaded.front();
-  const runtime::Engine* engine = engines.front().get();
+  const runtime::Backend* backend = backends.front().get();
   const std::string& model_sha256 = weights_sha256.front();
   const results::RunInfo info =
-      plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, engine, model_sha256);
+      plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, backend, model_sha256);
   // What this invocation runs with: for a resumed run, the settings it continues with.
   const PlanSettings settings{model_sha256,
                               plan_threads(a, plan),
                               a.options.max_new_tokens,
-                              engine ? engine->backend() : "engine",
+                              backend ? backend->name() : "endpoint",
                               kVersion,
                               kGitSha,
                               plan.weights_run ? weights_sha256 : std::vector<std::string>{}};
@@ -254,18 +254,15 @@ void run_eval_cmd(EvalArgs a) {
   auto progress = [&](const std::string& what) {
     if (live) std::fprintf(stderr, "\r\033[K[run %lld] %s", static_cast<long long>(recorder.run_id()), what.c_str());
   };
-  EngineEvalResult r;
+  EvalResult r;
   try {
-    if (plan.has_endpoints())
-      r = run_engine_eval(plan, models.front(), endpoints, recorder, a.options, progress);
-    else
-      r.eval = run_eval(plan, models, recorder, a.options, progress);
+    r = run_eval(plan, models, endpoints, recorder, a.options, progress);
   } catch (...) {
     if (live) std::fprintf(stderr, "\n");
     throw;
   }
   if (live) std::fprintf(stderr, "\r\033[K");
-  print_summary(r.eval, plan, recorder.plan_hash(), db_path, a.json, r.cross_checks);
+  print_summary(r, plan, recorder.plan_hash(), db_path, a.json);
 }
 
 void add_common(CLI::App* c, EvalArgs& a) {

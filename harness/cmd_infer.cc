@@ -70,33 +70,29 @@ void run_generate(const GenerateArgs& a) {
     throw_usage_error(fmt::format("prompt ({} tokens) + -n {} exceeds the model's context of {} tokens", prompt.size(),
                                   a.n, ctx_limit));
 
-  const std::unique_ptr<runtime::Engine> engine = make_engine(a.backend, *lm.model, a.threads);
-  const std::unique_ptr<runtime::EngineSequence> seq = engine->start(config, static_cast<int64_t>(prompt.size()) + a.n);
+  const std::unique_ptr<runtime::Backend> backend = make_backend(a.backend, *lm.model, a.threads);
+  const std::unique_ptr<runtime::BackendSequence> seq = backend->start(config, static_cast<int64_t>(prompt.size()) + a.n);
   std::vector<float> logits(lm.model->arch().n_vocab);
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<double> token_times;
-  engine->forward(*seq, prompt, false, logits.data());
-  std::vector<int32_t> out;
+  backend->forward(*seq, prompt, false, logits.data());
+  const double prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // Gemma's chat turns end with <end_of_turn>, not with its EOS (llama.cpp counts both as end
   // of generation); other vocabularies have no such token.
   const int32_t end_of_turn = lm.tokenizer.find_token("<end_of_turn>").value_or(-1);
   const bool live = !a.json && ::isatty(STDOUT_FILENO);
-  for (int i = 0; i < a.n; ++i) {
-    // Greedy: the lowest id wins a tie, so the choice is deterministic.
-    int32_t best = 0;
-    for (size_t t = 1; t < logits.size(); ++t)
-      if (logits[t] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(t);
-    token_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (!a.ignore_eos && ((lm.tokenizer.eos_id() && best == *lm.tokenizer.eos_id()) || best == end_of_turn)) break;
-    out.push_back(best);
-    if (live) {
-      std::fputs(lm.tokenizer.piece(best, false).c_str(), stdout);
-      std::fflush(stdout);
-    }
-    if (i + 1 < a.n) engine->forward(*seq, std::span<const int32_t>(&best, 1), false, logits.data());
-  }
-  const double ttft = token_times.empty() ? 0.0 : token_times.front();
-  const double tpot = token_times.size() > 1 ? (token_times.back() - ttft) / static_cast<double>(token_times.size() - 1) : 0.0;
+  const GreedyTokens greedy = greedy_decode(
+      *backend, *seq, std::move(logits), a.n,
+      [&](int32_t id) { return !a.ignore_eos && ((lm.tokenizer.eos_id() && id == *lm.tokenizer.eos_id()) || id == end_of_turn); },
+      [&](int32_t id) {
+        if (!live) return;
+        std::fputs(lm.tokenizer.piece(id, false).c_str(), stdout);
+        std::fflush(stdout);
+      });
+  const std::vector<int32_t>& out = greedy.tokens;
+  const std::vector<double>& token_ms = greedy.token_ms;
+  // TTFT counts the prompt's prefill; TPOT is the mean step after the first token.
+  const double ttft = token_ms.empty() ? 0.0 : (prefill_ms + token_ms.front()) / 1e3;
+  const double tpot = token_ms.size() > 1 ? (token_ms.back() - token_ms.front()) / 1e3 / static_cast<double>(token_ms.size() - 1) : 0.0;
   const std::string completion = lm.tokenizer.decode(out, false);
   if (a.json) {
     nlohmann::json j = {{"kv", config.canonical()},          {"prompt_tokens", prompt.size()},
@@ -170,10 +166,10 @@ void run_perplexity_cmd(const PerplexityArgs& a) {
   options.kld = parse_kld_definition(a.kld_definition);
   LoadedModel lm = load_model(a.model);
   const std::vector<int32_t> tokens = perplexity_tokens(lm, read_whole_file(a.file));
-  const std::unique_ptr<runtime::Engine> engine = make_engine(a.backend, *lm.model, a.threads);
+  const std::unique_ptr<runtime::Backend> backend = make_backend(a.backend, *lm.model, a.threads);
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   const std::vector<PerplexityResult> results =
-      run_perplexity(*engine, lm, tokens, candidates, ref ? &*ref : nullptr, options, [&](int done, int total) {
+      run_perplexity(*backend, lm, tokens, candidates, ref ? &*ref : nullptr, options, [&](int done, int total) {
         if (live) std::fprintf(stderr, "\rchunk %d/%d", done, total);
       });
   if (live) std::fprintf(stderr, "\n");

@@ -18,7 +18,7 @@
 #include "harness/engine_report.h"
 #include "harness/inference.h"
 #include "harness/load_replay.h"
-#include "harness/run_recorder.h"
+#include "harness/eval/run_recorder.h"
 #include "harness/workload_models.h"
 #include "workloads/simulator.h"
 
@@ -37,12 +37,12 @@ const ConfigSummaryRow* row_of(const EvalResult& r, const std::string& spec) {
 
 // The metrics a cross-check compares, as (name, emulation, engine) from the two summary rows.
 std::vector<std::tuple<std::string, double, double>> compared_metrics(const ConfigSummaryRow& emu, const ConfigSummaryRow& eng) {
-  return {{"mean KLD (top-k) vs reference", emu.kld_mean, eng.kld_mean},
-          {"KLD p99 vs reference", emu.kld_p99, eng.kld_p99},
-          {"same top-1 vs reference", emu.top1, eng.top1},
-          {"gold answer accuracy", emu.answer_accuracy, eng.answer_accuracy},
-          {"TTFT p50 ms", emu.ttft_p50_ms, eng.ttft_p50_ms},
-          {"TPOT p50 ms", emu.tpot_p50_ms, eng.tpot_p50_ms}};
+  return {{"mean KLD (top-k) vs reference", emu.quality.kld_mean, eng.quality.kld_mean},
+          {"KLD p99 vs reference", emu.quality.kld_p99, eng.quality.kld_p99},
+          {"same top-1 vs reference", emu.quality.same_top1, eng.quality.same_top1},
+          {"gold answer accuracy", emu.quality.gold_accuracy, eng.quality.gold_accuracy},
+          {"TTFT p50 ms", emu.latency.ttft_p50, eng.latency.ttft_p50},
+          {"TPOT p50 ms", emu.latency.tpot_p50, eng.latency.tpot_p50}};
 }
 
 }  // namespace
@@ -72,9 +72,9 @@ void apply_resumed_endpoints(EvalPlan& plan, const PlanFlags& flags) {
                         "' was recorded with its credentials redacted; give it again with --endpoint or --endpoints");
 }
 
-nlohmann::json cross_check_json(const EvalResult& r, const std::vector<CrossCheck>& cross_checks) {
+nlohmann::json cross_check_json(const EvalResult& r) {
   nlohmann::json out = nlohmann::json::array();
-  for (const CrossCheck& x : cross_checks) {
+  for (const CrossCheck& x : r.cross_checks) {
     nlohmann::json metrics = nlohmann::json::array();
     const ConfigSummaryRow* emu = row_of(r, x.emulation);
     const ConfigSummaryRow* eng = row_of(r, x.engine);
@@ -94,14 +94,14 @@ nlohmann::json cross_check_json(const EvalResult& r, const std::vector<CrossChec
   return out;
 }
 
-void print_engine_notes(const EvalResult& r, const std::vector<CrossCheck>& cross_checks) {
+void print_engine_notes(const EvalResult& r) {
   int top_k = 0;
   for (const ConfigSummaryRow& c : r.configs) top_k = std::max(top_k, c.top_k);
   if (top_k == 0) return;
   std::printf("KLD and Δp are top-k estimates (k = %d, on every config alike; docs/engine-mode.md)\n", top_k);
   for (const ConfigSummaryRow& c : r.configs)
     std::printf("  %-28s %s\n", c.spec.c_str(), c.endpoint.empty() ? "in-process" : ("endpoint " + c.endpoint).c_str());
-  for (const CrossCheck& x : cross_checks) {
+  for (const CrossCheck& x : r.cross_checks) {
     const ConfigSummaryRow* emu = row_of(r, x.emulation);
     const ConfigSummaryRow* eng = row_of(r, x.engine);
     std::printf("\ncross-check: %s (kvgate emulation) vs %s (engine)\n", x.emulation.c_str(), x.engine.c_str());
@@ -194,7 +194,7 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   char host[256] = {0};
   info.host = ::gethostname(host, sizeof host - 1) == 0 ? host : "unknown";
   info.cpu = "";
-  info.backend = "engine";
+  info.backend = "endpoint";
   info.model_path = lm.model->path();
   info.model_sha256 = sha256_file_hex(lm.model->path());
   info.suite_name = plan.workload.source;

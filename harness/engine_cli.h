@@ -8,9 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/engine_eval.h"
-#include "harness/eval_plan.h"
-#include "harness/eval_runner.h"
+#include "harness/eval/eval_plan.h"
+#include "harness/eval/runner.h"
 
 namespace kvgate::harness {
 
@@ -22,10 +21,10 @@ void add_engine_options(CLI::App* command, PlanFlags& flags);
 // a name the run does not have, or a redacted URL not given again.
 void apply_resumed_endpoints(EvalPlan& plan, const PlanFlags& flags);
 
-nlohmann::json cross_check_json(const EvalResult& result, const std::vector<CrossCheck>& cross_checks);
+nlohmann::json cross_check_json(const EvalResult& result);
 // Under the summary table: which configs ran on which endpoint, that their KLD and Δp are
 // top-k estimates, and the cross-check of emulation against engine per metric.
-void print_engine_notes(const EvalResult& result, const std::vector<CrossCheck>& cross_checks);
+void print_engine_notes(const EvalResult& result);
 
 struct LoadReplayOptions {
   std::string format = "auto";

@@ -17,22 +17,40 @@ LoadedModel load_model(const std::string& model_flag) {
   return lm;
 }
 
-void teacher_force(runtime::Engine& engine, const kernels::KvConfig& config,
+void teacher_force(runtime::Backend& backend, const kernels::KvConfig& config,
                    const std::vector<int32_t>& tokens, int chunk_tokens, int64_t first_scored,
                    const std::function<void(int64_t, const float*)>& on_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
-  const size_t vocab = engine.arch().n_vocab;
-  const std::unique_ptr<runtime::EngineSequence> seq = engine.start(config, n);
+  const size_t vocab = backend.arch().n_vocab;
+  const std::unique_ptr<runtime::BackendSequence> seq = backend.start(config, n);
   std::vector<float> logits;
   for (int64_t start = 0; start < n; start += chunk_tokens) {
     const int64_t len = std::min<int64_t>(chunk_tokens, n - start);
     logits.resize(static_cast<size_t>(len) * vocab);
-    engine.forward(*seq, std::span<const int32_t>(tokens.data() + start, static_cast<size_t>(len)), true, logits.data());
+    backend.forward(*seq, std::span<const int32_t>(tokens.data() + start, static_cast<size_t>(len)), true, logits.data());
     for (int64_t i = 0; i < len; ++i) {
       const int64_t pos = start + i;
       if (pos >= first_scored && pos + 1 < n) on_logits(pos, logits.data() + static_cast<size_t>(i) * vocab);
     }
   }
+}
+
+GreedyTokens greedy_decode(runtime::Backend& backend, runtime::BackendSequence& seq, std::vector<float> logits,
+                           int max_new, const std::function<bool(int32_t)>& stops,
+                           const std::function<void(int32_t)>& on_token) {
+  GreedyTokens out;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int g = 0; g < max_new; ++g) {
+    int32_t best = 0;
+    for (size_t t = 1; t < logits.size(); ++t)
+      if (logits[t] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(t);
+    out.token_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (stops && stops(best)) break;
+    out.tokens.push_back(best);
+    if (on_token) on_token(best);
+    if (g + 1 < max_new) backend.forward(seq, std::span<const int32_t>(&best, 1), false, logits.data());
+  }
+  return out;
 }
 
 std::vector<int32_t> perplexity_tokens(const LoadedModel& lm, const std::string& text) {
@@ -53,7 +71,7 @@ struct CandidateScore {
 
 }  // namespace
 
-std::vector<PerplexityResult> run_perplexity(runtime::Engine& engine, const LoadedModel& lm,
+std::vector<PerplexityResult> run_perplexity(runtime::Backend& backend, const LoadedModel& lm,
                                              const std::vector<int32_t>& tokens,
                                              const std::vector<kernels::KvConfig>& candidates,
                                              const kernels::KvConfig* ref, const PerplexityOptions& options,
@@ -78,13 +96,13 @@ std::vector<PerplexityResult> run_perplexity(runtime::Engine& engine, const Load
     if (lm.tokenizer.add_bos() && lm.tokenizer.bos_id()) chunk[0] = *lm.tokenizer.bos_id();
     if (ref) {
       ref_rows.assign(static_cast<size_t>(options.ctx - first - 1) * vocab, 0.0f);
-      teacher_force(engine, *ref, chunk, options.batch, first, [&](int64_t pos, const float* row) {
+      teacher_force(backend, *ref, chunk, options.batch, first, [&](int64_t pos, const float* row) {
         std::copy(row, row + vocab, ref_rows.begin() + static_cast<int64_t>(pos - first) * static_cast<int64_t>(vocab));
       });
     }
     for (size_t k = 0; k < candidates.size(); ++k) {
       CandidateScore& s = scores[k];
-      teacher_force(engine, candidates[k], chunk, options.batch, first, [&](int64_t pos, const float* row) {
+      teacher_force(backend, candidates[k], chunk, options.batch, first, [&](int64_t pos, const float* row) {
         const uint32_t target = static_cast<uint32_t>(chunk[static_cast<size_t>(pos + 1)]);
         std::span<const float> q(row, vocab);
         if (ref) {

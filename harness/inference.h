@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/kv_config.h"
-#include "runtime/engine.h"
+#include "runtime/backend.h"
 #include "runtime/model.h"
 #include "runtime/tokenizer.h"
 #include "scoring/kld_report.h"
@@ -25,9 +25,23 @@ LoadedModel load_model(const std::string& model_flag);
 
 // One config's pass over a token sequence with a fresh cache: logits[i] predicts tokens[i+1].
 // Calls on_logits(i, logits_row) for positions [first_scored, n-1), in order.
-void teacher_force(runtime::Engine& engine, const kernels::KvConfig& config,
+void teacher_force(runtime::Backend& backend, const kernels::KvConfig& config,
                    const std::vector<int32_t>& tokens, int chunk_tokens, int64_t first_scored,
                    const std::function<void(int64_t, const float*)>& on_logits);
+
+// Greedy decoding, the one loop of `generate` and of the eval's greedy answers: from `logits`
+// (the row that predicts the next token of `seq`), up to max_new tokens, the lowest id winning
+// a tie; it stops before a token for which `stops(id)` is true (that token is neither kept nor
+// fed back). token_ms[i]: when token i was chosen, ms after the call began; a stopping token
+// gets a time too (it ends the answer, so it is part of the last token's latency). on_token
+// sees each kept token as it is chosen (a live display). The last kept token is not fed back.
+struct GreedyTokens {
+  std::vector<int32_t> tokens;
+  std::vector<double> token_ms;
+};
+GreedyTokens greedy_decode(runtime::Backend& backend, runtime::BackendSequence& seq, std::vector<float> logits,
+                           int max_new, const std::function<bool(int32_t)>& stops,
+                           const std::function<void(int32_t)>& on_token = {});
 
 struct PerplexityOptions {
   int ctx = 512;           // tokens per chunk (llama.cpp's -c)
@@ -57,7 +71,7 @@ struct PerplexityResult {
 // the reference pass runs on each chunk once, right before the candidates, in the same
 // process, and only the scored rows of its logits are kept (never the whole text's). One
 // result per candidate, in order; each is bit-identical to a run with that candidate alone.
-std::vector<PerplexityResult> run_perplexity(runtime::Engine& engine, const LoadedModel& lm,
+std::vector<PerplexityResult> run_perplexity(runtime::Backend& backend, const LoadedModel& lm,
                                              const std::vector<int32_t>& tokens,
                                              const std::vector<kernels::KvConfig>& candidates,
                                              const kernels::KvConfig* ref, const PerplexityOptions& options,

@@ -130,14 +130,14 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
   LoadedModel lm = load_model(o.model);
   const runtime::Model& model = *lm.model;
   const runtime::ModelArch& a = model.arch();
-  const std::unique_ptr<runtime::Engine> engine = make_engine(o.backend, model, o.threads);
+  const std::unique_ptr<runtime::Backend> backend = make_backend(o.backend, model, o.threads);
   ModelBenchReport r;
   r.model = model.path();
-  r.backend = engine->backend();
-  r.device = engine->device();
+  r.backend = backend->name();
+  r.device = backend->device();
   r.threads = o.threads > 0 ? o.threads : ThreadPool(0).size();
   r.repetitions = o.repetitions;
-  r.weight_bytes = static_cast<double>(engine->weight_bytes());
+  r.weight_bytes = static_cast<double>(backend->weight_bytes());
   const double E = a.n_embd, F = a.n_ff, Q = static_cast<double>(a.n_heads) * a.head_dim,
                KV = static_cast<double>(a.n_kv_heads) * a.head_dim;
   // q, k, v, o projections + gate, up, down per layer, and the output head.
@@ -166,8 +166,8 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
   const std::vector<int32_t> fill = random_tokens(rng, static_cast<size_t>(max_depth), a.n_vocab);
   const std::vector<int32_t> generated = random_tokens(rng, static_cast<size_t>(o.decode_steps), a.n_vocab);
   std::vector<float> logits(static_cast<size_t>(a.n_vocab));
-  auto forward = [&](runtime::EngineSequence& seq, const int32_t* tokens, size_t n) {
-    engine->forward(seq, std::span<const int32_t>(tokens, n), false, logits.data());
+  auto forward = [&](runtime::BackendSequence& seq, const int32_t* tokens, size_t n) {
+    backend->forward(seq, std::span<const int32_t>(tokens, n), false, logits.data());
   };
 
   for (const std::string& spec : o.kv) {
@@ -179,7 +179,7 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
       t.n_prompt = o.prefill_tokens;
       t.name = "pp" + std::to_string(o.prefill_tokens);
       for (int rep = -1; rep < o.repetitions; ++rep) {  // rep -1: the warmup
-        const auto seq = engine->start(config, o.prefill_tokens);
+        const auto seq = backend->start(config, o.prefill_tokens);
         const double cpu0 = process_cpu_seconds();
         const auto t0 = Clock::now();
         forward(*seq, prompt.data(), prompt.size());
@@ -200,7 +200,7 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
       t.n_depth = depth;
       t.name = "tg" + std::to_string(o.decode_steps) + (depth > 0 ? " @ d" + std::to_string(depth) : "");
       for (int rep = -1; rep < o.repetitions; ++rep) {
-        const auto seq = engine->start(config, depth + o.decode_steps);
+        const auto seq = backend->start(config, depth + o.decode_steps);
         if (rep < 0) {  // warmup: one step, as llama-bench's
           forward(*seq, generated.data(), 1);
           continue;

@@ -87,7 +87,7 @@ Analysis analyze(const ReportInput& in) {
     s.top1 = x.same_top1;
     s.kld_p99 = x.kld_p99;
     s.kld_max = x.kld_max;
-    s.accuracy = x.accuracy;
+    s.accuracy = x.gold_accuracy;
     s.divergence = x.divergence_rate;
     std::vector<scoring::TurnLatency> turns;
     for (const results::RunTurnMetrics& t : in.turns)
@@ -121,7 +121,7 @@ Analysis analyze(const ReportInput& in) {
     d.items = x.items;
     d.kld_mean = x.kld_mean;
     d.top1 = x.same_top1;
-    d.accuracy = x.accuracy;
+    d.accuracy = x.gold_accuracy;
     d.baseline_kld_mean = base_sum.result().kld_mean;
     a.by_domain[key] = d;
   }

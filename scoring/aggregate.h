@@ -9,7 +9,7 @@
 //   KLD p99               the 99th percentile over items of each item's 99th-percentile token
 //                         KLD, over items with scored tokens (the tail a few bad items make);
 //   KLD max               the largest item maximum;
-//   accuracy              gold exact-match rate over the items with a gold answer;
+//   gold accuracy         gold exact-match rate over the items with a gold answer;
 //   divergence rate       fraction of the items with a greedy answer whose answer differs from
 //                         the reference config's;
 //   TTFT, TPOT            percentiles over turns; a turn that emitted one token has no TPOT
@@ -28,7 +28,7 @@ namespace kvgate::scoring {
 // One item under one config. NaN / nullopt: not measured.
 struct ItemScores {
   int64_t scored_tokens = 0;
-  double kld_mean = 0, kld_max = 0, kld_p99 = 0, top1 = 0;
+  double kld_mean = 0, kld_max = 0, kld_p99 = 0, same_top1 = 0;
   std::optional<bool> exact_match_gold;
   std::optional<bool> diverged;  // greedy answer differs from the reference config's; nullopt: not generated
 };
@@ -38,8 +38,8 @@ struct ItemAggregate {
   int64_t items = 0;
   int64_t scored_tokens = 0;  // over every item, measured or not
   double kld_mean = 0, same_top1 = 0, kld_p99 = 0, kld_max = 0;
-  double accuracy = 0;
-  int64_t answered = 0;  // items with a gold answer
+  double gold_accuracy = 0;  // gold exact-match rate over the items with a gold answer
+  int64_t gold_items = 0;    // items with a gold answer
   double divergence_rate = 0;
 };
 
