@@ -77,9 +77,6 @@ void run_generate(const GenerateArgs& a) {
   std::vector<double> token_times;
   engine->forward(*seq, prompt, false, logits.data());
   std::vector<int32_t> out;
-  // Gemma's chat turns end with <end_of_turn>, not with its EOS (llama.cpp counts both as end
-  // of generation); other vocabularies have no such token.
-  const int32_t end_of_turn = lm.tokenizer.find_token("<end_of_turn>").value_or(-1);
   const bool live = !a.json && ::isatty(STDOUT_FILENO);
   for (int i = 0; i < a.n; ++i) {
     // Greedy: the lowest id wins a tie, so the choice is deterministic.
@@ -87,7 +84,7 @@ void run_generate(const GenerateArgs& a) {
     for (size_t t = 1; t < logits.size(); ++t)
       if (logits[t] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(t);
     token_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (!a.ignore_eos && ((lm.tokenizer.eos_id() && best == *lm.tokenizer.eos_id()) || best == end_of_turn)) break;
+    if (!a.ignore_eos && lm.tokenizer.ends_generation(best)) break;
     out.push_back(best);
     if (live) {
       std::fputs(lm.tokenizer.piece(best, false).c_str(), stdout);
@@ -210,7 +207,7 @@ void add_infer_commands(CLI::App& app, CommandContext&) {
   g->add_option("--model", gen->model, "GGUF model (default: the fetched default model)");
   g->add_option("--threads", gen->threads, "Cores in total, BLAS included (0 = all cores)");
   add_backend_option(g, gen->backend);
-  g->add_flag("--ignore-eos", gen->ignore_eos, "Keep generating past the end-of-sequence token");
+  g->add_flag("--ignore-eos", gen->ignore_eos, "Keep generating past EOS and the other end-of-generation tokens (Tokenizer::ends_generation)");
   g->add_flag("--json", gen->json, "Machine-readable output");
   g->callback([gen] { run_generate(*gen); });
 
