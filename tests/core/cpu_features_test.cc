@@ -14,7 +14,9 @@ bool env_set(const char* name) {
 }
 
 TEST(CpuFeatures, Avx512ImpliesTheAvx2Set) {
-  if (cpu_has_avx512()) EXPECT_TRUE(cpu_has_avx2_fma_f16c());
+  if (cpu_has_avx512()) {
+    EXPECT_TRUE(cpu_has_avx2_fma_f16c());
+  }
   const CpuFeatures& f = cpu_features();
   EXPECT_EQ(cpu_has_avx2_fma_f16c(), f.avx2 && f.fma && f.f16c);
 }
