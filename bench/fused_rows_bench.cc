@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/float_convert.h"
 #include "core/rng.h"
-#include "kernels/cpu_features.h"
 #include "kernels/kv_format.h"
 #include "kernels/simd_avx512_pairs.h"
 
@@ -272,9 +272,9 @@ void BM_page(benchmark::State& state, const kn::FormatInfo* f, bool dot) {
 // by kernels_bench's attention benchmarks instead.
 const int registered = [] {
   benchmark::RegisterBenchmark("copy", BM_copy);
-  if (kn::cpu_features().avx512) benchmark::RegisterBenchmark("peak/fma512", BM_fma512);
-  if (kn::cpu_has_avx2_fma_f16c()) benchmark::RegisterBenchmark("peak/fma256", BM_fma256);
-  if (kn::cpu_has_avx512()) {
+  if (kvgate::cpu_features().avx512) benchmark::RegisterBenchmark("peak/fma512", BM_fma512);
+  if (kvgate::cpu_has_avx2_fma_f16c()) benchmark::RegisterBenchmark("peak/fma256", BM_fma256);
+  if (kvgate::cpu_has_avx512()) {
     benchmark::RegisterBenchmark("floor/dot/q4_0/128/4", BM_floor, true);
     benchmark::RegisterBenchmark("floor/axpy/q4_0/128/4", BM_floor, false);
   }

@@ -1,5 +1,5 @@
 #pragma once
-// One error type for the whole project. The kind decides the CLI exit code (see design.md,
+// One error type for the whole project. The kind decides the CLI exit code (docs/design.md,
 // CLI contract): bad usage and bad input exit 2, internal and environment failures exit 3.
 #include <cstddef>
 #include <cstdint>

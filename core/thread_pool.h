@@ -1,7 +1,7 @@
 #pragma once
 // A fixed pool with static partitioning. Work is split into the same contiguous ranges for a
 // given (n, thread count) every time, so any per-range reduction the caller does in range order
-// is bit-reproducible — the determinism contract of design.md.
+// is bit-reproducible — the determinism contract of docs/design.md.
 //
 // Decode calls run() a few hundred times per token, each part lasting tens of microseconds, so
 // a hand-off must cost far less than that: workers spin briefly on an atomic generation counter

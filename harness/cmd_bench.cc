@@ -1,6 +1,6 @@
 // `kvgate bench kernels`: quantize, dequantize and one-thread fused decode throughput per KV
-// format, each next to the copy bandwidth measured in the same run (design.md: performance is
-// reported as a ratio against a bound, never as a bare number).
+// format, each next to the copy bandwidth measured in the same run (docs/design.md,
+// "Performance": a ratio against a bound, never a bare number).
 #include <unistd.h>
 
 #include <algorithm>

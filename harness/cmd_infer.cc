@@ -76,13 +76,10 @@ void run_generate(const GenerateArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   backend->forward(*seq, prompt, false, logits.data());
   const double prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  // Gemma's chat turns end with <end_of_turn>, not with its EOS (llama.cpp counts both as end
-  // of generation); other vocabularies have no such token.
-  const int32_t end_of_turn = lm.tokenizer.find_token("<end_of_turn>").value_or(-1);
   const bool live = !a.json && ::isatty(STDOUT_FILENO);
   const GreedyTokens greedy = greedy_decode(
       *backend, *seq, std::move(logits), a.n,
-      [&](int32_t id) { return !a.ignore_eos && ((lm.tokenizer.eos_id() && id == *lm.tokenizer.eos_id()) || id == end_of_turn); },
+      [&](int32_t id) { return !a.ignore_eos && lm.tokenizer.ends_generation(id); },
       [&](int32_t id) {
         if (!live) return;
         std::fputs(lm.tokenizer.piece(id, false).c_str(), stdout);

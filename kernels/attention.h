@@ -4,11 +4,11 @@
 // never dequantized as a whole. Softmax is online (SoftmaxState, FlashInfer's state: running max,
 // denominator, accumulator), which is what lets the kernel stream pages once.
 //
-// Semantics (design.md): the queries' own K/V are already appended and quantized, and every
-// query attends to the quantized cache, causal: query i of a chunk of n sits at position
-// length - n + i and sees positions [0, length - n + i]. Decode is a chunk of one. In a cache
-// with a sliding window W (PagedKvCacheShape::window) it sees (length - n + i - W, length - n + i],
-// as llama.cpp's LLAMA_SWA_TYPE_STANDARD mask.
+// Semantics (docs/design.md, "KV formats and their semantics"): the queries' own K/V are
+// already appended and quantized, and every query attends to the quantized cache, causal: query
+// i of a chunk of n sits at position length - n + i and sees positions [0, length - n + i].
+// Decode is a chunk of one. In a cache with a sliding window W (PagedKvCacheShape::window) it
+// sees (length - n + i - W, length - n + i], as llama.cpp's LLAMA_SWA_TYPE_STANDARD mask.
 #include <cmath>
 #include <cstdint>
 

@@ -30,6 +30,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/float_convert.h"
 #include "core/rng.h"
@@ -136,10 +137,9 @@ struct ScaledCodebook {
 // b bytes hold eight b-bit codes; a variable shift extracts them and two 8-entry permutes
 // look them up in the 16-entry table.
 #if defined(__x86_64__)
-bool simd_dot_available() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
+// The vector dot sums in another order than dot_ref, so its bits differ: KVGATE_DISABLE_SIMD
+// (through cpu_features) must be able to take the scalar path here as everywhere else.
+bool simd_dot_available() { return cpu_has_avx2_fma_f16c(); }
 
 template <int Bits>
 __attribute__((target("avx2,fma"))) inline __m256 lookup8(const uint8_t* codes, __m256 lo_tab, __m256 hi_tab) {

@@ -4,7 +4,7 @@
 
 #include <array>
 
-#include "kernels/cpu_features.h"
+#include "core/cpu_features.h"
 #include "kernels/simd_avx2_rows.h"
 #include "kernels/simd_avx512_util.h"
 

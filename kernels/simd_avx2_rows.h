@@ -109,7 +109,7 @@ KVGATE_AVX2_INLINE __m256 dot_block(const uint8_t* blk, const __m256* qv, __m256
 // the bytes past a call's rows are mostly the next call's. Asking for them row by row at a fixed
 // distance keeps DRAM busy while the FMAs run, without the bursts that overflow the line fill
 // buffers; past the walk's end the requests are wasted, never faults. 1 KiB measured best at
-// 32k tokens (docs/perf.md: 0.5 to 2 KiB within noise, 8 KiB slower).
+// 32k tokens (docs/perf-log.md, "row prefetch": 0.5 to 2 KiB within noise, 8 KiB slower).
 inline constexpr size_t kPrefetchAhead = 1024;
 KVGATE_AVX2_INLINE void prefetch_row_ahead(const uint8_t* row, size_t row_bytes) {
   for (size_t o = 0; o < row_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(row + kPrefetchAhead + o), _MM_HINT_T0);

@@ -1,7 +1,7 @@
 #pragma once
 // AVX-512 helpers: the target attributes of every 512-bit kernel and the 16-lane twin of
 // simd::avx2::exp_ps. Like the AVX2 helpers they carry target attributes rather than a global
-// flag; callers check cpu_has_avx512() (kernels/cpu_features.h) before calling in.
+// flag; callers check cpu_has_avx512() (core/cpu_features.h) before calling in.
 #include "kernels/simd_avx2_util.h"
 
 #define KVGATE_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma,f16c")))

@@ -2,7 +2,7 @@
 // The RowKernels of one decoder: the entry points the family files (kernels/simd_avx2_<family>.cc)
 // put in their tables. Calls over several query rows take the AVX-512 pair drivers when the CPU
 // has them (kernels/simd_avx512_pairs.h, the same bits as the AVX2 drivers), else AVX2.
-#include "kernels/cpu_features.h"
+#include "core/cpu_features.h"
 #include "kernels/simd_avx512_pairs.h"
 
 namespace kvgate::kernels::simd::avx2 {

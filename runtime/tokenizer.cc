@@ -280,6 +280,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   data.eos_id = id_key("tokenizer.ggml.eos_token_id");
   data.unk_id = id_key("tokenizer.ggml.unknown_token_id");
   data.pad_id = id_key("tokenizer.ggml.padding_token_id");
+  data.eot_id = id_key("tokenizer.ggml.eot_token_id");
+  data.eom_id = id_key("tokenizer.ggml.eom_token_id");
   data.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(spm);
   if (spm) {
     // llama.cpp's SentencePiece defaults when the file names none.
@@ -317,7 +319,7 @@ Tokenizer Tokenizer::from_vocab(VocabData data) {
   t.unk_ = data.unk_id;
   t.pad_ = data.pad_id;
   t.add_bos_ = data.add_bos;
-  for (auto id : {t.bos_, t.eos_, t.unk_, t.pad_}) {
+  for (auto id : {t.bos_, t.eos_, t.unk_, t.pad_, data.eot_id, data.eom_id}) {
     if (id && !t.valid_id(*id)) fail_key(src, "special token ids", "id " + std::to_string(*id) + " is out of range");
   }
 
@@ -369,7 +371,22 @@ Tokenizer Tokenizer::from_vocab(VocabData data) {
     // The first occurrence of a pair keeps its rank, as llama.cpp's bpe_ranks.emplace.
     t.merges_.try_emplace(pair_key(l, r), MergeResult{static_cast<int32_t>(rank), merged});
   }
+  t.set_end_of_generation(data);
   return t;
+}
+
+void Tokenizer::set_end_of_generation(const VocabData& data) {
+  end_of_generation_.clear();
+  for (const auto& id : {data.eos_id, data.eot_id, data.eom_id})
+    if (id) end_of_generation_.push_back(*id);
+  for (std::string_view turn_end : {"<end_of_turn>", "<|im_end|>"})
+    if (const auto id = find_token(turn_end)) end_of_generation_.push_back(*id);
+  std::sort(end_of_generation_.begin(), end_of_generation_.end());
+  end_of_generation_.erase(std::unique(end_of_generation_.begin(), end_of_generation_.end()), end_of_generation_.end());
+}
+
+bool Tokenizer::ends_generation(int32_t id) const {
+  return std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), id);
 }
 
 std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {

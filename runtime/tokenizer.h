@@ -71,6 +71,8 @@ struct VocabData {
   bool add_space_prefix = true;     // SentencePiece only
   std::string pre = "default";      // tokenizer.ggml.pre
   std::optional<int32_t> bos_id, eos_id, unk_id, pad_id;
+  // tokenizer.ggml.eot_token_id / eom_token_id: end of turn / end of message, when declared.
+  std::optional<int32_t> eot_id, eom_id;
   bool add_bos = false;
   std::string source = "vocabulary";  // names the origin in error messages
 };
@@ -78,7 +80,7 @@ struct VocabData {
 class Tokenizer {
  public:
   // Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,scores,*_token_id,add_bos_token,
-  // add_space_prefix}. A model other than "gpt2" or "llama", an unknown pre-tokenizer,
+  // add_space_prefix} (*_token_id: bos, eos, unknown, padding, eot, eom). A model other than "gpt2" or "llama", an unknown pre-tokenizer,
   // mismatched array lengths or an id out of range are input errors naming the file and key.
   static Tokenizer from_gguf(const GgufFile& file);
   static Tokenizer from_vocab(VocabData data);
@@ -119,6 +121,16 @@ class Tokenizer {
   std::optional<int32_t> pad_id() const { return pad_; }
   bool add_bos() const { return add_bos_; }
 
+  // Whether greedy generation stops before `id` (the token is not part of the answer): EOS, the
+  // end-of-turn and end-of-message tokens the GGUF declares (tokenizer.ggml.eot_token_id,
+  // eom_token_id), and the tokens that close a turn in the chat templates kvgate renders
+  // (runtime/chat_template.h): Gemma's <end_of_turn> and ChatML's <|im_end|>, by their text, as
+  // llama.cpp counts them among its end-of-generation tokens. Gemma 3's EOS is <eos>, yet its
+  // chat answers end with <end_of_turn>; without it generation would run on past the answer.
+  bool ends_generation(int32_t id) const;
+  // Those ids, ascending, without duplicates.
+  const std::vector<int32_t>& end_of_generation_ids() const { return end_of_generation_; }
+
   // Pre-tokenized words of a fragment without special tokens (exposed for tests).
   std::vector<std::string_view> split_words(std::string_view text) const;
 
@@ -128,6 +140,8 @@ class Tokenizer {
   // SentencePiece merges of one fragment, spaces already escaped (tokenizer_spm.cc).
   void spm_fragment(std::string_view escaped, std::vector<int32_t>& out) const;
   static Tokenizer from_spm_vocab(VocabData data);
+  // Fills end_of_generation_ from the ids in `data` and the vocabulary (token_ids_ built).
+  void set_end_of_generation(const VocabData& data);
   std::string spm_piece(int32_t id, bool render_special) const;
 
   struct MergeResult {
@@ -157,6 +171,7 @@ class Tokenizer {
   std::string pre_name_;
   std::optional<int32_t> bos_, eos_, unk_, pad_;
   bool add_bos_ = false;
+  std::vector<int32_t> end_of_generation_;  // ascending
 };
 
 const char* token_type_name(TokenType type);

@@ -62,7 +62,7 @@ Tokenizer Tokenizer::from_spm_vocab(VocabData data) {
   t.unk_ = data.unk_id;
   t.pad_ = data.pad_id;
   t.add_bos_ = data.add_bos;
-  for (auto id : {t.bos_, t.eos_, t.unk_, t.pad_})
+  for (auto id : {t.bos_, t.eos_, t.unk_, t.pad_, data.eot_id, data.eom_id})
     if (id && !t.valid_id(*id)) fail_key(src, "special token ids", "id " + std::to_string(*id) + " is out of range");
 
   t.token_ids_.reserve(t.tokens_.size());
@@ -86,6 +86,7 @@ Tokenizer Tokenizer::from_spm_vocab(VocabData data) {
     if (it == t.token_ids_.end()) it = t.token_ids_.find(std::string(1, static_cast<char>(b)));
     t.spm_byte_token_[static_cast<size_t>(b)] = it == t.token_ids_.end() ? -1 : it->second;
   }
+  t.set_end_of_generation(data);
   return t;
 }
 

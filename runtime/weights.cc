@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/float_convert.h"
-#include "kernels/cpu_features.h"
 #include "kernels/ggml_blocks.h"
 #include "runtime/weights_avx2.h"
 
@@ -151,7 +151,7 @@ struct RowKernel {
 RowKernel row_kernel(const WeightMatrix& w) {
   RowKernel k;
   k.w = &w;
-  k.simd = kernels::cpu_has_avx2_fma_f16c();
+  k.simd = kvgate::cpu_has_avx2_fma_f16c();
   if (k.simd && w.cols % 32 == 0) {
     if (w.type == GgmlType::Q4_0) k.block_dot = avx2::dot_q4_0;
     if (w.type == GgmlType::Q4_1) k.block_dot = avx2::dot_q4_1;

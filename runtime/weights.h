@@ -1,6 +1,6 @@
 #pragma once
 // Model weights kept in their stored GGUF type. Weight quantization and KV quantization are
-// separate axes (design.md): we never re-quantize or expand a whole matrix. Decode multiplies
+// separate axes (docs/design.md): we never re-quantize or expand a whole matrix. Decode multiplies
 // quantized rows by a float vector block by block; prefill expands one tile of rows at a time
 // into a small float buffer and hands it to BLAS.
 #include <cstddef>

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "scoring/stats.h"
+#include "core/percentile.h"
 
 namespace kvgate::scoring {
 namespace {

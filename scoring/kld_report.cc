@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "scoring/stats.h"
+#include "core/percentile.h"
 
 namespace kvgate::scoring {
 
@@ -26,6 +26,7 @@ double llama_covariance(double sum_a, double sum_b, double sum_ab, size_t count)
   return (sum_ab / n - (sum_a / n) * (sum_b / n)) / (n - 1);
 }
 
+// report() refuses an accumulator with no positions, so `values` is never empty here.
 Distribution distribution_of(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   Distribution d;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "scoring/stats.h"
+#include "core/percentile.h"
 
 namespace kvgate::scoring {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "scoring/stats.h"
+#include "core/percentile.h"
 
 namespace kvgate::scoring {
 

@@ -1,6 +1,7 @@
 #pragma once
-// Small statistics on plain numbers: mean with standard error, percentiles, and the paired
-// bootstrap that gates use to decide whether a change between two configs or runs is real.
+// Small statistics on plain numbers: mean with standard error and the paired bootstrap that
+// gates use to decide whether a change between two configs or runs is real. Percentiles are
+// core/percentile.h's.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -19,15 +20,6 @@ struct MeanStderr {
 // reports printable).
 MeanStderr mean_stderr(std::span<const double> values);
 
-// Percentile by linear interpolation between closest ranks (numpy's default "linear",
-// and llama.cpp's KLD report): position = fraction * (n - 1) in the ascending order,
-// interpolated between the two neighbouring values. fraction <= 0 gives the minimum,
-// fraction >= 1 the maximum, 0.5 the median (mean of the two middle values for even n).
-// `sorted` must be ascending and non-empty (kvgate::Error input otherwise).
-double percentile_sorted(std::span<const double> sorted, double fraction);
-// Same, on a copy that it sorts.
-double percentile(std::span<const double> values, double fraction);
-
 struct BootstrapCi {
   double mean_delta = 0.0;  // mean of (candidate - baseline) over the pairs
   double low = 0.0;         // lower end of the percentile interval
@@ -40,7 +32,7 @@ struct BootstrapCi {
 // Paired bootstrap of the mean delta (candidate[i] - baseline[i]). Each of `resamples`
 // rounds draws n pair indices with replacement from core/rng.h seeded with `seed`, so the
 // interval is bit-identical for the same inputs. The interval is the percentile interval:
-// the (1-confidence)/2 and (1+confidence)/2 percentiles (definition above) of the resampled
+// the (1-confidence)/2 and (1+confidence)/2 percentiles (core/percentile.h) of the resampled
 // means. Identical inputs give mean 0 and the interval [0, 0].
 // Throws kvgate::Error (input) on length mismatch, no pairs, resamples = 0, or a confidence
 // outside (0, 1).

@@ -13,6 +13,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 
 namespace kvgate::scoring {
@@ -303,24 +304,10 @@ KVGATE_AVX2 uint32_t first_index_avx2(const float* x, size_t n, float value) {
   return static_cast<uint32_t>(i);
 }
 
-bool use_avx512() {
-  static const bool yes = [] {
-    const char* off = std::getenv("KVGATE_DISABLE_SIMD");
-    if (off && std::strcmp(off, "1") == 0) return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return yes;
-}
-
-bool use_avx2() {
-  static const bool yes = [] {
-    const char* off = std::getenv("KVGATE_DISABLE_SIMD");
-    if (off && std::strcmp(off, "1") == 0) return false;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return yes;
-}
+// The AVX-512 and AVX2 sums are written as the portable one's operations, lane for lane, so the choice (and
+// KVGATE_DISABLE_SIMD / KVGATE_DISABLE_AVX512) never changes a bit.
+bool use_avx512() { return cpu_has_avx512(); }
+bool use_avx2() { return cpu_has_avx2_fma_f16c(); }
 #else
 bool use_avx2() { return false; }
 #endif

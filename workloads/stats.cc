@@ -3,16 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-namespace kvgate::workloads {
+#include "core/percentile.h"
 
-double percentile_sorted(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0.0;
-  const double rank = q * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  const double frac = rank - static_cast<double>(lo);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
-}
+namespace kvgate::workloads {
 
 Distribution summarize(std::vector<double> values) {
   Distribution d;

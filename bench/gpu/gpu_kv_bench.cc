@@ -1,5 +1,5 @@
 // Fused decode attention over the paged GPU cache, per KV format and context length, against the
-// device's copy bandwidth measured in the same run (docs/perf.md, "GPU decode attention"); the
+// device's copy bandwidth measured in the same run (docs/perf.md, "GPU kernels and runtime"); the
 // measurement is kernels/gpu/gpu_bench.h's, which `kvgate bench kernels --backend cuda` shares.
 //
 //   gpu_kv_bench [--tokens 8192,32768] [--formats f16,fp8_e4m3,...] [--iterations 50] [--json]

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "core/percentile.h"
 #include "scoring/latency.h"
 #include "scoring/sequence.h"
 #include "scoring/stats.h"
@@ -53,7 +54,7 @@ ConfigItemRecord ItemAccumulator::record() {
   if (!kld.empty()) {
     m.kld_mean = scoring::mean_stderr(kld).mean;
     m.kld_max = *std::max_element(kld.begin(), kld.end());
-    m.kld_p99 = scoring::percentile(kld, 0.99);
+    m.kld_p99 = percentile(kld, 0.99);
     m.delta_p_mean = scoring::mean_stderr(delta_p).mean;
     double sq = 0;
     for (double d : delta_p) sq += d * d;

@@ -46,9 +46,9 @@ std::vector<int32_t> ids_without_eos(const serving::Completion& c, const LoadedM
     if (!t.id) complete = false;
     else ids.push_back(*t.id);
   }
-  // The in-process probe stops before EOS; an engine that streams the EOS token itself gets it
-  // dropped here so both answer the same way.
-  if (complete && !ids.empty() && lm.tokenizer.eos_id() && ids.back() == *lm.tokenizer.eos_id()) ids.pop_back();
+  // The in-process answer stops before the token that ends generation; an engine that streams
+  // that token itself gets it dropped here so both answer the same way.
+  if (complete && !ids.empty() && lm.tokenizer.ends_generation(ids.back())) ids.pop_back();
   return ids;
 }
 
@@ -113,9 +113,8 @@ class InProcessSource final : public ConfigSource {
     // On a fork, so the answer's tokens never enter the item's sequence. TTFT: the new turn's
     // prefill (the prefix stays cached, as in a serving engine) plus the first token.
     const std::unique_ptr<runtime::BackendSequence> fork = seq_->fork(seq_->length());
-    GreedyTokens g = greedy_decode(backend_, *fork, last_row_, max_new, [this](int32_t id) {
-      return lm_.tokenizer.eos_id() && id == *lm_.tokenizer.eos_id();
-    });
+    GreedyTokens g =
+        greedy_decode(backend_, *fork, last_row_, max_new, [this](int32_t id) { return lm_.tokenizer.ends_generation(id); });
     for (double& t : g.token_ms) t += pending_prefill_ms_;
     pending_prefill_ms_ = 0;
     Answer a;

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/hash.h"
 #include "core/rng.h"
 #include "kernels/attention.h"
-#include "kernels/cpu_features.h"
 #include "kernels/paged_kv_cache.h"
 #include "tests/kernels/gaussian.h"
 

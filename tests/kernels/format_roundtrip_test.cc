@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "kernels/cpu_features.h"
 #include "kernels/kv_format.h"
-#include "tests/kernels/toy_format.h"
 #include "tests/kernels/gaussian.h"
+#include "tests/kernels/toy_format.h"
 
 namespace kvgate::kernels {
 namespace {

@@ -10,8 +10,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/rng.h"
-#include "kernels/cpu_features.h"
 #include "kernels/exp_poly.h"
 #include "kernels/simd_avx2.h"
 #include "kernels/softmax_state.h"

@@ -1,11 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "kernels/kv_config.h"
@@ -221,6 +223,35 @@ TEST(TurboQuant, RotatedDotsAgreeWithDequantizedKeys) {
           const float ref = codec->dot_ref(prepared.data() + qi * d, keys.data() + t * codec->group_bytes(), 0);
           EXPECT_NEAR(ref, exact, 1e-4);
           EXPECT_NEAR(scores[qi * n_tokens + t], ref, 1e-5);
+        }
+    }
+  }
+}
+
+// The vector dot sums in another order than dot_ref, so with SIMD the scores may differ from it
+// in the last bits; KVGATE_DISABLE_SIMD=1 must give dot_ref's bits exactly, one query row or
+// several. ctest runs this under the variable (tests/kernels/CMakeLists.txt); on a CPU with
+// AVX2 and the variable unset there is no scalar path to check.
+TEST(TurboQuant, WithoutSimdDotRowsGiveTheScalarBits) {
+  if (cpu_has_avx2_fma_f16c())
+    GTEST_SKIP() << "SIMD is on: ctest runs this as TurboQuant.WithoutSimdDotRowsGiveTheScalarBits.NoSimd "
+                    "with KVGATE_DISABLE_SIMD=1";
+  for (const char* name : {"tq2", "tq2.5", "tq3", "tq4", "tqprod3"}) {
+    for (int n_q : {1, 4}) {
+      SCOPED_TRACE(std::string(name) + " n_q " + std::to_string(n_q));
+      const int d = 128, n_tokens = 16;
+      const auto codec = make_codec(name, d);
+      Rng rng(3);
+      std::vector<uint8_t> keys(codec->group_bytes() * n_tokens);
+      for (int t = 0; t < n_tokens; ++t) codec->quantize(random_unit(rng, d).data(), keys.data() + t * codec->group_bytes());
+      std::vector<float> prepared(n_q * d), scores(n_q * n_tokens);
+      for (int qi = 0; qi < n_q; ++qi) codec->prepare_query(random_unit(rng, d).data(), prepared.data() + qi * d);
+      codec->dot_rows(prepared.data(), n_q, keys.data(), n_tokens, scores.data());
+      for (int qi = 0; qi < n_q; ++qi)
+        for (int t = 0; t < n_tokens; ++t) {
+          const float ref = codec->dot_ref(prepared.data() + qi * d, keys.data() + t * codec->group_bytes(), 0);
+          EXPECT_EQ(std::bit_cast<uint32_t>(scores[qi * n_tokens + t]), std::bit_cast<uint32_t>(ref))
+              << "query " << qi << " token " << t;
         }
     }
   }

@@ -2,11 +2,14 @@
 // llama.cpp's rules by hand (the Gemma 3 golden cases in arch_golden_test.cc check a real one).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "runtime/chat_template.h"
+#include "runtime/gguf.h"
+#include "runtime/model_store.h"
 #include "runtime/tokenizer.h"
 
 namespace kvgate::runtime {
@@ -94,6 +97,68 @@ TEST(SentencePiece, ScoresMustMatchTheTokens) {
   d.scores = {0};
   d.source = "vocab.gguf";
   EXPECT_THROW(Tokenizer::from_vocab(std::move(d)), Error);
+}
+
+TEST(EndOfGeneration, EosDeclaredIdsAndTurnEndsByText) {
+  VocabData d;
+  d.model = TokenizerModel::spm;
+  d.tokens = {"<unk>", "<s>", "</s>", "<end_of_turn>", "<eot>", "<eom>", "a"};
+  d.types = {TokenType::unknown, TokenType::control, TokenType::control, TokenType::control,
+             TokenType::control, TokenType::control, TokenType::normal};
+  d.bos_id = 1;
+  d.eos_id = 2;
+  d.eot_id = 4;
+  d.eom_id = 5;
+  const Tokenizer t = Tokenizer::from_vocab(d);
+  EXPECT_EQ(t.end_of_generation_ids(), (std::vector<int32_t>{2, 3, 4, 5}));
+  for (int32_t id : {0, 1, 6, -1, 7}) EXPECT_FALSE(t.ends_generation(id)) << id;
+
+  // Without the declarations and the turn token only EOS is left; an EOS that is also a turn end
+  // is listed once.
+  VocabData plain;
+  plain.model = TokenizerModel::bpe;
+  plain.tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "a"};
+  plain.types = {TokenType::control, TokenType::control, TokenType::control, TokenType::normal};
+  plain.eos_id = 2;
+  EXPECT_EQ(Tokenizer::from_vocab(std::move(plain)).end_of_generation_ids(), std::vector<int32_t>{2});
+}
+
+TEST(EndOfGeneration, DeclaredIdOutsideTheVocabularyIsAnInputError) {
+  VocabData d;
+  d.model = TokenizerModel::spm;
+  d.tokens = {"<unk>", "a"};
+  d.eot_id = 9;
+  d.source = "vocab.gguf";
+  try {
+    Tokenizer::from_vocab(std::move(d));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::input);
+    EXPECT_NE(std::string(e.what()).find("vocab.gguf"), std::string::npos) << e.what();
+  }
+}
+
+// Gemma 3's EOS is <eos>, but its chat turns end with <end_of_turn>, which the GGUF does not
+// declare: both must end generation, <start_of_turn> and ordinary text must not.
+TEST(EndOfGeneration, Gemma3StopsAtEosAndEndOfTurn) {
+  const PackagedModel& m = find_packaged_model("gemma3-270m");
+  const auto home = kvgate_home();
+  if (check_cached_model(m, home) != CacheState::verified)
+    GTEST_SKIP() << "Gemma 3 270M not fetched; run `kvgate model fetch --name gemma3-270m`";
+  const GgufFile file = GgufFile::open(cached_model_path(m, home).string());
+  const Tokenizer t = Tokenizer::from_gguf(file);
+  ASSERT_TRUE(t.eos_id());
+  EXPECT_EQ(t.token_text(*t.eos_id()), "<eos>");
+  const auto end_of_turn = t.find_token("<end_of_turn>");
+  ASSERT_TRUE(end_of_turn);
+  EXPECT_NE(*end_of_turn, *t.eos_id());
+  EXPECT_TRUE(t.ends_generation(*t.eos_id()));
+  EXPECT_TRUE(t.ends_generation(*end_of_turn));
+  EXPECT_EQ(t.end_of_generation_ids(), (std::vector<int32_t>{std::min(*t.eos_id(), *end_of_turn),
+                                                             std::max(*t.eos_id(), *end_of_turn)}));
+  EXPECT_FALSE(t.ends_generation(*t.find_token("<start_of_turn>")));
+  EXPECT_FALSE(t.ends_generation(*t.bos_id()));
+  for (int32_t id : t.encode("The answer is 42.")) EXPECT_FALSE(t.ends_generation(id)) << id;
 }
 
 // llama.cpp's LLM_CHAT_TEMPLATE_GEMMA rendering.

@@ -486,6 +486,17 @@ TEST_F(DefaultModelTokenizer, MetadataAsExpected) {
   EXPECT_EQ(tok_->token_text(2), "<|im_end|>");
 }
 
+// SmolLM2's EOS is <|im_end|>, the ChatML turn end, and nothing else ends generation: its
+// <|endoftext|> (id 0) is a document separator the chat model never needs to stop at.
+TEST_F(DefaultModelTokenizer, OnlyImEndEndsGeneration) {
+  EXPECT_EQ(tok_->end_of_generation_ids(), std::vector<int32_t>{2});
+  EXPECT_TRUE(tok_->ends_generation(2));
+  EXPECT_FALSE(tok_->ends_generation(0));
+  EXPECT_FALSE(tok_->ends_generation(1));
+  EXPECT_FALSE(tok_->ends_generation(*tok_->find_token("<|im_start|>")));
+  EXPECT_FALSE(tok_->ends_generation(tok_->encode("Paris").front()));
+}
+
 TEST_F(DefaultModelTokenizer, MatchesLlamaCppOnEveryGoldenText) {
   const nlohmann::json g = golden();
   ASSERT_GE(g["cases"].size(), 25u);

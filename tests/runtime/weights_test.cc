@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/float_convert.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu_features.h"
 #include "runtime/weights.h"
 
 namespace kvgate::runtime {
@@ -169,7 +169,7 @@ float lane_model_dot(const WeightMatrix& w, int64_t r, const float* x) {
 }
 
 TEST(Weights, AvxRowDotsFollowTheLaneModelBitForBit) {
-  if (!kernels::cpu_has_avx2_fma_f16c()) GTEST_SKIP() << "no AVX2/FMA/F16C";
+  if (!kvgate::cpu_has_avx2_fma_f16c()) GTEST_SKIP() << "no AVX2/FMA/F16C";
   ThreadPool pool(2);
   for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
     const int64_t rows = 300, cols = 576;  // rows span more than the kernels' prefetch distance

@@ -34,27 +34,6 @@ TEST(MeanStderr, LargeOffsetDoesNotCancel) {
   EXPECT_NEAR(mean_stderr(v).standard_error, (v[0] - v[1]) / 2, 1e-15);
 }
 
-TEST(Percentile, LinearInterpolationBetweenClosestRanks) {
-  const std::vector<double> v = {50, 10, 40, 20, 30};  // unsorted on purpose
-  EXPECT_EQ(percentile(v, 0.0), 10.0);
-  EXPECT_EQ(percentile(v, 1.0), 50.0);
-  EXPECT_EQ(percentile(v, 0.5), 30.0);
-  EXPECT_DOUBLE_EQ(percentile(v, 0.9), 46.0);     // position 3.6: 40 + 0.6 * 10
-  EXPECT_DOUBLE_EQ(percentile(v, 0.999), 49.96);  // position 3.996
-  EXPECT_DOUBLE_EQ(percentile(v, 0.25), 20.0);    // position 1 exactly
-}
-
-TEST(Percentile, EvenCountMedianIsMeanOfMiddleValues) {
-  EXPECT_DOUBLE_EQ(percentile(std::vector<double>{4, 1, 3, 2}, 0.5), 2.5);
-}
-
-TEST(Percentile, EqualNeighboursGiveThatValueExactly) {
-  const std::vector<double> v = {0.1, 0.1, 0.1};
-  EXPECT_EQ(percentile(v, 0.37), 0.1);
-}
-
-TEST(Percentile, EmptyIsAnError) { EXPECT_THROW(percentile(std::vector<double>{}, 0.5), Error); }
-
 TEST(PairedBootstrap, IdenticalRunsGiveZeroInterval) {
   const std::vector<double> a = {0.3, 0.01, 0.7, 0.2, 0.05};
   const BootstrapCi ci = paired_bootstrap_ci(a, a, 1000, 0.95, 1);

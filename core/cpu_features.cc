@@ -1,16 +1,20 @@
-#include "kernels/cpu_features.h"
+#include "core/cpu_features.h"
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
-namespace kvgate::kernels {
+namespace kvgate {
 namespace {
+
+bool env_set(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value && std::strcmp(value, "0") != 0;
+}
 
 CpuFeatures detect() {
   CpuFeatures f;
-  const char* disable = std::getenv("KVGATE_DISABLE_SIMD");
-  if (disable && std::strcmp(disable, "0") != 0 && *disable) return f;
+  if (env_set("KVGATE_DISABLE_SIMD")) return f;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   f.avx2 = __builtin_cpu_supports("avx2");
@@ -22,8 +26,7 @@ CpuFeatures detect() {
   // libgcc's answers for these also check that XCR0 enables the opmask and zmm state.
   f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-  const char* no_avx512 = std::getenv("KVGATE_DISABLE_AVX512");
-  if (no_avx512 && std::strcmp(no_avx512, "0") != 0 && *no_avx512) f.avx512 = false;
+  if (env_set("KVGATE_DISABLE_AVX512")) f.avx512 = false;
 #endif
   return f;
 }
@@ -49,4 +52,4 @@ bool cpu_has_avx512() {
 
 void set_avx512_allowed(bool allowed) { avx512_allowed.store(allowed, std::memory_order_relaxed); }
 
-}  // namespace kvgate::kernels
+}  // namespace kvgate
