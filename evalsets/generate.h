@@ -51,7 +51,8 @@ std::vector<EvalItem> generate(const GenerateOptions& options);
 
 // One item; `index` is its position within the domain's list. Long domains draw a depth when
 // depth_permille is kNoDepth; the draw comes before anything else, so the same item at another
-// depth has the same document with only the evidence moved.
+// depth has the same document with only the evidence moved (long_agentic excepted: its evidence
+// turn is a file read placed by depth, the other turns are drawn around it).
 EvalItem generate_item(const std::string& domain, uint64_t seed, size_t index, TokenRange tokens,
                        int depth_permille = kNoDepth);
 
