@@ -2,6 +2,8 @@
 // call with JSON arguments, a long tool result (combined logs, a query result table or a
 // config file) and an assistant reply stating one exact fact from that result. All replies
 // are scored, so replay can show drift growing with turns and context.
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -111,9 +113,12 @@ Turn query_turn(Rng& rng, size_t rows) {
   return t;
 }
 
-Turn file_turn(Rng& rng, size_t keys) {
+// `release` > 0 names the file config/SERVICE/release-N.yaml, a path no other turn reads;
+// `entries` receives every key and value of the file.
+Turn file_turn(Rng& rng, size_t keys, size_t release = 0, std::vector<std::pair<std::string, int64_t>>* entries_out = nullptr) {
   const std::string service = pick(rng, kServices);
-  const std::string path = "config/" + service + ".yaml";
+  const std::string path =
+      release > 0 ? "config/" + service + "/release-" + std::to_string(release) + ".yaml" : "config/" + service + ".yaml";
   std::string result = "# " + path + "\nservice: " + service + "\n";
   std::vector<std::pair<std::string, int64_t>> entries;
   for (size_t i = 0; i < keys; ++i) {
@@ -125,6 +130,7 @@ Turn file_turn(Rng& rng, size_t keys) {
     entries.push_back({key, value});
   }
   const auto& asked = entries[rng.below(entries.size())];
+  if (entries_out) *entries_out = entries;
   Turn t;
   t.tool = "read_file";
   t.arguments = {{"path", path}};
@@ -170,6 +176,81 @@ EvalItem make_agentic_item(Rng& rng, size_t target) {
   item.answer = item.messages.back().content;
   item.has_answer = true;
   item.meta = {{"turns", n_turns}, {"facts", facts}};
+  return item;
+}
+
+EvalItem make_long_agentic_item(Rng& rng, size_t target, int depth) {
+  // Tool turns of ~2,000 estimated tokens each, then a last turn that asks, without a tool, for
+  // another value of a file read earlier: the key's line starts at the depth of the session.
+  const size_t n_turns = std::clamp<size_t>(target / 2000, 3, 64);
+  EvalItem item;
+  item.messages.push_back(system_message(
+      "You are an operations assistant. Tools: tail_logs(file, lines), run_query(sql), read_file(path). "
+      "Use a tool, then answer with the exact values from its result."));
+  const auto message_tokens = [](const Message& m) { return 4 + estimate_tokens(m.content) + estimate_tokens(tool_calls_text(m)); };
+  size_t used = message_tokens(item.messages[0]);
+  const size_t recall_tokens = 90;  // the last request and reply
+  // The evidence turn is the one whose result spans the depth (turns are sized alike).
+  const size_t evidence_turn = std::min<size_t>(n_turns - 1, n_turns * static_cast<size_t>(depth) / 1000);
+  const size_t goal = (target > recall_tokens ? target - recall_tokens : target) * static_cast<size_t>(depth) / 1000;
+  json facts = json::array();
+  int64_t clock = between(rng, 0, 3600);
+  std::string recall_path, recall_key;
+  int64_t recall_value = 0;
+  for (size_t i = 0; i < n_turns; ++i) {
+    // Each turn takes an equal share of what is left, so estimation errors do not pile up.
+    const size_t left = target > used + recall_tokens ? target - used - recall_tokens : 0;
+    const size_t share = left / (n_turns - i);
+    const size_t result_tokens = share > 140 ? share - 140 : 20;
+    Turn t;
+    std::vector<std::pair<std::string, int64_t>> entries;
+    if (i == evidence_turn) {
+      t = file_turn(rng, std::max<size_t>(4, result_tokens / 12), i + 1, &entries);
+    } else {
+      switch (rng.below(3)) {
+        case 0: t = logs_turn(rng, std::max<size_t>(2, result_tokens / 45), clock); break;
+        case 1: t = query_turn(rng, std::max<size_t>(2, result_tokens / 25)); break;
+        default: t = file_turn(rng, std::max<size_t>(3, result_tokens / 12)); break;
+      }
+    }
+    const std::string call_id = "call_" + std::to_string(i + 1);
+    item.messages.push_back(user_message(t.request));
+    Message call{"assistant", "", {}, {}, json::array()};
+    call.tool_calls.push_back({{"id", call_id}, {"type", "function"},
+                               {"function", {{"name", t.tool}, {"arguments", t.arguments.dump()}}}});
+    item.messages.push_back(call);
+    used += message_tokens(item.messages[item.messages.size() - 2]) + message_tokens(call);
+    if (i == evidence_turn) {
+      // The recalled key: the one whose line is nearest the goal, other than the one this turn asks.
+      const std::string asked_key = t.fact["key"];
+      size_t best_gap = SIZE_MAX;
+      for (const auto& [key, value] : entries) {
+        const size_t line_at = t.result.find("  " + key + ": ");
+        const size_t at = used + 4 + estimate_tokens(std::string_view(t.result).substr(0, line_at));
+        const size_t gap = at > goal ? at - goal : goal - at;
+        if (key != asked_key && gap < best_gap) {
+          best_gap = gap;
+          recall_key = key;
+          recall_value = value;
+        }
+      }
+      recall_path = t.arguments["path"];
+    }
+    item.messages.push_back(Message{"tool", t.result, t.tool, call_id, {}});
+    item.messages.push_back(assistant_message(t.reply));
+    used += message_tokens(item.messages[item.messages.size() - 2]) + message_tokens(item.messages.back());
+    t.fact["turn"] = i + 1;
+    facts.push_back(t.fact);
+  }
+  item.messages.push_back(user_message("Before we close: in " + recall_path + ", which you opened earlier, what is " +
+                                       recall_key + " set to? Answer from that file as you read it."));
+  item.messages.push_back(assistant_message(recall_key + " is set to " + std::to_string(recall_value) + " in " + recall_path + "."));
+  facts.push_back({{"kind", "recall"}, {"key", recall_key}, {"value", std::to_string(recall_value)}, {"path", recall_path},
+                   {"turn", n_turns + 1}, {"from_turn", evidence_turn + 1}});
+  item.score = ScoreKind::turns;
+  item.answer = item.messages.back().content;
+  item.has_answer = true;
+  item.meta = {{"turns", n_turns + 1}, {"facts", facts}};
   return item;
 }
 

@@ -51,4 +51,21 @@ EvalItem make_korean_item(Rng& rng, size_t target);
 EvalItem make_policy_item(Rng& rng, size_t target);
 EvalItem make_agentic_item(Rng& rng, size_t target);
 
+// Long generators (docs/evalsets.md, "Long items"). `depth` is in thousandths of the document:
+// the evidence the answer is read from starts about that far in, by estimated tokens. `cycle`
+// (seed + index) picks the question kind in turn, so that a few items cover all of them.
+EvalItem make_retrieval_item(Rng& rng, size_t target, int depth, size_t cycle);
+EvalItem make_long_tables_item(Rng& rng, size_t target, int depth, size_t cycle);
+EvalItem make_long_diffs_item(Rng& rng, size_t target, int depth);
+EvalItem make_long_policy_item(Rng& rng, size_t target, int depth);
+EvalItem make_long_korean_item(Rng& rng, size_t target, int depth);
+EvalItem make_long_agentic_item(Rng& rng, size_t target, int depth);
+
+// Where to insert evidence among a document's pieces (in order) so that the estimated tokens
+// before it come closest to depth/1000 of the whole: an index in [0, units.size()].
+size_t depth_index(const std::vector<std::string>& units, int depth);
+// Two-fact items put the other fact half a document away from the evidence at `depth`.
+int partner_depth(int depth);
+std::string join_units(const std::vector<std::string>& units);
+
 }  // namespace kvgate::evalsets::gen

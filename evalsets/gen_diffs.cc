@@ -179,4 +179,62 @@ EvalItem make_diffs_item(Rng& rng, size_t target) {
   return answer_item("You are a careful code reviewer. Reply with the exact text only.", text, answer, meta);
 }
 
+EvalItem make_long_diffs_item(Rng& rng, size_t target, int depth) {
+  static const char* const kDirs[] = {"billing", "auth", "search", "reports", "ingest", "storage", "api", "jobs"};
+  const std::string system = "You are a careful code reviewer. Reply with the exact text only.";
+  const std::string intro = "Here is a patch that changes many files of a repository:\n\n```diff\n";
+  // The question names a path (~30 tokens); the answer is a handful of added lines (~100).
+  const size_t fixed = 12 + estimate_tokens(system) + estimate_tokens(intro) + 160;
+  struct FileDiff {
+    std::string path, text;
+    std::vector<std::string> added;
+  };
+  std::vector<FileDiff> files;
+  std::vector<std::string> units;
+  size_t filled = 0;
+  while (true) {
+    SourceFile before;
+    before.python = rng.below(2) == 0;
+    const std::string noun = pick(rng, kNouns);
+    before.filename = "src/" + std::string(pick(rng, kDirs)) + "/" + noun + "_" + std::to_string(files.size() + 1) +
+                      (before.python ? ".py" : ".c");
+    std::vector<std::string> constant_names(std::begin(kConstants), std::end(kConstants));
+    shuffle(rng, constant_names);
+    const size_t n_constants = static_cast<size_t>(between(rng, 2, 3));
+    for (size_t i = 0; i < n_constants; ++i) before.constants.push_back({constant_names[i], between(rng, 2, 500)});
+    const size_t n_functions = static_cast<size_t>(between(rng, 2, 5));
+    std::set<std::string> used;
+    while (before.functions.size() < n_functions) {
+      std::string name = std::string(pick(rng, kVerbs)) + "_" + pick(rng, kNouns);
+      if (!used.insert(name).second) continue;
+      before.functions.push_back(make_function(rng, before.python, name, before.constants[rng.below(n_constants)].first));
+    }
+    SourceFile after = before;
+    const size_t changed = rng.below(n_constants);
+    int64_t value = before.constants[changed].second;
+    while (value == before.constants[changed].second) value = between(rng, 2, 500);
+    after.constants[changed].second = value;
+    edit_function(rng, after.python, after.functions[rng.below(n_functions)]);
+    const std::string hunks = unified_hunks(before.render(), after.render(), 3);
+    FileDiff f;
+    f.path = before.filename;
+    f.text = "diff --git a/" + f.path + " b/" + f.path + "\n--- a/" + f.path + "\n+++ b/" + f.path + "\n" + hunks;
+    for (const std::string& l : split_lines(hunks))
+      if (!l.empty() && l[0] == '+') f.added.push_back(l.substr(1));
+    const size_t t = estimate_tokens(f.text);
+    if (files.size() >= 2 && fixed + filled + t > target) break;
+    filled += t;
+    units.push_back(f.text);
+    files.push_back(std::move(f));
+  }
+  // The asked file's diff starts at the depth.
+  const FileDiff& asked = files[std::min(depth_index(units, depth), files.size() - 1)];
+  std::string answer;
+  for (size_t i = 0; i < asked.added.size(); ++i) answer += (i ? "\n" : "") + asked.added[i];
+  const std::string text = intro + join_units(units) + "```\n\nQuestion: List every line the patch adds to `" + asked.path +
+                           "`, in order, one per line, without the leading +.\nAnswer with the exact text only.";
+  return answer_item(system, text, answer,
+                     {{"question", "added_lines_of_file"}, {"file", asked.path}, {"files", files.size()}});
+}
+
 }  // namespace kvgate::evalsets::gen

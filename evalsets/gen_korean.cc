@@ -87,4 +87,51 @@ EvalItem make_korean_item(Rng& rng, size_t target) {
                      {{"person", who.name}, {"field", field}, {"records", people.size()}});
 }
 
+EvalItem make_long_korean_item(Rng& rng, size_t target, int depth) {
+  // Given names from two syllables, so that thousands of records keep unique names.
+  static const char* const kFirst[] = {"민", "서", "도", "지", "하", "시", "예", "수", "주", "채",
+                                       "준", "다", "현", "유", "건", "소", "은", "태", "우", "연"};
+  static const char* const kSecond[] = {"준", "연", "윤", "우", "민", "아", "원", "은",
+                                        "호", "서", "진", "희", "영", "빈", "율", "린"};
+  const std::string system = "당신은 주어진 자료에 대한 질문에 답합니다. 정확한 값만 답하십시오.";
+  const std::string intro = std::string("다음은 ") + pick(rng, kBranches) + "의 고객 기록 보고서이다.\n\n";
+  // The question is ~25 syllables and the answer up to ~20 (an address).
+  const size_t fixed = 12 + estimate_tokens(system) + estimate_tokens(intro) + 130;
+  std::vector<Person> people;
+  std::vector<std::string> units;
+  std::set<std::string> names, phones;
+  const size_t max_names = std::size(kSurnames) * std::size(kFirst) * std::size(kSecond);
+  size_t filled = 0;
+  while (names.size() < max_names) {
+    Person p;
+    p.name = std::string(pick(rng, kSurnames)) + pick(rng, kFirst) + pick(rng, kSecond);
+    if (!names.insert(p.name).second) continue;
+    const Road& road = pick(rng, kRoads);
+    p.address = std::string(road.region) + " " + road.road + " " + std::to_string(between(rng, 1, 320));
+    p.date = korean_date(static_cast<int>(between(rng, 0, 365)));
+    p.amount = thousands_text(between(rng, 10, 9999) * 10000 + between(rng, 0, 9) * 1000) + "원";
+    do p.phone = "010-" + pad(between(rng, 1000, 9999), 4) + "-" + pad(between(rng, 0, 9999), 4);
+    while (!phones.insert(p.phone).second);
+    p.job = pick(rng, kJobs);
+    p.age = between(rng, 24, 68);
+    std::string unit = record(rng, p) + "\n\n";
+    const size_t t = estimate_tokens(unit);
+    if (people.size() >= 2 && fixed + filled + t > target) break;
+    filled += t;
+    people.push_back(p);
+    units.push_back(std::move(unit));
+  }
+  // The asked person's record starts at the depth.
+  const Person& who = people[std::min(depth_index(units, depth), people.size() - 1)];
+  std::string question, answer, field;
+  switch (rng.below(4)) {
+    case 0: question = who.name + " 씨의 연락처는 무엇입니까?"; answer = who.phone; field = "phone"; break;
+    case 1: question = who.name + " 씨의 기록에 적힌 날짜는 언제입니까?"; answer = who.date; field = "date"; break;
+    case 2: question = who.name + " 씨의 기록에 나오는 주소는 무엇입니까?"; answer = who.address; field = "address"; break;
+    default: question = who.name + " 씨의 기록에 나오는 금액은 얼마입니까?"; answer = who.amount; field = "amount"; break;
+  }
+  const std::string text = intro + join_units(units) + "질문: " + question + "\n정확한 값만 답하십시오.";
+  return answer_item(system, text, answer, {{"person", who.name}, {"field", field}, {"records", people.size()}});
+}
+
 }  // namespace kvgate::evalsets::gen

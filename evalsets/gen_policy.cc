@@ -2,6 +2,7 @@
 // rules carry a limit or deadline "except as provided in X.Y", and X.Y elsewhere states the
 // exception. Questions ask for the rule in a case that needs the cross-referenced clause (or,
 // as a control, the case the base clause itself covers).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,86 @@ EvalItem make_policy_item(Rng& rng, size_t target) {
                      {{"question", exception ? "exception" : "base"},
                       {"base_clause", base_ids[asked.topic]},
                       {"exception_clause", exc_ids[asked.topic]}});
+}
+
+EvalItem make_long_policy_item(Rng& rng, size_t target, int depth) {
+  static const char* const kTitles[] = {"General provisions", "Approvals", "Records", "Reviews", "Training",
+                                        "Delegation", "Reporting", "Exceptions"};
+  constexpr size_t kPerSection = 8;
+  std::vector<size_t> topic_order(std::size(kTopics));
+  for (size_t i = 0; i < topic_order.size(); ++i) topic_order[i] = i;
+  shuffle(rng, topic_order);
+  // The asked topic plus up to three others whose rules and exceptions are placed at random.
+  const size_t n_topics = 4;
+  struct Placed {
+    size_t topic;
+    int64_t base_value, exc_value;
+  };
+  std::vector<Placed> placed;
+  for (size_t t = 0; t < n_topics; ++t) {
+    const Topic& topic = kTopics[topic_order[t]];
+    Placed p{topic_order[t], round_value(topic.unit, between(rng, topic.lo, topic.hi)), 0};
+    p.exc_value = round_value(topic.unit, p.base_value + between(rng, std::max<int64_t>(1, topic.lo / 2), topic.hi));
+    if (p.exc_value <= p.base_value) p.exc_value = p.base_value + (topic.unit == Unit::dollars ? 50 : 1);
+    placed.push_back(p);
+  }
+  const Topic& asked = kTopics[placed[0].topic];
+  const std::string system = "You answer questions about the policy you are given. Reply with the exact value only.";
+  const std::string tail = std::string("Question: ") + asked.exception_question + "\nAnswer with the exact value only.";
+  // Each clause carries ~6 tokens of numbering; section headings ~8 per 8 clauses.
+  size_t fixed = 12 + estimate_tokens(system) + estimate_tokens(tail) + 20;
+  for (const Placed& p : placed) fixed += 2 * 6 + estimate_tokens(kTopics[p.topic].base) + estimate_tokens(kTopics[p.topic].exception) + 10;
+  std::vector<std::string> clauses;  // bodies; "{BASEk}" / "{EXCk}" mark topic k's clauses until ids are known
+  size_t filled = 0;
+  while (true) {
+    std::string body = substitute(pick(rng, kFiller), "{N}", std::to_string(between(rng, 2, 36)));
+    const size_t t = estimate_tokens(body) + 6 + (clauses.size() % kPerSection == 0 ? 8 : 0);
+    if (clauses.size() >= 4 && fixed + filled + t > target) break;
+    filled += t;
+    clauses.push_back(std::move(body));
+  }
+  auto index_of = [&](const std::string& marker) {
+    return static_cast<size_t>(std::find(clauses.begin(), clauses.end(), marker) - clauses.begin());
+  };
+  // Other topics: a rule, and its exception somewhere after it.
+  for (size_t t = 1; t < n_topics; ++t) {
+    const size_t a = rng.below(clauses.size() + 1);
+    clauses.insert(clauses.begin() + static_cast<long>(a), "{BASE" + std::to_string(t) + "}");
+    const size_t b = a + 1 + rng.below(clauses.size() - a);
+    clauses.insert(clauses.begin() + static_cast<long>(b), "{EXC" + std::to_string(t) + "}");
+  }
+  // The asked exception starts at the depth; the rule it overrides sits half a document before
+  // it (or at the start), so that reading the exception right needs the whole span.
+  const size_t exc_at = depth_index(clauses, depth);
+  clauses.insert(clauses.begin() + static_cast<long>(exc_at), "{EXC0}");
+  const size_t base_at = std::min(depth_index(clauses, std::max(0, depth - 500)), index_of("{EXC0}"));
+  clauses.insert(clauses.begin() + static_cast<long>(base_at), "{BASE0}");
+  auto id_of = [&](size_t i) { return std::to_string(i / kPerSection + 1) + "." + std::to_string(i % kPerSection + 1); };
+  std::string text = "EMPLOYEE AND CUSTOMER POLICY\n\n";
+  for (size_t i = 0; i < clauses.size(); ++i) {
+    if (i % kPerSection == 0) {
+      if (i > 0) text += "\n";
+      text += std::to_string(i / kPerSection + 1) + ". " + pick(rng, kTitles) + "\n";
+    }
+    std::string body = clauses[i];
+    for (size_t t = 0; t < n_topics; ++t) {
+      const Topic& topic = kTopics[placed[t].topic];
+      const std::string k = std::to_string(t);
+      if (body == "{BASE" + k + "}")
+        body = substitute(substitute(topic.base, "{V}", value_text(topic.unit, placed[t].base_value)), "{X}",
+                          id_of(index_of("{EXC" + k + "}")));
+      else if (body == "{EXC" + k + "}")
+        body = substitute(substitute(topic.exception, "{V}", value_text(topic.unit, placed[t].exc_value)), "{B}",
+                          id_of(index_of("{BASE" + k + "}")));
+    }
+    text += id_of(i) + " " + body + "\n";
+  }
+  text += "\n" + tail;
+  return answer_item(system, text, value_text(asked.unit, placed[0].exc_value),
+                     {{"question", "exception"},
+                      {"base_clause", id_of(index_of("{BASE0}"))},
+                      {"exception_clause", id_of(index_of("{EXC0}"))},
+                      {"clauses", clauses.size()}});
 }
 
 }  // namespace kvgate::evalsets::gen

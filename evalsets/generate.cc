@@ -67,6 +67,27 @@ EvalItem answer_item(std::string system, std::string user, std::string answer, n
   return item;
 }
 
+size_t depth_index(const std::vector<std::string>& units, int depth_permille) {
+  size_t total = 0;
+  for (const std::string& u : units) total += estimate_tokens(u);
+  const size_t goal = total * static_cast<size_t>(depth_permille) / 1000;
+  size_t before = 0, best = 0, best_gap = goal;
+  for (size_t i = 0; i < units.size(); ++i) {
+    before += estimate_tokens(units[i]);
+    const size_t gap = before > goal ? before - goal : goal - before;
+    if (gap < best_gap) best = i + 1, best_gap = gap;
+  }
+  return best;
+}
+
+int partner_depth(int depth_permille) { return depth_permille >= 500 ? depth_permille - 500 : depth_permille + 500; }
+
+std::string join_units(const std::vector<std::string>& units) {
+  std::string out;
+  for (const std::string& u : units) out += u;
+  return out;
+}
+
 }  // namespace gen
 
 const std::vector<std::string>& generator_domains() {
@@ -74,50 +95,133 @@ const std::vector<std::string>& generator_domains() {
   return kDomains;
 }
 
+const std::vector<std::string>& long_generator_domains() {
+  static const std::vector<std::string> kDomains = {"retrieval",   "long_tables", "long_diffs",
+                                                    "long_policy", "long_korean", "long_agentic"};
+  return kDomains;
+}
+
+bool is_long_domain(const std::string& domain) {
+  if (domain == "long") return true;
+  for (const std::string& d : long_generator_domains())
+    if (d == domain) return true;
+  return false;
+}
+
+bool is_known_domain(const std::string& domain) {
+  if (domain == "all" || is_long_domain(domain)) return true;
+  for (const std::string& d : generator_domains())
+    if (d == domain) return true;
+  return false;
+}
+
+std::string domain_list_text() {
+  std::string out;
+  for (const std::string& d : generator_domains()) out += d + ", ";
+  out += "all, ";
+  for (const std::string& d : long_generator_domains()) out += d + ", ";
+  return out + "long";
+}
+
 TokenRange default_token_range(const std::string& domain) {
   if (domain == "agentic") return {1500, 4000};
+  // Long items default to what the default model (SmolLM2-135M, 8192-token context) can read,
+  // with room for the ~1.1x real/estimated token ratio and the greedy answer.
+  if (is_long_domain(domain)) return {4000, 6500};
   return {300, 1200};
 }
 
-EvalItem generate_item(const std::string& domain, uint64_t seed, size_t index, TokenRange tokens) {
+size_t max_tokens_for(const std::string& domain) { return is_long_domain(domain) ? 131072 : 32768; }
+
+std::string token_range_problem(const std::string& domain, TokenRange range) {
+  const size_t max = max_tokens_for(domain);
+  if (range.min < 64 || range.max < range.min || range.max > max)
+    return "token range must satisfy 64 <= tokens-min <= tokens-max <= " + std::to_string(max) + " for domain " + domain +
+           " (got " + std::to_string(range.min) + ".." + std::to_string(range.max) + ")";
+  return "";
+}
+
+int parse_depth(const std::string& text) {
+  // Decimal text, not a double, so that the thousandths (part of item ids) are exact.
+  const auto bad = [&] {
+    throw_usage_error("--depth must be a fraction from 0 to 1 with at most 3 decimals (got \"" + echo_user_text(text) + "\")");
+  };
+  if (text.empty() || text.size() > 5) bad();
+  const size_t dot = text.find('.');
+  const std::string whole = text.substr(0, dot), frac = dot == std::string::npos ? "" : text.substr(dot + 1);
+  if (whole != "0" && whole != "1" && !(whole.empty() && dot != std::string::npos)) bad();
+  if (dot != std::string::npos && (frac.empty() || frac.size() > 3)) bad();
+  int thousandths = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const char c = i < frac.size() ? frac[i] : '0';
+    if (c < '0' || c > '9') bad();
+    thousandths = thousandths * 10 + (c - '0');
+  }
+  const int value = (whole == "1" ? 1000 : 0) + thousandths;
+  if (value > 1000) bad();
+  return value;
+}
+
+EvalItem generate_item(const std::string& domain, uint64_t seed, size_t index, TokenRange tokens, int depth_permille) {
   // The stream of item i mixes the domain name, the seed and i, so items are independent.
   const std::string key = domain + ":" + std::to_string(seed) + ":" + std::to_string(index);
   Rng rng(xxhash64(key));
   const size_t target = gen::target_tokens(rng, tokens);
   EvalItem item;
+  const bool is_long = is_long_domain(domain) && domain != "long";
+  int depth = kNoDepth;
+  if (is_long) {
+    const int drawn = static_cast<int>(rng.below(11)) * 100;  // drawn even when given, see generate.h
+    depth = depth_permille == kNoDepth ? drawn : depth_permille;
+  }
   if (domain == "tables") item = gen::make_tables_item(rng, target);
   else if (domain == "diffs") item = gen::make_diffs_item(rng, target);
   else if (domain == "korean") item = gen::make_korean_item(rng, target);
   else if (domain == "policy") item = gen::make_policy_item(rng, target);
   else if (domain == "agentic") item = gen::make_agentic_item(rng, target);
-  else throw_usage_error("unknown eval domain \"" + echo_user_text(domain) + "\" (tables, diffs, korean, policy, agentic, all)");
-  item.id = domain + "-s" + std::to_string(seed) + "-" + gen::pad(static_cast<int64_t>(index), 4);
+  // Question kinds cycle with seed + index, so that short suite entries with different seeds
+  // still cover every kind.
+  else if (domain == "retrieval") item = gen::make_retrieval_item(rng, target, depth, static_cast<size_t>(seed) + index);
+  else if (domain == "long_tables") item = gen::make_long_tables_item(rng, target, depth, static_cast<size_t>(seed) + index);
+  else if (domain == "long_diffs") item = gen::make_long_diffs_item(rng, target, depth);
+  else if (domain == "long_policy") item = gen::make_long_policy_item(rng, target, depth);
+  else if (domain == "long_korean") item = gen::make_long_korean_item(rng, target, depth);
+  else if (domain == "long_agentic") item = gen::make_long_agentic_item(rng, target, depth);
+  else throw_usage_error("unknown eval domain \"" + echo_user_text(domain) + "\" (" + domain_list_text() + ")");
+  // A given depth is part of the id, so one suite can sweep depths over the same documents.
+  item.id = domain + "-s" + std::to_string(seed) + "-";
+  if (is_long && depth_permille != kNoDepth) item.id.append("d").append(gen::pad(depth_permille, 3)).append("-");
+  item.id += gen::pad(static_cast<int64_t>(index), 4);
   item.domain = domain;
   item.meta["seed"] = seed;
   item.meta["index"] = index;
+  if (is_long) {
+    item.meta["depth"] = depth / 1000.0;
+    item.meta["target_tokens"] = target;
+  }
   return item;
 }
 
 std::vector<EvalItem> generate(const GenerateOptions& options) {
   if (options.n == 0 || options.n > 100000) throw_usage_error("--n must be between 1 and 100000");
-  std::vector<std::string> domains;
-  if (options.domain == "all") {
-    domains = generator_domains();
-  } else {
-    bool known = false;
-    for (const std::string& d : generator_domains()) known = known || d == options.domain;
-    if (!known)
-      throw_usage_error("unknown eval domain \"" + echo_user_text(options.domain) + "\" (tables, diffs, korean, policy, agentic, all)");
-    domains.push_back(options.domain);
+  if (!is_known_domain(options.domain))
+    throw_usage_error("unknown eval domain \"" + echo_user_text(options.domain) + "\" (" + domain_list_text() + ")");
+  if (options.depth_permille != kNoDepth) {
+    if (!is_long_domain(options.domain))
+      throw_usage_error("--depth applies to the long domains (retrieval, long_*, long), not " + options.domain);
+    if (options.depth_permille < 0 || options.depth_permille > 1000) throw_usage_error("--depth must be between 0 and 1");
   }
+  std::vector<std::string> domains;
+  if (options.domain == "all") domains = generator_domains();
+  else if (options.domain == "long") domains = long_generator_domains();
+  else domains.push_back(options.domain);
   std::vector<EvalItem> items;
   for (const std::string& domain : domains) {
     TokenRange range = options.tokens;
     if (range.min == 0 && range.max == 0) range = default_token_range(domain);
-    if (range.min < 64 || range.max < range.min || range.max > 32768)
-      throw_usage_error("token range must satisfy 64 <= tokens-min <= tokens-max <= 32768 (got " +
-                        std::to_string(range.min) + ".." + std::to_string(range.max) + ")");
-    for (size_t i = 0; i < options.n; ++i) items.push_back(generate_item(domain, options.seed, i, range));
+    if (const std::string problem = token_range_problem(domain, range); !problem.empty()) throw_usage_error(problem);
+    for (size_t i = 0; i < options.n; ++i)
+      items.push_back(generate_item(domain, options.seed, i, range, options.depth_permille));
   }
   return items;
 }

@@ -97,13 +97,11 @@ Suite parse_suite(const std::string& json_text, const std::string& file) {
       canonical_sets.push_back({{"path", set.path}});
     } else {
       for (const auto& [key, value] : e.items())
-        if (key != "domain" && key != "seed" && key != "n" && key != "tokens_min" && key != "tokens_max")
+        if (key != "domain" && key != "seed" && key != "n" && key != "tokens_min" && key != "tokens_max" && key != "depth")
           fail(file, where + "unknown field \"" + key + "\"");
       set.generated = true;
       set.domain = require_string(e, "domain", where, file);
-      bool known = set.domain == "all";
-      for (const std::string& d : generator_domains()) known = known || d == set.domain;
-      if (!known) fail(file, where + "unknown domain \"" + set.domain + "\" (tables, diffs, korean, policy, agentic, all)");
+      if (!is_known_domain(set.domain)) fail(file, where + "unknown domain \"" + set.domain + "\" (" + domain_list_text() + ")");
       set.seed = require_uint(e, "seed", where, file);
       set.n = require_uint(e, "n", where, file);
       if (set.n == 0 || set.n > 100000) fail(file, where + "\"n\" must be between 1 and 100000");
@@ -112,14 +110,27 @@ Suite parse_suite(const std::string& json_text, const std::string& file) {
       if (has_min) {
         set.tokens.min = require_uint(e, "tokens_min", where, file);
         set.tokens.max = require_uint(e, "tokens_max", where, file);
-        if (set.tokens.min < 64 || set.tokens.max < set.tokens.min || set.tokens.max > 32768)
-          fail(file, where + "token range must satisfy 64 <= tokens_min <= tokens_max <= 32768");
+        if (const std::string problem = token_range_problem(set.domain, set.tokens); !problem.empty())
+          fail(file, where + problem);
+      }
+      if (e.contains("depth")) {
+        if (!is_long_domain(set.domain)) fail(file, where + "\"depth\" applies to the long domains (retrieval, long_*, long)");
+        // Thousandths, as --depth takes them: the JSON number's shortest text must parse exactly.
+        const json& d = e["depth"];
+        if (!d.is_number() || d.get<double>() < 0 || d.get<double>() > 1)
+          fail(file, where + "\"depth\" must be a number from 0 to 1");
+        try {
+          set.depth_permille = parse_depth(d.dump());
+        } catch (const Error&) {
+          fail(file, where + "\"depth\" must be a number from 0 to 1 with at most 3 decimals");
+        }
       }
       json c = {{"domain", set.domain}, {"seed", set.seed}, {"n", set.n}};
       if (has_min) {
         c["tokens_min"] = set.tokens.min;
         c["tokens_max"] = set.tokens.max;
       }
+      if (set.depth_permille != kNoDepth) c["depth"] = set.depth_permille / 1000.0;
       canonical_sets.push_back(c);
     }
     s.evalsets.push_back(std::move(set));
@@ -172,7 +183,7 @@ std::vector<EvalItem> materialize_suite(const Suite& suite) {
     const SuiteEvalset& set = suite.evalsets[i];
     std::vector<EvalItem> part;
     if (set.generated) {
-      part = generate(GenerateOptions{set.domain, set.seed, set.n, set.tokens});
+      part = generate(GenerateOptions{set.domain, set.seed, set.n, set.tokens, set.depth_permille});
     } else {
       part = load_items(set.resolved_path);
     }

@@ -19,6 +19,7 @@ struct SuiteEvalset {
   uint64_t seed = 0;
   size_t n = 0;
   TokenRange tokens;
+  int depth_permille = kNoDepth;  // long domains only
   // file sets: as written in the suite, and resolved against the suite file's folder
   std::string path;
   std::string resolved_path;

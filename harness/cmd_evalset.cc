@@ -150,23 +150,30 @@ void add_evalset_commands(CLI::App& app, CommandContext& ctx) {
   evalset->require_subcommand(1);
 
   struct GenerateArgs {
-    std::string domain, out;
+    std::string domain, out, depth;
     uint64_t seed = 1;
     size_t n = 10, tokens_min = 0, tokens_max = 0;
     bool json = false;
   };
   auto g = std::make_shared<GenerateArgs>();
   CLI::App* generate = evalset->add_subcommand("generate", "Generate a deterministic eval set for a built-in domain");
-  generate->add_option("--domain", g->domain, "tables, diffs, korean, policy, agentic, or all")->required();
+  generate->add_option("--domain", g->domain,
+                       "tables, diffs, korean, policy, agentic, all; retrieval, long_tables, long_diffs, long_policy, "
+                       "long_korean, long_agentic, long")
+      ->required();
   generate->add_option("--seed", g->seed, "Seed; the same seed and options give byte-identical output")->capture_default_str();
   generate->add_option("--n", g->n, "Items per domain")->capture_default_str();
   generate->add_option("--tokens-min", g->tokens_min, "Approximate minimum prompt length in tokens (estimated from characters)");
   generate->add_option("--tokens-max", g->tokens_max, "Approximate maximum prompt length in tokens");
+  generate->add_option("--depth", g->depth,
+                       "Long domains: where the evidence sits, as a fraction of the document from 0 to 1 (default: "
+                       "each item draws one of 0, 0.1, ..., 1)");
   generate->add_option("--out", g->out, "Output JSONL file (default: stdout)");
   generate->add_flag("--json", g->json, "Print a JSON summary");
   generate->callback([g] {
     if ((g->tokens_min == 0) != (g->tokens_max == 0)) throw_usage_error("give both --tokens-min and --tokens-max, or neither");
-    const auto items = ev::generate(ev::GenerateOptions{g->domain, g->seed, g->n, {g->tokens_min, g->tokens_max}});
+    const int depth = g->depth.empty() ? ev::kNoDepth : ev::parse_depth(g->depth);
+    const auto items = ev::generate(ev::GenerateOptions{g->domain, g->seed, g->n, {g->tokens_min, g->tokens_max}, depth});
     emit(items, g->out, g->json, json::object());
   });
 

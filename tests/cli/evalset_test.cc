@@ -94,5 +94,32 @@ TEST(EvalsetCli, FromGitAndFromTextOnTheUsersMaterial) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+TEST(EvalsetCli, GeneratesALongItemAtADepthThatValidates) {
+  const std::string out = temp_path("long.jsonl");
+  CliResult r = run_kvgate("evalset generate --domain long_policy --seed 3 --n 1 --tokens-min 20000 --tokens-max 24000 "
+                           "--depth 0.75 --out " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json summary = nlohmann::json::parse(r.out);
+  EXPECT_GE(summary["estimated_tokens"]["min"].get<size_t>(), 18000u);
+  EXPECT_LE(summary["estimated_tokens"]["max"].get<size_t>(), 24500u);
+  const nlohmann::json item = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(item["id"], "long_policy-s3-d750-0000");
+  EXPECT_EQ(item["meta"]["depth"], 0.75);
+  r = run_kvgate("evalset validate " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["hash"], summary["hash"]);
+  for (const std::string name : {"long-cpu", "long-cpu-ci", "long"}) {
+    r = run_kvgate("evalset validate " + name + " --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["suite"], name);
+  }
+  r = run_kvgate("evalset generate --domain retrieval --n 1 --depth 1.5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--depth must be a fraction from 0 to 1"), std::string::npos) << r.err;
+  r = run_kvgate("evalset generate --domain tables --n 1 --depth 0.5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--depth applies to the long domains"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace kvgate::testing

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -111,6 +113,75 @@ TEST(Suite, BadSuitesNameTheProblem) {
                 .find("listed twice"),
             std::string::npos);
   EXPECT_EQ(suite_error(R"({"name":"x","evalsets":[{"domain":"all","seed":1,"n":1}],"kv":["fp8"]})"), "");
+}
+
+TEST(Suite, LongSuitesMixTheLongDomainsWithinTheirContexts) {
+  for (const std::string name : {"long-cpu", "long"}) {
+    const Suite s = load_suite(std::string(KVGATE_SOURCE_DIR) + "/ci/suites/" + name + ".json");
+    EXPECT_EQ(s.name, name);
+    const auto items = materialize_suite(s);
+    EXPECT_EQ(suite_hash(s, items), suite_hash(load_suite(s.file), materialize_suite(s)));
+    std::map<std::string, size_t> domains;
+    std::set<std::string> tasks;
+    for (const EvalItem& item : items) {
+      ++domains[item.domain];
+      if (item.domain == "retrieval") tasks.insert(item.meta["task"].get<std::string>());
+    }
+    for (const std::string& d : long_generator_domains()) EXPECT_GE(domains[d], 1u) << name << " " << d;
+    EXPECT_EQ(tasks.size(), 5u) << name << ": every retrieval task";
+    if (name == std::string("long-cpu")) {
+      EXPECT_EQ(items.size(), 16u);  // docs/evalsets.md times exactly this suite
+      // SmolLM2's 8192-token context: real tokens run up to ~1.16x the estimate, plus the
+      // greedy answer.
+      for (const EvalItem& item : items) EXPECT_LE(estimate_tokens(item), 6150u) << item.id;
+      // The CI slice (long-cpu-ci, or --limit 2) is the two shortest, byte for byte.
+      for (size_t i = 0; i < 2; ++i) EXPECT_LE(estimate_tokens(items[i]), 4100u) << items[i].id;
+      const Suite ci = load_suite(std::string(KVGATE_SOURCE_DIR) + "/ci/suites/long-cpu-ci.json");
+      EXPECT_EQ(ci.kv, s.kv);
+      EXPECT_EQ(ci.ref, s.ref);
+      const auto slice = materialize_suite(ci);
+      ASSERT_EQ(slice.size(), 2u);
+      for (size_t i = 0; i < 2; ++i) EXPECT_EQ(canonical_line(slice[i]), canonical_line(items[i]));
+    } else {
+      EXPECT_EQ(items.size(), 28u);
+      // Bands of 7, shortest first: --limit 7 fits 16k, --limit 14 fits 32k (Gemma 3 270M).
+      for (size_t i = 0; i < items.size(); ++i) {
+        const size_t t = estimate_tokens(items[i]);
+        EXPECT_GE(t, i < 7 ? 7000u : i < 14 ? 14000u : i < 21 ? 29000u : 57000u) << items[i].id;
+        EXPECT_LE(t, i < 7 ? 13300u : i < 14 ? 26600u : i < 21 ? 61200u : 112200u) << items[i].id;
+        if (items[i].domain == "long_agentic" && i >= 14) {
+          EXPECT_GT(t, 32768u) << "tool results push past 32k";
+        }
+      }
+    }
+  }
+}
+
+TEST(Suite, DepthIsForLongDomainsAndPartOfTheIds) {
+  const Suite s = parse_suite(
+      R"({"name":"d","evalsets":[{"domain":"retrieval","seed":1,"n":1,"depth":0.25,"tokens_min":2000,"tokens_max":3000},)"
+      R"({"domain":"retrieval","seed":1,"n":1,"depth":1,"tokens_min":2000,"tokens_max":3000}],"kv":["q8_0"]})",
+      "s.json");
+  EXPECT_EQ(s.evalsets[0].depth_permille, 250);
+  EXPECT_EQ(s.evalsets[1].depth_permille, 1000);
+  EXPECT_EQ(s.canonical["evalsets"][0]["depth"], 0.25);
+  const auto items = materialize_suite(s);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].id, "retrieval-s1-d250-0000");
+  EXPECT_EQ(items[1].id, "retrieval-s1-d1000-0000");
+  EXPECT_NE(suite_error(R"({"name":"x","evalsets":[{"domain":"tables","seed":1,"n":1,"depth":0.5}],"kv":["fp8"]})")
+                .find("evalsets[0]: \"depth\" applies to the long domains"),
+            std::string::npos);
+  for (const char* bad : {"1.5", "-0.5", "\"half\"", "0.1234"})
+    EXPECT_NE(suite_error(std::string(R"({"name":"x","evalsets":[{"domain":"retrieval","seed":1,"n":1,"depth":)") + bad +
+                          R"(}],"kv":["fp8"]})")
+                  .find("evalsets[0]: \"depth\" must be a number from 0 to 1"),
+              std::string::npos)
+        << bad;
+  EXPECT_NE(suite_error(R"({"name":"x","evalsets":[{"domain":"tables","seed":1,"n":1,"tokens_min":100,"tokens_max":40000}],"kv":["fp8"]})")
+                .find("tokens-max <= 32768 for domain tables"),
+            std::string::npos);
+  EXPECT_EQ(suite_error(R"({"name":"x","evalsets":[{"domain":"long","seed":1,"n":1,"tokens_min":100,"tokens_max":131072}],"kv":["fp8"]})"), "");
 }
 
 }  // namespace
