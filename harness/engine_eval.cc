@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "harness/item_scoring.h"
 #include "scoring/sequence.h"
 #include "scoring/token_class.h"
@@ -375,6 +376,7 @@ EngineEvalResult run_engine_eval(const EvalPlan& plan, const RunModel& model, En
     const size_t n_items = prepared.size();
     result.items_total = static_cast<int64_t>(n_items);
     for (size_t it = 0; it < n_items && !stopped; ++it) {
+      if (const int signal = interrupt_signal()) throw Interrupted(signal, "stopped between items");
       const evalsets::EvalItem& item = *prepared[it].item;
       if (recorder.holds(item.id)) {
         ++result.items_skipped;
@@ -427,6 +429,10 @@ EngineEvalResult run_engine_eval(const EvalPlan& plan, const RunModel& model, En
     else
       recorder.finish(failures.empty() && result.items_run + result.items_skipped == static_cast<int64_t>(prepared.size()) &&
                       !plan.leaves_items_out());
+  } catch (const Interrupted&) {
+    // Ctrl-C or SIGTERM, seen between items: every stored item is whole, so the run is resumable.
+    recorder.finish(false);
+    throw;
   } catch (...) {
     recorder.fail();
     throw;

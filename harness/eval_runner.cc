@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/interrupt.h"
 #include "harness/item_scoring.h"
 #include "harness/stored_scores.h"
 #include "runtime/chat_template.h"
@@ -324,6 +325,7 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, R
     const size_t n_items = prepared.size();
     result.items_total = static_cast<int64_t>(n_items);
     for (size_t it = 0; it < n_items; ++it) {
+      if (const int signal = interrupt_signal()) throw Interrupted(signal, "stopped between items");
       const evalsets::EvalItem& item = *prepared[it].item;
       if (recorder.holds(item.id)) {
         ++result.items_skipped;
@@ -352,6 +354,10 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, R
     // A --limit run leaves items out, so it stays resumable rather than complete.
     recorder.finish(result.items_run + result.items_skipped == static_cast<int64_t>(prepared.size()) &&
                     !plan.leaves_items_out());
+  } catch (const Interrupted&) {
+    // Ctrl-C or SIGTERM, seen between items: every stored item is whole, so the run is resumable.
+    recorder.finish(false);
+    throw;
   } catch (...) {
     recorder.fail();
     throw;
