@@ -483,7 +483,7 @@ void add_comparability_checks(const GateRun& base, const GateRun& cand, std::vec
     const char* role = run == &base ? "baseline" : "candidate";
     if (run->status == "complete") continue;
     if (run->status == "interrupted") {
-      notes.push_back(fmt::format("{} run {} is interrupted (a --limit or killed run): it is gated on the items it holds",
+      notes.push_back(fmt::format("{} run {} is interrupted (a --limit run, or one stopped by a signal): it is gated on the items it holds",
                                   role, run->id));
       continue;
     }

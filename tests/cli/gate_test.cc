@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -454,6 +455,8 @@ class GateRealRuns : public ::testing::Test {
                           c.kv_bytes_per_token);
       if (c.spec.rfind("q4_0", 0) == 0) q4_id_ = c.config_id;
     }
+    std::map<std::string, std::vector<results::TurnMetrics>> turns;  // copied unchanged: timed as run 2 was
+    for (const results::RunTurnMetrics& t : store.run_turn_metrics(2)) turns[t.item_key].push_back(t.turn);
     std::string current;
     std::optional<results::ItemWriter> w;
     for (const results::RunItemMetrics& r : store.run_item_metrics(2)) {
@@ -461,6 +464,7 @@ class GateRealRuns : public ::testing::Test {
         if (w) w->commit();
         w.emplace(store.begin_item(run, {r.item_key, r.domain, "copied", "copied-" + r.item_key}));
         current = r.item_key;
+        for (const results::TurnMetrics& t : turns[r.item_key]) w->add_turn(t);
       }
       results::ItemMetrics m = r.metrics;
       if (m.config_id == q4_id_) {
