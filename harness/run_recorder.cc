@@ -1,4 +1,4 @@
-#include "harness/run_recorder.h"
+#include "harness/eval/run_recorder.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

@@ -70,7 +70,7 @@ TEST(EvalCli, SameInputsGiveBitIdenticalMetrics) {
       ASSERT_TRUE(ma && mb) << item << " " << c.spec;
       EXPECT_EQ(ma->kld_mean, mb->kld_mean);  // bit-identical, not approximately equal
       EXPECT_EQ(ma->kld_p99, mb->kld_p99);
-      EXPECT_EQ(ma->top1_agreement, mb->top1_agreement);
+      EXPECT_EQ(ma->same_top1, mb->same_top1);
       EXPECT_EQ(ma->nll_mean, mb->nll_mean);
       EXPECT_EQ(ma->first_divergence, mb->first_divergence);
       ++compared;
@@ -200,7 +200,7 @@ TEST(EvalCli, CtrlCMarksTheRunInterruptedAndResumable) {
     EXPECT_EQ(a[i].metrics.config_id, b[i].metrics.config_id);
     EXPECT_EQ(a[i].metrics.kld_mean, b[i].metrics.kld_mean) << a[i].item_key;  // bit-identical
     EXPECT_EQ(a[i].metrics.kld_p99, b[i].metrics.kld_p99) << a[i].item_key;
-    EXPECT_EQ(a[i].metrics.top1_agreement, b[i].metrics.top1_agreement) << a[i].item_key;
+    EXPECT_EQ(a[i].metrics.same_top1, b[i].metrics.same_top1) << a[i].item_key;
     EXPECT_EQ(a[i].metrics.nll_mean, b[i].metrics.nll_mean) << a[i].item_key;
     EXPECT_EQ(a[i].metrics.first_divergence, b[i].metrics.first_divergence) << a[i].item_key;
   }

@@ -75,12 +75,12 @@ int64_t synthetic_run(results::Store& store, const results::RunInfo& info, Shift
         m.kld_mean = kld;
         m.kld_max = 4 * kld;
         m.kld_p99 = 3 * kld;
-        m.top1_agreement = config == ref ? 1.0 : 0.95;
+        m.same_top1 = config == ref ? 1.0 : 0.95;
         m.generated_tokens = 8;
         if (config != ref && i == 0) m.first_divergence = 3;
         m.exact_match_gold = true;
         w.add_metrics(m);
-        w.add_turn({config, 0, 300, 50, kld, m.top1_agreement, 100.0 + i, 10.0});
+        w.add_turn({config, 0, 300, 50, kld, m.same_top1, 100.0 + i, 10.0});
       }
       w.commit();
     }
@@ -247,13 +247,13 @@ int64_t timed_run(results::Store& store, double ref_scale, double q4_scale, cons
         m.kld_mean = config == ref ? 0.0 : 0.05 + 0.01 * i;
         m.kld_max = 4 * m.kld_mean;
         m.kld_p99 = 3 * m.kld_mean;
-        m.top1_agreement = config == ref ? 1.0 : 0.95;
+        m.same_top1 = config == ref ? 1.0 : 0.95;
         m.generated_tokens = 8;
         m.exact_match_gold = true;
         w.add_metrics(m);
         const double scale = config == ref ? ref_scale : q4_scale;
         for (int turn = 0; turn < 2; ++turn)
-          w.add_turn({config, turn, 300, 25, m.kld_mean, m.top1_agreement, scale * (100.0 + 7 * i + turn),
+          w.add_turn({config, turn, 300, 25, m.kld_mean, m.same_top1, scale * (100.0 + 7 * i + turn),
                       scale * (10.0 + 0.5 * i + (config == ref ? 0.0 : 1.0))});
       }
       w.commit();
@@ -322,13 +322,13 @@ TEST_F(GateCli, NothingMeasuredFails) {
           m.config_id = config;
           m.scored_tokens = 50;
           const double nan = std::nan("");
-          m.kld_mean = m.kld_max = m.kld_p99 = m.top1_agreement = config == ref ? 0.0 : nan;
-          if (config == ref) m.top1_agreement = 1.0;
+          m.kld_mean = m.kld_max = m.kld_p99 = m.same_top1 = config == ref ? 0.0 : nan;
+          if (config == ref) m.same_top1 = 1.0;
           m.delta_p_mean = m.delta_p_rms = m.nll_mean = m.nll_ref_mean = nan;
           m.generated_tokens = 8;
           m.exact_match_gold = true;
           w.add_metrics(m);
-          w.add_turn({config, 0, 300, 50, m.kld_mean, m.top1_agreement, 100.0 + i, 10.0});
+          w.add_turn({config, 0, 300, 50, m.kld_mean, m.same_top1, 100.0 + i, 10.0});
         }
         w.commit();
       }
@@ -363,11 +363,11 @@ int64_t run_with_configs(results::Store& store, const results::RunInfo& info,
       m.kld_mean = kld_of[c].second + 0.001 * i;
       m.kld_max = 4 * m.kld_mean;
       m.kld_p99 = 3 * m.kld_mean;
-      m.top1_agreement = c == 0 ? 1.0 : 0.9;
+      m.same_top1 = c == 0 ? 1.0 : 0.9;
       m.generated_tokens = 8;
       m.exact_match_gold = true;
       w.add_metrics(m);
-      w.add_turn({ids[c], 0, 300, 50, m.kld_mean, m.top1_agreement, 100.0, 10.0});
+      w.add_turn({ids[c], 0, 300, 50, m.kld_mean, m.same_top1, 100.0, 10.0});
     }
     w.commit();
   }
