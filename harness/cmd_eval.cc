@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/interrupt.h"
 #include "harness/backend.h"
 #include "harness/build_info.h"
 #include "harness/commands.h"
@@ -96,7 +97,8 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
     nlohmann::json j = {{"run", r.run_id},          {"db", db_path},         {"workload", w.source},
                         {"hash", w.hash},           {"items", r.items_total}, {"items_run", r.items_run},
                         {"items_skipped", r.items_skipped}, {"seconds", r.seconds}, {"configs", configs},
-                        {"plan_hash", plan_hash}, {"shard", shard_json(plan)}};
+                        {"plan_hash", plan_hash}, {"shard", shard_json(plan)},
+                        {"plan_items", plan.plan_items()}, {"workload_items", w.items.size()}};
     if (!r.cross_checks.empty()) j["cross_check"] = cross_check_json(r);
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -158,6 +160,20 @@ void print_shard(const EvalPlan& plan) {
                plan.selected.size(), plan.plan_items());
 }
 
+// Says what a resumed run continues: its stored plan, which may be a --limit run's first N items,
+// and what is already stored, so a resume never silently runs more (or less) than that.
+void print_resume(results::Store& store, const EvalPlan& plan) {
+  if (plan.resume_run == 0) return;
+  const size_t all = plan.workload.items.size();
+  const std::string scope =
+      plan.leaves_items_out()
+          ? fmt::format("the first {} of its {} items, as its --limit plan (--limit {} runs them all)", plan.plan_items(),
+                        all, all)
+          : fmt::format("all {} of its items", all);
+  std::fprintf(stderr, "kvgate: resuming run %lld (%s): %s; %lld already stored\n", static_cast<long long>(plan.resume_run),
+               plan.workload.source.c_str(), scope.c_str(), static_cast<long long>(store.find_run(plan.resume_run)->items));
+}
+
 // A shard resumes with the settings its plan was made with, so that it still merges with the
 // other shards: --threads, --max-new-tokens and --backend default to the stored ones, and a
 // value given that differs, or another kvgate build, is a usage error naming the difference.
@@ -211,6 +227,7 @@ void run_eval_cmd(EvalArgs a) {
   if (a.resume > 0) apply_resumed_endpoints(plan, a.plan);
   restore_shard_settings(store, plan, a);
   if (!a.json) print_shard(plan);
+  if (!a.json) print_resume(store, plan);
   // Engine mode: the endpoints are discovered first (exit 3 naming one that cannot be reached),
   // which settles their KV configs and so the plan, and only then is anything written.
   Endpoints endpoints;
@@ -255,8 +272,19 @@ void run_eval_cmd(EvalArgs a) {
     if (live) std::fprintf(stderr, "\r\033[K[run %lld] %s", static_cast<long long>(recorder.run_id()), what.c_str());
   };
   EvalResult r;
+  // From here a Ctrl-C or SIGTERM stops the run between items, resumable (core/interrupt.h).
+  install_interrupt_handlers();
   try {
     r = run_eval(plan, models, endpoints, recorder, a.options, progress);
+  } catch (const Interrupted& e) {
+    if (live) std::fprintf(stderr, "\n");
+    const std::optional<results::RunRecord> run = store.find_run(recorder.run_id());
+    throw Interrupted(e.signal(),
+                      fmt::format("{} stopped run {} between items: it is marked interrupted with {} of its {} "
+                                  "items stored; resume it with: kvgate {} --resume {}{}",
+                                  signal_name(e.signal()), recorder.run_id(), run ? run->items : 0, plan.selected.size(),
+                                  a.plan.replay ? "replay" : "eval", recorder.run_id(),
+                                  a.db.empty() ? "" : " --db " + db_path));
   } catch (...) {
     if (live) std::fprintf(stderr, "\n");
     throw;

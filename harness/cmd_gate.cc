@@ -90,7 +90,10 @@ scoring::GateRun load_gate_run(results::Store& store, const results::RunRecord& 
     g.items.push_back(std::move(it));
   }
   for (const results::RunTurnMetrics& t : store.run_turn_metrics(run.id))
-    g.turns.push_back({spec(t.turn.config_id), turn_latency(t.turn)});
+    g.turns.push_back({spec(t.turn.config_id), turn_latency(t.turn), t.item_key, t.turn.turn_index});
+  if (run.load)
+    g.load = scoring::RunLoad{run.load->load_avg_start, run.load->load_avg_max, run.load->cpu_seconds,
+                              run.load->wall_seconds, run.load->cores, run.info.threads};
   return g;
 }
 

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "harness/build_info.h"
 #include "harness/commands.h"
 
@@ -149,6 +150,17 @@ int main(int argc, char** argv) {
     // CLI11's own wording, capped like every other message.
     std::fprintf(stderr, "%s\nRun with --help for more information.\n", kvgate::echo_user_text(e.what(), kMaxMessageBytes).c_str());
     return 2;
+  } catch (const kvgate::Interrupted& e) {
+    // Not an error of the run: it stopped as asked, resumable, and exits as a shell reports a
+    // process ended by that signal (128 + its number).
+    const std::string text = kvgate::echo_user_text(e.what(), kMaxMessageBytes);
+    if (as_json) {
+      const nlohmann::ordered_json j = {{"error", text}, {"kind", "interrupted"}, {"exit_code", e.exit_code()}};
+      std::fprintf(stderr, "%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    } else {
+      std::fprintf(stderr, "kvgate: interrupted: %s\n", text.c_str());
+    }
+    return e.exit_code();
   } catch (const kvgate::Error& e) {
     return report_error(as_json, e.kind(), e.what());
   } catch (const std::bad_alloc&) {

@@ -399,6 +399,23 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
   info.build_flags = joined_distinct(shards, &RunInfo::build_flags);
   const int64_t run_id = out.begin_run(info);
   result.run_id = run_id;
+  // The merged run's machine load is its worst shard's (the highest loads over the fewest cores),
+  // so it is quiet only when every shard was; times add up as a resumed run's do. Unknown when
+  // any shard's is.
+  std::optional<RunLoad> load = first.run.load;
+  for (const ShardRun& s : shards) {
+    if (!load || !s.run.load) {
+      load.reset();
+      break;
+    }
+    if (&s == &first) continue;
+    load->load_avg_start = std::max(load->load_avg_start, s.run.load->load_avg_start);
+    load->load_avg_max = std::max(load->load_avg_max, s.run.load->load_avg_max);
+    load->cpu_seconds += s.run.load->cpu_seconds;
+    load->wall_seconds += s.run.load->wall_seconds;
+    load->cores = std::min(load->cores, s.run.load->cores);
+  }
+  out.record_run_load(run_id, load);
 
   std::map<std::string, int64_t> config_id;
   for (const RunConfigRecord& rc : first.configs) {

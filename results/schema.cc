@@ -287,8 +287,19 @@ CREATE TABLE config_models (
 );
 )sql";
 
+// Machine load per run (docs/gates.md, "How latency is gated"): what else ran beside it, so a
+// gate compares latency between two runs only when both had the machine to themselves. NULL: not
+// recorded (a run made before, or an invocation killed before it could record it).
+constexpr std::string_view kMigrationRunLoad = R"sql(
+ALTER TABLE runs ADD COLUMN load_avg_start REAL;
+ALTER TABLE runs ADD COLUMN load_avg_max REAL;
+ALTER TABLE runs ADD COLUMN cpu_seconds REAL;
+ALTER TABLE runs ADD COLUMN wall_seconds REAL;
+ALTER TABLE runs ADD COLUMN cores INTEGER;
+)sql";
+
 constexpr std::string_view kMigrations[] = {kMigration1, kMigrationShardedRuns, kMigrationEngineMode,
-                                             kMigrationConfigModels};
+                                             kMigrationConfigModels, kMigrationRunLoad};
 
 }  // namespace
 

@@ -40,7 +40,8 @@ const char* role_name(ConfigRole r) { return r == ConfigRole::reference ? "refer
 constexpr const char* kRunColumns =
     "r.id, r.status, r.started_at, r.finished_at, r.command, r.git_sha, r.build_flags, r.host, r.cpu, r.gpu, "
     "r.backend, r.model_path, r.model_sha256, r.suite_name, r.suite_hash, r.seed, r.threads, r.kvgate_version, "
-    "(SELECT COUNT(DISTINCT i.id) FROM items i JOIN item_metrics m ON m.item_id = i.id WHERE i.run_id = r.id)";
+    "(SELECT COUNT(DISTINCT i.id) FROM items i JOIN item_metrics m ON m.item_id = i.id WHERE i.run_id = r.id), "
+    "r.load_avg_start, r.load_avg_max, r.cpu_seconds, r.wall_seconds, r.cores";
 
 RunRecord read_run(const Statement& s) {
   RunRecord r;
@@ -63,6 +64,8 @@ RunRecord read_run(const Statement& s) {
   r.info.threads = s.column_int(16);
   r.info.kvgate_version = s.column_text(17);
   r.items = s.column_int(18);
+  if (!s.is_null(19) && !s.is_null(20) && !s.is_null(21) && !s.is_null(22) && !s.is_null(23))
+    r.load = RunLoad{s.column_double(19), s.column_double(20), s.column_double(21), s.column_double(22), s.column_int(23)};
   return r;
 }
 
@@ -165,6 +168,20 @@ void Store::resume_run(int64_t run_id) {
               "UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?1 RETURNING status");
   s.bind(1, run_id);
   if (!s.step()) throw_input_error(path() + ": no run " + std::to_string(run_id) + " to resume");
+}
+
+void Store::record_run_load(int64_t run_id, const std::optional<RunLoad>& load) {
+  Statement s(*connection_,
+              "UPDATE runs SET load_avg_start = ?1, load_avg_max = ?2, cpu_seconds = ?3, wall_seconds = ?4, cores = ?5 "
+              "WHERE id = ?6 RETURNING id");
+  if (load) {
+    s.bind(1, load->load_avg_start).bind(2, load->load_avg_max).bind(3, load->cpu_seconds).bind(4, load->wall_seconds);
+    s.bind(5, load->cores);
+  } else {
+    for (int i = 1; i <= 5; ++i) s.bind_null(i);
+  }
+  s.bind(6, run_id);
+  if (!s.step()) throw_internal_error(path() + ": record_run_load: no run " + std::to_string(run_id));
 }
 
 int64_t Store::add_config(const ConfigInfo& config) {

@@ -39,6 +39,15 @@ struct RunInfo {
   std::string kvgate_version;
 };
 
+// What else the machine ran during a run: 1-minute load averages at its start and the highest
+// between its items (its own threads included), its process CPU time and wall time, and the
+// online cores. A resumed run adds up its invocations (the worst load, the summed times).
+struct RunLoad {
+  double load_avg_start = 0, load_avg_max = 0;
+  double cpu_seconds = 0, wall_seconds = 0;
+  int64_t cores = 0;
+};
+
 struct RunRecord {
   int64_t id = 0;
   std::string status;  // running | complete | failed | interrupted
@@ -46,6 +55,7 @@ struct RunRecord {
   std::string finished_at;  // empty while running
   RunInfo info;
   int64_t items = 0;  // items with at least one committed metrics row
+  std::optional<RunLoad> load;  // nullopt: not recorded
 };
 
 struct ConfigInfo {
@@ -282,6 +292,8 @@ class Store {
   void finish_run(int64_t run_id, RunStatus status);
   // Puts an unfinished run back to 'running' so it can be continued (see finished_pairs).
   void resume_run(int64_t run_id);
+  // Records the run's machine load (nullopt: unknown, stored as NULL).
+  void record_run_load(int64_t run_id, const std::optional<RunLoad>& load);
 
   int64_t add_config(const ConfigInfo& config);  // returns the existing id for a known spec
   void attach_config(int64_t run_id, int64_t config_id, ConfigRole role, double kv_bytes_per_token);

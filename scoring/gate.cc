@@ -79,6 +79,50 @@ std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) :
 // A group the baseline does not have: every number unmeasured.
 ItemAggregate unmeasured() { return ItemAggregator().result(); }
 
+// What a domain's items let a run measure, whatever its configs did: KLD and top-1 need scored
+// tokens, accuracy needs gold answers the reference config answered, divergence needs the
+// reference config's greedy answers. A metric the data allows but a config left unmeasured is
+// "not measured" (a failure unless the policy allows it); one the data does not allow is "not
+// applicable" (nothing to measure, so nothing to fail).
+struct Measurable {
+  int64_t scored_tokens = 0;
+  bool gold = false, greedy = false;
+};
+
+std::map<std::string, Measurable> measurable_by_domain(const GateRun& run) {
+  std::map<std::string, Measurable> out;
+  for (const GateItem& it : run.items) {
+    Measurable& m = out[it.domain];
+    m.scored_tokens += it.scores.scored_tokens;
+    if (it.config == run.reference_config) {
+      m.gold = m.gold || it.scores.exact_match_gold.has_value();
+      m.greedy = m.greedy || it.scores.diverged.has_value();
+    }
+  }
+  return out;
+}
+
+// Why the data cannot measure `metric`, or "" when it can.
+std::string not_applicable(const Measurable& m, const std::string& metric) {
+  if (metric == "accuracy" || metric == "accuracy_drop")
+    return m.gold ? "" : "no item of the domain has a gold answer the reference config answered";
+  if (metric == "divergence_rate") return m.greedy ? "" : "the reference config generated no greedy answer in the domain";
+  return m.scored_tokens > 0 ? "" : "no item of the domain has a scored token";
+}
+
+// A check with nothing to compare: passes when the metric is not applicable or the policy allows
+// it unmeasured, fails otherwise, and says which.
+void settle_unmeasured(CheckResult& c, const std::string& what, const std::string& inapplicable, bool allowed) {
+  if (!inapplicable.empty()) {
+    c.passed = true;
+    c.detail = what + ": not applicable (" + inapplicable + ")";
+  } else {
+    c.passed = allowed;
+    c.detail = what + (allowed ? "; not checked (the policy allows it unmeasured)"
+                               : "; fails: the items allow measuring it (set allow_unmeasured in the policy to accept that)");
+  }
+}
+
 void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, const GateRun& cand,
                          std::vector<CheckResult>& out) {
   std::map<GroupKey, std::vector<const GateItem*>> groups;
@@ -90,11 +134,15 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
   }
   if (baseline)
     for (const GateItem& it : baseline->items) base_groups[{it.domain, it.config}].add(it.scores);
+  const std::map<std::string, Measurable> measurable = measurable_by_domain(cand);
 
   for (const auto& [key, items] : groups) {
     const auto& [domain, config] = key;
     if (config == cand.reference_config) continue;  // KLD against itself is zero by construction
-    const AbsoluteLimits lim = policy.limits_for(domain, config).absolute;
+    const GateLimits limits = policy.limits_for(domain, config);
+    const AbsoluteLimits& lim = limits.absolute;
+    const bool allow_unmeasured = limits.allow_unmeasured.value_or(false);
+    const Measurable& data = measurable.at(domain);
     ItemAggregator cand_group;
     for (const GateItem* it : items) cand_group.add(it->scores);
     const ItemAggregate a = cand_group.result();
@@ -110,7 +158,8 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
       c.threshold = *limit;
       c.items = items.size();
       if (!std::isfinite(value)) {
-        c.detail = fmt::format("{}: not measured on any of {} items, limit {} not checked", what, items.size(), num(*limit));
+        settle_unmeasured(c, fmt::format("{}: not measured on any of {} items (limit {})", what, items.size(), num(*limit)),
+                          not_applicable(data, metric), allow_unmeasured);
       } else {
         c.passed = upper ? value <= *limit : value >= *limit;
         c.detail = fmt::format("{} {} {} limit {} over {} items (baseline {})", what, num(value),
@@ -139,7 +188,8 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
       c.threshold = *lim.accuracy_drop_max;
       c.items = static_cast<size_t>(n);
       if (n == 0) {
-        c.detail = "accuracy drop: no items with a gold answer under both this config and the reference; not checked";
+        settle_unmeasured(c, "accuracy drop: no item has a gold-answer match under both this config and the reference",
+                          not_applicable(data, "accuracy_drop"), allow_unmeasured);
       } else {
         c.baseline_value = ref_correct / n;  // here "baseline" is the reference config of the same run
         c.candidate_value = cfg_correct / n;
@@ -163,9 +213,11 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
     const auto b = base_items.find({it.item_key, it.config});
     if (b != base_items.end()) pairs[{it.domain, it.config}].emplace_back(b->second, &it);
   }
+  const std::map<std::string, Measurable> measurable = measurable_by_domain(cand);
   for (const auto& [key, group] : pairs) {
     const auto& [domain, config] = key;
-    const RegressionLimits lim = policy.limits_for(domain, config).regression;
+    const GateLimits limits = policy.limits_for(domain, config);
+    const RegressionLimits& lim = limits.regression;
     const bool reference = config == cand.reference_config;
     const std::pair<const char*, std::optional<double>> metrics[] = {
         {"kld_mean", lim.kld_mean}, {"kld_p99", lim.kld_p99}, {"same_top1", lim.same_top1},
@@ -188,7 +240,8 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
       c.threshold = *floor;
       c.items = bv.size();
       if (bv.empty()) {
-        c.detail = fmt::format("{}: no item measured it in both runs; not checked", metric);
+        settle_unmeasured(c, fmt::format("{}: no item of {} pairs measured it in both runs", metric, group.size()),
+                          not_applicable(measurable.at(domain), metric), limits.allow_unmeasured.value_or(false));
         out.push_back(std::move(c));
         continue;
       }
@@ -238,7 +291,98 @@ LatencyAggregate run_latency(const GateRun& run, const std::string& config) {
   return aggregate_latency(turns);
 }
 
-void add_latency_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out) {
+using TurnKey = std::pair<std::string, int64_t>;  // (item_key, turn_index)
+
+bool timed(double ms) { return std::isfinite(ms) && ms > 0; }
+
+// log(config's latency / the reference config's) per turn both timed, in the same run: the
+// two ran interleaved, item by item, so whatever else the machine did slowed both.
+std::map<TurnKey, double> log_ratios_to_reference(const GateRun& run, const std::string& config, bool ttft) {
+  std::map<TurnKey, double> ref;
+  for (const GateTurn& t : run.turns) {
+    const double v = ttft ? t.latency.ttft_ms : t.latency.tpot_ms;
+    if (t.config == run.reference_config && timed(v)) ref[{t.item_key, t.turn_index}] = v;
+  }
+  std::map<TurnKey, double> out;
+  for (const GateTurn& t : run.turns) {
+    const double v = ttft ? t.latency.ttft_ms : t.latency.tpot_ms;
+    if (t.config != config || !timed(v)) continue;
+    const auto r = ref.find({t.item_key, t.turn_index});
+    if (r != ref.end()) out[{t.item_key, t.turn_index}] = std::log(v / r->second);
+  }
+  return out;
+}
+
+void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out) {
+  const std::set<std::string> base_configs(base.configs.begin(), base.configs.end());
+  for (const std::string& config : cand.configs) {
+    if (config == cand.reference_config || !base_configs.count(config)) continue;
+    for (const bool ttft : {true, false}) {
+      const std::optional<double>& limit = ttft ? policy.latency.ttft_slowdown_max : policy.latency.tpot_slowdown_max;
+      if (!limit) continue;
+      const char* what = ttft ? "TTFT" : "TPOT";
+      CheckResult c = make_check(CheckKind::latency, ttft ? "ttft_slowdown" : "tpot_slowdown", "*", config);
+      c.threshold = *limit;
+      const std::map<TurnKey, double> b = log_ratios_to_reference(base, config, ttft);
+      const std::map<TurnKey, double> v = log_ratios_to_reference(cand, config, ttft);
+      std::vector<double> bv, cv;
+      for (const auto& [key, x] : v)
+        if (const auto it = b.find(key); it != b.end()) {
+          bv.push_back(it->second);
+          cv.push_back(x);
+        }
+      c.items = bv.size();
+      if (bv.empty()) {
+        c.passed = policy.latency.allow_unmeasured;
+        c.detail = fmt::format("{} relative to the reference config {}: no turn timed under both it and this config in "
+                               "both runs ({} in the baseline, {} in the candidate){}",
+                               what, cand.reference_config, b.size(), v.size(),
+                               c.passed ? "; not checked (the policy allows it unmeasured)"
+                                        : "; fails (set latency.allow_unmeasured in the policy to accept that)");
+        out.push_back(std::move(c));
+        continue;
+      }
+      const uint64_t seed = policy.bootstrap.seed ^ xxhash64(c.name);
+      const BootstrapCi ci = paired_bootstrap_ci(bv, cv, policy.bootstrap.resamples, policy.bootstrap.confidence, seed);
+      double bsum = 0, csum = 0;
+      for (size_t i = 0; i < bv.size(); ++i) bsum += bv[i], csum += cv[i];
+      const double n = static_cast<double>(bv.size());
+      c.baseline_value = std::exp(bsum / n);  // geometric mean of config / reference
+      c.candidate_value = std::exp(csum / n);
+      c.delta = std::exp(ci.mean_delta);  // the slowdown: candidate's relative latency over the baseline's
+      c.ci_low = std::exp(ci.low);
+      c.ci_high = std::exp(ci.high);
+      const bool real = ci.low > 0;
+      c.passed = !(real && c.delta > *limit);
+      const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
+      c.detail = fmt::format("{} relative to the reference config {} of the same run: x{:.4g} in the baseline, x{:.4g} in "
+                             "the candidate: slowdown x{:.4g} ({}% CI [x{:.4g}, x{:.4g}], {} turns) {}",
+                             what, cand.reference_config, c.baseline_value, c.candidate_value, c.delta, pct, c.ci_low,
+                             c.ci_high, bv.size(),
+                             c.passed ? (real ? fmt::format("real but within the limit x{}", num(*limit))
+                                              : std::string("interval includes no slowdown"))
+                                      : fmt::format("> limit x{}", num(*limit)));
+      out.push_back(std::move(c));
+    }
+  }
+}
+
+// Why a run's latency cannot be compared with another run's, or "" when its machine was quiet.
+std::string not_quiet(const GateRun& run, const char* role, const std::optional<double>& quiet_load_max) {
+  if (!quiet_load_max) return "the policy's quiet_load_max is null (no machine counts as quiet)";
+  if (!run.load)
+    return fmt::format("the {} run {} recorded no machine load (an older kvgate, or a killed invocation)", role, run.id);
+  const RunLoad& l = *run.load;
+  const double other = other_load_per_core(l);
+  if (other <= *quiet_load_max) return "";
+  return fmt::format("the {} run {} ran beside {:.2f} other runnable tasks per core (load average {:.2f} at its start, up "
+                     "to {:.2f} on {} cores, {} threads its own; CPU {:.0f} s in {:.0f} s) > quiet {}",
+                     role, run.id, other, l.load_avg_start, l.load_avg_max, l.cores, l.threads, l.cpu_seconds,
+                     l.wall_seconds, num(*quiet_load_max));
+}
+
+void add_run_to_run_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand,
+                           std::vector<CheckResult>& out, std::vector<std::string>& notes) {
   struct Spec {
     const char* metric;
     bool ttft;
@@ -251,6 +395,13 @@ void add_latency_checks(const GatePolicy& policy, const GateRun& base, const Gat
       {"ttft_p95_ratio", true, 0.95, policy.latency.ttft_p95_ratio_max, &LatencyAggregate::ttft_p95},
       {"tpot_p50_ratio", false, 0.50, policy.latency.tpot_p50_ratio_max, &LatencyAggregate::tpot_p50},
       {"tpot_p95_ratio", false, 0.95, policy.latency.tpot_p95_ratio_max, &LatencyAggregate::tpot_p95}};
+  if (std::none_of(std::begin(specs), std::end(specs), [](const Spec& s) { return s.limit.has_value(); })) return;
+  // Run-to-run latency is what load moves: compared only between two quiet machines.
+  std::string noisy = not_quiet(base, "baseline", policy.latency.quiet_load_max);
+  if (noisy.empty()) noisy = not_quiet(cand, "candidate", policy.latency.quiet_load_max);
+  if (!noisy.empty())
+    notes.push_back("run-to-run latency ratios were not checked: " + noisy +
+                    "; the slowdown checks against each run's reference config still apply");
   const std::set<std::string> base_configs(base.configs.begin(), base.configs.end());
   for (const std::string& config : cand.configs) {
     if (!base_configs.count(config)) continue;
@@ -262,21 +413,56 @@ void add_latency_checks(const GatePolicy& policy, const GateRun& base, const Gat
       const size_t base_turns = spec.ttft ? b.ttft_turns : b.tpot_turns;
       const size_t cand_turns = spec.ttft ? v.ttft_turns : v.tpot_turns;
       c.items = cand_turns;
-      if (base_turns == 0 || cand_turns == 0) {
-        c.detail = fmt::format("{}: no timed turns in {}; not checked", spec.metric,
-                               base_turns == 0 ? "the baseline" : "the candidate");
+      if (!noisy.empty()) {
+        c.detail = fmt::format("{}: not checked, the machines were not both quiet: {}", spec.metric, noisy);
+      } else if (base_turns == 0 || cand_turns == 0) {
+        c.passed = policy.latency.allow_unmeasured;
+        c.detail = fmt::format("{}: no timed turns in {}{}", spec.metric, base_turns == 0 ? "the baseline" : "the candidate",
+                               c.passed ? "; not checked (the policy allows it unmeasured)"
+                                        : "; fails (set latency.allow_unmeasured in the policy to accept that)");
       } else {
         c.baseline_value = b.*spec.value;
         c.candidate_value = v.*spec.value;
         c.delta = c.baseline_value > 0 ? c.candidate_value / c.baseline_value : kNaN;
         c.passed = !(std::isfinite(c.delta) && c.delta > *spec.limit);
-        c.detail = fmt::format("{} p{:.0f} {} ms vs baseline {} ms: ratio {} {} limit {}", spec.ttft ? "TTFT" : "TPOT",
-                               spec.fraction * 100, num(c.candidate_value), num(c.baseline_value), num(c.delta),
-                               c.passed ? "<=" : ">", num(*spec.limit));
+        c.detail = fmt::format("{} p{:.0f} {} ms vs baseline {} ms on quiet machines: ratio {} {} limit {}",
+                               spec.ttft ? "TTFT" : "TPOT", spec.fraction * 100, num(c.candidate_value),
+                               num(c.baseline_value), num(c.delta), c.passed ? "<=" : ">", num(*spec.limit));
       }
       out.push_back(std::move(c));
     }
   }
+}
+
+// Minimum coverage per (domain, config) of the candidate run, every config of it included.
+void add_coverage_min_checks(const GatePolicy& policy, const GateRun& cand, std::vector<CheckResult>& out) {
+  std::set<std::string> domains;
+  std::map<GroupKey, std::pair<size_t, int64_t>> held;  // items, tokens of items whose KLD was measured
+  for (const GateItem& it : cand.items) {
+    domains.insert(it.domain);
+    auto& [items, tokens] = held[{it.domain, it.config}];
+    ++items;
+    if (std::isfinite(it.scores.kld_mean)) tokens += it.scores.scored_tokens;
+  }
+  for (const std::string& domain : domains)
+    for (const std::string& config : cand.configs) {
+      const CoverageLimits lim = policy.limits_for(domain, config).coverage;
+      const auto it = held.find({domain, config});
+      const auto [items, tokens] = it == held.end() ? std::pair<size_t, int64_t>{0, 0} : it->second;
+      auto check = [&](const char* metric, const std::optional<double>& limit, double value, const char* what) {
+        if (!limit) return;
+        CheckResult c = make_check(CheckKind::coverage, metric, domain, config);
+        c.candidate_value = value;
+        c.threshold = *limit;
+        c.items = items;
+        c.passed = value >= *limit;
+        c.detail = fmt::format("{} {} {} minimum {}", what, num(value), c.passed ? ">=" : "<", num(*limit));
+        out.push_back(std::move(c));
+      };
+      check("items_min", lim.items_min, static_cast<double>(items), "items held");
+      check("scored_tokens_min", lim.scored_tokens_min, static_cast<double>(tokens),
+            "scored tokens with a measured KLD");
+    }
 }
 
 void add_comparability_checks(const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out,
@@ -297,7 +483,7 @@ void add_comparability_checks(const GateRun& base, const GateRun& cand, std::vec
     const char* role = run == &base ? "baseline" : "candidate";
     if (run->status == "complete") continue;
     if (run->status == "interrupted") {
-      notes.push_back(fmt::format("{} run {} is interrupted (a --limit or killed run): it is gated on the items it holds",
+      notes.push_back(fmt::format("{} run {} is interrupted (a --limit run, or one stopped by a signal): it is gated on the items it holds",
                                   role, run->id));
       continue;
     }
@@ -350,6 +536,11 @@ void add_coverage_checks(const GateRun& base, const GateRun& cand, std::vector<C
 }
 
 }  // namespace
+
+double other_load_per_core(const RunLoad& l) {
+  const double other = std::max(l.load_avg_start, l.load_avg_max - static_cast<double>(l.threads));
+  return std::max(0.0, other) / static_cast<double>(std::max<int64_t>(1, l.cores));
+}
 
 std::vector<std::string> pair_baseline_configs(GateRun& baseline, const std::vector<ConfigPairing>& pairings) {
   std::map<std::string, std::string> paired_as;  // baseline config -> the candidate config it stands for
@@ -406,10 +597,12 @@ GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, con
   } else {
     o.notes.push_back(fmt::format("no baseline run: candidate run {} was checked against absolute limits only", candidate.id));
   }
+  add_coverage_min_checks(policy, candidate, o.checks);
   add_absolute_checks(policy, baseline, candidate, o.checks);
   if (baseline) {
     add_regression_checks(policy, *baseline, candidate, o.checks);
-    add_latency_checks(policy, *baseline, candidate, o.checks);
+    add_slowdown_checks(policy, *baseline, candidate, o.checks);
+    add_run_to_run_checks(policy, *baseline, candidate, o.checks, o.notes);
   }
   return o;
 }

@@ -22,10 +22,28 @@ struct GateItem {
   ItemScores scores;
 };
 
+// One scored turn of one item under one config. The latency slowdown pairs a config's turn with
+// the reference config's same turn (item_key, turn_index) of the same run.
 struct GateTurn {
   std::string config;
   TurnLatency latency;
+  std::string item_key;
+  int64_t turn_index = 0;
 };
+
+// What else the machine ran during a run (the runs row, docs/schema.md). 1-minute load
+// averages: at the run's start, and the highest seen between its items (its own threads
+// included).
+struct RunLoad {
+  double load_avg_start = 0, load_avg_max = 0;
+  double cpu_seconds = 0, wall_seconds = 0;  // the run's process CPU time (user + system) and wall time
+  int64_t cores = 0;    // online cores
+  int64_t threads = 0;  // the run's own worker threads
+};
+
+// Runnable tasks per core that were not the run's own: max(load at start, highest load minus
+// the run's threads) / cores. A resumed run counts its worst invocation.
+double other_load_per_core(const RunLoad& load);
 
 struct GateRun {
   int64_t id = 0;
@@ -35,6 +53,7 @@ struct GateRun {
   std::vector<std::string> configs;  // every config of the run, reference included
   std::vector<GateItem> items;
   std::vector<GateTurn> turns;
+  std::optional<RunLoad> load;  // nullopt: not recorded (an older kvgate, or a killed invocation)
 };
 
 struct AffectedItem {

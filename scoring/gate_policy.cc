@@ -78,6 +78,23 @@ RegressionLimits read_regression(const json& j, const std::string& source, const
   return r;
 }
 
+CoverageLimits read_coverage(const json& j, const std::string& source, const std::string& where) {
+  require_object(j, source, where);
+  reject_unknown_keys(j, {"items_min", "scored_tokens_min"}, source, where);
+  CoverageLimits c;
+  c.items_min = read_limit(j, "items_min", source, where);
+  c.scored_tokens_min = read_limit(j, "scored_tokens_min", source, where);
+  return c;
+}
+
+// null is false, stated (overriding a less specific rule), as a null limit is "off".
+std::optional<bool> read_bool(const json& object, const char* key, const std::string& source, const std::string& where) {
+  if (!object.contains(key)) return std::nullopt;
+  if (object.at(key).is_null()) return false;
+  if (!object.at(key).is_boolean()) bad(source, where + "." + key, "expected true, false or null");
+  return object.at(key).get<bool>();
+}
+
 std::string read_name(const json& rule, const char* key, const std::string& source, const std::string& where) {
   if (!rule.contains(key)) return "*";
   const json& v = rule.at(key);
@@ -105,6 +122,9 @@ void overlay_limits(GateLimits& into, const GateLimits& from) {
   overlay(into.regression.same_top1, from.regression.same_top1);
   overlay(into.regression.accuracy, from.regression.accuracy);
   overlay(into.regression.divergence_rate, from.regression.divergence_rate);
+  overlay(into.coverage.items_min, from.coverage.items_min);
+  overlay(into.coverage.scored_tokens_min, from.coverage.scored_tokens_min);
+  if (from.allow_unmeasured) into.allow_unmeasured = from.allow_unmeasured;
 }
 
 }  // namespace
@@ -122,7 +142,8 @@ GateLimits GatePolicy::limits_for(const std::string& domain, const std::string& 
   for (std::optional<double>* v : {&out.absolute.kld_mean_max, &out.absolute.kld_p99_max, &out.absolute.same_top1_min,
                                    &out.absolute.accuracy_drop_max, &out.absolute.divergence_rate_max,
                                    &out.regression.kld_mean, &out.regression.kld_p99, &out.regression.same_top1,
-                                   &out.regression.accuracy, &out.regression.divergence_rate})
+                                   &out.regression.accuracy, &out.regression.divergence_rate, &out.coverage.items_min,
+                                   &out.coverage.scored_tokens_min})
     drop_explicit_off(*v);
   return out;
 }
@@ -164,26 +185,46 @@ GatePolicy parse_gate_policy(const std::string& text, const std::string& source)
   for (size_t i = 0; i < j["rules"].size(); ++i) {
     const std::string where = "rules[" + std::to_string(i) + "]";
     const json& r = require_object(j["rules"][i], source, where);
-    reject_unknown_keys(r, {"domain", "kv", "absolute", "regression", "note"}, source, where);
+    reject_unknown_keys(r, {"domain", "kv", "absolute", "regression", "coverage", "allow_unmeasured", "note"}, source,
+                        where);
     GateRule rule;
     rule.domain = read_name(r, "domain", source, where);
     rule.kv = read_name(r, "kv", source, where);
     if (r.contains("absolute")) rule.limits.absolute = read_absolute(r["absolute"], source, where + ".absolute");
     if (r.contains("regression")) rule.limits.regression = read_regression(r["regression"], source, where + ".regression");
+    if (r.contains("coverage")) rule.limits.coverage = read_coverage(r["coverage"], source, where + ".coverage");
+    rule.limits.allow_unmeasured = read_bool(r, "allow_unmeasured", source, where);
     p.rules.push_back(std::move(rule));
   }
   if (j.contains("latency")) {
     const json& l = require_object(j["latency"], source, "latency");
-    reject_unknown_keys(l, {"ttft_p50_ratio_max", "ttft_p95_ratio_max", "tpot_p50_ratio_max", "tpot_p95_ratio_max"},
+    reject_unknown_keys(l,
+                        {"ttft_slowdown_max", "tpot_slowdown_max", "ttft_p50_ratio_max", "ttft_p95_ratio_max",
+                         "tpot_p50_ratio_max", "tpot_p95_ratio_max", "quiet_load_max", "allow_unmeasured"},
                         source, "latency");
+    p.latency.ttft_slowdown_max = read_limit(l, "ttft_slowdown_max", source, "latency");
+    p.latency.tpot_slowdown_max = read_limit(l, "tpot_slowdown_max", source, "latency");
     p.latency.ttft_p50_ratio_max = read_limit(l, "ttft_p50_ratio_max", source, "latency");
     p.latency.ttft_p95_ratio_max = read_limit(l, "ttft_p95_ratio_max", source, "latency");
     p.latency.tpot_p50_ratio_max = read_limit(l, "tpot_p50_ratio_max", source, "latency");
     p.latency.tpot_p95_ratio_max = read_limit(l, "tpot_p95_ratio_max", source, "latency");
     // Latency limits have no rules to inherit from: null and absent both mean off.
-    for (std::optional<double>* v : {&p.latency.ttft_p50_ratio_max, &p.latency.ttft_p95_ratio_max,
+    for (std::optional<double>* v : {&p.latency.ttft_slowdown_max, &p.latency.tpot_slowdown_max,
+                                     &p.latency.ttft_p50_ratio_max, &p.latency.ttft_p95_ratio_max,
                                      &p.latency.tpot_p50_ratio_max, &p.latency.tpot_p95_ratio_max})
       drop_explicit_off(*v);
+    // A ratio limit below 1 would fail identical runs.
+    for (const char* key : {"ttft_slowdown_max", "tpot_slowdown_max", "ttft_p50_ratio_max", "ttft_p95_ratio_max",
+                            "tpot_p50_ratio_max", "tpot_p95_ratio_max"})
+      if (l.contains(key) && l[key].is_number() && l[key].get<double>() < 1.0)
+        bad(source, std::string("latency.") + key, "a ratio limit must be >= 1 (1 means no slower)");
+    if (l.contains("quiet_load_max")) {
+      // null: no machine counts as quiet, so run-to-run ratios are never checked.
+      const std::optional<double> q = read_limit(l, "quiet_load_max", source, "latency");
+      p.latency.quiet_load_max = std::isnan(*q) ? std::nullopt : q;
+    }
+    if (const std::optional<bool> allow = read_bool(l, "allow_unmeasured", source, "latency"))
+      p.latency.allow_unmeasured = *allow;
   }
   canonicalize_policy_kv(p, [](const std::string& s) { return s; });
   return p;

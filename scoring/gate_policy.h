@@ -35,9 +35,21 @@ struct RegressionLimits {
   std::optional<double> divergence_rate;  // increase (fraction of items)
 };
 
+// How much of the candidate run a (domain, config) must hold for its checks to mean anything:
+// items with the config's row, and tokens whose KLD was measured (items whose KLD was not
+// measured count for neither).
+struct CoverageLimits {
+  std::optional<double> items_min;
+  std::optional<double> scored_tokens_min;
+};
+
 struct GateLimits {
   AbsoluteLimits absolute;
   RegressionLimits regression;
+  CoverageLimits coverage;
+  // A check whose metric the data allows (the items have scored tokens, gold answers, greedy
+  // answers) but that no item measured fails, unless this is true. Off by default.
+  std::optional<bool> allow_unmeasured;
 };
 
 struct GateRule {
@@ -46,11 +58,23 @@ struct GateRule {
   GateLimits limits;  // NaN: the file set this limit to null (off, overriding less specific rules)
 };
 
-// Latency ratios candidate / baseline of per-config percentiles over all turns. CI machines are
-// noisy, so these are off unless a policy sets them.
+// Latency (docs/gates.md, "How latency is gated").
+//
+// Slowdown: each candidate config's TTFT/TPOT as a ratio to the reference config's on the same
+// turn of the same run, which ran interleaved with it and so under the same machine load; the
+// candidate run's ratios against the baseline run's, turn by turn paired, as a geometric mean
+// with a bootstrap interval. It fails when the interval excludes 1 on the slow side and the
+// slowdown exceeds the limit. Load slows a config and its reference alike, so it cannot fail.
+//
+// Run to run: per-config percentiles candidate / baseline, which load does move; checked only
+// when both runs recorded a quiet machine (at most quiet_load_max other runnable tasks per
+// core; null: no machine is quiet), otherwise passed with a detail saying why not checked.
 struct LatencyLimits {
+  std::optional<double> ttft_slowdown_max, tpot_slowdown_max;
   std::optional<double> ttft_p50_ratio_max, ttft_p95_ratio_max;
   std::optional<double> tpot_p50_ratio_max, tpot_p95_ratio_max;
+  std::optional<double> quiet_load_max = 0.25;
+  bool allow_unmeasured = false;  // a limit set with no timed turn to check it fails unless true
 };
 
 struct BootstrapSettings {

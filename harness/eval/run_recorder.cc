@@ -1,5 +1,11 @@
 #include "harness/eval/run_recorder.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <map>
 #include <optional>
 
@@ -7,6 +13,25 @@
 #include "core/hash.h"
 
 namespace kvgate::harness {
+namespace {
+
+double load_average() {
+  double one = 0;
+  return ::getloadavg(&one, 1) == 1 ? one : 0.0;
+}
+
+double cpu_seconds() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id, int64_t limit,
                                      const std::optional<ShardSpec>& shard) {
@@ -53,7 +78,10 @@ EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id, int6
     plan.limit = stored->plan_items;
   } else {
     if (shard) throw_usage_error(store.path() + ": run " + std::to_string(run_id) + " is not a shard; resume it without --shard");
-    plan.limit = limit;
+    // A --limit run resumes as the plan it was (its first N items), never silently as the whole
+    // workload: only a --limit given now changes it. A run from before plans were recorded has
+    // no stored size, and resumes as given.
+    plan.limit = limit > 0 ? limit : stored ? stored->plan_items : 0;
   }
   select_items(plan);
   return plan;
@@ -91,9 +119,12 @@ void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
         throw_internal_error(store_.path() + ": run " + std::to_string(run_id_) + " lost its config " + c.spec);
       config_ids_.push_back(it->second);
     }
+    earlier_load_ = store_.find_run(run_id_)->load;
     store_.resume_run(run_id_);
     record_plan();
     stored_ = store_.finished_pairs(run_id_);
+    load_known_ = earlier_load_.has_value() || stored_.empty();
+    sample_load();
     return;
   }
   run_id_ = store_.begin_run(info_);
@@ -111,6 +142,36 @@ void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
     config_ids_.push_back(id);
   }
   record_plan();
+  sample_load();
+}
+
+// The first sample starts the clocks; later ones (one per item) keep the highest load.
+void RunRecorder::sample_load() {
+  const double now = load_average();
+  if (wall_start_ == 0) {
+    load_.load_avg_start = load_.load_avg_max = now;
+    load_.cores = std::max<int64_t>(1, ::sysconf(_SC_NPROCESSORS_ONLN));
+    cpu_start_ = cpu_seconds();
+    wall_start_ = wall_seconds();
+    return;
+  }
+  load_.load_avg_max = std::max(load_.load_avg_max, now);
+}
+
+void RunRecorder::record_load() {
+  if (run_id_ == 0 || wall_start_ == 0) return;
+  sample_load();
+  results::RunLoad load = load_;
+  load.cpu_seconds = cpu_seconds() - cpu_start_;
+  load.wall_seconds = wall_seconds() - wall_start_;
+  if (earlier_load_) {
+    load.load_avg_start = std::max(load.load_avg_start, earlier_load_->load_avg_start);
+    load.load_avg_max = std::max(load.load_avg_max, earlier_load_->load_avg_max);
+    load.cores = std::min(load.cores, earlier_load_->cores);
+    load.cpu_seconds += earlier_load_->cpu_seconds;
+    load.wall_seconds += earlier_load_->wall_seconds;
+  }
+  store_.record_run_load(run_id_, load_known_ ? std::optional<results::RunLoad>(load) : std::nullopt);
 }
 
 bool RunRecorder::holds(const std::string& item_key) const {
@@ -141,6 +202,7 @@ void RunRecorder::record(ItemRecord item) {
     }
   }
   writer.commit();
+  sample_load();
 }
 
 void RunRecorder::record_endpoint(size_t config_index, results::ConfigEndpoint endpoint) {
@@ -175,11 +237,18 @@ void RunRecorder::record_capacity_prediction(size_t config_index, results::Capac
 }
 
 void RunRecorder::finish(bool complete) {
+  record_load();
   store_.finish_run(run_id_, complete ? results::RunStatus::complete : results::RunStatus::interrupted);
 }
 
 void RunRecorder::fail() {
-  if (run_id_ > 0) store_.finish_run(run_id_, results::RunStatus::failed);
+  if (run_id_ == 0) return;
+  // The error that failed the run is what the user must see; the load is only context.
+  try {
+    record_load();
+  } catch (const std::exception&) {
+  }
+  store_.finish_run(run_id_, results::RunStatus::failed);
 }
 
 }  // namespace kvgate::harness

@@ -39,7 +39,8 @@ struct ConfigSetup {
 
 class RunRecorder {
  public:
-  // The plan that continues stored run `run_id`, up to --limit `limit` (0: all). A shard run
+  // The plan that continues stored run `run_id`: the stored plan's items (a --limit run's first
+  // N), or the first `limit` if non-zero (a --limit given again, to extend or cut it). A shard run
   // continues as the same shard of the same items: usage error if `shard` (an explicit
   // --shard) or a non-zero `limit` says otherwise. Usage error: no such run, or it is complete.
   static EvalPlan plan_to_resume(results::Store& store, int64_t run_id, int64_t limit,
@@ -71,13 +72,16 @@ class RunRecorder {
   void record_load_requests(size_t config_index, std::vector<results::LoadRequest> requests);
   void record_capacity_prediction(size_t config_index, results::CapacityPrediction prediction);
   // complete: every item of the plan's selection is stored and --limit left none of the
-  // workload out; otherwise the run stays resumable ('interrupted').
+  // workload out; otherwise the run stays resumable ('interrupted'). Both record the machine
+  // load the run ran under (docs/schema.md, runs.load_avg_*).
   void finish(bool complete);
   // The run stopped on an error. Does nothing before open().
   void fail();
 
  private:
   void record_plan();
+  void sample_load();
+  void record_load();
 
   results::Store& store_;
   const EvalPlan& plan_;
@@ -86,6 +90,11 @@ class RunRecorder {
   int64_t run_id_ = 0;
   std::vector<int64_t> config_ids_;  // in the plan's order
   std::set<std::pair<std::string, int64_t>> stored_;  // (item key, config id) already in the store
+  // This invocation's machine load, merged at the end with what earlier invocations recorded.
+  std::optional<results::RunLoad> earlier_load_;
+  bool load_known_ = true;  // false: an earlier invocation stored items but no load (it was killed)
+  results::RunLoad load_;
+  double cpu_start_ = 0, wall_start_ = 0;
 };
 
 }  // namespace kvgate::harness

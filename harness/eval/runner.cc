@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "harness/eval/item_scoring.h"
 #include "harness/eval/items.h"
 #include "harness/eval/sources.h"
@@ -245,6 +246,7 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, E
     const size_t n_items = prepared.size();
     result.items_total = static_cast<int64_t>(n_items);
     for (size_t it = 0; it < n_items && !stopped; ++it) {
+      if (const int signal = interrupt_signal()) throw Interrupted(signal, "stopped between items");
       const evalsets::EvalItem& item = *prepared[it].item;
       if (recorder.holds(item.id)) {
         ++result.items_skipped;
@@ -277,6 +279,10 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, E
     else
       recorder.finish(failures.empty() && result.items_run + result.items_skipped == static_cast<int64_t>(n_items) &&
                       !plan.leaves_items_out());
+  } catch (const Interrupted&) {
+    // Ctrl-C or SIGTERM, seen between items: every stored item is whole, so the run is resumable.
+    recorder.finish(false);
+    throw;
   } catch (...) {
     recorder.fail();
     throw;

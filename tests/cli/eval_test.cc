@@ -87,21 +87,123 @@ TEST(EvalCli, SameInputsGiveBitIdenticalMetrics) {
   EXPECT_EQ(shown_kld, kld_by_config(a));
 }
 
-TEST(EvalCli, LimitedRunIsResumedWithoutRedoingItems) {
+// Issue 34: `--resume` of a `--limit` run became the whole workload. It resumes the stored plan
+// and says so; only a --limit given again changes it.
+TEST(EvalCli, LimitedRunIsResumedAsItsPlan) {
   KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const std::string db = temp("resume.db");
   std::remove(db.c_str());
   const nlohmann::json first = eval_json("--evalset " + small_evalset() + " --kv q8_0 --limit 1 --db " + db);
   ASSERT_EQ(first["items_run"], 1);
+  const std::string run = std::to_string(first["run"].get<int64_t>());
   CliResult runs = run_kvgate("runs list --json --db " + db);
   ASSERT_EQ(runs.exit_code, 0) << runs.err;
   EXPECT_NE(runs.out.find("interrupted"), std::string::npos) << runs.out;
-  const nlohmann::json resumed = eval_json("--resume " + std::to_string(first["run"].get<int64_t>()) + " --db " + db);
-  EXPECT_EQ(resumed["run"], first["run"]);
-  EXPECT_EQ(resumed["items_skipped"], 1);
-  EXPECT_EQ(resumed["items_run"], 1);
-  CliResult again = run_kvgate("eval --resume " + std::to_string(first["run"].get<int64_t>()) + " --db " + db);
+
+  const CliResult said = run_kvgate("eval --resume " + run + " --threads 2 --db " + db);
+  ASSERT_EQ(said.exit_code, 0) << said.err;
+  EXPECT_NE(said.err.find("resuming run " + run + " (evalset:"), std::string::npos) << said.err;
+  EXPECT_NE(said.err.find("the first 1 of its 2 items, as its --limit plan (--limit 2 runs them all); 1 already stored"),
+            std::string::npos)
+      << said.err;
+  const nlohmann::json kept = eval_json("--resume " + run + " --db " + db);
+  EXPECT_EQ(kept["run"], first["run"]);
+  EXPECT_EQ(kept["items_run"], 0) << "the stored plan holds one item, and it is stored";
+  EXPECT_EQ(kept["items_skipped"], 1);
+  EXPECT_EQ(kept["plan_items"], 1);
+  EXPECT_EQ(kept["workload_items"], 2);
+  {
+    results::Store store = results::Store::open(db, results::Store::Mode::existing);
+    EXPECT_EQ(store.find_run(first["run"].get<int64_t>())->status, "interrupted");
+  }
+
+  const nlohmann::json extended = eval_json("--resume " + run + " --limit 2 --db " + db);
+  EXPECT_EQ(extended["run"], first["run"]);
+  EXPECT_EQ(extended["items_skipped"], 1);
+  EXPECT_EQ(extended["items_run"], 1);
+  CliResult again = run_kvgate("eval --resume " + run + " --db " + db);
   EXPECT_EQ(again.exit_code, 2) << "a complete run cannot be resumed";
+}
+
+// Issue 34: Ctrl-C ended the process at once and left the run 'running'. SIGINT now lets the
+// item in progress commit, marks the run interrupted, says how to resume, and exits 130; the
+// resumed run's metrics are bit-identical to an uninterrupted run's.
+TEST(EvalCli, CtrlCMarksTheRunInterruptedAndResumable) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  const std::string db = temp("sigint.db"), items = temp("sigint.jsonl"), err = temp("sigint.err");
+  std::remove(db.c_str());
+  CliResult g = run_kvgate("evalset generate --domain tables --seed 11 --n 6 --tokens-min 120 --tokens-max 200 --out " + items);
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string bin = kvgate_binary();
+    if (!std::freopen(err.c_str(), "w", stderr)) ::_exit(126);
+    ::execl(bin.c_str(), bin.c_str(), "eval", "--evalset", items.c_str(), "--kv", "q4_0,q8_0", "--threads", "1", "--db",
+            db.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  bool first_item = false;
+  for (int i = 0; i < 3000 && !first_item; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!std::ifstream(db).good()) continue;
+    try {
+      results::Store store = results::Store::open(db, results::Store::Mode::existing);
+      const auto runs = store.list_runs();
+      first_item = !runs.empty() && runs.front().items >= 1;
+    } catch (const std::exception&) {
+    }
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(first_item) << "the run never committed an item";
+  const std::string said = slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping: " << said;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << said;
+  int64_t run_id = 0;
+  {
+    results::Store store = results::Store::open(db, results::Store::Mode::existing);
+    const auto runs = store.list_runs();
+    ASSERT_EQ(runs.size(), 1u);
+    run_id = runs.front().id;
+    EXPECT_EQ(runs.front().status, "interrupted");
+    EXPECT_GE(runs.front().items, 1);
+    EXPECT_LT(runs.front().items, 6) << "the signal came after the last item: nothing left to resume";
+    EXPECT_EQ(store.finished_pairs(run_id).size() % 3, 0u) << "whole items only";
+    EXPECT_TRUE(runs.front().load.has_value()) << "an interrupted run records its machine load";
+  }
+  EXPECT_NE(said.find("SIGINT stopped run " + std::to_string(run_id) + " between items"), std::string::npos) << said;
+  EXPECT_NE(said.find("resume it with: kvgate eval --resume " + std::to_string(run_id) + " --db " + db),
+            std::string::npos)
+      << said;
+
+  // At the interrupted run's one thread: metrics are bit-identical for one thread count.
+  auto eval_1 = [](const std::string& args) {
+    const CliResult r = run_kvgate("eval " + args + " --json --threads 1");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  const nlohmann::json resumed = eval_1("--resume " + std::to_string(run_id) + " --db " + db);
+  EXPECT_EQ(resumed["run"], run_id);
+  EXPECT_GE(resumed["items_run"].get<int>(), 1);
+  EXPECT_EQ(resumed["items_skipped"].get<int>() + resumed["items_run"].get<int>(), 6);
+  const nlohmann::json whole = eval_1("--evalset " + items + " --kv q4_0,q8_0 --db " + db);
+  ASSERT_TRUE(whole.contains("run"));
+  results::Store store = results::Store::open(db, results::Store::Mode::existing);
+  EXPECT_EQ(store.find_run(run_id)->status, "complete");
+  const auto a = store.run_item_metrics(run_id), b = store.run_item_metrics(whole["run"].get<int64_t>());
+  ASSERT_EQ(a.size(), 18u);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].item_key, b[i].item_key);
+    EXPECT_EQ(a[i].metrics.config_id, b[i].metrics.config_id);
+    EXPECT_EQ(a[i].metrics.kld_mean, b[i].metrics.kld_mean) << a[i].item_key;  // bit-identical
+    EXPECT_EQ(a[i].metrics.kld_p99, b[i].metrics.kld_p99) << a[i].item_key;
+    EXPECT_EQ(a[i].metrics.same_top1, b[i].metrics.same_top1) << a[i].item_key;
+    EXPECT_EQ(a[i].metrics.nll_mean, b[i].metrics.nll_mean) << a[i].item_key;
+    EXPECT_EQ(a[i].metrics.first_divergence, b[i].metrics.first_divergence) << a[i].item_key;
+  }
 }
 
 // kill -9 in the middle of a run: the database keeps whole items only, the run is listed as

@@ -257,6 +257,33 @@ TEST_F(MergeTest, LimitedPlanMergesIntoAnInterruptedRunLikeTheUnshardedOne) {
   EXPECT_EQ(Store::open(db("merged")).find_run(m.run_id)->status, "interrupted");
 }
 
+// The merged run carries its shards' machine load as its worst shard's: quiet only if every
+// shard was (docs/schema.md); unknown if any shard's is.
+TEST_F(MergeTest, MergedRunCarriesTheWorstShardsLoad) {
+  const Plan plan;
+  const std::vector<std::string> shards = shard_dbs(plan);
+  const RunLoad loads[] = {{0.1, 1.5, 10, 20, 8}, {2.5, 6.0, 12, 30, 4}, {0.2, 3.0, 14, 25, 16}};
+  for (size_t i = 0; i < shards.size(); ++i) {
+    Store s = Store::open(shards[i], Store::Mode::existing);
+    s.record_run_load(s.list_runs().back().id, loads[i]);
+  }
+  const MergeResult m = Store::merge_shards(db("merged"), shards, "kvgate runs merge");
+  const std::optional<RunLoad> load = Store::open(db("merged"), Store::Mode::existing).find_run(m.run_id)->load;
+  ASSERT_TRUE(load.has_value());
+  EXPECT_EQ(load->load_avg_start, 2.5);
+  EXPECT_EQ(load->load_avg_max, 6.0);
+  EXPECT_EQ(load->cpu_seconds, 36.0);
+  EXPECT_EQ(load->wall_seconds, 75.0);
+  EXPECT_EQ(load->cores, 4);
+
+  {
+    Store s = Store::open(shards[1], Store::Mode::existing);
+    s.record_run_load(s.list_runs().back().id, std::nullopt);
+  }
+  const MergeResult unknown = Store::merge_shards(db("merged-2"), shards, "kvgate runs merge");
+  EXPECT_FALSE(Store::open(db("merged-2"), Store::Mode::existing).find_run(unknown.run_id)->load.has_value());
+}
+
 TEST_F(MergeTest, MergingTheSameShardsAgainWritesNothing) {
   const Plan plan;
   std::vector<std::string> shards = shard_dbs(plan);

@@ -111,6 +111,34 @@ TEST_F(StoreTest, ReopenKeepsDataAndVersion) {
   EXPECT_EQ(runs[0].info.threads, 4);
 }
 
+// Migration 5 (machine load per run): a version-4 file keeps its runs, which read back with no
+// load recorded; record_run_load stores one and clears it.
+TEST_F(StoreTest, VersionFourDatabaseGainsRunLoad) {
+  {
+    Connection c(path_, true);
+    for (size_t m = 0; m < 4; ++m) c.execute_script(schema_migrations()[m]);
+    c.execute_script("PRAGMA user_version = 4");
+    c.execute_script(
+        "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, model_path, "
+        "model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) VALUES ('complete', 't', 'c', 'g', 'b', "
+        "'h', 'cpu', '', 'cpu', 'm', 's', 'suite:smoke', 'x', 0, 2, '0.1.0')");
+  }
+  Store store = Store::open(path_);
+  EXPECT_EQ(store.schema_version(), 5);
+  EXPECT_EQ(latest_schema_version(), 5);
+  EXPECT_FALSE(store.find_run(1)->load.has_value());
+  store.record_run_load(1, RunLoad{0.5, 2.25, 12.5, 7.0, 4});
+  const std::optional<RunLoad> load = store.find_run(1)->load;
+  ASSERT_TRUE(load.has_value());
+  EXPECT_EQ(load->load_avg_start, 0.5);
+  EXPECT_EQ(load->load_avg_max, 2.25);
+  EXPECT_EQ(load->cpu_seconds, 12.5);
+  EXPECT_EQ(load->wall_seconds, 7.0);
+  EXPECT_EQ(load->cores, 4);
+  store.record_run_load(1, std::nullopt);
+  EXPECT_FALSE(store.list_runs().front().load.has_value());
+}
+
 TEST_F(StoreTest, NewerSchemaIsAClearInputError) {
   Store::open(path_);
   {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,8 @@ GateRun make_run(int64_t id, int n, double kld_scale) {
       GateItem q{key, domain, "q4_0/q4_0", {100, kld, kld_scale * 0.3, kld_scale * 0.2, 0.95, true, i % 3 == 0}};
       r.items.push_back(ref);
       r.items.push_back(q);
-      r.turns.push_back({"q4_0/q4_0", {50.0 + i, 10.0 + 0.1 * i}});
+      r.turns.push_back({"f16/f16", {45.0 + i, 9.0 + 0.1 * i}, key, 0});
+      r.turns.push_back({"q4_0/q4_0", {50.0 + i, 10.0 + 0.1 * i}, key, 0});
     }
   return r;
 }
@@ -261,16 +263,195 @@ TEST(Gate, MissingItemsConfigsAndMismatchedRunsFail) {
   EXPECT_FALSE(find(o2, "coverage.items[*, q4_0/q4_0]")->passed);
 }
 
-TEST(Gate, LatencyRatioLimit) {
+// A machine with nothing else running: 2 threads of its own on 2 cores.
+RunLoad quiet() { return {0.05, 2.1, 100, 60, 2, 2}; }
+// The issue-34 night: other jobs kept 6 more tasks runnable on the 2 cores.
+RunLoad busy() { return {5.5, 8.0, 90, 400, 2, 2}; }
+
+// Run-to-run ratios are what load moves: checked only when both runs recorded a quiet machine.
+TEST(Gate, RunToRunLatencyOnlyBetweenQuietMachines) {
   const GatePolicy p = test_policy();
-  const GateRun base = make_run(1, 10, 1.0);
+  GateRun base = make_run(1, 10, 1.0);
   GateRun cand = make_run(2, 10, 1.0);
   for (GateTurn& t : cand.turns) t.latency.tpot_ms *= 2.5;
+  base.load = quiet();
+  cand.load = quiet();
   const GateOutcome o = evaluate_gate(p, &base, cand);
   const CheckResult* c = find(o, "latency.tpot_p50_ratio[*, q4_0/q4_0]");
   ASSERT_NE(c, nullptr);
   EXPECT_NEAR(c->delta, 2.5, 1e-12);
   EXPECT_FALSE(c->passed);
+
+  for (const std::optional<RunLoad>& load : {std::optional<RunLoad>(busy()), std::optional<RunLoad>()}) {
+    cand.load = load;
+    const GateOutcome noisy = evaluate_gate(p, &base, cand);
+    const CheckResult* n = find(noisy, "latency.tpot_p50_ratio[*, q4_0/q4_0]");
+    ASSERT_NE(n, nullptr);
+    EXPECT_TRUE(n->passed) << n->detail;
+    EXPECT_NE(n->detail.find("not checked"), std::string::npos) << n->detail;
+    bool noted = false;
+    for (const std::string& note : noisy.notes) noted |= note.find("run-to-run latency ratios were not checked") != std::string::npos;
+    EXPECT_TRUE(noted);
+  }
+  EXPECT_NEAR(other_load_per_core(busy()), 3.0, 1e-12);
+  EXPECT_NEAR(other_load_per_core(quiet()), 0.05, 1e-12) << "2.1 minus its own 2 threads, on 2 cores";
+}
+
+GatePolicy slowdown_policy() {
+  GatePolicy p = test_policy();
+  p.latency.tpot_slowdown_max = 1.5;
+  p.latency.ttft_slowdown_max = 1.5;
+  p.latency.tpot_p50_ratio_max = 3.0;
+  return p;
+}
+
+// Issue 34: the same metrics, every latency of the candidate run 7x (a busy machine slows every
+// config alike), passes: each config is timed against its own run's reference config.
+TEST(Gate, LoadThatSlowsEveryConfigAlikeCannotFail) {
+  const GatePolicy p = slowdown_policy();
+  GateRun base = make_run(1, 10, 1.0);
+  GateRun cand = make_run(2, 10, 1.0);
+  base.load = quiet();
+  cand.load = busy();
+  for (GateTurn& t : cand.turns) t.latency.ttft_ms *= 7, t.latency.tpot_ms *= 7;
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  EXPECT_TRUE(o.passed());
+  for (const CheckResult& c : o.checks) EXPECT_TRUE(c.passed) << c.name << ": " << c.detail;
+  const CheckResult* s = find(o, "latency.tpot_slowdown[*, q4_0/q4_0]");
+  ASSERT_NE(s, nullptr);
+  EXPECT_NEAR(s->delta, 1.0, 1e-12) << s->detail;
+  EXPECT_EQ(s->items, 20u);
+  ASSERT_NE(find(o, "latency.ttft_slowdown[*, q4_0/q4_0]"), nullptr);
+  EXPECT_EQ(find(o, "latency.tpot_slowdown[*, f16/f16]"), nullptr) << "the reference is not timed against itself";
+}
+
+// A config made 2x slower relative to its reference fails, whatever the load did to both.
+TEST(Gate, ConfigSlowerThanItsReferenceFails) {
+  const GatePolicy p = slowdown_policy();
+  const GateRun base = make_run(1, 10, 1.0);
+  for (const double load_factor : {1.0, 7.0}) {
+    GateRun cand = make_run(2, 10, 1.0);
+    for (GateTurn& t : cand.turns) {
+      t.latency.tpot_ms *= load_factor * (t.config == "q4_0/q4_0" ? 2.0 : 1.0);
+      t.latency.ttft_ms *= load_factor;
+    }
+    const GateOutcome o = evaluate_gate(p, &base, cand);
+    const CheckResult* s = find(o, "latency.tpot_slowdown[*, q4_0/q4_0]");
+    ASSERT_NE(s, nullptr);
+    EXPECT_FALSE(s->passed) << s->detail;
+    EXPECT_NEAR(s->delta, 2.0, 1e-12) << s->detail;
+    EXPECT_GT(s->ci_low, 1.0) << s->detail;
+    EXPECT_NE(s->detail.find("slowdown x2"), std::string::npos) << s->detail;
+    EXPECT_TRUE(find(o, "latency.ttft_slowdown[*, q4_0/q4_0]")->passed);
+  }
+  // Noise: half the turns 2x slower, half 2x faster, is no slowdown.
+  GateRun noisy = make_run(2, 10, 1.0);
+  int k = 0;
+  for (GateTurn& t : noisy.turns)
+    if (t.config == "q4_0/q4_0") t.latency.tpot_ms *= (k++ % 2) ? 2.0 : 0.5;
+  const CheckResult* s = find(evaluate_gate(p, &base, noisy), "latency.tpot_slowdown[*, q4_0/q4_0]");
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->passed) << s->detail;
+}
+
+TEST(Gate, SlowdownWithNoTimedTurnsFailsUnlessAllowed) {
+  GatePolicy p = slowdown_policy();
+  const GateRun base = make_run(1, 4, 1.0);
+  GateRun cand = make_run(2, 4, 1.0);
+  for (GateTurn& t : cand.turns) t.latency.tpot_ms = 0;  // one-token turns have no TPOT
+  const CheckResult* s = find(evaluate_gate(p, &base, cand), "latency.tpot_slowdown[*, q4_0/q4_0]");
+  ASSERT_NE(s, nullptr);
+  EXPECT_FALSE(s->passed) << s->detail;
+  p.latency.allow_unmeasured = true;
+  EXPECT_TRUE(find(evaluate_gate(p, &base, cand), "latency.tpot_slowdown[*, q4_0/q4_0]")->passed);
+}
+
+// Issue 34: a config whose quality metrics are NULL on every item passed every quality check.
+TEST(Gate, NotMeasuredFailsUnlessThePolicyAllowsIt) {
+  const GateRun base = make_run(1, 4, 1.0);
+  GateRun cand = make_run(2, 4, 1.0);
+  for (GateItem& it : cand.items)
+    if (it.config == "q4_0/q4_0") {
+      it.scores.kld_mean = it.scores.kld_p99 = it.scores.kld_max = it.scores.top1 = std::nan("");
+      it.scores.exact_match_gold.reset();
+      it.scores.diverged.reset();
+    }
+  const GateOutcome o = evaluate_gate(test_policy(), &base, cand);
+  for (const char* name : {"absolute.kld_mean[tables, q4_0/q4_0]", "absolute.kld_p99[policy, q4_0/q4_0]",
+                           "absolute.accuracy_drop[tables, q4_0/q4_0]", "absolute.divergence_rate[tables, q4_0/q4_0]",
+                           "regression.kld_mean[tables, q4_0/q4_0]"}) {
+    const CheckResult* c = find(o, name);
+    ASSERT_NE(c, nullptr) << name;
+    EXPECT_FALSE(c->passed) << name << ": " << c->detail;
+    EXPECT_NE(c->detail.find("allow_unmeasured"), std::string::npos) << c->detail;
+  }
+
+  GatePolicy allowing = parse_gate_policy(R"({"kvgate_gate_policy": 1, "rules": [
+    {"absolute": {"kld_mean_max": 0.1}, "regression": {"kld_mean": 0.01}},
+    {"kv": "q4_0", "allow_unmeasured": true}]})",
+                                          "allow.json");
+  canonicalize_policy_kv(allowing, [](const std::string& s) { return s + "/" + s; });
+  const GateOutcome allowed = evaluate_gate(allowing, &base, cand);
+  EXPECT_TRUE(allowed.passed());
+  EXPECT_NE(find(allowed, "absolute.kld_mean[tables, q4_0/q4_0]")->detail.find("not checked"), std::string::npos);
+
+  // Items without a scored token leave nothing to measure: not applicable, not a failure.
+  GateRun empty = cand;
+  for (GateItem& it : empty.items) it.scores.scored_tokens = 0;
+  const CheckResult* na = find(evaluate_gate(test_policy(), nullptr, empty), "absolute.kld_mean[tables, q4_0/q4_0]");
+  ASSERT_NE(na, nullptr);
+  EXPECT_TRUE(na->passed) << na->detail;
+  EXPECT_NE(na->detail.find("not applicable"), std::string::npos) << na->detail;
+}
+
+TEST(Gate, MinimumCoveragePerDomainAndConfig) {
+  GatePolicy p = parse_gate_policy(R"({"kvgate_gate_policy": 1, "rules": [
+    {"coverage": {"items_min": 4, "scored_tokens_min": 300}},
+    {"domain": "tables", "coverage": {"items_min": 5}}]})",
+                                   "cov.json");
+  canonicalize_policy_kv(p, [](const std::string& s) { return s + "/" + s; });
+  GateRun cand = make_run(2, 4, 1.0);  // 4 items of 100 tokens per domain and config
+  for (GateItem& it : cand.items)
+    if (it.config == "q4_0/q4_0" && it.domain == "policy" && it.item_key != "policy-0") it.scores.kld_mean = std::nan("");
+  const GateOutcome o = evaluate_gate(p, nullptr, cand);
+  EXPECT_FALSE(find(o, "coverage.items_min[tables, q4_0/q4_0]")->passed) << "4 < 5";
+  EXPECT_FALSE(find(o, "coverage.items_min[tables, f16/f16]")->passed) << "the reference counts too";
+  EXPECT_TRUE(find(o, "coverage.items_min[policy, q4_0/q4_0]")->passed);
+  EXPECT_TRUE(find(o, "coverage.scored_tokens_min[tables, q4_0/q4_0]")->passed);
+  const CheckResult* tokens = find(o, "coverage.scored_tokens_min[policy, q4_0/q4_0]");
+  ASSERT_NE(tokens, nullptr);
+  EXPECT_FALSE(tokens->passed) << "3 of 4 items unmeasured leave 100 tokens: " << tokens->detail;
+  EXPECT_EQ(tokens->candidate_value, 100.0);
+}
+
+TEST(GatePolicy, LatencyAndCoverageKeys) {
+  const GatePolicy p = parse_gate_policy(R"({"kvgate_gate_policy": 1, "rules": [{}],
+    "latency": {"tpot_slowdown_max": 1.5, "ttft_slowdown_max": null, "quiet_load_max": 0.5, "allow_unmeasured": true}})",
+                                         "l.json");
+  EXPECT_EQ(p.latency.tpot_slowdown_max, 1.5);
+  EXPECT_FALSE(p.latency.ttft_slowdown_max);
+  EXPECT_EQ(p.latency.quiet_load_max, 0.5);
+  EXPECT_TRUE(p.latency.allow_unmeasured);
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_gate_policy(text, "bad.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error_of(R"({"kvgate_gate_policy": 1, "rules": [{}], "latency": {"tpot_slowdown_max": 0.5}})")
+                .find("latency.tpot_slowdown_max: a ratio limit must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"kvgate_gate_policy": 1, "rules": [{"allow_unmeasured": 1}]})").find("rules[0].allow_unmeasured"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"kvgate_gate_policy": 1, "rules": [{"coverage": {"items": 3}}]})").find("unknown key 'items'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"kvgate_gate_policy": 1, "rules": [{}], "latency": {"quiet_load_max": -1}})")
+                .find("latency.quiet_load_max"),
+            std::string::npos);
+  EXPECT_FALSE(parse_gate_policy(R"({"kvgate_gate_policy": 1, "rules": [{}], "latency": {"quiet_load_max": null}})", "n.json")
+                   .latency.quiet_load_max);
 }
 
 // --pair-config when the baseline also ran the candidate's config: the relabelled rows replace
@@ -281,7 +462,8 @@ TEST(Gate, PairingReplacesTheBaselinesOwnRowsOfTheTargetConfig) {
   GateRun fp8 = make_run(1, 10, 0.1);   // ... and fp8 at a tenth of its KLD
   for (GateItem& it : fp8.items)
     if (it.config == "q4_0/q4_0") base.items.push_back({it.item_key, it.domain, "fp8/fp8", it.scores});
-  for (const GateTurn& t : fp8.turns) base.turns.push_back({"fp8/fp8", t.latency});
+  for (const GateTurn& t : fp8.turns)
+    if (t.config == "q4_0/q4_0") base.turns.push_back({"fp8/fp8", t.latency, t.item_key, t.turn_index});
   base.configs.push_back("fp8/fp8");
   const GateRun cand = make_run(2, 10, 1.0);
 
