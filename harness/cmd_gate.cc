@@ -56,7 +56,7 @@ std::optional<results::RunRecord> select_run(results::Store& store, const std::s
   if (colon != std::string::npos && suite.empty()) throw_usage_error("run '" + ref + "': give a suite name after ':'");
   const std::vector<results::RunRecord> runs = store.list_runs();
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-    if (it->status != "complete" || !suite_matches(it->info.suite_name, suite)) continue;
+    if (it->status != results::RunStatus::complete || !suite_matches(it->info.suite_name, suite)) continue;
     if (before && it->id >= *before) continue;
     if (head == "passing" && (it->info.model_sha256 != model_sha256 || has_failed_gate(store, it->id))) continue;
     return *it;
@@ -64,24 +64,18 @@ std::optional<results::RunRecord> select_run(results::Store& store, const std::s
   return std::nullopt;
 }
 
-scoring::GateRun load_gate_run(results::Store& store, const results::RunRecord& run) {
+scoring::GateRun load_gate_run(const results::StoredRun& stored) {
+  const results::RunRecord& run = stored.record;
   scoring::GateRun g;
   g.id = run.id;
-  g.status = run.status;
+  g.status = results::run_status_name(run.status);
   g.suite_name = run.info.suite_name;
   g.suite_hash = run.info.suite_hash;
   g.model_sha256 = run.info.model_sha256;
-  std::map<int64_t, std::string> spec_of;
-  for (const results::RunConfigRecord& c : store.run_configs(run.id)) {
-    spec_of[c.config_id] = c.spec;
-    g.configs.push_back(c.spec);
-    if (c.role == "reference") g.reference_config = c.spec;
-  }
-  auto spec = [&](int64_t id) {
-    const auto it = spec_of.find(id);
-    return it == spec_of.end() ? "config#" + std::to_string(id) : it->second;
-  };
-  for (const results::RunItemMetrics& r : store.run_item_metrics(run.id)) {
+  for (const results::RunConfigRecord& c : stored.configs) g.configs.push_back(c.spec);
+  if (const results::RunConfigRecord* ref = stored.reference()) g.reference_config = ref->spec;
+  auto spec = [&](int64_t id) { return stored.spec_of(id); };
+  for (const results::RunItemMetrics& r : stored.items) {
     scoring::GateItem it;
     it.item_key = r.item_key;
     it.domain = r.domain;
@@ -89,7 +83,7 @@ scoring::GateRun load_gate_run(results::Store& store, const results::RunRecord& 
     it.scores = item_scores(r.metrics);
     g.items.push_back(std::move(it));
   }
-  for (const results::RunTurnMetrics& t : store.run_turn_metrics(run.id))
+  for (const results::RunTurnMetrics& t : stored.turns)
     g.turns.push_back({spec(t.turn.config_id), turn_latency(t.turn), t.item_key, t.turn.turn_index});
   if (run.load)
     g.load = scoring::RunLoad{run.load->load_avg_start, run.load->load_avg_max, run.load->cpu_seconds,
@@ -232,9 +226,9 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
     throw_input_error(store.path() + ": no complete run before candidate run " + std::to_string(cand->id) +
                       " matches --baseline " + a.baseline + " (first run of a suite? pass --allow-missing-baseline)");
 
-  const scoring::GateRun cand_run = load_gate_run(store, *cand);
+  const scoring::GateRun cand_run = load_gate_run(results::StoredRun::load(store, *cand));
   std::optional<scoring::GateRun> base_run;
-  if (base) base_run = load_gate_run(store, *base);
+  if (base) base_run = load_gate_run(results::StoredRun::load(store, *base));
   std::vector<scoring::ConfigPairing> pairings;
   for (const std::string& pair : a.pair_configs) {
     const size_t eq = pair.find('=');

@@ -41,33 +41,26 @@ void run_report(const ReportArgs& a) {
   if (a.html.empty() && a.md.empty()) throw_usage_error("kvgate report: give --html FILE and/or --md FILE");
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
   ReportInput in;
-  in.run = store.resolve_run(a.run);
-  in.configs = store.run_configs(in.run.id);
-  in.items = store.run_item_metrics(in.run.id);
-  in.turns = store.run_turn_metrics(in.run.id);
-  in.weight_bytes = file_size_or_nan(in.run.info.model_path);
+  in.run = results::StoredRun::load(store, store.resolve_run(a.run));
+  in.weight_bytes = file_size_or_nan(in.run.record.info.model_path);
   in.budget = gpu_budget(a.gpu.gpu, a.gpu.mem_gib, a.gpu.mem_util, a.gpu.context);
-  in.weights_kv = weights_kv_rows(in.configs, in.items, in.budget, in.weight_bytes);
-  in.engine = read_engine_view(store, in.run.id);
-  if (!a.baseline.empty()) {
-    in.baseline = store.resolve_run(a.baseline);
-    in.baseline_configs = store.run_configs(in.baseline->id);
-    in.baseline_items = store.run_item_metrics(in.baseline->id);
-  }
+  in.weights_kv = weights_kv_rows(in.run, in.budget, in.weight_bytes);
+  in.engine = read_engine_view(store, in.run.record.id);
+  if (!a.baseline.empty()) in.baseline = results::StoredRun::load(store, store.resolve_run(a.baseline));
   if (!a.html.empty()) write_file(a.html, render_report_html(in));
   if (!a.md.empty()) write_file(a.md, render_report_markdown(in));
   if (a.json) {
-    nlohmann::json j = {{"run", in.run.id},
-                        {"baseline", in.baseline ? nlohmann::json(in.baseline->id) : nlohmann::json(nullptr)},
+    nlohmann::json j = {{"run", in.run.record.id},
+                        {"baseline", in.baseline ? nlohmann::json(in.baseline->record.id) : nlohmann::json(nullptr)},
                         {"html", a.html.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.html)},
                         {"md", a.md.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.md)},
                         {"charts", report_chart_ids()},
-                        {"items", in.run.items},
-                        {"configs", in.configs.size()}};
+                        {"items", in.run.record.items},
+                        {"configs", in.run.configs.size()}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("report for run %lld%s:%s%s\n", static_cast<long long>(in.run.id),
-                in.baseline ? (" vs baseline " + std::to_string(in.baseline->id)).c_str() : "",
+    std::printf("report for run %lld%s:%s%s\n", static_cast<long long>(in.run.record.id),
+                in.baseline ? (" vs baseline " + std::to_string(in.baseline->record.id)).c_str() : "",
                 a.html.empty() ? "" : (" " + a.html).c_str(), a.md.empty() ? "" : (" " + a.md).c_str());
   }
 }

@@ -39,14 +39,14 @@ struct MergeArgs {
 
 // A run whose row still says 'running' either is being written right now or was killed;
 // either way its numbers are incomplete, and listings must say so.
-bool is_complete(const results::RunRecord& r) { return r.status == "complete"; }
+bool is_complete(const results::RunRecord& r) { return r.status == results::RunStatus::complete; }
 
 nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 nlohmann::json run_json(const results::RunRecord& r) {
   const auto& i = r.info;
   return {{"id", r.id},
-          {"status", r.status},
+          {"status", results::run_status_name(r.status)},
           {"complete", is_complete(r)},
           {"started_at", r.started_at},
           {"finished_at", r.finished_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.finished_at)},
@@ -68,23 +68,24 @@ nlohmann::json run_json(const results::RunRecord& r) {
 }
 
 std::string status_text(const results::RunRecord& r) {
-  return r.status == "running" ? "running (incomplete)" : r.status;
+  return r.status == results::RunStatus::running ? "running (incomplete)" : results::run_status_name(r.status);
 }
 
 struct ConfigResults {
   int64_t config_id = 0;
-  std::string spec, role;
+  std::string spec;
+  results::ConfigRole role = results::ConfigRole::candidate;
   scoring::ItemAggregate items;
 };
 
 // Per config that has stored items, ordered by spec.
-std::vector<ConfigResults> summarize(results::Store& store, int64_t run_id,
-                                     const std::vector<results::RunConfigRecord>& configs) {
+std::vector<ConfigResults> summarize(const results::StoredRun& stored) {
+  const std::vector<results::RunConfigRecord>& configs = stored.configs;
   std::map<int64_t, scoring::ItemAggregator> by_config;
-  for (const results::RunItemMetrics& r : store.run_item_metrics(run_id)) by_config[r.metrics.config_id].add(item_scores(r.metrics));
+  for (const results::RunItemMetrics& r : stored.items) by_config[r.metrics.config_id].add(item_scores(r.metrics));
   std::vector<ConfigResults> out;
   for (const auto& [id, items] : by_config) {
-    ConfigResults c{id, "config#" + std::to_string(id), "", items.result()};
+    ConfigResults c{id, "config#" + std::to_string(id), results::ConfigRole::candidate, items.result()};
     for (const results::RunConfigRecord& rc : configs)
       if (rc.config_id == id) c.spec = rc.spec, c.role = rc.role;
     out.push_back(std::move(c));
@@ -154,13 +155,14 @@ std::string plan_text(const nlohmann::json& plan) {
 void run_show(const RunsArgs& a) {
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
   const results::RunRecord run = store.resolve_run(a.run);
-  const auto configs = store.run_configs(run.id);
-  const auto summary = summarize(store, run.id, configs);
+  const results::StoredRun stored = results::StoredRun::load(store, run);
+  const std::vector<results::RunConfigRecord>& configs = stored.configs;
+  const auto summary = summarize(stored);
   const nlohmann::json plan = plan_json(store, run.id);
   const GpuBudget budget = gpu_budget(a.gpu.gpu, a.gpu.mem_gib, a.gpu.mem_util, a.gpu.context);
   std::error_code ec;
   const auto file_bytes = std::filesystem::file_size(run.info.model_path, ec);
-  const std::vector<WeightsKvRow> weights_kv = weights_kv_rows(configs, store.run_item_metrics(run.id), budget,
+  const std::vector<WeightsKvRow> weights_kv = weights_kv_rows(stored, budget,
                                                                 ec ? std::nan("") : static_cast<double>(file_bytes));
   const EngineRunView engine = read_engine_view(store, run.id);
   if (a.json) {
@@ -178,7 +180,7 @@ void run_show(const RunsArgs& a) {
                                 {"spec", c.spec},
                                 {"kv_spec", c.model ? c.model->kv_spec : c.spec},
                                 {"hash", c.hash},
-                                {"role", c.role},
+                                {"role", results::config_role_name(c.role)},
                                 {"bits_per_element", number_or_null(c.bits_per_element)},
                                 {"kv_bytes_per_token", number_or_null(c.kv_bytes_per_token)},
                                 {"kld_estimator", c.kld_estimator},
@@ -188,7 +190,7 @@ void run_show(const RunsArgs& a) {
     nlohmann::json table = nlohmann::json::array();
     for (const WeightsKvRow& r : weights_kv)
       table.push_back({{"spec", r.spec},
-                       {"role", r.role},
+                       {"role", results::config_role_name(r.role)},
                        {"weights", r.weights.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.weights)},
                        {"weight_type", r.weight_type},
                        {"kv", r.kv},
@@ -209,11 +211,11 @@ void run_show(const RunsArgs& a) {
     for (const auto& s : summary)
       out["summary"].push_back({{"config_id", s.config_id},
                                 {"spec", s.spec},
-                                {"role", s.role},
+                                {"role", results::config_role_name(s.role)},
                                 {"items", s.items.items},
                                 {"scored_tokens", s.items.scored_tokens},
                                 {"kld_mean", number_or_null(s.items.kld_mean)},
-                                {"top1_agreement", number_or_null(s.items.same_top1)}});
+                                {"same_top1", number_or_null(s.items.same_top1)}});
     out.update(engine_json(engine));
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -230,7 +232,7 @@ void run_show(const RunsArgs& a) {
   if (!configs.empty()) {
     text += "configs\n";
     for (const auto& c : configs)
-      text += fmt::format("  {:<10} {:<24} {:>6.3f} bits/elem  {} KV bytes/token\n", c.role, c.spec,
+      text += fmt::format("  {:<10} {:<24} {:>6.3f} bits/elem  {} KV bytes/token\n", results::config_role_name(c.role), c.spec,
                           c.bits_per_element,
                           std::isfinite(c.kv_bytes_per_token) ? fmt::format("{:.0f}", c.kv_bytes_per_token) : "-");
   }

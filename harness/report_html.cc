@@ -24,7 +24,8 @@ std::string num(double v, int digits = 4) {
 }
 
 struct ConfigStats {
-  std::string spec, role;
+  std::string spec;
+  results::ConfigRole role = results::ConfigRole::candidate;
   std::string color;
   double bits = kNaN, kv_bytes = kNaN;
   int64_t items = 0, tokens = 0;
@@ -57,7 +58,7 @@ struct Analysis {
 Analysis analyze(const ReportInput& in) {
   Analysis a;
   std::map<int64_t, std::string> spec_of;
-  for (const results::RunConfigRecord& c : in.configs) {
+  for (const results::RunConfigRecord& c : in.run.configs) {
     ConfigStats s;
     s.spec = c.spec;
     s.role = c.role;
@@ -70,7 +71,7 @@ Analysis analyze(const ReportInput& in) {
   }
   std::map<std::string, std::vector<const results::RunItemMetrics*>> per_config;
   std::map<std::pair<std::string, std::string>, std::vector<const results::RunItemMetrics*>> per_domain;
-  for (const results::RunItemMetrics& r : in.items) {
+  for (const results::RunItemMetrics& r : in.run.items) {
     const auto it = spec_of.find(r.metrics.config_id);
     if (it == spec_of.end()) continue;
     per_config[it->second].push_back(&r);
@@ -90,7 +91,7 @@ Analysis analyze(const ReportInput& in) {
     s.accuracy = x.gold_accuracy;
     s.divergence = x.divergence_rate;
     std::vector<scoring::TurnLatency> turns;
-    for (const results::RunTurnMetrics& t : in.turns)
+    for (const results::RunTurnMetrics& t : in.run.turns)
       if (spec_of.count(t.turn.config_id) && spec_of[t.turn.config_id] == s.spec) turns.push_back(turn_latency(t.turn));
     const scoring::LatencyAggregate l = scoring::aggregate_latency(turns);
     s.ttft_p50 = l.ttft_p50, s.ttft_p95 = l.ttft_p95, s.ttft_p99 = l.ttft_p99;
@@ -99,10 +100,9 @@ Analysis analyze(const ReportInput& in) {
 
   // Baseline rows are paired by item key and config spec, never by database ids.
   std::map<std::pair<std::string, std::string>, const results::RunItemMetrics*> base;
-  std::map<int64_t, std::string> base_spec;
-  for (const results::RunConfigRecord& c : in.baseline_configs) base_spec[c.config_id] = c.spec;
-  for (const results::RunItemMetrics& r : in.baseline_items)
-    if (base_spec.count(r.metrics.config_id)) base[{r.item_key, base_spec[r.metrics.config_id]}] = &r;
+  if (in.baseline)
+    for (const results::RunItemMetrics& r : in.baseline->items)
+      if (const results::RunConfigRecord* c = in.baseline->config(r.metrics.config_id)) base[{r.item_key, c->spec}] = &r;
 
   for (const auto& [key, rows] : per_domain) {
     DomainStats d;
@@ -135,11 +135,11 @@ Analysis analyze(const ReportInput& in) {
 
   // Drift is over sessions only: items with more than one turn, where context grows per turn.
   std::map<std::string, int64_t> turns_of_item;
-  for (const results::RunTurnMetrics& t : in.turns)
+  for (const results::RunTurnMetrics& t : in.run.turns)
     turns_of_item[t.item_key] = std::max(turns_of_item[t.item_key], t.turn.turn_index + 1);
   std::set<std::string> sessions;
   std::map<std::string, std::vector<scoring::SessionTurn>> session_turns;  // spec -> its turns of sessions
-  for (const results::RunTurnMetrics& t : in.turns) {
+  for (const results::RunTurnMetrics& t : in.run.turns) {
     if (turns_of_item[t.item_key] < 2 || !spec_of.count(t.turn.config_id) || !std::isfinite(t.turn.kld_mean)) continue;
     sessions.insert(t.item_key);
     session_turns[spec_of[t.turn.config_id]].push_back({t.turn.turn_index, t.turn.kld_mean});
@@ -329,7 +329,7 @@ std::string bytes(double v) {
 std::vector<const ConfigStats*> candidates(const Analysis& a) {
   std::vector<const ConfigStats*> out;
   for (const ConfigStats& c : a.configs)
-    if (c.role != "reference") out.push_back(&c);
+    if (c.role != results::ConfigRole::reference) out.push_back(&c);
   return out;
 }
 
@@ -389,10 +389,10 @@ std::string cross_check_markdown(const Analysis& a, const EngineRunView& v) {
 
 std::string render_report_html(const ReportInput& in) {
   const Analysis a = analyze(in);
-  const auto& i = in.run.info;
+  const auto& i = in.run.record.info;
   std::string h =
       "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>kvgate report: run " +
-      std::to_string(in.run.id) + "</title>\n<style>\n"
+      std::to_string(in.run.record.id) + "</title>\n<style>\n"
       "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1000px}"
       "table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;font-size:13px}"
       "th{background:#f2f2f2}td:first-child,th:first-child{text-align:left}"
@@ -402,17 +402,17 @@ std::string render_report_html(const ReportInput& in) {
       "</style>\n</head>\n<body>\n";
   h += fmt::format("<h1>kvgate report: run {}</h1>\n<p>{} &#183; status {} &#183; {} items &#183; model {} (sha256 {}) &#183; "
                    "started {} &#183; git {} &#183; {} threads on {}</p>\n",
-                   in.run.id, xml_escape(i.suite_name), xml_escape(in.run.status), in.run.items, xml_escape(i.model_path),
-                   xml_escape(i.model_sha256.substr(0, 12)), xml_escape(in.run.started_at), xml_escape(i.git_sha), i.threads, xml_escape(i.cpu));
+                   in.run.record.id, xml_escape(i.suite_name), xml_escape(results::run_status_name(in.run.record.status)), in.run.record.items, xml_escape(i.model_path),
+                   xml_escape(i.model_sha256.substr(0, 12)), xml_escape(in.run.record.started_at), xml_escape(i.git_sha), i.threads, xml_escape(i.cpu));
   if (in.baseline)
     h += fmt::format("<p>Baseline: run {} ({}, {} items, status {}). Deltas pair items by key and KV config.</p>\n",
-                     in.baseline->id, xml_escape(in.baseline->info.suite_name), in.baseline->items, xml_escape(in.baseline->status));
+                     in.baseline->record.id, xml_escape(in.baseline->record.info.suite_name), in.baseline->record.items, xml_escape(results::run_status_name(in.baseline->record.status)));
 
   h += "<h2>Summary per KV config</h2>\n<table>" +
        th({"kv config", "role", "bits", "items", "scored tokens", "mean KLD", "same top-1", "item KLD p99 (p99)",
            "KLD max", "gold accuracy", "greedy divergence"});
   for (const ConfigStats& c : a.configs)
-    h += td({c.spec, c.role, num(c.bits), std::to_string(c.items), std::to_string(c.tokens), num(c.kld_mean),
+    h += td({c.spec, results::config_role_name(c.role), num(c.bits), std::to_string(c.items), std::to_string(c.tokens), num(c.kld_mean),
              percent(c.top1), num(c.kld_p99), num(c.kld_max), percent(c.accuracy), percent(c.divergence)});
   h += "</table>\n";
 
@@ -526,13 +526,13 @@ std::string render_report_html(const ReportInput& in) {
 
 std::string render_report_markdown(const ReportInput& in) {
   const Analysis a = analyze(in);
-  std::string md = fmt::format("## kvgate report: run {} ({}, {} items, {})\n\n", in.run.id, in.run.info.suite_name,
-                               in.run.items, in.run.status);
-  if (in.baseline) md += fmt::format("Baseline: run {} ({}).\n\n", in.baseline->id, in.baseline->info.suite_name);
+  std::string md = fmt::format("## kvgate report: run {} ({}, {} items, {})\n\n", in.run.record.id, in.run.record.info.suite_name,
+                               in.run.record.items, results::run_status_name(in.run.record.status));
+  if (in.baseline) md += fmt::format("Baseline: run {} ({}).\n\n", in.baseline->record.id, in.baseline->record.info.suite_name);
   md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | TTFT p50 ms | TPOT p50 ms | KV B/token |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ConfigStats& c : a.configs)
-    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.spec, c.role == "reference" ? " (ref)" : "",
+    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.spec, c.role == results::ConfigRole::reference ? " (ref)" : "",
                       num(c.bits), num(c.kld_mean), num(c.kld_p99), percent(c.top1), percent(c.accuracy), num(c.ttft_p50),
                       num(c.tpot_p50), num(c.kv_bytes, 6));
   if (!in.weights_kv.empty()) md += "\n" + weights_kv_markdown(in.weights_kv, in.budget);

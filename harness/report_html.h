@@ -9,21 +9,17 @@
 #include "harness/engine_report.h"
 #include "harness/weights.h"
 #include "results/store.h"
+#include "results/stored_run.h"
 
 namespace kvgate::harness {
 
 struct ReportInput {
-  results::RunRecord run;
-  std::vector<results::RunConfigRecord> configs;
-  std::vector<results::RunItemMetrics> items;
-  std::vector<results::RunTurnMetrics> turns;
+  results::StoredRun run;
   double weight_bytes = 0;  // the model file's size; NaN when the file is gone
   // Per config: quality against the reference beside weight and KV memory on `budget`.
   std::vector<WeightsKvRow> weights_kv;
   GpuBudget budget;
-  std::optional<results::RunRecord> baseline;
-  std::vector<results::RunConfigRecord> baseline_configs;
-  std::vector<results::RunItemMetrics> baseline_items;
+  std::optional<results::StoredRun> baseline;
   EngineRunView engine;  // engine mode: endpoints, failed items, load replay (empty otherwise)
 };
 

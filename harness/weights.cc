@@ -102,7 +102,7 @@ double session_bytes(const results::RunConfigRecord& c, const GpuBudget& budget)
 // with the same KV.
 std::vector<std::string> attribution(const std::vector<WeightsKvRow>& rows) {
   std::vector<std::string> out;
-  if (rows.empty() || rows.front().role != "reference" || rows.front().weights.empty()) return out;
+  if (rows.empty() || rows.front().role != results::ConfigRole::reference || rows.front().weights.empty()) return out;
   const WeightsKvRow& ref = rows.front();
   auto find = [&](const std::string& weights, const std::string& kv) -> const WeightsKvRow* {
     for (const WeightsKvRow& r : rows)
@@ -132,7 +132,7 @@ WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows) {
   t.header = {"config", "weights", "KV", "mean KLD", "KLD p99", "top-1 %", "Δ answer", "weights MB", "KV B/token",
               "KV MB/session", "sessions"};
   for (const WeightsKvRow& r : rows)
-    t.rows.push_back({r.role == "reference" ? r.spec + " (ref)" : r.spec,
+    t.rows.push_back({r.role == results::ConfigRole::reference ? r.spec + " (ref)" : r.spec,
                       r.weight_type.empty() ? "-" : r.weight_type,
                       r.kv,
                       or_dash(r.quality.kld_mean, "{:.6f}"),
@@ -210,13 +210,12 @@ GpuBudget gpu_budget(const std::string& gpu, double mem_gib, double mem_util, in
   return b;
 }
 
-std::vector<WeightsKvRow> weights_kv_rows(const std::vector<results::RunConfigRecord>& configs,
-                                          const std::vector<results::RunItemMetrics>& items, const GpuBudget& budget,
+std::vector<WeightsKvRow> weights_kv_rows(const results::StoredRun& run, const GpuBudget& budget,
                                           double fallback_weight_bytes) {
   std::map<int64_t, scoring::ItemAggregator> by_config;
-  for (const results::RunItemMetrics& r : items) by_config[r.metrics.config_id].add(item_scores(r.metrics));
+  for (const results::RunItemMetrics& r : run.items) by_config[r.metrics.config_id].add(item_scores(r.metrics));
   std::vector<WeightsKvRow> rows;
-  for (const results::RunConfigRecord& c : configs) {
+  for (const results::RunConfigRecord& c : run.configs) {
     WeightsKvRow r;
     r.spec = c.spec;
     r.role = c.role;
@@ -243,7 +242,7 @@ std::vector<WeightsKvRow> weights_kv_rows(const std::vector<results::RunConfigRe
     rows.push_back(std::move(r));
   }
   // run_configs lists the reference first; accuracy deltas are against it.
-  const double ref_accuracy = !rows.empty() && rows.front().role == "reference" ? rows.front().quality.gold_accuracy : kNaN;
+  const double ref_accuracy = !rows.empty() && rows.front().role == results::ConfigRole::reference ? rows.front().quality.gold_accuracy : kNaN;
   for (WeightsKvRow& r : rows) r.accuracy_delta = r.quality.gold_accuracy - ref_accuracy;
   return rows;
 }

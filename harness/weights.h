@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "results/store.h"
+#include "results/stored_run.h"
 #include "runtime/gguf.h"
 #include "runtime/model.h"
 #include "scoring/aggregate.h"
@@ -42,7 +43,8 @@ struct GpuBudget {
 GpuBudget gpu_budget(const std::string& gpu, double mem_gib, double mem_util, int64_t context);
 
 struct WeightsKvRow {
-  std::string spec, role;
+  std::string spec;
+  results::ConfigRole role = results::ConfigRole::candidate;
   std::string weights;      // model label, "" when the run recorded no model for the config
   std::string weight_type;  // e.g. "Q4_0"
   std::string kv;           // canonical KV spec
@@ -57,8 +59,7 @@ struct WeightsKvRow {
 // One row per config of the run, the reference first, from its stored configs and item rows.
 // `fallback_weight_bytes` (the run's model file size, NaN if gone) serves configs of a run made
 // before models were recorded per config.
-std::vector<WeightsKvRow> weights_kv_rows(const std::vector<results::RunConfigRecord>& configs,
-                                          const std::vector<results::RunItemMetrics>& items, const GpuBudget& budget,
+std::vector<WeightsKvRow> weights_kv_rows(const results::StoredRun& run, const GpuBudget& budget,
                                           double fallback_weight_bytes);
 
 // The table's cells (names left-aligned in the first three columns, numbers after them) and,

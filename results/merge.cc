@@ -303,9 +303,9 @@ void check_shards(const std::vector<ShardRun>& shards) {
   }
 
   for (const ShardRun& s : shards) {
-    if (s.run.status != "complete" && s.run.status != "interrupted")
-      throw_input_error(s.name() + " is incomplete: its status is '" + s.run.status + "'" +
-                        (s.run.status == "running" ? " (it was killed, or is still being written)" : "") +
+    if (s.run.status != RunStatus::complete && s.run.status != RunStatus::interrupted)
+      throw_input_error(s.name() + " is incomplete: its status is '" + run_status_name(s.run.status) + "'" +
+                        (s.run.status == RunStatus::running ? " (it was killed, or is still being written)" : "") +
                         "; rerun or resume that shard, then merge");
     for (const auto& [key, rows] : s.items) {
       const auto it = owner.find(key);
@@ -366,7 +366,7 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
   result.items = first.plan.plan_items;
   result.plan_hash = first.plan.plan_hash;
   // A --limit plan leaves items out of every shard, and so of the merged run, as of an unsharded run.
-  const bool complete = std::all_of(shards.begin(), shards.end(), [](const ShardRun& s) { return s.run.status == "complete"; });
+  const bool complete = std::all_of(shards.begin(), shards.end(), [](const ShardRun& s) { return s.run.status == RunStatus::complete; });
   result.status = complete ? "complete" : "interrupted";
 
   // Only now: a merge refused above leaves no database behind.
@@ -385,7 +385,7 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
       if (same) {
         result.run_id = id;
         result.already_merged = true;
-        if (const std::optional<RunRecord> run = out.find_run(id)) result.status = run->status;
+        if (const std::optional<RunRecord> run = out.find_run(id)) result.status = run_status_name(run->status);
         return result;  // the read-only transaction rolls back harmlessly
       }
     }
@@ -420,7 +420,7 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
   std::map<std::string, int64_t> config_id;
   for (const RunConfigRecord& rc : first.configs) {
     const int64_t id = out.add_config({rc.spec, rc.hash, rc.bits_per_element});
-    out.attach_config(run_id, id, rc.role == "reference" ? ConfigRole::reference : ConfigRole::candidate, rc.kv_bytes_per_token);
+    out.attach_config(run_id, id, rc.role, rc.kv_bytes_per_token);
     if (rc.kld_estimator != "full") out.set_config_estimator(run_id, id, rc.kld_estimator, rc.top_k);
     if (rc.model) out.record_config_model(run_id, id, *rc.model);
     config_id[rc.spec] = id;

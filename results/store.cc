@@ -16,6 +16,13 @@ namespace kvgate::results {
 
 namespace {
 
+// The schema's CHECK keeps the column to these four words; anything else is a damaged file.
+RunStatus parse_run_status(const std::string& text, const std::string& run_id) {
+  for (const RunStatus st : {RunStatus::running, RunStatus::complete, RunStatus::failed, RunStatus::interrupted})
+    if (text == run_status_name(st)) return st;
+  throw_input_error("run " + run_id + " has an unknown status '" + text + "' (a damaged results database?)");
+}
+
 std::string now_utc() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
@@ -35,7 +42,7 @@ int read_user_version(Connection& c) {
   return static_cast<int>(s.column_int(0));
 }
 
-const char* role_name(ConfigRole r) { return r == ConfigRole::reference ? "reference" : "candidate"; }
+
 
 constexpr const char* kRunColumns =
     "r.id, r.status, r.started_at, r.finished_at, r.command, r.git_sha, r.build_flags, r.host, r.cpu, r.gpu, "
@@ -46,7 +53,7 @@ constexpr const char* kRunColumns =
 RunRecord read_run(const Statement& s) {
   RunRecord r;
   r.id = s.column_int(0);
-  r.status = s.column_text(1);
+  r.status = parse_run_status(s.column_text(1), s.column_text(0));
   r.started_at = s.column_text(2);
   r.finished_at = s.column_text(3);
   r.info.command = s.column_text(4);
@@ -77,6 +84,8 @@ std::string resolve_db_path(const std::string& db_flag) {
   if (env && *env) return env;
   return "./kvgate.db";
 }
+
+const char* config_role_name(ConfigRole r) { return r == ConfigRole::reference ? "reference" : "candidate"; }
 
 const char* run_status_name(RunStatus s) {
   switch (s) {
@@ -212,7 +221,7 @@ void Store::attach_config(int64_t run_id, int64_t config_id, ConfigRole role, do
               "INSERT INTO run_configs (run_id, config_id, role, kv_bytes_per_token) VALUES (?1, ?2, ?3, ?4) "
               "ON CONFLICT (run_id, config_id) DO UPDATE SET role = excluded.role, "
               "kv_bytes_per_token = excluded.kv_bytes_per_token");
-  s.bind(1, run_id).bind(2, config_id).bind(3, role_name(role)).bind(4, kv_bytes_per_token);
+  s.bind(1, run_id).bind(2, config_id).bind(3, config_role_name(role)).bind(4, kv_bytes_per_token);
   s.run();
 }
 
@@ -359,9 +368,15 @@ std::vector<RunConfigRecord> Store::run_configs(int64_t run_id) {
   s.bind(1, run_id);
   std::vector<RunConfigRecord> out;
   while (s.step()) {
-    RunConfigRecord r{s.column_int(0),    s.column_text(1),   s.column_text(2),
-                      s.column_text(3),   s.column_double(4), s.column_double(5),
-                      s.column_text(6),   s.column_optional_int(7), std::nullopt};
+    RunConfigRecord r{s.column_int(0),
+                      s.column_text(1),
+                      s.column_text(2),
+                      s.column_text(3) == "reference" ? ConfigRole::reference : ConfigRole::candidate,
+                      s.column_double(4),
+                      s.column_double(5),
+                      s.column_text(6),
+                      s.column_optional_int(7),
+                      std::nullopt};
     if (!s.is_null(8))
       r.model = ConfigModel{s.column_text(8), s.column_text(9), s.column_text(10), s.column_text(11),
                             s.column_int(12), s.column_int(13), s.column_text(14)};

@@ -26,6 +26,7 @@ enum class RunStatus { running, complete, failed, interrupted };
 const char* run_status_name(RunStatus s);
 
 enum class ConfigRole { reference, candidate };
+const char* config_role_name(ConfigRole role);
 
 struct RunInfo {
   std::string command;        // the command line that started the run
@@ -50,7 +51,7 @@ struct RunLoad {
 
 struct RunRecord {
   int64_t id = 0;
-  std::string status;  // running | complete | failed | interrupted
+  RunStatus status = RunStatus::running;
   std::string started_at;
   std::string finished_at;  // empty while running
   RunInfo info;
@@ -76,7 +77,8 @@ struct ConfigModel {
 
 struct RunConfigRecord {
   int64_t config_id = 0;
-  std::string spec, hash, role;
+  std::string spec, hash;
+  ConfigRole role = ConfigRole::candidate;
   double bits_per_element = 0.0;
   double kv_bytes_per_token = 0.0;  // NaN when not known
   // How KLD and Δp were measured: "full" (every logit) or "topk" (scoring/topk_kld.h's

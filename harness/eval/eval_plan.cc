@@ -298,7 +298,6 @@ void settle_endpoint_kv(PlannedConfig& c, const std::string& reported) {
   c.spec = endpoint_spec(c.endpoint->name, c.kv);
 }
 
-const char* config_role_name(ConfigRole role) { return role == ConfigRole::reference ? "reference" : "candidate"; }
 
 EvalPlan plan_from_flags(const PlanFlags& f) {
   const int sources = !f.suite.empty() + !f.evalset.empty() + !f.trace.empty();

@@ -22,12 +22,14 @@
 
 #include "evalsets/item.h"
 #include "kernels/kv_config.h"
+#include "results/store.h"
 #include "serving/endpoint.h"
 
 namespace kvgate::harness {
 
-enum class ConfigRole { reference, candidate };
-const char* config_role_name(ConfigRole role);
+// A config's role is the store's (results::ConfigRole): one enum from the plan to the stored run.
+using results::ConfigRole;
+using results::config_role_name;
 
 struct PlannedConfig {
   ConfigRole role = ConfigRole::candidate;

@@ -37,14 +37,14 @@ EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id, int6
                                      const std::optional<ShardSpec>& shard) {
   const std::optional<results::RunRecord> run = store.find_run(run_id);
   if (!run) throw_usage_error(store.path() + ": no run " + std::to_string(run_id) + " to resume");
-  if (run->status == "complete") throw_usage_error(store.path() + ": run " + std::to_string(run_id) + " is already complete");
+  if (run->status == results::RunStatus::complete) throw_usage_error(store.path() + ": run " + std::to_string(run_id) + " is already complete");
   std::map<int64_t, results::ConfigEndpoint> endpoints;
   for (results::ConfigEndpoint& e : store.config_endpoints(run_id)) endpoints[e.config_id] = std::move(e);
   std::vector<StoredConfig> configs;
   for (const results::RunConfigRecord& c : store.run_configs(run_id)) {
     StoredConfig sc;
     sc.spec = c.spec;
-    sc.role = c.role == "reference" ? ConfigRole::reference : ConfigRole::candidate;
+    sc.role = c.role == results::ConfigRole::reference ? ConfigRole::reference : ConfigRole::candidate;
     sc.top_k = c.top_k ? static_cast<int>(*c.top_k) : 0;
     // A weights run's config is named LABEL+KV; a plain run's name is its KV spec.
     if (c.model && c.model->kv_spec != c.spec) {

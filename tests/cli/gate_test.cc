@@ -451,7 +451,7 @@ class GateRealRuns : public ::testing::Test {
     std::string q4_spec;
     for (const auto& c : store.run_configs(2)) {
       store.attach_config(run, c.config_id,
-                          c.role == "reference" ? results::ConfigRole::reference : results::ConfigRole::candidate,
+                          c.role == results::ConfigRole::reference ? results::ConfigRole::reference : results::ConfigRole::candidate,
                           c.kv_bytes_per_token);
       if (c.spec.rfind("q4_0", 0) == 0) q4_id_ = c.config_id;
     }
