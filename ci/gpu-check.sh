@@ -6,7 +6,7 @@
 #   2. run the GPU tests: every kernel against the CPU reference (bit-identical quantization,
 #      attention within an NMSE bound of float64, poisoned outputs, NaN checks), and the GPU
 #      forward pass against the CPU runtime on a small random Llama written by the test, and on
-#      a real model: the bundle's (the default model cut to 4 blocks) or the default model when
+#      a real model: the bundle's (the default model cut to 2 blocks) or the default model when
 #      it is in $KVGATE_HOME;
 #   3. with that real model: the smoke suite's first items on the CPU and then on the GPU
 #      (--backend cuda), gated against each other with ci/gates/default.json;
@@ -43,7 +43,8 @@ if [[ -n "$bundle" ]]; then
   tests="$bin/gpu_cuda_tests"
   bench="$bin/gpu_kv_bench_cuda"
   # Only kvgate's own binaries see the bundled libraries.
-  run() { LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+  # cuBLAS is not bundled (ci/gpu-bundle.sh): the device toolkit's, where the runpath misses it.
+  run() { LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:/usr/local/cuda/lib64" "$@"; }
   [[ -f "$root/model.gguf" ]] && model="$root/model.gguf"
 else
   nvcc="${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
