@@ -18,7 +18,7 @@
 #include "harness/engine_report.h"
 #include "harness/inference.h"
 #include "harness/load_replay.h"
-#include "harness/run_recorder.h"
+#include "harness/eval/run_recorder.h"
 #include "harness/workload_models.h"
 #include "workloads/simulator.h"
 
