@@ -6,15 +6,19 @@
 #   2. run the GPU tests: every kernel against the CPU reference (bit-identical quantization,
 #      attention within an NMSE bound of float64, poisoned outputs, NaN checks), and the GPU
 #      forward pass against the CPU runtime on a small random Llama written by the test, and on
-#      a real model: the bundle's (the default model cut to 4 blocks) or the default model when
+#      a real model: the bundle's (the default model cut to 2 blocks) or the default model when
 #      it is in $KVGATE_HOME;
 #   3. with that real model: the smoke suite's first items on the CPU and then on the GPU
 #      (--backend cuda), gated against each other with ci/gates/default.json;
-#   4. run the benchmark: fused decode attention per KV format at 8k and 32k tokens against the
+#   4. when compute-sanitizer is on the machine: memcheck and racecheck over the kernel tests
+#      (every suite but the model-level ones, which run the same kernels many times over);
+#   5. run the benchmark: fused decode attention per KV format at 8k and 32k tokens against the
 #      device copy bandwidth measured in the same run;
-#   5. print the short tables last.
-# Usage: ci/gpu-check.sh [--bundle FILE] [build-dir]. Exit 0 when every test passed, 1 when one
-# failed, 3 when the build or the device failed.
+#   6. print the short tables last, each failing test's detail lines under the suite table.
+# Every log goes into one folder, $KVGATE_GPU_LOGS (default <build-dir>-logs), to be copied back
+# whole (on a lent device machine: KVGATE_GPU_LOGS=$OUT/gpu-check).
+# Usage: ci/gpu-check.sh [--bundle FILE] [build-dir]. Exit 0 when every test passed and the
+# sanitizers found nothing, 1 when one failed, 3 when the build or the device failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=""
@@ -23,6 +27,8 @@ if [[ "${1:-}" == "--bundle" ]]; then
   shift 2
 fi
 build="${1:-build-gpu}"
+logs="${KVGATE_GPU_LOGS:-$build-logs}"
+rm -rf "$logs" && mkdir -p "$logs" || { echo "cannot create the log folder $logs"; exit 3; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not available"
 start=$(date +%s)
 model=""
@@ -37,14 +43,15 @@ if [[ -n "$bundle" ]]; then
   tests="$bin/gpu_cuda_tests"
   bench="$bin/gpu_kv_bench_cuda"
   # Only kvgate's own binaries see the bundled libraries.
-  run() { LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+  # cuBLAS is not bundled (ci/gpu-bundle.sh): the device toolkit's, where the runpath misses it.
+  run() { LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:/usr/local/cuda/lib64" "$@"; }
   [[ -f "$root/model.gguf" ]] && model="$root/model.gguf"
 else
   nvcc="${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DKVGATE_CUDA=ON -DKVGATE_BENCH=OFF \
-    -DCMAKE_CUDA_COMPILER="$nvcc" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 3; }
-  cmake --build "$build" -j "$(nproc)" --target gpu_cuda_tests gpu_kv_bench_cuda kvgate >"$build.build.log" 2>&1 ||
-    { tail -50 "$build.build.log"; exit 3; }
+    -DCMAKE_CUDA_COMPILER="$nvcc" >"$logs/configure.log" 2>&1 || { cat "$logs/configure.log"; exit 3; }
+  cmake --build "$build" -j "$(nproc)" --target gpu_cuda_tests gpu_kv_bench_cuda kvgate >"$logs/build.log" 2>&1 ||
+    { tail -50 "$logs/build.log"; exit 3; }
   bin="$build/bin"
   tests="$build/tests/gpu/gpu_cuda_tests"
   bench="$build/bench/gpu/gpu_kv_bench_cuda"
@@ -65,37 +72,63 @@ status=0
 rows=()
 suites=$(run "$tests" --gtest_list_tests | grep -E '^[A-Za-z].*\.$' | sed 's/\.$//')
 [[ -n "$suites" ]] || { echo "$tests lists no test suites"; exit 3; }
+details=()  # the failing suites' logs, whose detail lines go under the table
 for suite in $suites; do
-  log="$build.${suite//\//_}.log"
-  run timeout 300 "$tests" --gtest_brief=1 --gtest_filter="$suite.*" >"$log" 2>&1 || status=1
-  grep -E '^\[  (FAILED|SKIPPED) |Failure|Expected|Which is|NMSE|split|prefill:' "$log" | head -30
+  log="$logs/test.${suite//\//_}.log"
+  if ! run timeout 300 "$tests" --gtest_brief=1 --gtest_filter="$suite.*" >"$log" 2>&1; then
+    status=1
+    details+=("$log")  # a failure, or a crash or timeout that printed none
+  fi
   rows+=("| $(printf '%-34s' "$suite") | $(printf '%6s' "$(passed "$log")") | $(printf '%7s' "$(skipped "$log")") | $(printf '%6s' "$(failed "$log")") |")
 done
 tested=$(date +%s)
 
+# The sanitizers over the kernel tests: every suite but those running whole models.
+sanitizer="$(command -v compute-sanitizer || true)"
+[[ -z "$sanitizer" && -x /usr/local/cuda/bin/compute-sanitizer ]] && sanitizer=/usr/local/cuda/bin/compute-sanitizer
+sanitizer_lines=()
+if [[ -n "$sanitizer" ]]; then
+  for tool in memcheck racecheck; do
+    log="$logs/sanitizer.$tool.log"
+    run timeout 900 "$sanitizer" --tool "$tool" --error-exitcode 99 --print-limit 50 "$tests" --gtest_brief=1 \
+      --gtest_filter='-*Model*' >"$log" 2>&1
+    rc=$?
+    summary=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard[^ ]* displayed[^)]*\)?' "$log" | tail -1)
+    case $rc in
+      0) sanitizer_lines+=("compute-sanitizer $tool: ${summary:-no summary line} (kernel tests)") ;;
+      99) sanitizer_lines+=("compute-sanitizer $tool: FAILED, ${summary:-errors} (see $log)"); status=1; details+=("$log") ;;
+      124) sanitizer_lines+=("compute-sanitizer $tool: timed out after 900 s (see $log)"); status=1 ;;
+      *) sanitizer_lines+=("compute-sanitizer $tool: exit $rc, a test failed under it (see $log)"); status=1; details+=("$log") ;;
+    esac
+  done
+else
+  sanitizer_lines+=("compute-sanitizer: not on this machine (memcheck and racecheck not run)")
+fi
+sanitized=$(date +%s)
+
 eval_line="GPU-vs-CPU eval: skipped (no model: neither a bundle's nor the default one in \$KVGATE_HOME)"
 if [[ -n "$model" ]]; then
-  db="$build.eval.db"
+  db="$logs/eval.db"
   rm -f "$db" "$db-wal" "$db-shm"
   run_eval() {
     run timeout 300 "$bin/kvgate" eval --suite ci/suites/smoke.json --model "$model" --limit 4 --kv q8_0,q4_0,tq3/4 \
-      --db "$db" --json --backend "$1" >"$build.eval-$1.json" 2>&1
+      --db "$db" --json --backend "$1" >"$logs/eval-$1.json" 2>&1
   }
   if run_eval cpu && run_eval cuda; then
     run timeout 60 "$bin/kvgate" gate --baseline 1 --candidate 2 --policy ci/gates/default.json --db "$db" \
-      --report "$build.eval-gate.md" >"$build.eval-gate.log" 2>&1
+      --report "$logs/eval-gate.md" >"$logs/eval-gate.log" 2>&1
     gate=$?
-    eval_line="GPU-vs-CPU eval (smoke, 4 items, q8_0/q4_0/tq3/4, $(basename "$model")): gate exit $gate (report: $build.eval-gate.md)"
+    eval_line="GPU-vs-CPU eval (smoke, 4 items, q8_0/q4_0/tq3/4, $(basename "$model")): gate exit $gate (report: $logs/eval-gate.md)"
     [[ $gate == 0 ]] || status=1
   else
-    eval_line="GPU-vs-CPU eval: FAILED (see $build.eval-cpu.json, $build.eval-cuda.json)"
-    tail -n 5 "$build.eval-cpu.json" "$build.eval-cuda.json"
+    eval_line="GPU-vs-CPU eval: FAILED (see $logs/eval-cpu.json, $logs/eval-cuda.json)"
+    tail -n 5 "$logs/eval-cpu.json" "$logs/eval-cuda.json"
     status=1
   fi
 fi
 evaluated=$(date +%s)
 
-bench_log="$build.bench.md"
+bench_log="$logs/bench.md"
 run timeout 240 "$bench" --tokens 8192,32768 --iterations 50 >"$bench_log" 2>&1 || status=3
 done_at=$(date +%s)
 
@@ -103,11 +136,19 @@ echo
 echo "| suite                              | passed | skipped | failed |"
 echo "|------------------------------------|--------|---------|--------|"
 printf '%s\n' "${rows[@]}"
+# Each failing test's detail lines (gtest's brief output prints only failures), per log.
+for log in "${details[@]}"; do
+  echo
+  echo "$(basename "$log"):"
+  grep -Ev '^\[(==========|----------|  PASSED  |  SKIPPED )\]|^Note: |^$' "$log" | head -60 | sed 's/^/    /'
+done
+echo
+printf '%s\n' "${sanitizer_lines[@]}"
 echo
 echo "$eval_line"
 echo
 cat "$bench_log"
 echo
-echo "build $((built - start)) s, tests $((tested - built)) s, eval $((evaluated - tested)) s," \
-  "bench $((done_at - evaluated)) s, exit $status"
+echo "build $((built - start)) s, tests $((tested - built)) s, sanitizers $((sanitized - tested)) s," \
+  "eval $((evaluated - sanitized)) s, bench $((done_at - evaluated)) s, exit $status; logs in $logs"
 exit "$status"

@@ -6,8 +6,17 @@
 // Rounding is round-to-nearest-even everywhere. FP8 encoding saturates: a finite value or an
 // infinity beyond the format's largest finite magnitude becomes that magnitude with its sign
 // (vLLM clamps to +-max before converting, and __nv_cvt_float_to_fp8 is used with SATFINITE).
-// A NaN input encodes to the format's NaN code (0x7F/0xFF for E4M3FN, 0x7F/0xFF for E5M2,
-// 0x80 for FNUZ); no engine stores NaN on purpose, so we keep it visible rather than clamp it.
+// A NaN input encodes to the format's NaN code; no engine stores NaN on purpose, so we keep it
+// visible rather than clamp it.
+//
+// Every NaN encodes to one code per format (f16 0x7E00, bf16 0x7FC0, E4M3FN/E5M2 0x7F, FNUZ
+// 0x80), whatever its sign and payload. Those are the hardware's choice, not the data's: a NaN
+// that arithmetic makes (inf/inf, 0 x inf, anything with a NaN operand) is x86's "indefinite"
+// 0xFFC00000 or the NaN operand's own bits on the CPU, but always 0x7FFFFFFF on NVIDIA GPUs. A
+// codec that stored the sign or payload wrote different bytes for the same row on the CPU and
+// the GPU (the first H200 run: fp8_pth over an infinite row, iq4_nl's scale over a row with a
+// NaN, tqprod's residual norm over a row whose 1/norm overflows), however exactly every
+// operation was rounded.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -32,7 +41,7 @@ KVGATE_HD uint16_t f32_to_f16(float f) {
   uint32_t x = f32_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // quiet NaN
+  if (ax > 0x7f800000u) return 0x7e00u;  // the one NaN code (see the top of the file)
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
   if (ax < 0x38800000u) {
     // Below the smallest normal half: adding 0.5f aligns the half subnormal quantum (2^-24)
@@ -60,7 +69,7 @@ KVGATE_HD float f16_to_f32(uint16_t h) {
 // ---- bfloat16 ----
 KVGATE_HD uint16_t f32_to_bf16(float f) {
   uint32_t x = f32_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;  // the one NaN code
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
 }
@@ -108,7 +117,7 @@ KVGATE_HD float fp8_to_f32(uint8_t code, Fp8Kind kind) {
 KVGATE_HD uint8_t f32_to_fp8(float f, Fp8Kind kind) {
   const Fp8Spec s = fp8_spec(kind);
   const uint32_t sign = f32_bits(f) >> 31;
-  if (f != f) return kind == Fp8Kind::e4m3fnuz ? 0x80 : static_cast<uint8_t>((sign << 7) | 0x7f);
+  if (f != f) return kind == Fp8Kind::e4m3fnuz ? 0x80 : 0x7f;  // the one NaN code, unsigned
   const float a = fabsf(f);
   if (a >= s.max_finite) return static_cast<uint8_t>((sign << 7) | s.max_code);
   const uint8_t zero = kind == Fp8Kind::e4m3fnuz ? 0 : static_cast<uint8_t>(sign << 7);

@@ -27,6 +27,9 @@
 #include "harness/eval/run_recorder.h"
 #include "harness/weights.h"
 #include "results/store.h"
+#include "runtime/gguf.h"
+#include "runtime/model_store.h"
+#include "runtime/synthetic_model.h"
 
 namespace kvgate::harness {
 namespace {
@@ -42,7 +45,18 @@ struct EvalArgs {
   std::string command_line;
   uint64_t seed = 0;        // engine mode: the retry jitter stream
   LoadReplayOptions load;  // replay of a shape trace against endpoints
+  bool allow_synthetic = false;
 };
+
+// A model from `kvgate model synth` has random weights: every quality figure from it is noise,
+// so a run on one must be asked for (to time the pipeline at a real shape, say).
+void refuse_synthetic(const std::string& model_flag, bool allowed) {
+  if (allowed) return;
+  const std::string path = runtime::resolve_model_path(model_flag);
+  if (runtime::is_synthetic(runtime::GgufFile::open(path)))
+    throw_usage_error(path + ": a synthetic model (random weights from `kvgate model synth`); its quality figures mean "
+                      "nothing. Pass --allow-synthetic to run it anyway (timings only)");
+}
 
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
@@ -217,13 +231,20 @@ void run_eval_cmd(EvalArgs a) {
     if (flags.shard)
       throw_usage_error(flags.shard->origin + ": a load replay is one timed experiment and is not sharded; run it "
                         "without --shard (and outside a scheduler's array)");
+    refuse_synthetic(flags.model, a.allow_synthetic);
     run_load_replay_cmd(flags, a.load, a.db, a.json, a.command_line, static_cast<int>(flags.limit));
     return;
   }
   const std::string db_path = results::resolve_db_path(a.db);
+  // A new run's models are checked before the database is opened: a refused run leaves none.
+  std::optional<EvalPlan> new_plan;
+  if (a.resume == 0) {
+    new_plan = plan_from_flags(flags);
+    for (const PlannedModel& m : new_plan->models) refuse_synthetic(m.path, a.allow_synthetic);
+  }
   results::Store store = results::Store::open(db_path);
   EvalPlan plan =
-      a.resume > 0 ? RunRecorder::plan_to_resume(store, a.resume, flags.limit, flags.shard) : plan_from_flags(flags);
+      a.resume > 0 ? RunRecorder::plan_to_resume(store, a.resume, flags.limit, flags.shard) : std::move(*new_plan);
   if (a.resume > 0) apply_resumed_endpoints(plan, a.plan);
   restore_shard_settings(store, plan, a);
   if (!a.json) print_shard(plan);
@@ -235,6 +256,7 @@ void run_eval_cmd(EvalArgs a) {
   // Every model of the plan is loaded (memory-mapped) and its tokenizer checked before any
   // forward pass; each gets its own backend, unless endpoints serve every config.
   std::vector<LoadedModel> loaded;
+  for (const PlannedModel& m : plan.models) refuse_synthetic(m.path, a.allow_synthetic);
   for (const PlannedModel& m : plan.models) {
     loaded.push_back(load_model(m.path));
     check_same_tokenizer(*loaded.front().model, *loaded.back().model);
@@ -312,6 +334,8 @@ void add_common(CLI::App* c, EvalArgs& a) {
   c->add_option("--max-new-tokens", a.options.max_new_tokens, "Greedy tokens per scored span")->capture_default_str();
   c->add_option("--resume", a.resume, "Finish an interrupted run without redoing its finished items");
   c->add_flag("--json", a.json, "Machine-readable output");
+  c->add_flag("--allow-synthetic", a.allow_synthetic,
+              "Run on a synthetic model (`kvgate model synth`, random weights) although its quality figures mean nothing");
   add_engine_options(c, a.plan);
 }
 

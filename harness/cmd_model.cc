@@ -1,5 +1,6 @@
-// `kvgate model fetch` and `kvgate model info`: get the default model into the cache, and show
-// what a GGUF file holds in the terms kvgate reasons about (shape, weight bytes, KV bytes).
+// `kvgate model fetch`, `kvgate model info` and `kvgate model synth`: get the default model into
+// the cache, show what a GGUF file holds in the terms kvgate reasons about (shape, weight bytes,
+// KV bytes), and write a random-weight model at a real model's shape for speed measurements.
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,9 +11,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "harness/commands.h"
 #include "runtime/gguf.h"
 #include "runtime/model_store.h"
+#include "runtime/synthetic_model.h"
 
 namespace kvgate::harness {
 
@@ -80,6 +83,7 @@ void run_info(const std::string& model_flag, bool json) {
   std::vector<uint64_t> contexts = {4096};
   if (arch.n_ctx_train > 4096) contexts.push_back(arch.n_ctx_train);
   const char* layout = arch.rope_layout == rt::RopeLayout::halves ? "halves" : "adjacent pairs";
+  const bool synthetic = rt::is_synthetic(file);
 
   if (json) {
     nlohmann::json types = nlohmann::json::array();
@@ -90,6 +94,7 @@ void run_info(const std::string& model_flag, bool json) {
         {"size_bytes", file.file_size()},
         {"sha256", is_default ? nlohmann::json(rt::default_model().sha256) : nlohmann::json(nullptr)},
         {"gguf_version", file.version()},
+        {"synthetic", synthetic},
         {"arch",
          {{"architecture", arch.arch}, {"name", arch.name}, {"n_layers", arch.n_layers}, {"n_heads", arch.n_heads},
           {"n_kv_heads", arch.n_kv_heads}, {"head_dim", arch.head_dim}, {"head_dim_v", arch.head_dim_v},
@@ -113,6 +118,12 @@ void run_info(const std::string& model_flag, bool json) {
   row("size", grouped(file.file_size()) + " bytes");
   if (is_default) row("sha256", rt::default_model().sha256 + " (verified)");
   row("gguf version", std::to_string(file.version()));
+  if (synthetic)
+    row("synthetic", fmt::format("yes: random weights ({}, {} weights, seed {}); for speed only, its quality figures mean "
+                                 "nothing (eval and replay refuse it without --allow-synthetic)",
+                                 file.get_string("kvgate.synthetic.shape").value_or("?"),
+                                 file.get_string("kvgate.synthetic.weights").value_or("?"),
+                                 file.get_u32("kvgate.synthetic.seed").value_or(0)));
   row("architecture", arch.arch);
   if (!arch.name.empty()) row("name", arch.name);
   row("layers", std::to_string(arch.n_layers));
@@ -143,6 +154,41 @@ void run_info(const std::string& model_flag, bool json) {
                 grouped(u.bytes).c_str());
 }
 
+struct SynthArgs {
+  std::string shape, weights = "f16", out, tokenizer;
+  uint32_t layers = 0;
+  uint32_t seed = 0;
+  bool json = false;
+};
+
+void run_synth(const SynthArgs& a) {
+  rt::SyntheticModel m;
+  m.shape = rt::parse_synthetic_shape(a.shape);
+  if (a.layers > 0) {
+    if (a.layers > m.shape.n_layers)
+      throw_usage_error(fmt::format("--layers {}: shape {} has {} layers", a.layers, m.shape.name, m.shape.n_layers));
+    if (a.layers < m.shape.n_layers) m.shape.name += fmt::format("-layers={}", a.layers);
+    m.shape.n_layers = a.layers;
+  }
+  m.weights = rt::parse_synthetic_weights(a.weights);
+  m.seed = a.seed;
+  m.tokenizer_from = rt::resolve_model_path(a.tokenizer);
+  if (a.out.empty()) throw_usage_error("model synth: --out FILE is required");
+  const rt::SyntheticSummary r = rt::write_synthetic_model(m, a.out);
+  if (a.json) {
+    const nlohmann::json j = {{"file", a.out},           {"shape", m.shape.name},         {"architecture", m.shape.arch},
+                              {"weights", a.weights},    {"seed", m.seed},                {"tokenizer", m.tokenizer_from},
+                              {"n_layers", m.shape.n_layers}, {"n_vocab", r.n_vocab},   {"tensor_count", r.n_tensors},
+                              {"weight_bytes", r.weight_bytes}, {"size_bytes", r.file_bytes}, {"synthetic", true}};
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("wrote %s: synthetic %s (%s, %u layers), %s weights, seed %u, %s bytes\n  tokenizer of %s (%s tokens)\n"
+              "  random weights: for speed measurements only; eval and replay refuse it without --allow-synthetic\n",
+              a.out.c_str(), m.shape.name.c_str(), m.shape.arch.c_str(), m.shape.n_layers, a.weights.c_str(), m.seed,
+              grouped(r.file_bytes).c_str(), m.tokenizer_from.c_str(), grouped(r.n_vocab).c_str());
+}
+
 }  // namespace
 
 void add_model_commands(CLI::App& app, CommandContext&) {
@@ -166,6 +212,23 @@ void add_model_commands(CLI::App& app, CommandContext&) {
   info->add_option("--model", *info_model, "GGUF file (default: the fetched default model)");
   info->add_flag("--json", *info_json, "Print one JSON object");
   info->callback([info_json, info_model] { run_info(*info_model, *info_json); });
+
+  auto synth_args = std::make_shared<SynthArgs>();
+  std::string shapes;
+  for (const rt::SyntheticShape& s : rt::synthetic_shapes()) shapes += (shapes.empty() ? "" : ", ") + s.name;
+  CLI::App* synth = model->add_subcommand(
+      "synth", "Write a GGUF with random weights at a real model's shape and the default model's tokenizer, for speed "
+               "measurements where the real weights cannot be had (marked synthetic: eval and replay refuse it)");
+  synth->add_option("--shape", synth_args->shape, "Model shape: " + shapes + "; NAME-layers=N keeps the first N layers")
+      ->required();
+  synth->add_option("--weights", synth_args->weights, "Weight type of every matrix: f16, q8_0, q4_0, q4_k")
+      ->capture_default_str();
+  synth->add_option("--out", synth_args->out, "GGUF file to write")->required();
+  synth->add_option("--layers", synth_args->layers, "Keep the first N layers (as NAME-layers=N)");
+  synth->add_option("--seed", synth_args->seed, "Seed of the random weights")->capture_default_str();
+  synth->add_option("--tokenizer", synth_args->tokenizer, "GGUF whose tokenizer to copy (default: the default model)");
+  synth->add_flag("--json", synth_args->json, "Print one JSON object");
+  synth->callback([synth_args] { run_synth(*synth_args); });
 }
 
 }  // namespace kvgate::harness

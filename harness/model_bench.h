@@ -44,7 +44,8 @@ struct ModelBenchReport {
   int repetitions = 0;
   double weight_bytes = 0;     // what one decode step reads of the weights on this backend
   double flops_per_token = 0;  // matmul FLOPs of one token's forward (2 x multiply-adds)
-  double sgemm_gflop_s = 0;    // the bound for prefill (the backend's own GEMM, F32 weights)
+  double sgemm_gflop_s = 0;    // the bound for prefill: gemm_bound's GFLOP/s at the FFN shape
+  std::string gemm_bound;      // which GEMM that is: the CPU's sgemm tiles, cuBLASLt f16 or kvgate's own GPU GEMM
   double copy_gb_s = 0;        // the bound for decode (bytes read per second by memcpy)
   std::vector<ModelBenchTest> tests;  // per KV config: pp, then tg at each depth
 };

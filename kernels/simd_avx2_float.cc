@@ -44,9 +44,13 @@ struct BF16Dec : NoBlockScale, NoRowMin {
 
 // ---- encoders (each mirrors its codec's scalar reference operation for operation) ----
 KVGATE_AVX2 void quantize_f16(const float* x, int n, uint8_t* dst) {
-  for (int i = 0; i < n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  // F16C keeps a NaN's sign and payload; the codec stores the one NaN code (core/float_convert.h).
+  const __m256 canonical_nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+  for (int i = 0; i < n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 w = _mm256_blendv_ps(v, canonical_nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm256_cvtps_ph(w, _MM_FROUND_TO_NEAREST_INT));
+  }
 }
 
 bool quantize_f16_row(const RowFormat& f, const float* x, uint8_t* row) {

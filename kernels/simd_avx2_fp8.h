@@ -59,8 +59,10 @@ KVGATE_AVX2_INLINE __m256i encode_e4m3fn(__m256 v) {
       normal, subnormal, _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(0.015625f), _CMP_LT_OQ)));
   code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7e),
                             _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(448.0f), _CMP_GE_OQ)));
-  code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-  return _mm256_or_si256(code, sign);
+  // A NaN takes the one unsigned NaN code, as f32_to_fp8 (core/float_convert.h says why).
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  code = _mm256_or_si256(code, sign);
+  return _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
 }
 
 KVGATE_AVX2 inline void quantize_fp8_e4m3(const float* x, int n, float scale, uint8_t* dst) {

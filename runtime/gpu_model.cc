@@ -231,33 +231,39 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
   const auto round_input = [&](const Weight& w, float* in, int rows) {
     if (llama_cpp_inputs) gpu::round_input_like_llama_cpp(w.view, in, rows);
   };
+  // Prefill-sized chunks on tensor cores where the build has cuBLASLt; @engine=llama.cpp keeps
+  // the project's GEMM, whose f32 products of the rounded inputs mirror the CPU forward's.
+  const auto matmul = [&](const float* in, int rows, const Weight& w, float* out) {
+    if (llama_cpp_inputs) gpu::gemm_xwt(in, rows, w.view, out);
+    else gpu::gemm_xwt_fast(in, rows, w.view, out);
+  };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& w = layers_[l];
     gpu::rms_norm_rows(x_.floats(), n, E, w.attn_norm.floats(), arch_.rms_eps, xn_.floats());
     KVGATE_CHECK(!llama_cpp_inputs || (w.wk.view.type == w.wq.view.type && w.wv.view.type == w.wq.view.type),
                  "llama.cpp input rounding: Q, K and V weights of different types");
     round_input(w.wq, xn_.floats(), n);
-    gpu::gemm_xwt(xn_.floats(), n, w.wq.view, q_.floats());
-    gpu::gemm_xwt(xn_.floats(), n, w.wk.view, k_.floats());
-    gpu::gemm_xwt(xn_.floats(), n, w.wv.view, v_.floats());
+    matmul(xn_.floats(), n, w.wq, q_.floats());
+    matmul(xn_.floats(), n, w.wk, k_.floats());
+    matmul(xn_.floats(), n, w.wv, v_.floats());
     gpu::rope_pairs(q_.floats(), n, H, D, n_rot_, pos0, rope_inv_freq_.floats());
     gpu::rope_pairs(k_.floats(), n, KV, D, n_rot_, pos0, rope_inv_freq_.floats());
     // Keys are quantized after RoPE and the chunk attends to its own quantized K/V, as on the CPU.
     seq.layers_[l]->append_device(k_.floats(), v_.floats(), n);
     seq.layers_[l]->attention_device(H, q_.floats(), n, softmax_scale, att_.floats());
     round_input(w.wo, att_.floats(), n);
-    gpu::gemm_xwt(att_.floats(), n, w.wo.view, proj_.floats());
+    matmul(att_.floats(), n, w.wo, proj_.floats());
     gpu::add_into(x_.floats(), proj_.floats(), residual);
 
     gpu::rms_norm_rows(x_.floats(), n, E, w.ffn_norm.floats(), arch_.rms_eps, xn_.floats());
     KVGATE_CHECK(!llama_cpp_inputs || w.w_up.view.type == w.w_gate.view.type,
                  "llama.cpp input rounding: gate and up weights of different types");
     round_input(w.w_gate, xn_.floats(), n);
-    gpu::gemm_xwt(xn_.floats(), n, w.w_gate.view, gate_.floats());
-    gpu::gemm_xwt(xn_.floats(), n, w.w_up.view, up_.floats());
+    matmul(xn_.floats(), n, w.w_gate, gate_.floats());
+    matmul(xn_.floats(), n, w.w_up, up_.floats());
     gpu::silu_mul(gate_.floats(), up_.floats(), static_cast<size_t>(n) * F);
     round_input(w.w_down, gate_.floats(), n);
-    gpu::gemm_xwt(gate_.floats(), n, w.w_down.view, proj_.floats());
+    matmul(gate_.floats(), n, w.w_down, proj_.floats());
     gpu::add_into(x_.floats(), proj_.floats(), residual);
   }
   const int first = all_logits ? 0 : n - 1;
@@ -267,7 +273,7 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
                      xn_.floats());
   const Weight& head = tied_output_ ? token_embd_ : output_;
   round_input(head, xn_.floats(), rows);
-  gpu::gemm_xwt(xn_.floats(), rows, head.view, logits_.floats());
+  matmul(xn_.floats(), rows, head, logits_.floats());
   logits_.download(logits, static_cast<size_t>(rows) * V * f);
 }
 

@@ -21,6 +21,9 @@ def main() -> int:
     ap.add_argument("src")
     ap.add_argument("dst")
     ap.add_argument("--layers", type=int, required=True)
+    ap.add_argument("--embedding-q4-0", action="store_true",
+                    help="store token_embd.weight (and so a tied output head) as Q4_0: the default "
+                         "model's Q8_0 embedding is 30 MB of the slice's 41, most of what travels")
     args = ap.parse_args()
 
     reader = gguf.GGUFReader(args.src)
@@ -42,14 +45,22 @@ def main() -> int:
         writer.add_key_value(name, value, vtype, sub_type=sub_type)
 
     block = re.compile(r"^blk\.(\d+)\.")
-    kept = [t for t in reader.tensors if not (m := block.match(t.name)) or int(m.group(1)) < args.layers]
-    for t in kept:
-        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
+    kept = []
+    for t in reader.tensors:
+        if (m := block.match(t.name)) and int(m.group(1)) >= args.layers:
+            continue
+        data, qtype = t.data, t.tensor_type
+        q4_0 = gguf.GGMLQuantizationType.Q4_0
+        if args.embedding_q4_0 and t.name == "token_embd.weight" and qtype != q4_0:
+            data, qtype = gguf.quants.quantize(gguf.quants.dequantize(data, qtype), q4_0), q4_0
+        kept.append((t.name, data, qtype))
+    for name, data, qtype in kept:
+        writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes, qtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    for t in kept:
-        writer.write_tensor_data(t.data)
+    for _, data, _ in kept:
+        writer.write_tensor_data(data)
     writer.close()
     print(f"{args.dst}: {args.layers} of {blocks} blocks, {len(kept)} of {len(reader.tensors)} tensors")
     return 0

@@ -254,6 +254,20 @@ void gemm_xwt(const float* x, int n, const DeviceWeight& w, float* y) {
   check(gpuGetLastError(), "gemm launch");
 }
 
+#if defined(KVGATE_HAVE_CUBLAS)
+bool gemm_xwt_cublaslt(const float* x, int n, const DeviceWeight& w, float* y);  // gpu_blas.cu
+bool have_tensor_core_gemm() { return true; }
+#else
+bool have_tensor_core_gemm() { return false; }
+#endif
+
+void gemm_xwt_fast(const float* x, int n, const DeviceWeight& w, float* y) {
+#if defined(KVGATE_HAVE_CUBLAS)
+  if (n > kGemvMaxTokens && gemm_xwt_cublaslt(x, n, w, y)) return;
+#endif
+  gemm_xwt(x, n, w, y);
+}
+
 void round_input_like_llama_cpp(const DeviceWeight& w, float* x, int n) {
   const ggml::DotInput t = llama_cpp_dot_input(w.type);
   if (n <= 0 || t == ggml::DotInput::f32) return;

@@ -60,6 +60,19 @@ void rms_norm_rows(const float* x, int n, int dim, const float* weight, float ep
 // a tiled GEMM. Both sum each output over k in a fixed order.
 inline constexpr int kGemvMaxTokens = 8;
 void gemm_xwt(const float* x, int n, const DeviceWeight& w, float* y);
+
+// True when this build multiplies prefill-sized batches on tensor cores: CUDA with cuBLASLt
+// (KVGATE_HAVE_CUBLAS, when CMake finds it). HIP builds keep gemm_xwt (Debian has no hipBLAS).
+bool have_tensor_core_gemm();
+// y = x . w^T as gemm_xwt computes it, but more than kGemvMaxTokens rows go to cuBLASLt where
+// the build has it: x rounded to f16, w as f16 (F16 as stored; the other types decoded to f16
+// tiles of rows by weight_element, the very floats gemm_xwt multiplies, then rounded), f32
+// accumulation on tensor cores. One algorithm per shape, chosen once and kept, a fixed
+// workspace and no split-K reduction, so the same GPU, build and inputs give the same bits.
+// Decode steps (n <= kGemvMaxTokens) keep the GEMV. Its rounding differs from gemm_xwt's (the
+// f16 inputs), so paths that must reproduce another engine's arithmetic (@engine=llama.cpp)
+// call gemm_xwt.
+void gemm_xwt_fast(const float* x, int n, const DeviceWeight& w, float* y);
 // x[n][w.cols] rounded in place as llama.cpp's CPU mul_mat converts its input before it meets
 // weights of w's type (llama_cpp_dot_input: q8_1 blocks next to Q4_1/Q5_1, q8_0 next to
 // Q4_0/Q5_0/Q8_0, q8_K next to the k-quants, f16/bf16 next to F16/BF16), with the very function

@@ -20,6 +20,13 @@ TEST(F16, EveryFiniteHalfRoundTripsExactly) {
   }
 }
 
+// A NaN made by arithmetic is x86's indefinite 0xFFC00000 (or the NaN operand's bits) on the CPU
+// and 0x7FFFFFFF on NVIDIA GPUs; a codec storing either must write the same bytes on both.
+TEST(F16, EveryNaNEncodesToOneCode) {
+  for (uint32_t bits : {0x7fc00000u, 0xffc00000u, 0x7fffffffu, 0xffffffffu, 0x7f800001u, 0x7fa00000u})
+    EXPECT_EQ(f32_to_f16(f32_from_bits(bits)), 0x7e00) << std::hex << bits;
+}
+
 TEST(F16, KnownValuesFromIeee754) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
@@ -41,6 +48,7 @@ TEST(BF16, RoundsToNearestEven) {
   EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f818000u)), 0x3f82);  // tie -> even (up)
   EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f808001u)), 0x3f81);
   EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
+  EXPECT_EQ(f32_to_bf16(f32_from_bits(0xffc00000u)), 0x7fc0);
   for (uint32_t b = 0; b < 0x10000; ++b) {
     const float f = bf16_to_f32(static_cast<uint16_t>(b));
     if (!std::isnan(f)) {

@@ -408,6 +408,80 @@ TEST(GpuWeights, GemmAndGatherMatchTheCpuDecodeForEveryType) {
   }
 }
 
+// The prefill GEMM on tensor cores (gemm_xwt_fast: cuBLASLt where the build has it) against a
+// float64 product of the CPU's decoded weights, for every weight type. Its inputs are rounded
+// to f16 (x, and every weight but F16's, which are f16 already): each product w x carries at most
+// 2u + u^2 relative error (u = 2^-11, half an f16 ulp) plus, where a factor lands among the f16
+// subnormals, 2^-25 absolute times the other factor; the f32 sum adds at most cols x 2^-24 of
+// sum |w x|. The bound below is that sum. Batches
+// of kGemvMaxTokens rows or fewer keep the GEMV (bit for bit). Runs twice: the same bits.
+TEST(GpuWeights, TensorCoreGemmMatchesTheCpuDecodeWithinItsF16Rounding) {
+  namespace gpu = kernels::gpu;
+  if (gpu::device_count() == 0) GTEST_SKIP() << "no " << gpu::vendor() << " device present";
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+  Rng rng(9);
+  const int rows = 333, cols = 768;
+  const double u = std::ldexp(1.0, -11);
+  for (GgmlType type : types) {
+    const std::vector<uint8_t> bytes = random_weight_bytes(type, rows, cols, rng);
+    WeightMatrix w;
+    w.name = "probe";
+    w.type = type;
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = bytes.size() / rows;
+    w.data = bytes.data();
+    std::vector<float> dense(static_cast<size_t>(rows) * cols);
+    for (int r = 0; r < rows; ++r) dequantize_weight_row(w, r, dense.data() + static_cast<size_t>(r) * cols);
+    gpu::DeviceMemory wmem(bytes.size());
+    wmem.upload(bytes.data(), bytes.size());
+    gpu::DeviceWeight dw;
+    dw.data = wmem.bytes();
+    dw.type = gpu_weight_type(type, "probe");
+    dw.rows = rows;
+    dw.cols = cols;
+    dw.row_bytes = w.row_bytes;
+    for (int n : {gpu::kGemvMaxTokens, gpu::kGemvMaxTokens + 1, 70, 257}) {
+      std::vector<float> x(static_cast<size_t>(n) * cols);
+      for (float& v : x) v = static_cast<float>(rng.normal());
+      gpu::DeviceMemory xd(x.size() * sizeof(float)), yd(static_cast<size_t>(n) * rows * sizeof(float));
+      xd.upload(x.data(), x.size() * sizeof(float));
+      std::vector<float> poison(static_cast<size_t>(n) * rows, NAN), y(poison.size()), again(poison.size()),
+          own(poison.size());
+      yd.upload(poison.data(), poison.size() * sizeof(float));
+      gpu::gemm_xwt_fast(xd.floats(), n, dw, yd.floats());
+      yd.download(y.data(), y.size() * sizeof(float));
+      gpu::gemm_xwt_fast(xd.floats(), n, dw, yd.floats());
+      yd.download(again.data(), again.size() * sizeof(float));
+      EXPECT_EQ(std::memcmp(y.data(), again.data(), y.size() * sizeof(float)), 0) << ggml_type_name(type) << " n=" << n;
+      gpu::gemm_xwt(xd.floats(), n, dw, yd.floats());
+      yd.download(own.data(), own.size() * sizeof(float));
+      if (n <= gpu::kGemvMaxTokens || !gpu::have_tensor_core_gemm()) {
+        EXPECT_EQ(std::memcmp(y.data(), own.data(), y.size() * sizeof(float)), 0)
+            << ggml_type_name(type) << " n=" << n << ": not the project's own kernel";
+        continue;
+      }
+      for (int t = 0; t < n; ++t)
+        for (int r = 0; r < rows; ++r) {
+          double want = 0, scale = 0, magnitudes = 0;
+          for (int k = 0; k < cols; ++k) {
+            const double xk = x[static_cast<size_t>(t) * cols + k];
+            const double wk = dense[static_cast<size_t>(r) * cols + k];
+            want += wk * xk;
+            scale += std::fabs(wk * xk);
+            magnitudes += (1 + u) * std::fabs(xk) + std::fabs(wk) + std::ldexp(1.0, -25);
+          }
+          const double bound = (2 * u + u * u + cols * std::ldexp(1.0, -24)) * scale + std::ldexp(1.0, -25) * magnitudes;
+          const float got = y[static_cast<size_t>(t) * rows + r];
+          ASSERT_TRUE(std::isfinite(got)) << ggml_type_name(type) << " n=" << n << " token " << t << " row " << r;
+          ASSERT_LE(std::fabs(got - want), bound)
+              << ggml_type_name(type) << " n=" << n << " token " << t << " row " << r << ": " << got << " vs " << want;
+        }
+    }
+  }
+}
+
 // Runs without a device: every weight type the CPU runtime multiplies with has a GPU decode,
 // and any other type is a usage error naming the tensor.
 TEST(GpuWeightTypes, EveryCpuWeightTypeMapsAndOthersAreUsageErrors) {
