@@ -372,7 +372,7 @@ TEST(Gate, NotMeasuredFailsUnlessThePolicyAllowsIt) {
   GateRun cand = make_run(2, 4, 1.0);
   for (GateItem& it : cand.items)
     if (it.config == "q4_0/q4_0") {
-      it.scores.kld_mean = it.scores.kld_p99 = it.scores.kld_max = it.scores.top1 = std::nan("");
+      it.scores.kld_mean = it.scores.kld_p99 = it.scores.kld_max = it.scores.same_top1 = std::nan("");
       it.scores.exact_match_gold.reset();
       it.scores.diverged.reset();
     }
