@@ -253,7 +253,15 @@ void run_item(const PreparedItem& prepared, const LoadedModel& lm, std::vector<C
         const uint32_t target = static_cast<uint32_t>(seg.tokens[static_cast<size_t>(j)]);
         std::span<const float> r(ref_rows.data() + static_cast<size_t>(j) * vocab, vocab);
         std::span<const float> q(out.data() + static_cast<size_t>(j) * vocab, vocab);
-        const scoring::PositionComparison cmp = scoring::compare_position(r, q, target);
+        scoring::PositionComparison cmp;
+        try {
+          cmp = scoring::compare_position(r, q, target);
+        } catch (const scoring::NonFiniteLogits& e) {
+          const PlannedConfig& bad = *states[e.side() == scoring::LogitSide::reference ? 0 : c].config;
+          throw_input_error("item " + echo_user_text(item.id) + ", turn " + std::to_string(turn_index) + ", scored token " +
+                            std::to_string(j) + ": config " + bad.spec + " (" + config_role_name(bad.role) + ") on model " +
+                            (bad.model == 0 ? lm.model->path() : "#" + std::to_string(bad.model)) + ": " + e.what());
+        }
         st.acc.add_position(cmp, token_classes[static_cast<size_t>(j)], turn_kld, turn_same);
       }
       st.acc.add_turn(base_turn, turn_kld, turn_same);
