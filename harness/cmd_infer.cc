@@ -66,8 +66,8 @@ void run_generate(const GenerateArgs& a) {
   if (prompt.empty()) throw_usage_error("the prompt is empty");
   const int64_t ctx_limit = lm.model->arch().n_ctx_train;
   if (static_cast<int64_t>(prompt.size()) + a.n > ctx_limit)
-    throw_usage_error(fmt::format("prompt ({} tokens) + -n {} exceeds the model's context of {} tokens", prompt.size(),
-                                  a.n, ctx_limit));
+    throw_usage_error(fmt::format("prompt ({} tokens) + -n {} exceeds the model's context of {} tokens ({}: {}.context_length)",
+                                  prompt.size(), a.n, ctx_limit, lm.model->path(), lm.model->arch().arch));
 
   const std::unique_ptr<runtime::Engine> engine = make_engine(a.backend, *lm.model, a.threads);
   const std::unique_ptr<runtime::EngineSequence> seq = engine->start(config, static_cast<int64_t>(prompt.size()) + a.n);

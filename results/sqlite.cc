@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <limits>
@@ -66,10 +67,15 @@ void Connection::fail(int rc, const std::string& what) const {
       // The file (or its directory) is not writable by this process: the user's to fix, as
       // for any other output path.
       throw_input_error(path_ + ": cannot write the results database (" + detail + ")");
+    case SQLITE_ERROR:
+      // SQLite reports a schema format number it does not know (header offset 44) as a plain
+      // error: the file's, not a statement of ours.
+      if (std::strstr(sqlite3_errmsg(db_), "unsupported file format"))
+        throw_input_error(path_ + ": not a usable kvgate results database (" + detail + ")");
+      throw_internal_error(path_ + ": " + detail);
     case SQLITE_CONSTRAINT:
     case SQLITE_MISUSE:
     case SQLITE_RANGE:
-    case SQLITE_ERROR:
       throw_internal_error(path_ + ": " + detail);
     default:
       throw_environment_error(path_ + ": " + detail);

@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kCorpusSeed = 20261204;
-constexpr size_t kPerKind = 24;
+constexpr size_t kPerKind = 40;
 // Seconds one run may take before it counts as a hang (the slowest, a tiny-model forward pass
 // over a mutated header, takes well under one).
 constexpr int kRunTimeoutS = 30;

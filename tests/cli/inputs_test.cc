@@ -356,6 +356,18 @@ TEST(InputsCli, NegativeSchemaVersionIsNotAKvgateDatabase) {
   EXPECT_TRUE(mentions(r, db + ": not a kvgate results database (schema version -1")) << r.err;
 }
 
+// Found by the fuzz corpus: a schema format number SQLite does not know was "internal error".
+TEST(InputsCli, UnknownSqliteFileFormatIsBadInput) {
+  const std::string db = copy_of(fixture_db(), "format.db");
+  std::string bytes = slurp(db);
+  const char format[4] = {0, 0, 0, 9};  // schema format number, big-endian at offset 44
+  std::memcpy(bytes.data() + 44, format, 4);
+  std::ofstream(db, std::ios::binary | std::ios::trunc) << bytes;
+  const CliResult r = run_kvgate("runs list --db " + db);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(mentions(r, db + ": not a usable kvgate results database")) << r.err;
+}
+
 // The read-only cases need a user the directory's permissions bind: as root, run the binary as
 // nobody.
 std::string as_unprivileged() { return ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups" : ""; }
