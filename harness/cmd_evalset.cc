@@ -20,7 +20,7 @@
 #include "evalsets/item.h"
 #include "evalsets/suite.h"
 #include "harness/commands.h"
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 #include "kernels/kv_config.h"
 
 namespace kvgate::harness {
