@@ -53,6 +53,66 @@ std::string read_whole_file(const std::string& path) {
   return bytes;
 }
 
+namespace {
+
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+[[noreturn]] void throw_write_error(const std::string& path, int err) {
+  const std::string message = path + ": cannot write: " + std::strerror(err);
+  if (err == ENOENT || err == ENOTDIR || err == EACCES || err == EPERM || err == EISDIR || err == EROFS ||
+      err == ENAMETOOLONG || err == ELOOP || err == ETXTBSY)
+    throw_input_error(message);
+  throw_environment_error(message);
+}
+
+}  // namespace
+
+void write_output_file(const std::string& path, std::string_view bytes) {
+  if (path.empty()) throw_input_error("an output path is empty");
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) throw_input_error(path + ": cannot write: is a directory");
+  if (exists && !S_ISREG(st.st_mode)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) throw_write_error(path, errno);
+    const bool ok = write_all(fd, bytes);
+    const int err = errno;
+    ::close(fd);
+    if (!ok) throw_write_error(path, err);
+    return;
+  }
+  // Probe the target itself first, so a read-only file in a writable directory is refused as
+  // it would be without the rename.
+  if (exists && ::access(path.c_str(), W_OK) != 0) throw_write_error(path, errno);
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_write_error(path, errno);
+  bool ok = write_all(fd, bytes);
+  int err = ok ? 0 : errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw_write_error(path, err);
+  }
+}
+
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   struct stat st {};
   int fd = open_input(path, st);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace kvgate {
 
@@ -33,5 +34,13 @@ class MappedFile {
 // The bytes of `path`; any readable file, a pipe included (/dev/stdin). Empty is allowed: what
 // an empty input means is the caller's to say.
 std::string read_whole_file(const std::string& path);
+
+// Writes `bytes` as the whole of `path` (an output the user named: a report, a trace, a
+// tensor). A regular file is written beside it and renamed over it, so an interrupted write
+// never leaves half a file; a device or pipe (/dev/stdout) is written in place. A path that
+// cannot be created (no such directory, no permission, a directory, a read-only file system) is
+// the user's to fix: input error (exit 2) naming it. A failure while writing (disk full, I/O)
+// is an environment error (exit 3).
+void write_output_file(const std::string& path, std::string_view bytes);
 
 }  // namespace kvgate

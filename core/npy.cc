@@ -262,10 +262,7 @@ std::vector<uint8_t> encode_npy(const std::vector<int64_t>& shape, const float* 
 
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const float* data, NpyDtype dtype) {
   const std::vector<uint8_t> bytes = encode_npy(shape, data, dtype);
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw_environment_error(path + ": cannot open for writing");
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  if (std::fclose(f) != 0 || !ok) throw_environment_error(path + ": write failed");
+  write_output_file(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace kvgate

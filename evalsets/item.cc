@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/hash.h"
 #include "core/mapped_file.h"
 #include "evalsets/utf8.h"
@@ -142,12 +143,7 @@ EvalItem parse_item(std::string_view line, const std::string& file, uint64_t lin
   if (line.size() > kMaxLineBytes) ctx.fail("line longer than 64 MiB");
   const size_t bad = find_invalid_utf8(line);
   if (bad != std::string_view::npos) ctx.fail("invalid UTF-8 at byte " + std::to_string(bad) + " of the line");
-  json j;
-  try {
-    j = json::parse(line);
-  } catch (const json::parse_error& e) {
-    ctx.fail("invalid JSON at byte " + std::to_string(e.byte) + " of the line");
-  }
+  const json j = parse_json_line(line, file, line_number);
   if (!j.is_object()) ctx.fail("an item must be a JSON object");
   for (const auto& [key, value] : j.items())
     if (key != "id" && key != "domain" && key != "messages" && key != "text" && key != "score" && key != "answer" &&

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/hash.h"
 
 #ifndef KVGATE_SOURCE_SUITES_DIR
@@ -51,12 +52,7 @@ std::string executable_dir() {
 
 Suite parse_suite(const std::string& json_text, const std::string& file) {
   if (json_text.size() > kMaxSuiteBytes) fail(file, "larger than 1 MiB; a suite names eval sets, it does not hold them");
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw_input_error_at(file, e.byte, "invalid JSON");
-  }
+  const json j = parse_json_input(json_text, file);
   if (!j.is_object()) fail(file, "a suite must be a JSON object");
   for (const auto& [key, value] : j.items())
     if (key != "name" && key != "description" && key != "evalsets" && key != "kv" && key != "ref")

@@ -257,7 +257,7 @@ void add_bench_commands(CLI::App& app, CommandContext&) {
   model->add_option("--prefill-tokens", mo->prefill_tokens, "Prompt tokens of the prefill test, from an empty cache (default 512; 0 = none)");
   model->add_option("--decode-steps", mo->decode_steps, "Decode steps timed at each depth (default 16; 0 = none)");
   model->add_option("--repetitions", mo->repetitions, "Timed repetitions of each test, after one warmup (default 1)");
-  model->add_option("--threads", mo->threads, "Cores in total, BLAS included (0 = all cores)");
+  model->add_option("--threads", mo->threads, "Cores in total, BLAS included (0 = all cores)")->check(thread_count_check());
   add_backend_option(model, mo->backend);
   model->add_flag("--json", *model_json, "Print one JSON object");
   model->callback([mo, kv_list, model_json] {

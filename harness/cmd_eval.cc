@@ -242,13 +242,17 @@ void run_eval_cmd(EvalArgs a) {
     new_plan = plan_from_flags(flags);
     for (const PlannedModel& m : new_plan->models) refuse_synthetic(m.path, a.allow_synthetic);
   }
-  results::Store store = results::Store::open(db_path);
+  // A new run's inputs (suite, flags, endpoints, models) are all checked before the database is
+  // opened, so rejected input never leaves an empty results database behind; a resumed run's
+  // plan is in the database.
+  std::optional<results::Store> store;
+  if (a.resume > 0) store.emplace(results::Store::open(db_path));
   EvalPlan plan =
-      a.resume > 0 ? RunRecorder::plan_to_resume(store, a.resume, flags.limit, flags.shard) : std::move(*new_plan);
+      a.resume > 0 ? RunRecorder::plan_to_resume(*store, a.resume, flags.limit, flags.shard) : std::move(*new_plan);
   if (a.resume > 0) apply_resumed_endpoints(plan, a.plan);
-  restore_shard_settings(store, plan, a);
+  if (store) restore_shard_settings(*store, plan, a);
   if (!a.json) print_shard(plan);
-  if (!a.json) print_resume(store, plan);
+  if (!a.json && store) print_resume(*store, plan);
   // Engine mode: the endpoints are discovered first (exit 3 naming one that cannot be reached),
   // which settles their KV configs and so the plan, and only then is anything written.
   Endpoints endpoints;
@@ -286,8 +290,9 @@ void run_eval_cmd(EvalArgs a) {
                               kGitSha,
                               plan.weights_run ? weights_sha256 : std::vector<std::string>{}};
   const std::string plan_text = describe_plan(plan, settings);
-  check_shard_plan(store, plan, plan_text);
-  RunRecorder recorder(store, plan, info, plan_text);
+  if (!store) store.emplace(results::Store::open(db_path));
+  check_shard_plan(*store, plan, plan_text);
+  RunRecorder recorder(*store, plan, info, plan_text);
 
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   auto progress = [&](const std::string& what) {
@@ -300,7 +305,7 @@ void run_eval_cmd(EvalArgs a) {
     r = run_eval(plan, models, endpoints, recorder, a.options, progress);
   } catch (const Interrupted& e) {
     if (live) std::fprintf(stderr, "\n");
-    const std::optional<results::RunRecord> run = store.find_run(recorder.run_id());
+    const std::optional<results::RunRecord> run = store->find_run(recorder.run_id());
     throw Interrupted(e.signal(),
                       fmt::format("{} stopped run {} between items: it is marked interrupted with {} of its {} "
                                   "items stored; resume it with: kvgate {} --resume {}{}",
@@ -325,14 +330,25 @@ void add_common(CLI::App* c, EvalArgs& a) {
                 "Reference weights (PATH or LABEL=PATH): a weights run scoring every {model} x {KV spec} config "
                 "(LABEL+KV) against this model with the --ref KV spec (docs/models.md)");
   c->add_option("--db", a.db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
-  c->add_option("--threads", a.options.threads, "Cores in total, BLAS included (0 = all cores)");
+  c->add_option("--threads", a.options.threads, "Cores in total, BLAS included (0 = all cores)")->check(thread_count_check());
   add_backend_option(c, a.options.backend);
-  c->add_option("--limit", a.plan.limit, "Run only the first N items (the run stays resumable)");
+  c->add_option("--limit", a.plan.limit, "Run only the first N items (the run stays resumable)")
+      ->check(whole_number_at_least(1, "omit --limit to run every item"));
   c->add_option("--shard", a.shard,
                 "Run shard I of N (0 <= I < N) of the items, to merge with `kvgate runs merge` (default: from "
-                "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX/KVGATE_SHARD_COUNT; docs/scale-out.md)");
-  c->add_option("--max-new-tokens", a.options.max_new_tokens, "Greedy tokens per scored span")->capture_default_str();
-  c->add_option("--resume", a.resume, "Finish an interrupted run without redoing its finished items");
+                "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX/KVGATE_SHARD_COUNT; docs/scale-out.md)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return v.empty() ? "is empty; give INDEX/COUNT, e.g. --shard 0/4, or omit it to take the shard from the "
+                               "scheduler's environment"
+                             : "";
+          },
+          ""));
+  c->add_option("--max-new-tokens", a.options.max_new_tokens, "Greedy tokens per scored span")
+      ->capture_default_str()
+      ->check(whole_number_at_least(0, "greedy tokens per scored span"));
+  c->add_option("--resume", a.resume, "Finish an interrupted run without redoing its finished items")
+      ->check(whole_number_at_least(1, "run ids start at 1; `kvgate runs list` shows them"));
   c->add_flag("--json", a.json, "Machine-readable output");
   c->add_flag("--allow-synthetic", a.allow_synthetic,
               "Run on a synthetic model (`kvgate model synth`, random weights) although its quality figures mean nothing");

@@ -13,12 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/hash.h"
 #include "evalsets/generate.h"
 #include "evalsets/importers.h"
 #include "evalsets/item.h"
 #include "evalsets/suite.h"
 #include "harness/commands.h"
+#include "harness/eval/eval_plan.h"
 #include "kernels/kv_config.h"
 
 namespace kvgate::harness {
@@ -33,20 +35,7 @@ void write_output(const std::string& path, const std::string& bytes) {
     std::fwrite(bytes.data(), 1, bytes.size(), stdout);
     return;
   }
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw_input_error(path + ": cannot open for writing");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) throw_environment_error(path + ": write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw_environment_error(path + ": cannot replace the file");
-  }
+  write_output_file(path, bytes);
 }
 
 json summarize(const std::vector<ev::EvalItem>& items) {
@@ -114,18 +103,7 @@ void validate(const std::string& file, bool as_json) {
     return;
   }
   const ev::Suite suite = ev::load_suite(file);
-  for (size_t i = 0; i < suite.kv.size(); ++i) {
-    try {
-      kernels::parse_kv_config(suite.kv[i]);
-    } catch (const Error& e) {
-      throw_input_error(suite.file + ": kv[" + std::to_string(i) + "]: " + e.what());
-    }
-  }
-  try {
-    kernels::parse_kv_config(suite.ref);
-  } catch (const Error& e) {
-    throw_input_error(suite.file + ": ref: " + e.what());
-  }
+  parse_suite_kv(suite);
   const std::vector<ev::EvalItem> items = ev::materialize_suite(suite);
   json s = summarize(items);
   s["suite"] = suite.name;

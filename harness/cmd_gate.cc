@@ -8,12 +8,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "harness/commands.h"
 #include "harness/report_html.h"
 #include "harness/stored_scores.h"
@@ -30,7 +32,25 @@ struct GateArgs {
   std::vector<std::string> pair_configs;  // "BASE=CAND": compare the baseline's BASE config with the candidate's CAND
   bool json = false;
   bool allow_missing_baseline = false;
+  bool no_store = false;  // do not record the decisions in the database (a read-only one)
 };
+
+// A rule whose domain no item of the candidate has never matches: a typo there would leave its
+// limits unapplied without a word, so each such rule is named in the gate's notes.
+std::vector<std::string> unmatched_domain_notes(const scoring::GatePolicy& policy, const scoring::GateRun& run) {
+  std::set<std::string> domains;
+  for (const scoring::GateItem& item : run.items) domains.insert(item.domain);
+  std::string listed;
+  for (const std::string& d : domains) listed += (listed.empty() ? "" : ", ") + d;
+  std::vector<std::string> notes;
+  std::set<std::string> named;
+  for (const scoring::GateRule& r : policy.rules)
+    if (r.domain != "*" && !domains.count(r.domain) && named.insert(r.domain).second)
+      notes.push_back(fmt::format("policy {}: no item of candidate run {} is in domain '{}' (its domains: {}); the "
+                                  "rules for that domain matched nothing and were not applied",
+                                  policy.source, run.id, echo_user_text(r.domain), listed.empty() ? "none" : listed));
+  return notes;
+}
 
 // "latest:smoke" matches runs of the built-in suite (stored as "suite:smoke") and runs whose
 // suite name is exactly what was given (an eval set or trace path).
@@ -100,12 +120,6 @@ std::string md_cell(const std::string& s) {
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "-"; }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw_environment_error(path + ": cannot write");
-}
 
 std::string junit_xml(const scoring::GateOutcome& o, const std::string& title) {
   std::map<std::string, std::vector<const scoring::CheckResult*>> by_kind;
@@ -219,6 +233,9 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
     }
   });
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
+  if (store.read_only() && !a.no_store)
+    throw_usage_error(store.path() + ": the database is read-only here, and the gate records its decisions in it (which "
+                      "--baseline passing reads); give --no-store to gate without recording them");
   const std::optional<results::RunRecord> cand = select_run(store, a.candidate, std::nullopt, "");
   if (!cand) throw_input_error(store.path() + ": no complete run matches --candidate " + a.candidate);
   const std::optional<results::RunRecord> base = select_run(store, a.baseline, cand->id, cand->info.model_sha256);
@@ -254,6 +271,7 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
       base_run ? scoring::pair_baseline_configs(*base_run, pairings) : std::vector<std::string>{};
   scoring::GateOutcome outcome = scoring::evaluate_gate(policy, base_run ? &*base_run : nullptr, cand_run);
   outcome.notes.insert(outcome.notes.begin(), pairing_notes.begin(), pairing_notes.end());
+  for (std::string& note : unmatched_domain_notes(policy, cand_run)) outcome.notes.push_back(std::move(note));
 
   std::map<std::string, int64_t> config_ids;
   for (const results::RunRecord* r : {&*cand, base ? &*base : nullptr})
@@ -275,7 +293,7 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
     d.ci_high = c.ci_high;
     d.threshold = c.threshold;
     d.detail = c.detail;
-    store.add_gate_decision(d);
+    if (!a.no_store) store.add_gate_decision(d);
   }
 
   const std::string headline =
@@ -283,8 +301,8 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
                          base->info.suite_name, base->items, cand->id, cand->info.suite_name, cand->items, a.policy)
            : fmt::format("Candidate run {} ({}, {} items), no baseline, policy `{}`.", cand->id, cand->info.suite_name,
                          cand->items, a.policy);
-  if (!a.junit.empty()) write_file(a.junit, junit_xml(outcome, "kvgate gate " + std::to_string(cand->id)));
-  if (!a.report.empty()) write_file(a.report, markdown_report(outcome, headline));
+  if (!a.junit.empty()) write_output_file(a.junit, junit_xml(outcome, "kvgate gate " + std::to_string(cand->id)));
+  if (!a.report.empty()) write_output_file(a.report, markdown_report(outcome, headline));
 
   if (a.json) {
     std::printf("%s\n", outcome_json(outcome, base, *cand, a.policy, store.path()).dump(2).c_str());
@@ -316,6 +334,9 @@ void add_gate_commands(CLI::App& app, CommandContext& ctx) {
                 "comparison of two KV configs); repeatable");
   g->add_flag("--allow-missing-baseline", a->allow_missing_baseline,
               "When no baseline run matches, check absolute limits only and pass with a note (a suite's first night)");
+  g->add_flag("--no-store", a->no_store,
+              "Do not record the decisions in the database (for a read-only one; `--baseline passing` will not see "
+              "this gate)");
   g->add_flag("--json", a->json, "Machine-readable output");
   g->callback([a, &ctx] { run_gate(*a, ctx); });
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/mapped_file.h"
 #include "harness/backend.h"
 #include "harness/commands.h"
@@ -24,12 +25,7 @@ namespace kvgate::harness {
 namespace {
 
 std::vector<runtime::ChatMessage> read_messages(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_whole_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_input_error_at(path, e.byte, "not valid JSON");
-  }
+  const nlohmann::json j = parse_json_input(read_whole_file(path), path);
   if (!j.is_array()) throw_input_error(path + ": expected a JSON array of {\"role\", \"content\"} messages");
   std::vector<runtime::ChatMessage> messages;
   for (size_t i = 0; i < j.size(); ++i) {
@@ -53,10 +49,13 @@ void run_generate(const GenerateArgs& a) {
   if (a.prompt.empty() == a.messages_file.empty()) throw_usage_error("give exactly one of --prompt or --messages");
   if (a.n < 1) throw_usage_error("-n must be at least 1");
   const kernels::KvConfig config = kernels::parse_kv_config(a.kv);
+  // The messages file is checked before the model is loaded, so its errors come first.
+  const std::vector<runtime::ChatMessage> messages =
+      a.messages_file.empty() ? std::vector<runtime::ChatMessage>{} : read_messages(a.messages_file);
   LoadedModel lm = load_model(a.model);
   std::string text;
   if (!a.messages_file.empty()) {
-    text = runtime::render_chat(lm.model->gguf(), read_messages(a.messages_file), true);
+    text = runtime::render_chat(lm.model->gguf(), messages, true);
   } else if (a.chat) {
     text = runtime::render_chat(lm.model->gguf(), {{"user", a.prompt}}, true);
   } else {
@@ -67,8 +66,8 @@ void run_generate(const GenerateArgs& a) {
   if (prompt.empty()) throw_usage_error("the prompt is empty");
   const int64_t ctx_limit = lm.model->arch().n_ctx_train;
   if (static_cast<int64_t>(prompt.size()) + a.n > ctx_limit)
-    throw_usage_error(fmt::format("prompt ({} tokens) + -n {} exceeds the model's context of {} tokens", prompt.size(),
-                                  a.n, ctx_limit));
+    throw_usage_error(fmt::format("prompt ({} tokens) + -n {} exceeds the model's context of {} tokens ({}: {}.context_length)",
+                                  prompt.size(), a.n, ctx_limit, lm.model->path(), lm.model->arch().arch));
 
   const std::unique_ptr<runtime::Backend> backend = make_backend(a.backend, *lm.model, a.threads);
   const std::unique_ptr<runtime::BackendSequence> seq = backend->start(config, static_cast<int64_t>(prompt.size()) + a.n);
@@ -162,7 +161,7 @@ void run_perplexity_cmd(const PerplexityArgs& a) {
   PerplexityOptions options = a.options;
   options.kld = parse_kld_definition(a.kld_definition);
   LoadedModel lm = load_model(a.model);
-  const std::vector<int32_t> tokens = perplexity_tokens(lm, read_whole_file(a.file));
+  const std::vector<int32_t> tokens = perplexity_tokens(lm, read_whole_file(a.file), a.file);
   const std::unique_ptr<runtime::Backend> backend = make_backend(a.backend, *lm.model, a.threads);
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   const std::vector<PerplexityResult> results =
@@ -201,7 +200,7 @@ void add_infer_commands(CLI::App& app, CommandContext&) {
   g->add_option("--kv", gen->kv, "KV config (see `kvgate kv list`)")->capture_default_str();
   g->add_option("-n", gen->n, "Tokens to generate")->capture_default_str();
   g->add_option("--model", gen->model, "GGUF model (default: the fetched default model)");
-  g->add_option("--threads", gen->threads, "Cores in total, BLAS included (0 = all cores)");
+  g->add_option("--threads", gen->threads, "Cores in total, BLAS included (0 = all cores)")->check(thread_count_check());
   add_backend_option(g, gen->backend);
   g->add_flag("--ignore-eos", gen->ignore_eos, "Keep generating past the end-of-sequence token");
   g->add_flag("--json", gen->json, "Machine-readable output");
@@ -223,7 +222,7 @@ void add_infer_commands(CLI::App& app, CommandContext&) {
                 "file), full (every vocabulary entry, as `kvgate eval`)")
       ->capture_default_str();
   p->add_option("--model", ppl->model, "GGUF model (default: the fetched default model)");
-  p->add_option("--threads", ppl->threads, "Cores in total, BLAS included (0 = all cores)");
+  p->add_option("--threads", ppl->threads, "Cores in total, BLAS included (0 = all cores)")->check(thread_count_check());
   add_backend_option(p, ppl->backend);
   p->add_flag("--json", ppl->json, "Machine-readable output");
   p->callback([ppl] { run_perplexity_cmd(*ppl); });

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "harness/commands.h"
 #include "harness/report_html.h"
 #include "harness/weights.h"
@@ -25,12 +27,6 @@ struct ReportArgs {
   GpuFlags gpu;
 };
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw_environment_error(path + ": cannot write the report");
-}
 
 double file_size_or_nan(const std::string& path) {
   struct stat st {};
@@ -47,8 +43,8 @@ void run_report(const ReportArgs& a) {
   in.weights_kv = weights_kv_rows(in.run, in.budget, in.weight_bytes);
   in.engine = read_engine_view(store, in.run.record.id);
   if (!a.baseline.empty()) in.baseline = results::StoredRun::load(store, store.resolve_run(a.baseline));
-  if (!a.html.empty()) write_file(a.html, render_report_html(in));
-  if (!a.md.empty()) write_file(a.md, render_report_markdown(in));
+  if (!a.html.empty()) write_output_file(a.html, render_report_html(in));
+  if (!a.md.empty()) write_output_file(a.md, render_report_markdown(in));
   if (a.json) {
     nlohmann::json j = {{"run", in.run.record.id},
                         {"baseline", in.baseline ? nlohmann::json(in.baseline->record.id) : nlohmann::json(nullptr)},

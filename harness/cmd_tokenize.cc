@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/mapped_file.h"
 #include "harness/commands.h"
 #include "runtime/chat_template.h"
@@ -118,12 +119,7 @@ std::vector<int64_t> parse_ids(const std::string& input, const std::string& sour
   std::vector<int64_t> ids;
   const size_t first = input.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (input[first] == '[' || input[first] == '{')) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(input);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw_input_error_at(source, e.byte > 0 ? e.byte - 1 : 0, "invalid JSON");
-    }
+    const nlohmann::json j = parse_json_input(input, source);
     const nlohmann::json* list = &j;
     if (j.is_object()) {
       if (!j.contains("ids")) throw_input_error(source + ": JSON object has no \"ids\" array");

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/mapped_file.h"
 #include "harness/commands.h"
 #include "harness/workload_models.h"
@@ -193,7 +195,12 @@ std::vector<std::pair<kn::KvConfig, double>> parse_overheads(const std::string& 
   auto add = [&](const std::string& spec, double factor, const std::string& where) {
     if (!(factor > 0) || !std::isfinite(factor))
       throw_usage_error(where + ": overhead factor for '" + echo_user_text(spec) + "' must be a positive number");
-    out.emplace_back(kn::parse_kv_config(spec), factor);
+    try {
+      out.emplace_back(kn::parse_kv_config(spec), factor);
+    } catch (const Error& e) {
+      if (where == "--kv-overhead") throw;
+      throw Error(e.kind(), where + ": " + e.what());
+    }
   };
   size_t start = 0;
   while (start < flag.size()) {
@@ -217,10 +224,10 @@ std::vector<std::pair<kn::KvConfig, double>> parse_overheads(const std::string& 
   }
   if (!file.empty()) {
     const std::string text = read_whole_file(file);
-    const json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      throw_input_error(file + (text.empty() ? ": is empty; expected" : ": expected") +
-                        " a JSON object mapping KV specs to overhead factors");
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+      throw_input_error(file + ": is empty; expected a JSON object mapping KV specs to overhead factors");
+    const json j = parse_json_input(text, file);
+    if (!j.is_object()) throw_input_error(file + ": expected a JSON object mapping KV specs to overhead factors");
     for (const auto& [spec, v] : j.items()) {
       if (!v.is_number()) throw_input_error(file + ": the factor for '" + echo_user_text(spec) + "' is not a number");
       add(spec, v.get<double>(), file);
@@ -352,11 +359,9 @@ void run_capacity(const CapacityFlags& f) {
 
 void run_generate(const wl::AgenticOptions& o, const std::string& out_path, bool as_json) {
   const wl::Trace t = wl::generate_agentic_trace(o);
-  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
-  if (!out) throw_environment_error(out_path + ": cannot write");
+  std::ostringstream out;
   wl::write_kvgate_trace(t, out);
-  out.close();
-  if (!out) throw_environment_error(out_path + ": write failed");
+  write_output_file(out_path, out.str());
   const wl::WorkloadProfile p = wl::profile_trace(t);
   if (as_json) {
     json j = {{"out", out_path},

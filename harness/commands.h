@@ -3,7 +3,11 @@
 // throwing kvgate::Error (exit 2/3) or by setting ctx.exit_code (1 = a gate failed).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <string>
+#include <thread>
 
 namespace kvgate::harness {
 
@@ -20,6 +24,39 @@ struct GpuFlags {
   int64_t context = 4096;
 };
 void add_gpu_flags(CLI::App* command, GpuFlags& flags);
+
+// Checks on a flag's value before the command runs, so a value that cannot mean anything is a
+// usage error (exit 2) naming the flag, never a run with it. A value that is not a whole number
+// is left to CLI11's own conversion error.
+inline CLI::Validator whole_number_at_least(int64_t min, const std::string& hint) {
+  return CLI::Validator(
+      [min, hint](std::string& value) -> std::string {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (ec != std::errc() || end != value.data() + value.size() || v >= min) return "";
+        return "must be at least " + std::to_string(min) + ", got " + value + " (" + hint + ")";
+      },
+      "");
+}
+
+// --threads: 0 is every core; more than 4x the machine's hardware threads (or 1024) is a typo,
+// and would start that many threads and their stacks before any work.
+inline CLI::Validator thread_count_check() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (ec != std::errc() || end != value.data() + value.size()) return "";
+        if (v < 0) return "must be 0 (every core) or a positive count, got " + value;
+        const unsigned hw = std::thread::hardware_concurrency();
+        const int64_t most = hw > 0 ? std::min<int64_t>(1024, 4 * int64_t{hw}) : 1024;
+        if (v > most)
+          return value + " is more than " + std::to_string(most) + " (4x the " + std::to_string(hw) +
+                 " hardware threads of this machine, at most 1024); give 0 for every core";
+        return "";
+      },
+      "");
+}
 
 void add_model_commands(CLI::App& app, CommandContext& ctx);
 void add_evalset_commands(CLI::App& app, CommandContext& ctx);

@@ -53,8 +53,8 @@ GreedyTokens greedy_decode(runtime::Backend& backend, runtime::BackendSequence& 
   return out;
 }
 
-std::vector<int32_t> perplexity_tokens(const LoadedModel& lm, const std::string& text) {
-  std::vector<int32_t> tokens = lm.tokenizer.encode(text, false);
+std::vector<int32_t> perplexity_tokens(const LoadedModel& lm, const std::string& text, const std::string& source) {
+  std::vector<int32_t> tokens = lm.tokenizer.encode(text, false, source);
   if (lm.tokenizer.add_bos() && lm.tokenizer.bos_id()) tokens.insert(tokens.begin(), *lm.tokenizer.bos_id());
   return tokens;
 }

@@ -53,7 +53,7 @@ struct PerplexityOptions {
 // The token sequence llama-perplexity scores for a text: special-token text kept as plain text,
 // and a BOS in front when the model's vocabulary asks for one (common_tokenize with
 // add_special), so chunk boundaries fall where llama.cpp's do.
-std::vector<int32_t> perplexity_tokens(const LoadedModel& lm, const std::string& text);
+std::vector<int32_t> perplexity_tokens(const LoadedModel& lm, const std::string& text, const std::string& source);
 
 struct PerplexityResult {
   int chunks = 0;

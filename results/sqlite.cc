@@ -3,15 +3,36 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <limits>
 
 #include "core/error.h"
 
 namespace kvgate::results {
 
-Connection::Connection(const std::string& path, bool create) : path_(path) {
-  const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
-  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+Connection::Connection(const std::string& path, bool create)
+    : Connection(path, path, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0)) {}
+
+std::unique_ptr<Connection> Connection::read_only(const std::string& path) {
+  // A file: URI; the characters a URI gives meaning to are escaped.
+  std::string uri = "file:";
+  for (const char c : path) {
+    if (c == '%') uri += "%25";
+    else if (c == '?') uri += "%3f";
+    else if (c == '#') uri += "%23";
+    else uri += c;
+  }
+  std::error_code ec;
+  const bool has_wal = std::filesystem::file_size(path + "-wal", ec) > 0 && !ec;
+  uri += has_wal ? "?mode=ro" : "?immutable=1";
+  return std::unique_ptr<Connection>(new Connection(path, uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI));
+}
+
+Connection::Connection(const std::string& path, const std::string& uri, int flags) : path_(path) {
+  read_only_ = (flags & SQLITE_OPEN_READONLY) != 0;
+  const int rc = sqlite3_open_v2(uri.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     const std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);
@@ -23,6 +44,13 @@ Connection::Connection(const std::string& path, bool create) : path_(path) {
   }
   sqlite3_extended_result_codes(db_, 1);
   sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  // SQLite quietly opens a file it may not write read-only; a command that writes says so now,
+  // before any work, rather than at its first write.
+  if (!read_only_ && sqlite3_db_readonly(db_, "main") == 1) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw_input_error(path + ": cannot write the results database (the file is read-only)");
+  }
 }
 
 Connection::~Connection() { sqlite3_close_v2(db_); }
@@ -35,10 +63,19 @@ void Connection::fail(int rc, const std::string& what) const {
       throw_input_error(path_ + ": not a usable kvgate results database (" + detail + ")");
     case SQLITE_CANTOPEN:
       throw_input_error(path_ + ": cannot open results database (" + detail + ")");
+    case SQLITE_READONLY:
+      // The file (or its directory) is not writable by this process: the user's to fix, as
+      // for any other output path.
+      throw_input_error(path_ + ": cannot write the results database (" + detail + ")");
+    case SQLITE_ERROR:
+      // SQLite reports a schema format number it does not know (header offset 44) as a plain
+      // error: the file's, not a statement of ours.
+      if (std::strstr(sqlite3_errmsg(db_), "unsupported file format"))
+        throw_input_error(path_ + ": not a usable kvgate results database (" + detail + ")");
+      throw_internal_error(path_ + ": " + detail);
     case SQLITE_CONSTRAINT:
     case SQLITE_MISUSE:
     case SQLITE_RANGE:
-    case SQLITE_ERROR:
       throw_internal_error(path_ + ": " + detail);
     default:
       throw_environment_error(path_ + ": " + detail);

@@ -4,6 +4,7 @@
 // contract: a file that is not a database is bad input (exit 2); busy, disk and I/O failures
 // are environment errors (exit 3); a violated constraint is our own bug (internal, exit 3).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,11 +22,16 @@ class Connection {
  public:
   // create = false opens only an existing file (a missing one is an input error).
   Connection(const std::string& path, bool create);
+  // Opens an existing file for reading only, for a database whose file or directory this
+  // process cannot write: a WAL database is then read without creating its -wal and -shm side
+  // files (SQLite's immutable=1; with a -wal file left behind, mode=ro so its commits are seen).
+  static std::unique_ptr<Connection> read_only(const std::string& path);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   sqlite3* handle() const { return db_; }
+  bool is_read_only() const { return read_only_; }
   const std::string& path() const { return path_; }
   // Runs constant SQL without parameters (schema DDL, pragmas), one statement at a time.
   void execute_script(std::string_view sql);
@@ -35,8 +41,10 @@ class Connection {
   [[noreturn]] void fail(int rc, const std::string& what) const;
 
  private:
+  Connection(const std::string& path, const std::string& uri, int flags);
   sqlite3* db_ = nullptr;
   std::string path_;
+  bool read_only_ = false;
 };
 
 class Statement {

@@ -1,11 +1,14 @@
 #include "results/store.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <limits>
 #include <thread>
 
@@ -105,10 +108,36 @@ Store Store::open(const std::string& path, Mode mode) {
     if (path.empty() || ::stat(path.c_str(), &st) != 0)
       throw_input_error(path + ": no such results database");
     if (!S_ISREG(st.st_mode)) throw_input_error(path + ": not a regular file");
+    // A database this process may not write (its file, or the directory SQLite keeps its WAL
+    // side files in) is still readable: it is opened read-only instead of failing on the side
+    // files.
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    const bool writable = ::access(path.c_str(), W_OK) == 0 && ::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0;
+    Store store(writable ? std::make_unique<Connection>(path, false) : Connection::read_only(path));
+    store.migrate(false);
+    store.check_integrity();
+    return store;
   }
-  Store store(std::make_unique<Connection>(path, mode == Mode::create));
-  store.migrate(mode == Mode::create);
+  Store store(std::make_unique<Connection>(path, true));
+  store.migrate(true);
   return store;
+}
+
+bool Store::read_only() const { return connection_->is_read_only(); }
+
+void Store::check_integrity() {
+  // quick_check reads every page and checks the b-trees (not index contents against their
+  // tables): a damaged page fails here, by name, instead of as numbers read from it.
+  Statement s(*connection_, "PRAGMA quick_check(3)");
+  std::string problems;
+  while (s.step()) {
+    std::string row = s.column_text(0);
+    if (row == "ok") return;
+    std::replace(row.begin(), row.end(), '\n', ' ');  // one line per error message
+    problems += (problems.empty() ? "" : "; ") + echo_user_text(row, 200);
+  }
+  throw_input_error(connection_->path() + ": damaged results database (SQLite quick_check: " +
+                    (problems.empty() ? std::string("no result") : problems) + ")");
 }
 
 void Store::migrate(bool create) {
@@ -116,12 +145,22 @@ void Store::migrate(bool create) {
   // The first statement that reads the file: a non-database fails here, as an input error.
   const int found = read_user_version(c);
   const int latest = latest_schema_version();
+  if (found < 0)
+    throw_input_error(c.path() + ": not a kvgate results database (schema version " + std::to_string(found) +
+                      "; kvgate's are 1.." + std::to_string(latest) + ")");
   if (found > latest)
     throw_input_error(c.path() + ": results schema version " + std::to_string(found) +
                       " is newer than this kvgate understands (" + std::to_string(latest) +
                       "); use a newer kvgate");
   if (!create && found == 0)
     throw_input_error(c.path() + ": not a kvgate results database (schema version 0)");
+  if (c.is_read_only()) {
+    if (found < latest)
+      throw_input_error(c.path() + ": results schema version " + std::to_string(found) + " is older than this kvgate's (" +
+                        std::to_string(latest) + ") and the database is read-only here; open it once where it can be "
+                        "written (any kvgate command that reads it upgrades it), then read it here");
+    return;
+  }
   c.execute_script("PRAGMA foreign_keys = ON");
   // WAL lets readers (runs list, reports) proceed while a run writes; NORMAL sync is safe in
   // WAL: a crash can lose the last transactions, never corrupt or half-apply one.
@@ -145,7 +184,18 @@ void Store::migrate(bool create) {
     throw_input_error(c.path() + ": results schema version " + std::to_string(current) +
                       " is newer than this kvgate understands (" + std::to_string(latest) + ")");
   const auto migrations = schema_migrations();
-  for (int v = current; v < latest; ++v) c.execute_script(migrations[v]);
+  for (int v = current; v < latest; ++v) {
+    try {
+      c.execute_script(migrations[v]);
+    } catch (const Error& e) {
+      // The released migrations apply to every file kvgate wrote at that version; one that does
+      // not (a table it creates is already there) holds tables its user_version does not
+      // describe: a damaged or foreign file, not a bug here.
+      if (e.kind() != ErrorKind::internal) throw;
+      throw_input_error(c.path() + ": its tables do not match its results schema version " + std::to_string(current) +
+                        " (upgrading to " + std::to_string(v + 1) + " failed: " + e.what() + ")");
+    }
+  }
   // PRAGMA takes no bound parameters; the value is our own integer constant.
   c.execute_script("PRAGMA user_version = " + std::to_string(latest));
   tx.commit();

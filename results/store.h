@@ -282,12 +282,19 @@ class Store {
  public:
   enum class Mode { create, existing };
   // create: makes the file if needed and migrates it to the latest schema.
-  // existing: the file must exist and already be a kvgate database (for read-only commands).
+  // existing: the file must exist and already be a kvgate database (for read-only commands),
+  // pass quick_check, and is opened read-only where it cannot be written.
   // Errors (kvgate::Error): input for a missing file in existing mode, a file that is not a
   // database, or one whose schema is newer than this build knows.
   static Store open(const std::string& path, Mode mode = Mode::create);
 
   const std::string& path() const { return connection_->path(); }
+  // True when opened read-only (Mode::existing on a file or directory this process cannot
+  // write); writing then fails.
+  bool read_only() const;
+  // Input error naming the file when SQLite's quick_check finds damage (Mode::existing runs it
+  // on open, so every reader of a stored run, gate and merge included, refuses a damaged file).
+  void check_integrity();
   int schema_version();
 
   int64_t begin_run(const RunInfo& info);

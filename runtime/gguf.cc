@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/ggml_blocks.h"
@@ -586,6 +588,43 @@ uint32_t default_swa_pattern(std::string_view arch) {
   return 0;
 }
 
+// Every hyper-parameter the file states is range-checked where it is read, so a damaged or
+// hand-edited header is an input error at the key's offset, not a model that runs on a NaN
+// epsilon (all-zero logits) or a count that wraps when printed or multiplied. The bounds are far
+// above any real model's and keep products of them inside 64 bits.
+void check_ranges(const GgufFile& file, const ModelArch& m) {
+  const std::string p = m.arch + ".";
+  auto fail = [&](const std::string& key, const std::string& problem) {
+    const GgufValue* v = file.find(key);
+    throw_input_error_at(file.name(), v ? v->file_offset() : 0, "metadata key '" + printable(key) + "' " + problem);
+  };
+  const std::pair<const char*, uint64_t> counts[] = {
+      {"block_count", 4096},         {"embedding_length", 1u << 20},     {"attention.head_count", 1u << 16},
+      {"attention.head_count_kv", 1u << 16}, {"attention.key_length", 1u << 16}, {"attention.value_length", 1u << 16},
+      {"feed_forward_length", 1u << 24}, {"context_length", 1u << 30},   {"rope.dimension_count", 1u << 16}};
+  for (const auto& [name, most] : counts) {
+    const std::string key = p + name;
+    if (!file.find(key)) continue;
+    const auto v = file.get_u32(key);
+    if (!v) continue;  // a value of another type is reported where it is required
+    if (*v == 0) fail(key, "is 0");
+    if (*v > most) fail(key, "is " + num(*v) + ", more than kvgate accepts (" + num(most) + ")");
+  }
+  const std::pair<const char*, float> reals[] = {{"attention.layer_norm_rms_epsilon", m.rms_eps},
+                                                 {"rope.freq_base", m.rope_base}};
+  for (const auto& [name, value] : reals) {
+    const std::string key = p + name;
+    if (file.find(key) && !(std::isfinite(value) && value > 0.0f))
+      fail(key, "is " + std::to_string(value) + "; it must be a finite number greater than 0");
+  }
+  if (m.rms_eps >= 1.0f) fail(p + "attention.layer_norm_rms_epsilon", "is " + std::to_string(m.rms_eps) + "; it must be below 1");
+  for (const char* name : {"rope.scaling.factor", "rope.scale_linear", "rope.freq_base_swa"}) {
+    const std::string key = p + name;
+    if (const auto v = file.get_f32(key); v && !(std::isfinite(*v) && *v >= 0.0f))
+      fail(key, "is " + std::to_string(*v) + "; it must be a finite number, not negative");
+  }
+}
+
 void read_rope_and_window(const GgufFile& file, ModelArch& m) {
   const std::string p = m.arch + ".";
   m.rope_layout = rotates_halves(m.arch) ? RopeLayout::halves : RopeLayout::adjacent_pairs;
@@ -658,6 +697,7 @@ ModelArch read_model_arch(const GgufFile& file) {
   m.n_rot = file.get_u32(p + "rope.dimension_count").value_or(m.head_dim);
   m.rope_base = file.get_f32(p + "rope.freq_base").value_or(10000.0f);
   m.rms_eps = file.get_f32(p + "attention.layer_norm_rms_epsilon").value_or(1e-5f);
+  check_ranges(file, m);
   read_rope_and_window(file, m);
   if (const GgufArray* tokens = file.get_array("tokenizer.ggml.tokens")) {
     if (tokens->count > std::numeric_limits<uint32_t>::max())

@@ -66,6 +66,8 @@ WeightMatrix weight_from_tensor(const GgufFile& file, const GgufTensor& t) {
                              "Q5_0, Q5_1, Q8_0, Q4_K, Q6_K)");
   if (t.n_dims > 2 || t.dims[2] != 1 || t.dims[3] != 1)
     throw_input_error_at(file.name(), t.file_offset, "tensor '" + std::string(t.name) + "' is not a matrix");
+  if (t.n_elements == 0)
+    throw_input_error_at(file.name(), t.file_offset, "tensor '" + std::string(t.name) + "' has a dimension of 0");
   WeightMatrix w;
   w.name = std::string(t.name);
   w.type = t.type;

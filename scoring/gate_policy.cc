@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 
 namespace kvgate::scoring {
 namespace {
@@ -149,12 +150,7 @@ GateLimits GatePolicy::limits_for(const std::string& domain, const std::string& 
 }
 
 GatePolicy parse_gate_policy(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw_input_error_at(source, e.byte, std::string("not valid JSON: ") + e.what());
-  }
+  const json j = parse_json_input(text, source);
   require_object(j, source, "top level");
   reject_unknown_keys(j, {"kvgate_gate_policy", "description", "bootstrap", "rules", "latency"}, source, "top level");
   if (!j.contains("kvgate_gate_policy") || j["kvgate_gate_policy"] != 1)

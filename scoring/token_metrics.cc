@@ -439,7 +439,15 @@ PositionComparison compare(std::span<const float> ref_logits, std::span<const fl
   if (correct_token >= ref_logits.size())
     throw_input_error("compare_position: correct token " + std::to_string(correct_token) +
                       " is outside the vocabulary of " + std::to_string(ref_logits.size()));
-  const RowMax ref_max = row_max(ref_logits, simd), q_max = row_max(q_logits, simd);
+  auto checked_max = [simd](std::span<const float> row, LogitSide side) {
+    try {
+      return row_max(row, simd);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::input) throw;
+      throw NonFiniteLogits(side, std::string(side == LogitSide::reference ? "reference " : "candidate ") + e.what());
+    }
+  };
+  const RowMax ref_max = checked_max(ref_logits, LogitSide::reference), q_max = checked_max(q_logits, LogitSide::candidate);
   const Sums s = softmax_sums(ref_logits.data(), q_logits.data(), ref_logits.size(), ref_max.value, q_max.value,
                               ref_max.reaches_floor() || q_max.reaches_floor(), simd);
   const double log_norm_ref = ref_max.value + std::log(s.ref);

@@ -7,8 +7,25 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+
+#include "core/error.h"
 
 namespace kvgate::scoring {
+
+enum class LogitSide { reference, candidate };
+
+// compare_position's error for a logit row holding a NaN or +inf entry, or only -inf entries
+// (an input error: the model file under test produced it). Typed so that the caller, which
+// knows the model, config and item behind each side, can name them.
+class NonFiniteLogits : public Error {
+ public:
+  NonFiniteLogits(LogitSide side, const std::string& message) : Error(ErrorKind::input, message), side_(side) {}
+  LogitSide side() const { return side_; }
+
+ private:
+  LogitSide side_;
+};
 
 // What one scored position contributes to every aggregate (see kld_report.h).
 struct PositionComparison {
@@ -32,6 +49,7 @@ void log_softmax(std::span<const float> logits, std::span<double> out);
 
 // Compares the two distributions at one position. Both spans must have the same length
 // (the vocabulary) and correct_token must index into them; otherwise kvgate::Error (input).
+// A row that is not a distribution (NaN, +inf, all -inf) throws NonFiniteLogits naming its side.
 // KL is not clamped at zero: for identical inputs it is exactly 0, and a tiny negative value
 // can only come from rounding, which hiding would make harder to see.
 PositionComparison compare_position(std::span<const float> ref_logits, std::span<const float> q_logits,

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/mapped_file.h"
 
 namespace kvgate::serving {
@@ -179,12 +180,7 @@ std::vector<EndpointConfig> parse_endpoint_flag(std::string_view value) {
 }
 
 std::vector<EndpointConfig> parse_endpoints_json(std::string_view text, const std::string& source) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw_input_error_at(source, e.byte > 0 ? e.byte - 1 : 0, std::string("invalid JSON: ") + e.what());
-  }
+  const json doc = parse_json_input(text, source);
   const json* list = &doc;
   std::string prefix = "";
   if (doc.is_object()) {

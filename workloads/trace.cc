@@ -6,10 +6,12 @@
 #include <limits>
 #include <ostream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/mapped_file.h"
 
 namespace kvgate::workloads {
@@ -86,8 +88,10 @@ void check_block_count(const TraceRequest& r, int block_tokens, bool exact) {
 }
 
 json parse_json_object(std::string_view line) {
-  json row = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-  if (row.is_discarded()) row_error("not valid JSON");
+  json row;
+  JsonProblem problem;
+  if (!parse_json_strict(line, row, problem))
+    row_error(problem.problem + " (at byte " + std::to_string(problem.byte) + " of the line)");
   if (!row.is_object()) row_error("expected a JSON object");
   return row;
 }
@@ -116,6 +120,7 @@ struct ParseState {
   Trace* trace;
   SessionIndex sessions;
   std::unordered_map<int64_t, int64_t> chat_to_session;  // Bailian chat_id -> session
+  std::unordered_set<int64_t> bailian_rows;              // chat_ids that had a row of their own
 };
 
 void parse_mooncake_row(std::string_view line, ParseState& st) {
@@ -154,6 +159,21 @@ void parse_bailian_row(std::string_view line, ParseState& st) {
   // (sampled out of the trace) still groups its children together.
   const int64_t chat_id = chat.get<int64_t>();
   const int64_t parent_id = parent.get<int64_t>();
+  // The parent links must form a forest: a chat that is its own ancestor has no first turn.
+  if (parent_id == chat_id) row_error("chat " + std::to_string(chat_id) + " is its own parent");
+  if (st.bailian_rows.count(chat_id))
+    row_error("chat_id " + std::to_string(chat_id) + " is on an earlier row too (each chat is one request)");
+  if (parent_id >= 0) {
+    // A chat referenced as a parent before its own row already owns a session holding exactly
+    // its descendants seen so far; a parent inside that session would close a cycle.
+    const auto mine = st.chat_to_session.find(chat_id);
+    const auto theirs = st.chat_to_session.find(parent_id);
+    if (mine != st.chat_to_session.end() && theirs != st.chat_to_session.end() && mine->second == theirs->second &&
+        st.bailian_rows.count(parent_id))
+      row_error("parent_chat_id " + std::to_string(parent_id) + " descends from chat " + std::to_string(chat_id) +
+                " (the parent links form a cycle)");
+  }
+  st.bailian_rows.insert(chat_id);
   int64_t session;
   if (parent_id < 0) {
     session = st.sessions.get(tagged('c', std::to_string(chat_id)));
@@ -374,7 +394,7 @@ uint64_t chain_block_key(uint64_t previous_key, uint64_t block_id) {
 Trace parse_trace(std::string_view text, const std::string& name, TraceFormat format, BadRowPolicy bad_rows) {
   Trace trace;
   trace.source = name;
-  ParseState st{&trace, {}, {}};
+  ParseState st{&trace, {}, {}, {}};
 
   uint64_t line_no = 0;
   size_t pos = 0;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "evalsets/item.h"
+#include "evalsets/suite.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
 #include "serving/endpoint.h"
@@ -58,6 +59,16 @@ struct PlannedModel {
 
 // "LABEL=PATH" or "PATH" -> the model and its label. Usage error for a label (given, or the
 // file's stem) with other characters than [A-Za-z0-9._-], naming `flag`.
+// A suite file's KV specs parsed, as `eval --suite` runs them and `evalset validate` checks them:
+// every error names the suite file and the entry ("S.json: kv[2]: ..."), and two entries with
+// one canonical form ("q8_0" and "q8_0/q8_0"), or an entry equal to the suite's ref, are bad
+// input rather than a config run twice.
+struct SuiteKv {
+  std::vector<kernels::KvConfig> candidates;
+  kernels::KvConfig ref;
+};
+SuiteKv parse_suite_kv(const evalsets::Suite& suite);
+
 PlannedModel parse_model_arg(const std::string& arg, const std::string& flag);
 
 // The results name of a config served by an endpoint: "endpoint:NAME=CANONICAL", never equal

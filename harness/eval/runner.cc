@@ -32,6 +32,14 @@ struct ItemFailure {
   std::string message;
 };
 
+// A logit row that is not a distribution, at one position of one item: run_eval names the
+// config and its model from the plan (scoring::NonFiniteLogits knows only the side).
+struct NonFiniteAt {
+  size_t config = 0;
+  std::string where;    // "item ID, turn T, scored token J"
+  std::string message;  // the scoring layer's
+};
+
 // Per config, the items run now, for the summary.
 struct ConfigTotals {
   std::map<std::string, scoring::ItemScores> items;  // by item key: the store's order
@@ -166,10 +174,18 @@ class ItemRun {
           for (int64_t j = 0; j < n; ++j) {
             const size_t jj = static_cast<size_t>(j);
             const uint32_t target = static_cast<uint32_t>(seg.tokens[jj]);
-            const scoring::PositionComparison cmp =
-                mine.top_k ? scoring::compare_topk(ref.lists[jj].view(), mine.lists[jj].view(), seg.tokens[jj]).position
-                           : scoring::compare_position(std::span<const float>(ref.rows.data() + jj * vocab, vocab),
-                                                       std::span<const float>(mine.rows.data() + jj * vocab, vocab), target);
+            scoring::PositionComparison cmp;
+            try {
+              cmp = mine.top_k
+                        ? scoring::compare_topk(ref.lists[jj].view(), mine.lists[jj].view(), seg.tokens[jj]).position
+                        : scoring::compare_position(std::span<const float>(ref.rows.data() + jj * vocab, vocab),
+                                                    std::span<const float>(mine.rows.data() + jj * vocab, vocab), target);
+            } catch (const scoring::NonFiniteLogits& e) {
+              throw NonFiniteAt{e.side() == scoring::LogitSide::reference ? 0 : c,
+                                "item " + echo_user_text(item.id) + ", turn " + std::to_string(turn_index) +
+                                    ", scored token " + std::to_string(j),
+                                e.what()};
+            }
             accs_[c].add_position(cmp, token_classes[jj], turn_kld, turn_same);
           }
         if (c > 0) mine.rows.swap(scratch_rows_);
@@ -256,6 +272,11 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, E
       ItemRun run(prepared[it], lm, sources, cross, options);
       try {
         run.run();
+      } catch (const NonFiniteAt& e) {
+        // The scoring layer knows only the side; the plan knows the config and its model.
+        const PlannedConfig& bad = plan.configs[e.config];
+        throw_input_error(e.where + ": config " + bad.spec + " (" + config_role_name(bad.role) + ") on model " +
+                          models[bad.model].lm->model->path() + ": " + e.message);
       } catch (const ItemFailure& f) {
         recorder.record_failure(item.id, f.config, plan.configs[f.config].endpoint->name,
                                 serving::failure_name(f.failure), f.message);

@@ -155,6 +155,61 @@ TEST_F(StoreTest, NewerSchemaIsAClearInputError) {
   }
 }
 
+TEST_F(StoreTest, NegativeOrMismatchedSchemaVersionIsAnInputError) {
+  Store::open(path_);
+  for (const char* version : {"-1", "1"}) {
+    {
+      Connection c(path_, false);
+      c.execute_script(std::string("PRAGMA user_version = ") + version);
+    }
+    for (const Store::Mode mode : {Store::Mode::existing, Store::Mode::create}) {
+      try {
+        Store::open(path_, mode);
+        FAIL() << "opened a database whose user_version is " << version;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.exit_code(), 2) << e.what();
+        EXPECT_EQ(std::string(e.what()).rfind(path_ + ": ", 0), 0u) << e.what();
+      }
+    }
+  }
+}
+
+TEST_F(StoreTest, DamagedPagesFailTheIntegrityCheckOnOpen) {
+  {
+    Store s = Store::open(path_);
+    RunInfo info;
+    info.suite_name = "s";
+    for (int i = 0; i < 50; ++i) s.finish_run(s.begin_run(info), RunStatus::complete);
+  }
+  int64_t root = 0, page_size = 0;
+  {
+    Connection c(path_, false);
+    Statement q(c, "SELECT rootpage FROM sqlite_master WHERE name = 'runs'");
+    ASSERT_TRUE(q.step());
+    root = q.column_int(0);
+    Statement p(c, "PRAGMA page_size");
+    ASSERT_TRUE(p.step());
+    page_size = p.column_int(0);
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path_, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The runs table's root page: its cell pointers and cells overwritten, its page header kept.
+  const size_t begin = static_cast<size_t>((root - 1) * page_size) + 12;
+  ASSERT_LE(begin + static_cast<size_t>(page_size) - 12, bytes.size());
+  for (size_t i = begin; i < begin + static_cast<size_t>(page_size) - 12; ++i) bytes[i] = static_cast<char>(0xA5 ^ (i * 7));
+  std::ofstream(path_, std::ios::binary | std::ios::trunc) << bytes;
+  try {
+    Store::open(path_, Store::Mode::existing);
+    FAIL() << "opened a damaged database";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find(path_ + ": damaged results database"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(StoreTest, CorruptOrMissingFileIsAnInputError) {
   EXPECT_THROW(
       {

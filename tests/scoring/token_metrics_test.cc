@@ -44,6 +44,25 @@ TEST(LogSoftmax, RejectsNanPositiveInfinityAndAllMasked) {
   EXPECT_THROW(log_softmax(std::vector<float>{}, none), Error);
 }
 
+// The runner names the model, config and item of a bad row; the scoring layer says which side.
+TEST(ComparePosition, NonFiniteLogitsNameTheirSide) {
+  const std::vector<float> ok = {0.0f, 1.0f}, nan = {0.0f, std::nanf("")};
+  try {
+    compare_position(nan, ok, 0);
+    FAIL();
+  } catch (const NonFiniteLogits& e) {
+    EXPECT_EQ(e.side(), LogitSide::reference);
+    EXPECT_EQ(e.kind(), ErrorKind::input);
+    EXPECT_EQ(std::string(e.what()).rfind("reference logits: non-finite value nan at index 1", 0), 0u) << e.what();
+  }
+  try {
+    compare_position(ok, nan, 0);
+    FAIL();
+  } catch (const NonFiniteLogits& e) {
+    EXPECT_EQ(e.side(), LogitSide::candidate);
+  }
+}
+
 TEST(ComparePosition, TwoTokenExample) {
   // ref = (1/2, 1/2); q = (3/4, 1/4) from logits (ln 3, 0).
   // KL(ref || q) = 1/2 ln(2/3) + 1/2 ln 2 = 1/2 ln(4/3).

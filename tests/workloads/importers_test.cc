@@ -162,6 +162,25 @@ TEST(Importers, BailianChainsParentsIntoSessions) {
             std::string::npos);
 }
 
+TEST(Importers, BailianParentLinksMustFormAForest) {
+  auto row = [](int chat, int parent) {
+    return "{\"chat_id\": " + std::to_string(chat) + ", \"parent_chat_id\": " + std::to_string(parent) +
+           ", \"timestamp\": 0, \"input_length\": 16, \"output_length\": 1}\n";
+  };
+  EXPECT_NE(error_of([&] { parse_trace(row(1, -1) + row(2, 2), "q.jsonl"); }).find("q.jsonl:2: chat 2 is its own parent"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_trace(row(1, 3) + row(2, 1) + row(3, 2), "q.jsonl"); })
+                .find("q.jsonl:3: parent_chat_id 2 descends from chat 3"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_trace(row(1, -1) + row(2, 1) + row(1, 2), "q.jsonl"); })
+                .find("q.jsonl:3: chat_id 1 is on an earlier row too"),
+            std::string::npos);
+  // Children before their parent's row, and siblings, are a forest.
+  const Trace t = parse_trace(row(3, 1) + row(4, 1) + row(1, -1) + row(5, 3), "q.jsonl");
+  ASSERT_EQ(t.requests.size(), 4u);
+  for (const auto& r : t.requests) EXPECT_EQ(r.session, t.requests[0].session);
+}
+
 TEST(Importers, KvgateShapeFormatRoundTrips) {
   const std::string text =
       "{\"session\": \"agent-1\", \"turn\": 1, \"timestamp_ms\": 0, \"input_tokens\": 20, \"output_tokens\": 4, "
