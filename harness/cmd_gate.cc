@@ -14,9 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "harness/answers.h"
 #include "harness/commands.h"
 #include "harness/report_html.h"
-#include "harness/stored_scores.h"
+#include "harness/verdicts.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
 #include "scoring/gate.h"
@@ -64,37 +65,6 @@ std::optional<results::RunRecord> select_run(results::Store& store, const std::s
   return std::nullopt;
 }
 
-scoring::GateRun load_gate_run(results::Store& store, const results::RunRecord& run) {
-  scoring::GateRun g;
-  g.id = run.id;
-  g.status = run.status;
-  g.suite_name = run.info.suite_name;
-  g.suite_hash = run.info.suite_hash;
-  g.model_sha256 = run.info.model_sha256;
-  std::map<int64_t, std::string> spec_of;
-  for (const results::RunConfigRecord& c : store.run_configs(run.id)) {
-    spec_of[c.config_id] = c.spec;
-    g.configs.push_back(c.spec);
-    if (c.role == "reference") g.reference_config = c.spec;
-  }
-  auto spec = [&](int64_t id) {
-    const auto it = spec_of.find(id);
-    return it == spec_of.end() ? "config#" + std::to_string(id) : it->second;
-  };
-  for (const results::RunItemMetrics& r : store.run_item_metrics(run.id)) {
-    scoring::GateItem it;
-    it.item_key = r.item_key;
-    it.domain = r.domain;
-    it.config = spec(r.metrics.config_id);
-    it.scores = item_scores(r.metrics);
-    g.items.push_back(std::move(it));
-  }
-  for (const results::RunTurnMetrics& t : store.run_turn_metrics(run.id))
-    g.turns.push_back({spec(t.turn.config_id), turn_latency(t.turn)});
-  return g;
-}
-
-
 std::string md_cell(const std::string& s) {
   std::string out;
   for (char ch : s) out += ch == '|' ? std::string("\\|") : ch == '\n' ? std::string(" ") : std::string(1, ch);
@@ -121,7 +91,9 @@ std::string junit_xml(const scoring::GateOutcome& o, const std::string& title) {
     x += fmt::format("  <testsuite name=\"kvgate.gate.{}\" tests=\"{}\" failures=\"{}\">\n", kind, checks.size(), failures);
     for (const auto* c : checks) {
       x += fmt::format("    <testcase classname=\"kvgate.gate.{}\" name=\"{}\"", kind, xml_escape(c->name));
-      if (c->passed) {
+      if (c->skipped) {
+        x += fmt::format("><skipped message=\"{}\"/></testcase>\n", xml_escape(c->detail));
+      } else if (c->passed) {
         x += fmt::format("><system-out>{}</system-out></testcase>\n", xml_escape(c->detail));
       } else {
         x += fmt::format("><failure message=\"{}\" type=\"{}\">{}</failure></testcase>\n", xml_escape(c->detail), kind,
@@ -141,9 +113,26 @@ std::string junit_xml(const scoring::GateOutcome& o, const std::string& title) {
   return x;
 }
 
-std::string markdown_report(const scoring::GateOutcome& o, const std::string& headline) {
+// The candidate's answers that changed under a failed check's config (and domain), so a reader
+// goes from the number to what the model said.
+std::string changed_answers_link(const scoring::CheckResult& c, const RunAnswers& answers, int64_t run_id) {
+  if (c.config.empty() || !answers.stored) return "";
+  const std::string domain = c.domain == "*" ? "" : c.domain;
+  const std::vector<std::string> items = changed_items(answers, c.config, domain);
+  if (items.empty()) return fmt::format("  - no answer changed under {} against the reference {}\n", c.config, answers.reference);
+  std::string list;
+  for (size_t i = 0; i < items.size() && i < 8; ++i) list += (i ? ", " : "") + ("`" + items[i] + "`");
+  if (items.size() > 8) list += fmt::format(" and {} more", items.size() - 8);
+  return fmt::format("  - answers that changed ({}): {}; read them with `kvgate runs show {} --answers --changed --config {}{}` "
+                     "or in the HTML report's section #{}\n",
+                     items.size(), list, run_id, c.config, domain.empty() ? "" : " --domain " + domain,
+                     changed_answers_anchor(c.config));
+}
+
+std::string markdown_report(const scoring::GateOutcome& o, const std::string& headline, const RunAnswers& answers,
+                            int64_t candidate_run) {
   std::string md = "## kvgate gate: " + std::string(o.passed() ? "PASS" : "FAIL") + "\n\n" + headline + "\n\n";
-  md += fmt::format("{} checks, {} failed.\n\n", o.checks.size(), o.failed());
+  md += fmt::format("{} checks, {} failed, {} skipped.\n\n", o.checks.size(), o.failed(), o.skipped());
   if (o.failed() > 0) {
     md += "### Failing checks\n\n| check | domain | config | baseline | candidate | delta | CI | limit | items most affected |\n"
           "|---|---|---|---|---|---|---|---|---|\n";
@@ -161,7 +150,14 @@ std::string markdown_report(const scoring::GateOutcome& o, const std::string& he
     }
     md += "\nDetails:\n\n";
     for (const scoring::CheckResult& c : o.checks)
-      if (!c.passed) md += "- `" + c.name + "`: " + c.detail + "\n";
+      if (!c.passed) md += "- `" + c.name + "`: " + c.detail + "\n" + changed_answers_link(c, answers, candidate_run);
+    md += "\n";
+  }
+  if (o.skipped() > 0) {
+    // Listed apart so that a check that could not decide is never read as a pass.
+    md += "### Skipped checks\n\n";
+    for (const scoring::CheckResult& c : o.checks)
+      if (c.skipped) md += "- `" + c.name + "`: " + c.detail + "\n";
     md += "\n";
   }
   if (!o.notes.empty()) {
@@ -171,7 +167,8 @@ std::string markdown_report(const scoring::GateOutcome& o, const std::string& he
   }
   md += "<details><summary>All checks</summary>\n\n| check | result | detail |\n|---|---|---|\n";
   for (const scoring::CheckResult& c : o.checks)
-    md += fmt::format("| `{}` | {} | {} |\n", md_cell(c.name), c.passed ? "pass" : "**FAIL**", md_cell(c.detail));
+    md += fmt::format("| `{}` | {} | {} |\n", md_cell(c.name), c.skipped ? "skipped" : c.passed ? "pass" : "**FAIL**",
+                      md_cell(c.detail));
   md += "\n</details>\n";
   return md;
 }
@@ -191,6 +188,7 @@ nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<r
                       {"domain", c.domain},
                       {"config", c.config},
                       {"passed", c.passed},
+                      {"skipped", c.skipped},
                       {"baseline_value", number_or_null(c.baseline_value)},
                       {"candidate_value", number_or_null(c.candidate_value)},
                       {"delta", number_or_null(c.delta)},
@@ -203,6 +201,7 @@ nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<r
   }
   return {{"passed", o.passed()},
           {"failed", o.failed()},
+          {"skipped", o.skipped()},
           {"checks_total", o.checks.size()},
           {"baseline", base ? nlohmann::json(base->id) : nlohmann::json(nullptr)},
           {"candidate", cand.id},
@@ -213,14 +212,7 @@ nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<r
 }
 
 void run_gate(const GateArgs& a, CommandContext& ctx) {
-  scoring::GatePolicy policy = scoring::load_gate_policy(a.policy);
-  scoring::canonicalize_policy_kv(policy, [&](const std::string& spec) {
-    try {
-      return kernels::parse_kv_config(spec).canonical();
-    } catch (const Error& e) {
-      throw_input_error(a.policy + ": rule kv '" + spec + "': " + e.what());
-    }
-  });
+  const scoring::GatePolicy policy = load_policy_or_default(a.policy);
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
   const std::optional<results::RunRecord> cand = select_run(store, a.candidate, std::nullopt, "");
   if (!cand) throw_input_error(store.path() + ": no complete run matches --candidate " + a.candidate);
@@ -287,7 +279,7 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
            : fmt::format("Candidate run {} ({}, {} items), no baseline, policy `{}`.", cand->id, cand->info.suite_name,
                          cand->items, a.policy);
   if (!a.junit.empty()) write_file(a.junit, junit_xml(outcome, "kvgate gate " + std::to_string(cand->id)));
-  if (!a.report.empty()) write_file(a.report, markdown_report(outcome, headline));
+  if (!a.report.empty()) write_file(a.report, markdown_report(outcome, headline, read_answers(store, cand->id), cand->id));
 
   if (a.json) {
     std::printf("%s\n", outcome_json(outcome, base, *cand, a.policy, store.path()).dump(2).c_str());
@@ -295,9 +287,11 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
     std::printf("%s\n", headline.c_str());
     for (const scoring::CheckResult& c : outcome.checks)
       if (!c.passed) std::printf("FAIL %s: %s\n", c.name.c_str(), c.detail.c_str());
+    for (const scoring::CheckResult& c : outcome.checks)
+      if (c.skipped) std::printf("SKIPPED %s: %s\n", c.name.c_str(), c.detail.c_str());
     for (const std::string& n : outcome.notes) std::printf("note: %s\n", n.c_str());
-    std::printf("gate %s: %zu of %zu checks failed\n", outcome.passed() ? "PASSED" : "FAILED", outcome.failed(),
-                outcome.checks.size());
+    std::printf("gate %s: %zu of %zu checks failed, %zu skipped\n", outcome.passed() ? "PASSED" : "FAILED",
+                outcome.failed(), outcome.checks.size(), outcome.skipped());
   }
   if (!outcome.passed()) ctx.exit_code = 1;
 }

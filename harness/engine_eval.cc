@@ -195,7 +195,7 @@ void run_item(const PreparedItem& prepared, const LoadedModel& lm, runtime::Engi
           r.pending_prefill_ms = 0;
           r.acc.latency.push_back({0, turn_index, std::move(probe.token_times_ms)});
           greedy[c] = std::move(probe.tokens);
-          if (seg.final_answer && item.has_answer) text = lm.tokenizer.decode(greedy[c], false);
+          text = lm.tokenizer.decode(greedy[c], false);
         } else {
           EngineAnswer a = engine_greedy(*r.client, lm, sent, max_new, k);
           r.acc.latency.push_back({0, turn_index, std::move(a.token_ms)});
@@ -205,9 +205,9 @@ void run_item(const PreparedItem& prepared, const LoadedModel& lm, runtime::Engi
           cached_tokens[c] = a.cached_tokens;
         }
         if (c == 0) ref_greedy = greedy[c];
-        r.acc.add_greedy(ref_greedy, greedy[c]);
+        if (seg.final_answer && item.has_answer) r.acc.gold_match = matches_gold(text, item.answer);
+        r.acc.add_greedy(ref_greedy, greedy[c], std::move(text));
         if (seg.final_answer) {
-          if (item.has_answer) r.acc.gold_match = matches_gold(text, item.answer);
           r.acc.final_greedy = greedy[c];
         }
       });

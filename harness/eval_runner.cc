@@ -224,9 +224,10 @@ void run_item(const PreparedItem& prepared, const LoadedModel& lm, std::vector<C
       st.pending_prefill_ms = 0;
       st.acc.latency.push_back({0, turn_index, std::move(probe.token_times_ms)});
       if (c == 0) ref_greedy = probe.tokens;
-      st.acc.add_greedy(ref_greedy, probe.tokens);
+      std::string text = lm.tokenizer.decode(probe.tokens, false);
+      if (seg.final_answer && item.has_answer) st.acc.gold_match = matches_gold(text, item.answer);
+      st.acc.add_greedy(ref_greedy, probe.tokens, std::move(text));
       if (seg.final_answer) {
-        if (item.has_answer) st.acc.gold_match = matches_gold(lm.tokenizer.decode(probe.tokens, false), item.answer);
         st.acc.final_greedy = std::move(probe.tokens);
       }
     }
@@ -275,6 +276,7 @@ results::ItemInfo item_info(const EvalPlan& plan, const evalsets::EvalItem& item
   info.domain = item.domain;
   info.evalset_hash = plan.workload.hash;
   info.item_hash = hex_u64(xxhash64(evalsets::canonical_line(item)));
+  if (item.has_answer) info.gold_answer = item.answer;
   return info;
 }
 
