@@ -50,5 +50,7 @@ EvalItem make_diffs_item(Rng& rng, size_t target);
 EvalItem make_korean_item(Rng& rng, size_t target);
 EvalItem make_policy_item(Rng& rng, size_t target);
 EvalItem make_agentic_item(Rng& rng, size_t target);
+// Short-range extractive questions; the kind cycles with the item's index (gen_lookup.cc).
+EvalItem make_lookup_item(Rng& rng, size_t target, size_t index);
 
 }  // namespace kvgate::evalsets::gen

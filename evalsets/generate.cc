@@ -70,12 +70,13 @@ EvalItem answer_item(std::string system, std::string user, std::string answer, n
 }  // namespace gen
 
 const std::vector<std::string>& generator_domains() {
-  static const std::vector<std::string> kDomains = {"tables", "diffs", "korean", "policy", "agentic"};
+  static const std::vector<std::string> kDomains = {"tables", "diffs", "korean", "policy", "agentic", "lookup"};
   return kDomains;
 }
 
 TokenRange default_token_range(const std::string& domain) {
   if (domain == "agentic") return {1500, 4000};
+  if (domain == "lookup") return {100, 300};
   return {300, 1200};
 }
 
@@ -90,7 +91,8 @@ EvalItem generate_item(const std::string& domain, uint64_t seed, size_t index, T
   else if (domain == "korean") item = gen::make_korean_item(rng, target);
   else if (domain == "policy") item = gen::make_policy_item(rng, target);
   else if (domain == "agentic") item = gen::make_agentic_item(rng, target);
-  else throw_usage_error("unknown eval domain \"" + echo_user_text(domain) + "\" (tables, diffs, korean, policy, agentic, all)");
+  else if (domain == "lookup") item = gen::make_lookup_item(rng, target, index);
+  else throw_usage_error("unknown eval domain \"" + echo_user_text(domain) + "\" (tables, diffs, korean, policy, agentic, lookup, all)");
   item.id = domain + "-s" + std::to_string(seed) + "-" + gen::pad(static_cast<int64_t>(index), 4);
   item.domain = domain;
   item.meta["seed"] = seed;
@@ -107,7 +109,7 @@ std::vector<EvalItem> generate(const GenerateOptions& options) {
     bool known = false;
     for (const std::string& d : generator_domains()) known = known || d == options.domain;
     if (!known)
-      throw_usage_error("unknown eval domain \"" + echo_user_text(options.domain) + "\" (tables, diffs, korean, policy, agentic, all)");
+      throw_usage_error("unknown eval domain \"" + echo_user_text(options.domain) + "\" (tables, diffs, korean, policy, agentic, lookup, all)");
     domains.push_back(options.domain);
   }
   std::vector<EvalItem> items;

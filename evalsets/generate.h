@@ -25,7 +25,7 @@ struct GenerateOptions {
   TokenRange tokens;
 };
 
-const std::vector<std::string>& generator_domains();  // tables, diffs, korean, policy, agentic
+const std::vector<std::string>& generator_domains();  // tables, diffs, korean, policy, agentic, lookup
 TokenRange default_token_range(const std::string& domain);
 
 // Throws a usage error for an unknown domain, n == 0 or n > 100000, or a bad token range.

@@ -103,7 +103,7 @@ Suite parse_suite(const std::string& json_text, const std::string& file) {
       set.domain = require_string(e, "domain", where, file);
       bool known = set.domain == "all";
       for (const std::string& d : generator_domains()) known = known || d == set.domain;
-      if (!known) fail(file, where + "unknown domain \"" + set.domain + "\" (tables, diffs, korean, policy, agentic, all)");
+      if (!known) fail(file, where + "unknown domain \"" + set.domain + "\" (tables, diffs, korean, policy, agentic, lookup, all)");
       set.seed = require_uint(e, "seed", where, file);
       set.n = require_uint(e, "n", where, file);
       if (set.n == 0 || set.n > 100000) fail(file, where + "\"n\" must be between 1 and 100000");
