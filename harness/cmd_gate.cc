@@ -269,7 +269,8 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
     d.ci_low = c.ci_low;
     d.ci_high = c.ci_high;
     d.threshold = c.threshold;
-    d.detail = c.detail;
+    // The table keeps pass/fail; a skipped check is stored as not failed, and says so first.
+    d.detail = c.skipped ? "SKIPPED: " + c.detail : c.detail;
     store.add_gate_decision(d);
   }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,57 @@ std::vector<ConfigResults> summarize(results::Store& store, int64_t run_id,
   }
   std::stable_sort(out.begin(), out.end(), [](const ConfigResults& x, const ConfigResults& y) { return x.spec < y.spec; });
   return out;
+}
+
+// Per config, per turn index of the run's multi-turn sessions, the mean over sessions of that
+// turn's mean KLD and TTFT: the drift the report charts, as numbers.
+struct TurnDrift {
+  std::map<std::string, std::map<int64_t, double>> kld;  // spec -> turn -> mean KLD
+  std::map<std::string, std::map<int64_t, double>> ttft;  // spec -> turn -> mean TTFT ms
+  size_t sessions = 0;
+};
+
+TurnDrift turn_drift(const std::vector<results::RunTurnMetrics>& turns, const std::vector<results::RunConfigRecord>& configs) {
+  std::map<int64_t, std::string> spec_of;
+  for (const auto& c : configs) spec_of[c.config_id] = c.spec;
+  std::map<std::string, int64_t> turns_of_item;
+  for (const auto& t : turns) turns_of_item[t.item_key] = std::max(turns_of_item[t.item_key], t.turn.turn_index + 1);
+  std::map<std::string, std::vector<scoring::SessionTurn>> kld, ttft;
+  std::set<std::string> sessions;
+  for (const auto& t : turns) {
+    if (turns_of_item[t.item_key] < 2 || !spec_of.count(t.turn.config_id)) continue;
+    sessions.insert(t.item_key);
+    kld[spec_of[t.turn.config_id]].push_back({t.turn.turn_index, t.turn.kld_mean});
+    ttft[spec_of[t.turn.config_id]].push_back({t.turn.turn_index, t.turn.ttft_ms});
+  }
+  TurnDrift d;
+  for (const auto& [spec, x] : kld) d.kld[spec] = scoring::drift_over_turns(x);
+  for (const auto& [spec, x] : ttft) d.ttft[spec] = scoring::drift_over_turns(x);
+  d.sessions = sessions.size();
+  return d;
+}
+
+std::string turn_drift_text(const TurnDrift& d) {
+  if (d.sessions == 0) return "";
+  int64_t last = 0;
+  for (const auto& [spec, turns] : d.kld)
+    if (!turns.empty()) last = std::max(last, turns.rbegin()->first);
+  size_t width = 10;
+  for (const auto& [spec, turns] : d.kld) width = std::max(width, spec.size());
+  std::string text = fmt::format("per turn over {} multi-turn sessions (mean KLD against the reference; the context "
+                                 "grows with the turn)\n  {:<{}}",
+                                 d.sessions, "turn", width);
+  for (int64_t t = 0; t <= last; ++t) text += fmt::format(" {:>9}", t);
+  text += "\n";
+  for (const auto& [spec, turns] : d.kld) {
+    text += fmt::format("  {:<{}}", spec, width);
+    for (int64_t t = 0; t <= last; ++t) {
+      const auto it = turns.find(t);
+      text += it == turns.end() ? fmt::format(" {:>9}", "-") : fmt::format(" {:>9.5f}", it->second);
+    }
+    text += "\n";
+  }
+  return text;
 }
 
 scoring::GoldSignal reference_gold(const std::vector<ConfigResults>& summary) {
@@ -219,6 +271,7 @@ void run_show(const RunsArgs& a) {
   const EngineRunView engine = read_engine_view(store, run.id);
   const scoring::GoldSignal gold = reference_gold(summary);
   const RunVerdicts verdicts = run_verdicts(store, run, a.policy);
+  const TurnDrift drift = turn_drift(store.run_turn_metrics(run.id), configs);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
@@ -290,6 +343,12 @@ void run_show(const RunsArgs& a) {
                             {"reference_correct", gold.reference_correct},
                             {"reference_answered", gold.reference_answered},
                             {"note", gold.note().empty() ? nlohmann::json(nullptr) : nlohmann::json(gold.note())}};
+    nlohmann::json per_turn = nlohmann::json::array();
+    for (const auto& [spec, turns] : drift.kld)
+      for (const auto& [turn, kld] : turns)
+        per_turn.push_back({{"spec", spec}, {"turn", turn}, {"kld_mean", number_or_null(kld)},
+                            {"ttft_ms", number_or_null(drift.ttft.at(spec).count(turn) ? drift.ttft.at(spec).at(turn) : std::nan(""))}});
+    out["per_turn"] = {{"sessions", drift.sessions}, {"turns", per_turn}};
     out.update(engine_json(engine));
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -329,6 +388,7 @@ void run_show(const RunsArgs& a) {
                           s.items.scored_tokens, s.items.kld_mean, 100.0 * s.items.same_top1, gold_cell(s.items), gold_width);
     if (!gold.note().empty()) text += "  note: " + gold.note() + "\n";
   }
+  text += turn_drift_text(drift);
   if (!summary.empty()) text += weights_kv_text(weights_kv, budget);
   text += endpoints_text(engine) + failures_text(engine) + load_text(engine);
   std::fputs(text.c_str(), stdout);

@@ -151,7 +151,7 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
         c.skipped = true;
         c.baseline_value = ref_correct / n;
         c.candidate_value = cfg_correct / n;
-        c.detail = fmt::format("SKIPPED: gold accuracy {} in {}: the reference {} answers {} of {} gold questions "
+        c.detail = fmt::format("gold accuracy {} in {}: the reference {} answers {} of {} gold questions "
                                "(at least {} and {:.0f} % needed), so a drop cannot be measured",
                                gold.unavailable(), domain, cand.reference_config, gold.reference_correct,
                                gold.reference_answered, kGoldMinCorrect, 100 * kGoldMinFraction);
@@ -227,7 +227,7 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
         const GoldSignal b = gold_in(base_gold, domain), k = gold_in(cand_gold, domain);
         if (!b.informative() && !k.informative()) {
           c.skipped = true;
-          c.detail = fmt::format("SKIPPED: gold accuracy in {}: the reference answers {} of {} gold questions in the "
+          c.detail = fmt::format("gold accuracy in {}: the reference answers {} of {} gold questions in the "
                                  "baseline run and {} of {} in the candidate (at least {} and {:.0f} % needed), so a "
                                  "regression cannot be measured",
                                  domain, b.reference_correct, b.reference_answered, k.reference_correct,
