@@ -77,22 +77,36 @@ std::pair<std::string, std::string> split_at_divergence(const ConfigAnswer& a) {
   return {a.text->substr(0, at), a.text->substr(at)};
 }
 
-std::string one_line(const std::string& text) {
-  // A token limit can cut a character in two: show the cut as an ellipsis, not as broken bytes.
-  size_t end = text.size(), lead = end;
-  while (lead > 0 && lead + 4 > end && (static_cast<unsigned char>(text[lead - 1]) & 0xC0) == 0x80) --lead;
-  if (lead > 0) {
-    const unsigned char c = static_cast<unsigned char>(text[lead - 1]);
-    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (need > 1 && end - (lead - 1) < need) end = lead - 1;
-  }
+std::string valid_utf8(const std::string& text) {
   std::string out;
-  for (char ch : std::string_view(text).substr(0, end)) {
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    size_t ok = len > 0 ? 1 : 0;
+    while (ok > 0 && ok < len && i + ok < n && (static_cast<unsigned char>(text[i + ok]) & 0xC0) == 0x80) ++ok;
+    if (len > 0 && ok == len) {
+      out.append(text, i, len);
+      i += len;
+    } else if (len > 0 && i + ok == n) {
+      out += "\u2026";  // a token limit cut the last character in two
+      break;
+    } else {
+      out += "\uFFFD";
+      i += std::max<size_t>(ok, 1);
+    }
+  }
+  return out;
+}
+
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (char ch : valid_utf8(text)) {
     if (ch == '\n') out += "\u23CE";
     else if (static_cast<unsigned char>(ch) < 0x20) out += ' ';
     else out += ch;
   }
-  return end < text.size() ? out + "\u2026" : out;
+  return out;
 }
 
 std::vector<std::string> changed_items(const RunAnswers& answers, const std::string& spec, const std::string& domain) {

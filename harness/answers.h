@@ -51,7 +51,10 @@ RunAnswers read_answers(results::Store& store, int64_t run_id, const AnswersFilt
 // The answer split at its first divergence from the reference's: (the part both share, the rest);
 // the rest is empty for an unchanged answer.
 std::pair<std::string, std::string> split_at_divergence(const ConfigAnswer& a);
-// Text on one line: newline shown as ⏎, other control characters as spaces.
+// Model output as valid UTF-8 (a token can end mid-character): a cut last character becomes
+// "…", any other invalid byte U+FFFD, so XHTML and JSON readers take it.
+std::string valid_utf8(const std::string& text);
+// Text on one line: newline shown as ⏎, other control characters as spaces (valid_utf8 first).
 std::string one_line(const std::string& text);
 
 std::string answers_text(const RunAnswers& answers, int64_t run_id, const AnswersFilter& filter);

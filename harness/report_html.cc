@@ -461,8 +461,8 @@ std::string changed_answers_html(const ReportInput& in) {
       const std::string gold = t->gold ? *t->gold + (a->gold_match ? (*a->gold_match ? " (matched)" : " (missed)") : "") : "-";
       h += "<tr><td>" + xml_escape(t->item_key) + "</td><td>" + xml_escape(t->domain) + "</td><td>" +
            std::to_string(t->turn_index) + "</td><td>" + std::to_string(a->divergence.value_or(0)) + "</td><td>" +
-           xml_escape(ref.text.value_or("")) + "</td><td>" + xml_escape(same) + "<mark>" + xml_escape(rest) +
-           "</mark></td><td>" + xml_escape(gold) + "</td></tr>";
+           xml_escape(valid_utf8(ref.text.value_or(""))) + "</td><td>" + xml_escape(valid_utf8(same)) + "<mark>" +
+           xml_escape(valid_utf8(rest)) + "</mark></td><td>" + xml_escape(valid_utf8(gold)) + "</td></tr>";
     }
     h += "</table>\n";
     if (c.changed.size() > kChangedShownHtml)
