@@ -106,10 +106,10 @@ std::vector<ConfigResults> summarize(results::Store& store, int64_t run_id,
 }
 
 // Per config, per turn index of the run's multi-turn sessions, the mean over sessions of that
-// turn's mean KLD and TTFT: the drift the report charts, as numbers.
+// turn's mean KLD: the drift the report charts, as numbers (deterministic, unlike latency, so a
+// merged run shows exactly what the unsharded run shows).
 struct TurnDrift {
   std::map<std::string, std::map<int64_t, double>> kld;  // spec -> turn -> mean KLD
-  std::map<std::string, std::map<int64_t, double>> ttft;  // spec -> turn -> mean TTFT ms
   size_t sessions = 0;
 };
 
@@ -118,17 +118,15 @@ TurnDrift turn_drift(const std::vector<results::RunTurnMetrics>& turns, const st
   for (const auto& c : configs) spec_of[c.config_id] = c.spec;
   std::map<std::string, int64_t> turns_of_item;
   for (const auto& t : turns) turns_of_item[t.item_key] = std::max(turns_of_item[t.item_key], t.turn.turn_index + 1);
-  std::map<std::string, std::vector<scoring::SessionTurn>> kld, ttft;
+  std::map<std::string, std::vector<scoring::SessionTurn>> kld;
   std::set<std::string> sessions;
   for (const auto& t : turns) {
     if (turns_of_item[t.item_key] < 2 || !spec_of.count(t.turn.config_id)) continue;
     sessions.insert(t.item_key);
     kld[spec_of[t.turn.config_id]].push_back({t.turn.turn_index, t.turn.kld_mean});
-    ttft[spec_of[t.turn.config_id]].push_back({t.turn.turn_index, t.turn.ttft_ms});
   }
   TurnDrift d;
   for (const auto& [spec, x] : kld) d.kld[spec] = scoring::drift_over_turns(x);
-  for (const auto& [spec, x] : ttft) d.ttft[spec] = scoring::drift_over_turns(x);
   d.sessions = sessions.size();
   return d;
 }
@@ -346,8 +344,7 @@ void run_show(const RunsArgs& a) {
     nlohmann::json per_turn = nlohmann::json::array();
     for (const auto& [spec, turns] : drift.kld)
       for (const auto& [turn, kld] : turns)
-        per_turn.push_back({{"spec", spec}, {"turn", turn}, {"kld_mean", number_or_null(kld)},
-                            {"ttft_ms", number_or_null(drift.ttft.at(spec).count(turn) ? drift.ttft.at(spec).at(turn) : std::nan(""))}});
+        per_turn.push_back({{"spec", spec}, {"turn", turn}, {"kld_mean", number_or_null(kld)}});
     out["per_turn"] = {{"sessions", drift.sessions}, {"turns", per_turn}};
     out.update(engine_json(engine));
     std::printf("%s\n", out.dump(2).c_str());
