@@ -30,15 +30,15 @@ void check_backend(const std::string& backend) {
                           (backend == "cuda" ? "CUDA" : "HIP") + "=ON (scripts/install-deps --gpu installs the toolchains)");
 }
 
-std::unique_ptr<runtime::Engine> make_engine(const std::string& backend, const runtime::Model& model, int threads) {
+std::unique_ptr<runtime::Backend> make_backend(const std::string& backend, const runtime::Model& model, int threads) {
   check_backend(backend);
 #if defined(KVGATE_HAVE_GPU_RUNTIME)
   if (backend != "cpu") {
     runtime::require_gpu_forward_support(model, backend);
-    return runtime::make_gpu_engine(model);
+    return runtime::make_gpu_backend(model);
   }
 #endif
-  return runtime::make_cpu_engine(model, threads);
+  return runtime::make_cpu_backend(model, threads);
 }
 
 }  // namespace kvgate::harness

@@ -1,12 +1,12 @@
 #pragma once
 // --backend cpu|cuda|hip for the commands that run the model (eval, replay, perplexity,
-// generate, bench model): where runtime::Engine runs the forward passes.
+// generate, bench model): where runtime::Backend runs the forward passes.
 #include <CLI/CLI.hpp>
 
 #include <memory>
 #include <string>
 
-#include "runtime/engine.h"
+#include "runtime/backend.h"
 
 namespace kvgate::harness {
 
@@ -17,6 +17,6 @@ void add_backend_option(CLI::App* command, std::string& backend);
 void check_backend(const std::string& backend);
 
 // The engine for `backend` over `model` (threads: CPU workers); errors as check_backend.
-std::unique_ptr<runtime::Engine> make_engine(const std::string& backend, const runtime::Model& model, int threads);
+std::unique_ptr<runtime::Backend> make_backend(const std::string& backend, const runtime::Model& model, int threads);
 
 }  // namespace kvgate::harness

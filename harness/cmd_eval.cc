@@ -22,9 +22,9 @@
 #include "harness/commands.h"
 #include "harness/engine_cli.h"
 #include "harness/engine_eval.h"
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 #include "harness/eval_runner.h"
-#include "harness/run_recorder.h"
+#include "harness/eval/run_recorder.h"
 #include "harness/weights.h"
 #include "results/store.h"
 #include "scoring/aggregate.h"
@@ -95,7 +95,7 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                          {"scored_tokens", c.scored_tokens},
                          {"kld_mean", num(c.kld_mean)},
                          {"kld_p99", num(c.kld_p99)},
-                         {"same_top1", num(c.top1)},
+                         {"same_top1", num(c.same_top1)},
                          {"answer_accuracy", num(c.answer_accuracy)},
                          {"answered_items", c.answered_items},
                          {"ttft_p50_ms", num(c.ttft_p50_ms)},
@@ -135,7 +135,7 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
     const std::string answer = gold.informative() || gold.reference_answered == 0 ? fmt_or_dash(100 * delta, "{:+.1f}%") : na;
     std::printf("%-*s %6.2f %11s %11s %8s %*s %9s %9s\n", width, name.c_str(), c.bits_per_element,
                 fmt_or_dash(c.kld_mean, "{:.6f}").c_str(), fmt_or_dash(c.kld_p99, "{:.5f}").c_str(),
-                fmt_or_dash(100 * c.top1, "{:.2f}").c_str(), answer_width, answer.c_str(),
+                fmt_or_dash(100 * c.same_top1, "{:.2f}").c_str(), answer_width, answer.c_str(),
                 fmt_or_dash(c.ttft_p50_ms, "{:.1f}").c_str(), fmt_or_dash(c.tpot_p50_ms, "{:.1f}").c_str());
   }
   if (!gold.note().empty()) std::printf("note: %s\n", gold.note().c_str());
@@ -149,7 +149,7 @@ int64_t plan_threads(const EvalArgs& a, const EvalPlan& plan) {
   return a.options.threads > 0 ? a.options.threads : static_cast<int64_t>(std::thread::hardware_concurrency());
 }
 
-results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const LoadedModel& lm, const runtime::Engine* engine,
+results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const LoadedModel& lm, const runtime::Backend* engine,
                               const std::string& model_sha256) {
   results::RunInfo info;
   info.command = a.command_line;
@@ -243,11 +243,11 @@ void run_eval_cmd(EvalArgs a) {
     loaded.push_back(load_model(m.path));
     check_same_tokenizer(*loaded.front().model, *loaded.back().model);
   }
-  std::vector<std::unique_ptr<runtime::Engine>> engines;
+  std::vector<std::unique_ptr<runtime::Backend>> engines;
   std::vector<RunModel> models;
   std::vector<std::string> weights_sha256;
   for (size_t m = 0; m < loaded.size(); ++m) {
-    engines.push_back(plan.has_in_process_configs() ? make_engine(a.options.backend, *loaded[m].model, a.options.threads)
+    engines.push_back(plan.has_in_process_configs() ? make_backend(a.options.backend, *loaded[m].model, a.options.threads)
                                                     : nullptr);
     const std::string& path = loaded[m].model->path();
     weights_sha256.push_back(sha256_file_hex(path));
@@ -255,7 +255,7 @@ void run_eval_cmd(EvalArgs a) {
     models.push_back({&loaded[m], engines.back().get(), weights_identity(*loaded[m].model, label, weights_sha256.back())});
   }
   const LoadedModel& lm = loaded.front();
-  const runtime::Engine* engine = engines.front().get();
+  const runtime::Backend* engine = engines.front().get();
   const std::string& model_sha256 = weights_sha256.front();
   const results::RunInfo info =
       plan.resume_run > 0 ? results::RunInfo{} : new_run_info(a, plan, lm, engine, model_sha256);

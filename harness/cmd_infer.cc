@@ -70,8 +70,8 @@ void run_generate(const GenerateArgs& a) {
     throw_usage_error(fmt::format("prompt ({} tokens) + -n {} exceeds the model's context of {} tokens", prompt.size(),
                                   a.n, ctx_limit));
 
-  const std::unique_ptr<runtime::Engine> engine = make_engine(a.backend, *lm.model, a.threads);
-  const std::unique_ptr<runtime::EngineSequence> seq = engine->start(config, static_cast<int64_t>(prompt.size()) + a.n);
+  const std::unique_ptr<runtime::Backend> engine = make_backend(a.backend, *lm.model, a.threads);
+  const std::unique_ptr<runtime::BackendSequence> seq = engine->start(config, static_cast<int64_t>(prompt.size()) + a.n);
   std::vector<float> logits(lm.model->arch().n_vocab);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<double> token_times;
@@ -170,7 +170,7 @@ void run_perplexity_cmd(const PerplexityArgs& a) {
   options.kld = parse_kld_definition(a.kld_definition);
   LoadedModel lm = load_model(a.model);
   const std::vector<int32_t> tokens = perplexity_tokens(lm, read_whole_file(a.file));
-  const std::unique_ptr<runtime::Engine> engine = make_engine(a.backend, *lm.model, a.threads);
+  const std::unique_ptr<runtime::Backend> engine = make_backend(a.backend, *lm.model, a.threads);
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   const std::vector<PerplexityResult> results =
       run_perplexity(*engine, lm, tokens, candidates, ref ? &*ref : nullptr, options, [&](int done, int total) {

@@ -111,7 +111,7 @@ void run_show(const std::string& spec, const ShapeFlags& sf, bool as_json) {
                                   config.key.options.scale)
         .describe();
   };
-  const std::string engine(kn::engine_name(config.engine));
+  const std::string engine(kn::arithmetic_name(config.engine));
   if (as_json) {
     json layers = json::array();
     for (const Run& r : runs) layers.push_back({{"first", r.first}, {"last", r.last}, {"key", r.key}, {"value", r.value}});
@@ -128,7 +128,7 @@ void run_show(const std::string& spec, const ShapeFlags& sf, bool as_json) {
                     {"arithmetic",
                      {{"decode", arithmetic(1)},
                       {"prefill", arithmetic(512)},
-                      {"matmul_inputs", std::string(kn::engine_matmul_inputs(config.engine))}}},
+                      {"matmul_inputs", std::string(kn::arithmetic_matmul_inputs(config.engine))}}},
                     {"overrides", static_cast<int>(config.overrides.size())},
                     {"layers", layers},
                     {"shape", {{"layers", sf.layers}, {"kv_heads", sf.kv_heads}, {"head_dim", sf.head_dim}}},
@@ -145,7 +145,7 @@ void run_show(const std::string& spec, const ShapeFlags& sf, bool as_json) {
               kn::rotation_summary(config.value, sf.head_dim).c_str());
   std::printf("engine      %s\n  decode    %s\n  prefill   %s (512 queries)\n", engine.c_str(), arithmetic(1).c_str(),
               arithmetic(512).c_str());
-  if (const std::string_view inputs = kn::engine_matmul_inputs(config.engine); !inputs.empty())
+  if (const std::string_view inputs = kn::arithmetic_matmul_inputs(config.engine); !inputs.empty())
     std::printf("  matmuls   %.*s\n", static_cast<int>(inputs.size()), inputs.data());
   std::printf("shape       %d layers x %d KV heads x head_dim %d\n", sf.layers, sf.kv_heads, sf.head_dim);
   if (runs.size() > 1 || !config.overrides.empty())

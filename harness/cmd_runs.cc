@@ -334,9 +334,9 @@ void run_show(const RunsArgs& a) {
                                 {"scored_tokens", s.items.scored_tokens},
                                 {"kld_mean", number_or_null(s.items.kld_mean)},
                                 {"top1_agreement", number_or_null(s.items.same_top1)},
-                                {"gold_answered", s.items.answered},
+                                {"gold_answered", s.items.gold_items},
                                 {"gold_correct", s.items.correct},
-                                {"gold_accuracy", gold.informative() ? number_or_null(s.items.accuracy) : nullptr}});
+                                {"gold_accuracy", gold.informative() ? number_or_null(s.items.gold_accuracy) : nullptr}});
     out["gold_accuracy"] = {{"informative", gold.informative()},
                             {"reference_correct", gold.reference_correct},
                             {"reference_answered", gold.reference_answered},

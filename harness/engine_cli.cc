@@ -18,7 +18,7 @@
 #include "harness/engine_report.h"
 #include "harness/inference.h"
 #include "harness/load_replay.h"
-#include "harness/run_recorder.h"
+#include "harness/eval/run_recorder.h"
 #include "harness/workload_models.h"
 #include "workloads/simulator.h"
 
@@ -39,7 +39,7 @@ const ConfigSummaryRow* row_of(const EvalResult& r, const std::string& spec) {
 std::vector<std::tuple<std::string, double, double>> compared_metrics(const ConfigSummaryRow& emu, const ConfigSummaryRow& eng) {
   return {{"mean KLD (top-k) vs reference", emu.kld_mean, eng.kld_mean},
           {"KLD p99 vs reference", emu.kld_p99, eng.kld_p99},
-          {"same top-1 vs reference", emu.top1, eng.top1},
+          {"same top-1 vs reference", emu.same_top1, eng.same_top1},
           {"gold answer accuracy", emu.answer_accuracy, eng.answer_accuracy},
           {"TTFT p50 ms", emu.ttft_p50_ms, eng.ttft_p50_ms},
           {"TPOT p50 ms", emu.tpot_p50_ms, eng.tpot_p50_ms}};

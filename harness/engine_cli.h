@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "harness/engine_eval.h"
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 #include "harness/eval_runner.h"
 
 namespace kvgate::harness {

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "harness/item_scoring.h"
+#include "harness/eval/item_scoring.h"
 #include "scoring/sequence.h"
 #include "scoring/token_class.h"
 #include "scoring/topk_kld.h"
@@ -31,7 +31,7 @@ struct TopList {
 struct ConfigRun {
   const PlannedConfig* config = nullptr;
   serving::EngineClient* client = nullptr;  // null: in-process
-  std::unique_ptr<runtime::EngineSequence> seq;
+  std::unique_ptr<runtime::BackendSequence> seq;
   std::vector<float> last_row;
   double pending_prefill_ms = 0;
   ItemAccumulator acc;
@@ -139,7 +139,7 @@ EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm,
 bool can_score(const ConfigRun& run) { return run.client == nullptr || run.client->kind() != serving::EngineKind::openai; }
 
 // Runs one item through every config; an endpoint failure propagates as ItemFailure.
-void run_item(const PreparedItem& prepared, const LoadedModel& lm, runtime::Engine* engine, std::vector<ConfigRun>& runs,
+void run_item(const PreparedItem& prepared, const LoadedModel& lm, runtime::Backend* engine, std::vector<ConfigRun>& runs,
               std::vector<PairTotals>& pairs, const EvalOptions& options) {
   const evalsets::EvalItem& item = *prepared.item;
   const size_t vocab = lm.model->arch().n_vocab;
@@ -337,7 +337,7 @@ EngineEvalResult run_engine_eval(const EvalPlan& plan, const RunModel& model, En
   const auto t_start = Clock::now();
   if (plan.models.size() != 1) throw_internal_error("engine mode: a plan with endpoints runs one model");
   const LoadedModel& lm = *model.lm;
-  runtime::Engine* engine = model.engine;
+  runtime::Backend* engine = model.engine;
   if (plan.has_in_process_configs() && engine == nullptr) throw_internal_error("engine mode: in-process configs need an engine");
   const std::vector<PreparedItem> prepared = prepare_items(plan, {model}, options);
   check_engine_context(plan, prepared, endpoints, options);
@@ -405,7 +405,7 @@ EngineEvalResult run_engine_eval(const EvalPlan& plan, const RunModel& model, En
         ConfigItemRecord r = runs[c].acc.record();
         if (!runs[c].scored) {
           results::ItemMetrics& m = r.metrics;
-          m.kld_mean = m.kld_max = m.kld_p99 = m.delta_p_mean = m.delta_p_rms = m.top1_agreement = std::nan("");
+          m.kld_mean = m.kld_max = m.kld_p99 = m.delta_p_mean = m.delta_p_rms = m.same_top1 = std::nan("");
           m.nll_mean = m.nll_ref_mean = std::nan("");
         }
         totals[c].add(item.id, r);

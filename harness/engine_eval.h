@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 #include "harness/eval_runner.h"
-#include "harness/run_recorder.h"
+#include "harness/eval/run_recorder.h"
 #include "serving/engine_client.h"
 
 namespace kvgate::harness {

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 #include "harness/report_html.h"
 
 namespace kvgate::harness {

@@ -1,4 +1,4 @@
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 
 #include <algorithm>
 #include <cctype>

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
-#include "harness/item_scoring.h"
+#include "harness/eval/item_scoring.h"
 #include "harness/stored_scores.h"
 #include "runtime/chat_template.h"
 #include "scoring/aggregate.h"
@@ -115,10 +115,10 @@ int32_t argmax(const std::vector<float>& v) {
 
 }  // namespace
 
-GreedyProbe greedy_probe(runtime::Engine& engine, runtime::EngineSequence& seq, int64_t context_tokens,
+GreedyProbe greedy_probe(runtime::Backend& engine, runtime::BackendSequence& seq, int64_t context_tokens,
                         const std::vector<float>& last_row, int max_new, std::optional<int32_t> eos,
                         double pending_prefill_ms) {
-  const std::unique_ptr<runtime::EngineSequence> fork = seq.fork(context_tokens);
+  const std::unique_ptr<runtime::BackendSequence> fork = seq.fork(context_tokens);
   std::vector<float> logits = last_row;
   GreedyProbe probe;
   const auto t0 = Clock::now();
@@ -181,8 +181,8 @@ namespace {
 // Per config, everything one item accumulates.
 struct ConfigState {
   const PlannedConfig* config = nullptr;
-  runtime::Engine* engine = nullptr;  // where this config's forward passes run
-  std::unique_ptr<runtime::EngineSequence> seq;
+  runtime::Backend* engine = nullptr;  // where this config's forward passes run
+  std::unique_ptr<runtime::BackendSequence> seq;
   std::vector<float> last_row;  // logits that predict the next token to be appended
   double pending_prefill_ms = 0;
   ItemAccumulator acc;
@@ -293,9 +293,9 @@ ConfigSummaryRow summary_row(const PlannedConfig& config, const ConfigTotals& to
   row.scored_tokens = a.scored_tokens;
   row.kld_mean = a.kld_mean;
   row.kld_p99 = a.kld_p99;
-  row.top1 = a.same_top1;
-  row.answered_items = a.answered;
-  row.answer_accuracy = a.accuracy;
+  row.same_top1 = a.same_top1;
+  row.answered_items = a.gold_items;
+  row.answer_accuracy = a.gold_accuracy;
   row.ttft_p50_ms = l.ttft_p50;
   row.tpot_p50_ms = l.tpot_p50;
   row.top_k = config.top_k;

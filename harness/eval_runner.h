@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "evalsets/item.h"
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 #include "harness/inference.h"
-#include "harness/run_recorder.h"
-#include "runtime/engine.h"
+#include "harness/eval/run_recorder.h"
+#include "runtime/backend.h"
 #include "scoring/aggregate.h"
 
 namespace kvgate::harness {
@@ -85,7 +85,7 @@ struct GreedyProbe {
   std::vector<int32_t> tokens;
   std::vector<double> token_times_ms;
 };
-GreedyProbe greedy_probe(runtime::Engine& engine, runtime::EngineSequence& seq, int64_t context_tokens,
+GreedyProbe greedy_probe(runtime::Backend& engine, runtime::BackendSequence& seq, int64_t context_tokens,
                          const std::vector<float>& last_row, int max_new, std::optional<int32_t> eos,
                          double pending_prefill_ms);
 
@@ -101,7 +101,7 @@ struct EvalResult {
 // tokenized once, with the first (the reference's) model.
 struct RunModel {
   const LoadedModel* lm = nullptr;
-  runtime::Engine* engine = nullptr;
+  runtime::Backend* engine = nullptr;
   results::ConfigModel identity;  // what the store records for its configs
 };
 

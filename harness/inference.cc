@@ -17,12 +17,12 @@ LoadedModel load_model(const std::string& model_flag) {
   return lm;
 }
 
-void teacher_force(runtime::Engine& engine, const kernels::KvConfig& config,
+void teacher_force(runtime::Backend& engine, const kernels::KvConfig& config,
                    const std::vector<int32_t>& tokens, int chunk_tokens, int64_t first_scored,
                    const std::function<void(int64_t, const float*)>& on_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const size_t vocab = engine.arch().n_vocab;
-  const std::unique_ptr<runtime::EngineSequence> seq = engine.start(config, n);
+  const std::unique_ptr<runtime::BackendSequence> seq = engine.start(config, n);
   std::vector<float> logits;
   for (int64_t start = 0; start < n; start += chunk_tokens) {
     const int64_t len = std::min<int64_t>(chunk_tokens, n - start);
@@ -53,7 +53,7 @@ struct CandidateScore {
 
 }  // namespace
 
-std::vector<PerplexityResult> run_perplexity(runtime::Engine& engine, const LoadedModel& lm,
+std::vector<PerplexityResult> run_perplexity(runtime::Backend& engine, const LoadedModel& lm,
                                              const std::vector<int32_t>& tokens,
                                              const std::vector<kernels::KvConfig>& candidates,
                                              const kernels::KvConfig* ref, const PerplexityOptions& options,

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/kv_config.h"
-#include "runtime/engine.h"
+#include "runtime/backend.h"
 #include "runtime/model.h"
 #include "runtime/tokenizer.h"
 #include "scoring/kld_report.h"
@@ -25,7 +25,7 @@ LoadedModel load_model(const std::string& model_flag);
 
 // One config's pass over a token sequence with a fresh cache: logits[i] predicts tokens[i+1].
 // Calls on_logits(i, logits_row) for positions [first_scored, n-1), in order.
-void teacher_force(runtime::Engine& engine, const kernels::KvConfig& config,
+void teacher_force(runtime::Backend& engine, const kernels::KvConfig& config,
                    const std::vector<int32_t>& tokens, int chunk_tokens, int64_t first_scored,
                    const std::function<void(int64_t, const float*)>& on_logits);
 
@@ -57,7 +57,7 @@ struct PerplexityResult {
 // the reference pass runs on each chunk once, right before the candidates, in the same
 // process, and only the scored rows of its logits are kept (never the whole text's). One
 // result per candidate, in order; each is bit-identical to a run with that candidate alone.
-std::vector<PerplexityResult> run_perplexity(runtime::Engine& engine, const LoadedModel& lm,
+std::vector<PerplexityResult> run_perplexity(runtime::Backend& engine, const LoadedModel& lm,
                                              const std::vector<int32_t>& tokens,
                                              const std::vector<kernels::KvConfig>& candidates,
                                              const kernels::KvConfig* ref, const PerplexityOptions& options,

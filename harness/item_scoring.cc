@@ -1,4 +1,4 @@
-#include "harness/item_scoring.h"
+#include "harness/eval/item_scoring.h"
 
 #include <algorithm>
 #include <cctype>
@@ -43,7 +43,7 @@ void ItemAccumulator::add_greedy(const std::vector<int32_t>& reference, const st
 void ItemAccumulator::add_turn(results::TurnMetrics turn, double turn_kld, int64_t turn_same, bool scored) {
   const double n = static_cast<double>(turn.scored_tokens);
   turn.kld_mean = scored ? turn_kld / n : std::nan("");
-  turn.top1_agreement = scored ? static_cast<double>(turn_same) / n : std::nan("");
+  turn.same_top1 = scored ? static_cast<double>(turn_same) / n : std::nan("");
   const scoring::LatencyBreakdown lat = scoring::derive_latency(latency.back().token_times_ms);
   turn.ttft_ms = lat.ttft;
   // A one-token answer has no TPOT; the store keeps 0 there (scoring/aggregate.h skips it).
@@ -66,7 +66,7 @@ ConfigItemRecord ItemAccumulator::record() {
     double sq = 0;
     for (double d : delta_p) sq += d * d;
     m.delta_p_rms = std::sqrt(sq / static_cast<double>(delta_p.size()));
-    m.top1_agreement = static_cast<double>(same_top1) / static_cast<double>(kld.size());
+    m.same_top1 = static_cast<double>(same_top1) / static_cast<double>(kld.size());
     m.nll_mean = scoring::mean_stderr(nll).mean;
     m.nll_ref_mean = scoring::mean_stderr(nll_ref).mean;
   }

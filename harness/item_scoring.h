@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/run_recorder.h"
+#include "harness/eval/run_recorder.h"
 #include "results/store.h"
 #include "scoring/token_class.h"
 #include "scoring/token_metrics.h"

@@ -130,7 +130,7 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
   LoadedModel lm = load_model(o.model);
   const runtime::Model& model = *lm.model;
   const runtime::ModelArch& a = model.arch();
-  const std::unique_ptr<runtime::Engine> engine = make_engine(o.backend, model, o.threads);
+  const std::unique_ptr<runtime::Backend> engine = make_backend(o.backend, model, o.threads);
   ModelBenchReport r;
   r.model = model.path();
   r.backend = engine->backend();
@@ -166,7 +166,7 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
   const std::vector<int32_t> fill = random_tokens(rng, static_cast<size_t>(max_depth), a.n_vocab);
   const std::vector<int32_t> generated = random_tokens(rng, static_cast<size_t>(o.decode_steps), a.n_vocab);
   std::vector<float> logits(static_cast<size_t>(a.n_vocab));
-  auto forward = [&](runtime::EngineSequence& seq, const int32_t* tokens, size_t n) {
+  auto forward = [&](runtime::BackendSequence& seq, const int32_t* tokens, size_t n) {
     engine->forward(seq, std::span<const int32_t>(tokens, n), false, logits.data());
   };
 

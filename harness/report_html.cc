@@ -87,11 +87,11 @@ Analysis analyze(const ReportInput& in) {
     s.items = x.items;
     s.tokens = x.scored_tokens;
     s.kld_mean = x.kld_mean;
-    s.top1 = x.same_top1;
+    s.same_top1 = x.same_top1;
     s.kld_p99 = x.kld_p99;
     s.kld_max = x.kld_max;
     s.accuracy = x.accuracy;
-    s.answered = x.answered;
+    s.gold_items = x.answered;
     s.correct = x.correct;
     s.divergence = x.divergence_rate;
     if (s.role == "reference") a.gold = scoring::gold_signal(x), a.reference_spec = s.spec;
@@ -126,7 +126,7 @@ Analysis analyze(const ReportInput& in) {
     const scoring::ItemAggregate x = sum.result();
     d.items = x.items;
     d.kld_mean = x.kld_mean;
-    d.top1 = x.same_top1;
+    d.same_top1 = x.same_top1;
     d.accuracy = x.accuracy;
     d.answered = x.answered;
     d.correct = x.correct;
@@ -530,7 +530,7 @@ std::vector<std::tuple<std::string, std::string, std::string, std::string>> cros
            {"mean KLD vs reference", e.kld_mean, g.kld_mean},
            {"item KLD p99 (p99)", e.kld_p99, g.kld_p99},
            {"KLD max", e.kld_max, g.kld_max},
-           {"same top-1 vs reference", e.top1, g.top1},
+           {"same top-1 vs reference", e.same_top1, g.same_top1},
            {"greedy divergence from reference", e.divergence, g.divergence},
            {"gold accuracy", e.accuracy, g.accuracy},
            {"TTFT p50 ms", e.ttft_p50, g.ttft_p50},
@@ -590,7 +590,7 @@ std::string render_report_html(const ReportInput& in) {
            "KLD max", "gold accuracy", "greedy divergence"});
   for (const ConfigStats& c : a.configs)
     h += td({c.spec, c.role, num(c.bits), std::to_string(c.items), std::to_string(c.tokens), num(c.kld_mean),
-             percent(c.top1), num(c.kld_p99), num(c.kld_max), gold_cell(a.gold, c.answered, c.accuracy),
+             percent(c.same_top1), num(c.kld_p99), num(c.kld_max), gold_cell(a.gold, c.answered, c.accuracy),
              percent(c.divergence)});
   h += "</table>\n";
   if (!a.gold.note().empty()) h += "<p class=\"note\">Note: " + xml_escape(a.gold.note()) + ".</p>\n";
@@ -624,7 +624,7 @@ std::string render_report_html(const ReportInput& in) {
     if (in.baseline) cols.insert(cols.end(), {"baseline mean KLD", "Δ mean KLD", "paired items"});
     h += "<table>" + th(cols);
     for (const auto& [key, d] : a.by_domain) {
-      std::vector<std::string> row = {key.first, key.second, std::to_string(d.items), num(d.kld_mean), percent(d.top1),
+      std::vector<std::string> row = {key.first, key.second, std::to_string(d.items), num(d.kld_mean), percent(d.same_top1),
                                       gold_cell(domain_gold(a, key.first), d.answered, d.accuracy)};
       if (in.baseline)
         row.insert(row.end(), {num(d.baseline_kld_mean),
@@ -718,7 +718,7 @@ std::string render_report_markdown(const ReportInput& in) {
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ConfigStats& c : a.configs)
     md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.spec, c.role == "reference" ? " (ref)" : "",
-                      num(c.bits), num(c.kld_mean), num(c.kld_p99), percent(c.top1),
+                      num(c.bits), num(c.kld_mean), num(c.kld_p99), percent(c.same_top1),
                       gold_cell(a.gold, c.answered, c.accuracy), num(c.ttft_p50), num(c.tpot_p50), num(c.kv_bytes, 6));
   if (!a.gold.note().empty()) md += "\nNote: " + a.gold.note() + ".\n";
   if (!in.weights_kv.empty()) md += "\n" + weights_kv_markdown(in.weights_kv, in.budget);

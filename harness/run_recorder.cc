@@ -1,4 +1,4 @@
-#include "harness/run_recorder.h"
+#include "harness/eval/run_recorder.h"
 
 #include <map>
 #include <optional>

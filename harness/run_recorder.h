@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
 

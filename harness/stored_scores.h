@@ -12,7 +12,7 @@ inline scoring::ItemScores item_scores(const results::ItemMetrics& m) {
   s.kld_mean = m.kld_mean;
   s.kld_max = m.kld_max;
   s.kld_p99 = m.kld_p99;
-  s.top1 = m.top1_agreement;
+  s.same_top1 = m.same_top1;
   s.exact_match_gold = m.exact_match_gold;
   // A greedy answer was generated exactly when its length is stored.
   if (m.generated_tokens) s.diverged = m.first_divergence.has_value();

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "harness/commands.h"
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 #include "harness/stored_scores.h"
 #include "harness/workload_models.h"
 
@@ -250,8 +250,8 @@ std::vector<WeightsKvRow> weights_kv_rows(const std::vector<results::RunConfigRe
     rows.push_back(std::move(r));
   }
   // run_configs lists the reference first; accuracy deltas are against it.
-  const double ref_accuracy = !rows.empty() && rows.front().role == "reference" ? rows.front().quality.accuracy : kNaN;
-  for (WeightsKvRow& r : rows) r.accuracy_delta = r.quality.accuracy - ref_accuracy;
+  const double ref_accuracy = !rows.empty() && rows.front().role == "reference" ? rows.front().quality.gold_accuracy : kNaN;
+  for (WeightsKvRow& r : rows) r.accuracy_delta = r.quality.gold_accuracy - ref_accuracy;
   return rows;
 }
 

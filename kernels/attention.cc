@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/attention_engine.h"
+#include "kernels/attention_arithmetic.h"
 #include "kernels/simd_avx2.h"
 
 namespace kvgate::kernels {
@@ -265,10 +265,10 @@ void paged_attention(const PagedKvCache& cache, SeqId seq, int layer, const Atte
                       " holds " + std::to_string(view.length) + " tokens (append a chunk's K/V before attending)");
   if (n_queries == 0) return;
   // An engine whose kernel rounds something goes to its own path; exact arithmetic stays here.
-  if (view.engine != Engine::exact) {
+  if (view.arithmetic != Arithmetic::exact) {
     const Codec& kc = *view.key.codec;
     const AttentionArithmetic arithmetic =
-        resolve_arithmetic(view.engine, kc.info(), view.value.codec->info(), n_queries, view.head_dim, kc.options().scale);
+        resolve_arithmetic(view.arithmetic, kc.info(), view.value.codec->info(), n_queries, view.head_dim, kc.options().scale);
     if (!arithmetic.exact()) return engine_paged_attention(view, shape, arithmetic, q, n_queries, out, pool);
   }
   Job job{&view, &shape, q, out, n_queries, shape.n_heads / view.n_kv_heads,

@@ -1,4 +1,4 @@
-#include "kernels/attention_engine.h"
+#include "kernels/attention_arithmetic.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/float_convert.h"
 #include "core/thread_pool.h"
-#include "kernels/engine_rounding.h"
+#include "kernels/arithmetic_rounding.h"
 #include "kernels/quantized_codec.h"
 #include "kernels/simd_avx2.h"
 #include "kernels/softmax_state.h"

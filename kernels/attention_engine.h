@@ -1,5 +1,5 @@
 #pragma once
-// Attention with an engine's arithmetic (kernels/engine.h): the query rounded as the engine
+// Attention with an engine's arithmetic (kernels/arithmetic.h): the query rounded as the engine
 // rounds it, and the softmax and value accumulation as its kernel does them (llama.cpp's CPU
 // one-row kernel key by key with an f16 accumulator for f16 values; CUDA's f16 conversions;
 // FA3's FP8 P). paged_attention (kernels/attention.h) hands a call here only when its
@@ -8,12 +8,12 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
-#include "kernels/engine.h"
+#include "kernels/arithmetic.h"
 
 namespace kvgate::kernels {
 
 // Same contract as paged_attention, for a view whose engine resolved to `arithmetic`. The key
-// and value formats must be per-token ones without a window (what engine_refusal admits).
+// and value formats must be per-token ones without a window (what arithmetic_refusal admits).
 void engine_paged_attention(const KvLayerView& view, const AttentionShape& shape, const AttentionArithmetic& arithmetic,
                             const float* q, int64_t n_queries, float* out, ThreadPool* pool);
 

@@ -1,6 +1,6 @@
-// Engine arithmetic presets: which kernel an engine runs for a key/value pair and a batch of
+// Arithmetic arithmetic presets: which kernel an engine runs for a key/value pair and a batch of
 // queries, and what that kernel rounds. Every rule cites the engine source it mirrors.
-#include "kernels/engine.h"
+#include "kernels/arithmetic.h"
 
 #include <string>
 
@@ -10,14 +10,14 @@ namespace kvgate::kernels {
 namespace {
 
 struct EngineName {
-  Engine engine;
+  Arithmetic arithmetic;
   std::string_view name;
 };
 constexpr EngineName kEngineNames[] = {
-    {Engine::exact, "exact"},
-    {Engine::llama_cpp, "llama.cpp"},
-    {Engine::llama_cpp_cuda, "llama.cpp-cuda"},
-    {Engine::vllm_fa3, "vllm-fa3"},
+    {Arithmetic::exact, "exact"},
+    {Arithmetic::llama_cpp, "llama.cpp"},
+    {Arithmetic::llama_cpp_cuda, "llama.cpp-cuda"},
+    {Arithmetic::vllm_fa3, "vllm-fa3"},
 };
 
 // llama.cpp's -ctk/-ctv types (common/arg.cpp kv_cache_types), for refusals.
@@ -27,19 +27,19 @@ bool is_16_bit(const FormatInfo& f) { return f.id == FormatId::f16 || f.id == Fo
 
 }  // namespace
 
-std::string_view engine_name(Engine e) {
+std::string_view arithmetic_name(Arithmetic e) {
   for (const EngineName& n : kEngineNames)
-    if (n.engine == e) return n.name;
+    if (n.arithmetic == e) return n.name;
   return "exact";
 }
 
-std::optional<Engine> find_engine(std::string_view name) {
+std::optional<Arithmetic> find_arithmetic(std::string_view name) {
   for (const EngineName& n : kEngineNames)
-    if (n.name == name) return n.engine;
+    if (n.name == name) return n.arithmetic;
   return std::nullopt;
 }
 
-std::string engine_names_joined() {
+std::string arithmetic_names_joined() {
   std::string out;
   for (const EngineName& n : kEngineNames) out.append(out.empty() ? "" : ", ").append(n.name);
   return out;
@@ -59,8 +59,8 @@ std::string_view query_rounding_name(QueryRounding q) {
   return "f32";
 }
 
-std::string_view engine_matmul_inputs(Engine engine) {
-  if (engine == Engine::llama_cpp)
+std::string_view arithmetic_matmul_inputs(Arithmetic arithmetic) {
+  if (engine == Arithmetic::llama_cpp)
     return "each matmul input rounded to the weights' dot type, as ggml-cpu converts it "
            "(q8_1 for Q4_1/Q5_1 weights, q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, q8_K for k-quants, f16 for F16)";
   return {};
@@ -80,13 +80,13 @@ std::string AttentionArithmetic::describe() const {
   return out;
 }
 
-AttentionArithmetic resolve_arithmetic(Engine engine, const FormatInfo& key, const FormatInfo& value, int64_t n_queries,
+AttentionArithmetic resolve_arithmetic(Arithmetic arithmetic, const FormatInfo& key, const FormatInfo& value, int64_t n_queries,
                                        int head_dim, float key_scale) {
   AttentionArithmetic a;
   switch (engine) {
-    case Engine::exact:
+    case Arithmetic::exact:
       return a;
-    case Engine::llama_cpp: {
+    case Arithmetic::llama_cpp: {
       // ggml-cpu ops.cpp:9546-9567: K and V both f16 (or both f32) with >= 64 query rows
       // (GGML_FA_TILE_Q) take the tiled kernel, which keeps Q in f32 and accumulates in f32.
       const bool same_float = key.id == value.id && (key.id == FormatId::f16 || key.id == FormatId::f32);
@@ -94,23 +94,23 @@ AttentionArithmetic resolve_arithmetic(Engine engine, const FormatInfo& key, con
       // Everything else runs the one-row kernel (ops.cpp:8842-9078): Q converted to K's
       // vec_dot_type unscaled (:8960), s = dot * scale (:8966), max and sum per key; an f16 V
       // accumulates in f16 (ggml_vec_mad_f16, rounded to f16 each step), any other V in f32.
-      a.query = key.engine.llama_cpp;
+      a.query = key.arithmetic.llama_cpp;
       a.per_key_softmax = true;
       a.f16_accumulator = value.id == FormatId::f16;
       return a;
     }
-    case Engine::llama_cpp_cuda: {
+    case Arithmetic::llama_cpp_cuda: {
       // fattn.cu ggml_cuda_get_best_fattn_kernel on Ada/Hopper: the vector kernel for head_dim a
       // multiple of 64 up to 256, K and V with vector instances, <= 2 query rows when either is
       // quantized, 1 row otherwise; else the MMA f16 kernel.
-      const bool quantized = key.engine.ggml_quantized || value.engine.ggml_quantized;
-      const bool vector = head_dim % 64 == 0 && head_dim <= 256 && key.engine.cuda_vector && value.engine.cuda_vector &&
+      const bool quantized = key.arithmetic.ggml_quantized || value.arithmetic.ggml_quantized;
+      const bool vector = head_dim % 64 == 0 && head_dim <= 256 && key.arithmetic.cuda_vector && value.arithmetic.cuda_vector &&
                           (quantized ? n_queries <= 2 : n_queries == 1);
       a.query_prescaled = true;
       if (vector) {
         // fattn-vec.cuh:97-201: Q times the softmax scale, then q8_1 for a quantized K (f32
         // otherwise); V dequantized to f32 and f32 accumulators on NVIDIA (no V_DOT2_F32_F16).
-        a.query = key.engine.llama_cpp_cuda;
+        a.query = key.arithmetic.llama_cpp_cuda;
         return a;
       }
       // fattn-mma-f16.cuh: Q scaled and converted to half; quantized K and V converted to f16
@@ -122,10 +122,10 @@ AttentionArithmetic resolve_arithmetic(Engine engine, const FormatInfo& key, con
       a.weights = WeightRounding::f16;
       return a;
     }
-    case Engine::vllm_fa3: {
+    case Arithmetic::vllm_fa3: {
       // vLLM quantizes the query for FP8 caches only (attention/layer.py query_quant); FA3's
       // FP8 kernel then runs P in E4M3 with the exp2 offset of 8 (hopper/softmax.h Max_offset).
-      if (key.engine.vllm_fa3 != QueryRounding::fp8_e4m3) return a;
+      if (key.arithmetic.vllm_fa3 != QueryRounding::fp8_e4m3) return a;
       a.query = QueryRounding::fp8_e4m3;
       a.query_scale = key_scale;
       a.weights = WeightRounding::fp8_e4m3_256;
@@ -135,25 +135,25 @@ AttentionArithmetic resolve_arithmetic(Engine engine, const FormatInfo& key, con
   return a;
 }
 
-std::string engine_refusal(Engine engine, const FormatInfo& key, const FormatInfo& value) {
+std::string arithmetic_refusal(Arithmetic arithmetic, const FormatInfo& key, const FormatInfo& value) {
   switch (engine) {
-    case Engine::exact:
+    case Arithmetic::exact:
       return {};
-    case Engine::llama_cpp:
-    case Engine::llama_cpp_cuda:
+    case Arithmetic::llama_cpp:
+    case Arithmetic::llama_cpp_cuda:
       for (const FormatInfo* f : {&key, &value}) {
-        const QueryRounding q = engine == Engine::llama_cpp ? f->engine.llama_cpp : f->engine.llama_cpp_cuda;
+        const QueryRounding q = engine == Arithmetic::llama_cpp ? f->arithmetic.llama_cpp : f->arithmetic.llama_cpp_cuda;
         if (q == QueryRounding::unsupported)
-          return std::string(engine_name(engine)) + " has no cache type " + std::string(f->name) +
+          return std::string(arithmetic_name(engine)) + " has no cache type " + std::string(f->name) +
                  " (its -ctk/-ctv types: " + std::string(kLlamaCppCacheTypes) + ")";
       }
       return {};
-    case Engine::vllm_fa3:
+    case Arithmetic::vllm_fa3:
       for (const FormatInfo* f : {&key, &value})
-        if (f->engine.vllm_fa3 == QueryRounding::unsupported)
+        if (f->arithmetic.vllm_fa3 == QueryRounding::unsupported)
           return "vLLM's FlashAttention 3 backend reads fp8_e4m3 (--kv-cache-dtype fp8) and 16-bit caches only, not " +
                  std::string(f->name);
-      if ((key.engine.vllm_fa3 == QueryRounding::fp8_e4m3) != (value.engine.vllm_fa3 == QueryRounding::fp8_e4m3) ||
+      if ((key.arithmetic.vllm_fa3 == QueryRounding::fp8_e4m3) != (value.arithmetic.vllm_fa3 == QueryRounding::fp8_e4m3) ||
           (is_16_bit(key) && is_16_bit(value) && key.id != value.id))
         return "vLLM stores keys and values in one --kv-cache-dtype; " + std::string(key.name) + "/" +
                std::string(value.name) + " is not a vLLM cache";

@@ -1,10 +1,10 @@
 #pragma once
-// Engine arithmetic: what an inference engine rounds besides the cache. A KV config names the
+// Arithmetic arithmetic: what an inference engine rounds besides the cache. A KV config names the
 // engine whose attention arithmetic kvgate reproduces (`@engine=NAME`, KvConfig::engine); each
 // format's registry entry says what that engine does with it (FormatInfo::engine, the
-// EngineTraits below: which dot type llama.cpp converts the query to for keys of that type,
+// ArithmeticTraits below: which dot type llama.cpp converts the query to for keys of that type,
 // and so on); resolve_arithmetic combines the two, per attention call, into the rounding steps
-// kernels/attention_engine.cc applies. Engine::exact, the default, is kvgate's f32 attention
+// kernels/attention_arithmetic.cc applies. Arithmetic::exact, the default, is kvgate's f32 attention
 // (the fused fast path in kernels/attention.cc), which no engine rounds less than.
 #include <cstdint>
 #include <optional>
@@ -15,7 +15,7 @@ namespace kvgate::kernels {
 
 struct FormatInfo;
 
-enum class Engine : uint8_t {
+enum class Arithmetic : uint8_t {
   exact,           // f32 query, f32 softmax and accumulation: the reference every engine is measured against
   llama_cpp,       // llama.cpp's CPU flash attention (ggml-cpu ops.cpp, b11434)
   llama_cpp_cuda,  // llama.cpp's CUDA flash attention on Ada/Hopper: vector kernel for decode, MMA f16 kernel otherwise
@@ -23,13 +23,13 @@ enum class Engine : uint8_t {
 };
 
 // Every engine's name, as the spec writes it (`@engine=llama.cpp`).
-std::string_view engine_name(Engine e);
-std::optional<Engine> find_engine(std::string_view name);
-std::string engine_names_joined();
+std::string_view arithmetic_name(Arithmetic e);
+std::optional<Arithmetic> find_arithmetic(std::string_view name);
+std::string arithmetic_names_joined();
 
 // How an engine rounds the query before it meets the keys.
 enum class QueryRounding : uint8_t {
-  unsupported,  // the engine has no such cache type (an EngineTraits entry only)
+  unsupported,  // the engine has no such cache type (an ArithmeticTraits entry only)
   none,         // kept in f32
   f16,
   bf16,
@@ -41,7 +41,7 @@ enum class QueryRounding : uint8_t {
 std::string_view query_rounding_name(QueryRounding q);
 
 // Per-format engine facts, kept in the format's registry entry (FormatInfo::engine).
-struct EngineTraits {
+struct ArithmeticTraits {
   // ggml's vec_dot_type for a cache of this type (ggml-cpu.c type_traits_cpu): what the CPU flash
   // attention converts the query to. unsupported: llama.cpp has no cache type of this format.
   QueryRounding llama_cpp = QueryRounding::unsupported;
@@ -66,7 +66,7 @@ enum class WeightRounding : uint8_t {
   fp8_e4m3_256,  // FA3 FP8: exp2 offset by 8 (P in [0, 256]) and converted to E4M3 (hopper/softmax.h Max_offset)
 };
 
-// The arithmetic of one attention call: which roundings kernels/attention_engine.cc applies.
+// The arithmetic of one attention call: which roundings kernels/attention_arithmetic.cc applies.
 // Default-constructed = exact (the fast path).
 struct AttentionArithmetic {
   QueryRounding query = QueryRounding::none;
@@ -87,15 +87,15 @@ struct AttentionArithmetic {
 // The arithmetic `engine` applies to one attention call with these key and value formats and
 // n_queries query positions (its kernel choice can depend on them). head_dim: the cache's.
 // `key_scale`: the key format's per-tensor scale option (vLLM's q_scale defaults to k_scale).
-AttentionArithmetic resolve_arithmetic(Engine engine, const FormatInfo& key, const FormatInfo& value, int64_t n_queries,
+AttentionArithmetic resolve_arithmetic(Arithmetic arithmetic, const FormatInfo& key, const FormatInfo& value, int64_t n_queries,
                                        int head_dim, float key_scale = 1.0f);
 
 // What the engine rounds outside attention, in words (`kvgate kv show`); empty for none. Under
 // llama.cpp the model's forward pass rounds every matmul input to the weights' dot type
 // (runtime/weights.h round_input_like_llama_cpp).
-std::string_view engine_matmul_inputs(Engine engine);
+std::string_view arithmetic_matmul_inputs(Arithmetic arithmetic);
 
 // Empty when the engine can run this key/value pair; else why not (for a usage error).
-std::string engine_refusal(Engine engine, const FormatInfo& key, const FormatInfo& value);
+std::string arithmetic_refusal(Arithmetic arithmetic, const FormatInfo& key, const FormatInfo& value);
 
 }  // namespace kvgate::kernels

@@ -1,11 +1,11 @@
 #pragma once
-// The roundings of an engine's attention arithmetic (kernels/engine.h), written once for the
-// CPU engine attention (kernels/attention_engine.cc) and the GPU one
-// (kernels/gpu/gpu_attention_engine.cu): the query rounding, the rounding of P before it meets
+// The roundings of an engine's attention arithmetic (kernels/arithmetic.h), written once for the
+// CPU engine attention (kernels/attention_arithmetic.cc) and the GPU one
+// (kernels/gpu/gpu_attention_arithmetic.cu): the query rounding, the rounding of P before it meets
 // V, and the step of ggml-cpu's one-row kernel with its optional f16 accumulator. One source
 // means the two backends round with the same operations in the same order; what still differs
 // between them is only what these functions leave to the caller (the order of a dot product's
-// sum, and the device's expf against glibc's). tests/kernels/engine_rounding_test.cc checks
+// sum, and the device's expf against glibc's). tests/kernels/arithmetic_rounding_test.cc checks
 // these against the CPU engine's arithmetic as it was written before it called them. Plain
 // C++17 for the device compilers, every rounding step spelled out (rn_*, core/host_device.h).
 #include <cmath>
@@ -13,7 +13,7 @@
 
 #include "core/float_convert.h"
 #include "core/host_device.h"
-#include "kernels/engine.h"
+#include "kernels/arithmetic.h"
 #include "kernels/ggml_blocks.h"
 #include "kernels/softmax_state.h"
 

@@ -1,5 +1,5 @@
 // Unquantized baselines: f32 (the exact oracle), f16 (what engines store by default), bf16.
-// Engine traits: llama.cpp's CPU flash attention converts the query to the key's own type
+// Arithmetic traits: llama.cpp's CPU flash attention converts the query to the key's own type
 // (f16 or bf16; f32 stays f32); its CUDA vector kernel keeps it in f32 for f16/bf16 keys.
 #include <cstring>
 
@@ -89,21 +89,21 @@ const FormatInfo kF32{.id = FormatId::f32, .name = "f32", .family = "float",
                       .description = "IEEE binary32, unquantized",
                       .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
                       .options = 0, .gpu = GpuStorage::rows, .make = &make<F32Codec>,
-                      .engine = {.llama_cpp = QueryRounding::none, .llama_cpp_cuda = QueryRounding::none,
+                      .arithmetic = {.llama_cpp = QueryRounding::none, .llama_cpp_cuda = QueryRounding::none,
                                  .vllm_fa3 = QueryRounding::none}};
 const FormatInfo kF16{.id = FormatId::f16, .name = "f16", .family = "float",
                       .mirrors = "vLLM/SGLang/llama.cpp default (auto, -ctk f16)",
                       .description = "IEEE binary16, round to nearest even",
                       .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
                       .options = 0, .gpu = GpuStorage::rows, .make = &make<F16Codec>,
-                      .engine = {.llama_cpp = QueryRounding::f16, .llama_cpp_cuda = QueryRounding::none,
+                      .arithmetic = {.llama_cpp = QueryRounding::f16, .llama_cpp_cuda = QueryRounding::none,
                                  .cuda_vector = true, .vllm_fa3 = QueryRounding::none}};
 const FormatInfo kBF16{.id = FormatId::bf16, .name = "bf16", .family = "float",
                        .mirrors = "vLLM with a bf16 model (auto), llama.cpp -ctk bf16",
                        .description = "bfloat16, round to nearest even",
                        .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
                        .options = 0, .gpu = GpuStorage::rows, .make = &make<BF16Codec>,
-                       .engine = {.llama_cpp = QueryRounding::bf16, .llama_cpp_cuda = QueryRounding::none,
+                       .arithmetic = {.llama_cpp = QueryRounding::bf16, .llama_cpp_cuda = QueryRounding::none,
                                   .cuda_vector = true, .vllm_fa3 = QueryRounding::none}};
 
 }  // namespace

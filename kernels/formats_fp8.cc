@@ -2,7 +2,7 @@
 // fp8_e5m2; ROCm MI300 uses the FNUZ variant): stored = fp8(x / scale), value = fp8 * scale.
 // The default scale is 1.0 (vLLM's default when no calibrated k_scale/v_scale is loaded).
 // Conversions are core/float_convert.h's: round to nearest even, saturating to +-max.
-// Engine traits: vLLM's FlashAttention 3 backend reads only the E4M3 cache, and quantizes the
+// Arithmetic traits: vLLM's FlashAttention 3 backend reads only the E4M3 cache, and quantizes the
 // query to E4M3 too (vllm/attention/layer.py query_quant, QuantFP8 static per tensor).
 #include <cmath>
 #include <string>
@@ -77,7 +77,7 @@ const FormatInfo kFp8E4m3{.id = FormatId::fp8_e4m3, .name = "fp8_e4m3", .family 
                           .for_keys = true, .for_values = true, .head_dim_multiple = 1, .head_dim_power_of_two = false,
                           .options = kOptionScale, .gpu = GpuStorage::rows,
                           .make = &make_quantized_codec<Fp8Codec<Fp8Kind::e4m3fn>>,
-                          .engine = {.vllm_fa3 = QueryRounding::fp8_e4m3}};
+                          .arithmetic = {.vllm_fa3 = QueryRounding::fp8_e4m3}};
 const FormatInfo kFp8E5m2{.id = FormatId::fp8_e5m2, .name = "fp8_e5m2", .family = "fp8",
                           .mirrors = "vLLM --kv-cache-dtype fp8_e5m2",
                           .description = "OCP E5M2 (max 57344), per-tensor scale, 8 bits",

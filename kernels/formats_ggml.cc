@@ -9,7 +9,7 @@
 // (kernels/hadamard.h: BlockWalshHadamard); rot=hadamard is kvgate's randomized one; rot=none
 // is llama.cpp with LLAMA_ATTN_ROT_DISABLE=1 (and llama.cpp before that PR).
 //
-// Engine traits: the CPU flash attention converts the query to the type's vec_dot_type
+// Arithmetic traits: the CPU flash attention converts the query to the type's vec_dot_type
 // (ggml-cpu.c type_traits_cpu: q8_0 for q8_0, q5_0, q4_0, iq4_nl; q8_1 for q5_1, q4_1); the CUDA
 // vector kernel quantizes it to q8_1 for every quantized key and has no iq4_nl instance.
 //
@@ -71,7 +71,7 @@ const FormatInfo kQ8_0{.id = FormatId::q8_0, .name = "q8_0", .family = "llama.cp
                        .options = kOptionRotation | kOptionSeed, .gpu = GpuStorage::rows,
                        .make = &make_quantized_codec<GgmlCodec<ggml::Q8_0>>,
                        .default_rotation = Rotation::wht,
-                       .engine = {.llama_cpp = QueryRounding::q8_0, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
+                       .arithmetic = {.llama_cpp = QueryRounding::q8_0, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
                                   .cuda_vector = true, .ggml_quantized = true}};
 const FormatInfo kQ5_0{.id = FormatId::q5_0, .name = "q5_0", .family = "llama.cpp",
                        .mirrors = "llama.cpp -ctk/-ctv q5_0",
@@ -80,7 +80,7 @@ const FormatInfo kQ5_0{.id = FormatId::q5_0, .name = "q5_0", .family = "llama.cp
                        .options = kOptionRotation | kOptionSeed, .gpu = GpuStorage::rows,
                        .make = &make_quantized_codec<GgmlCodec<ggml::Q5_0>>,
                        .default_rotation = Rotation::wht,
-                       .engine = {.llama_cpp = QueryRounding::q8_0, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
+                       .arithmetic = {.llama_cpp = QueryRounding::q8_0, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
                                   .cuda_vector = true, .ggml_quantized = true}};
 const FormatInfo kQ5_1{.id = FormatId::q5_1, .name = "q5_1", .family = "llama.cpp",
                        .mirrors = "llama.cpp -ctk/-ctv q5_1",
@@ -89,7 +89,7 @@ const FormatInfo kQ5_1{.id = FormatId::q5_1, .name = "q5_1", .family = "llama.cp
                        .options = kOptionRotation | kOptionSeed, .gpu = GpuStorage::rows,
                        .make = &make_quantized_codec<GgmlCodec<ggml::Q5_1>>,
                        .default_rotation = Rotation::wht,
-                       .engine = {.llama_cpp = QueryRounding::q8_1, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
+                       .arithmetic = {.llama_cpp = QueryRounding::q8_1, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
                                   .cuda_vector = true, .ggml_quantized = true}};
 const FormatInfo kQ4_0{.id = FormatId::q4_0, .name = "q4_0", .family = "llama.cpp",
                        .mirrors = "llama.cpp -ctk/-ctv q4_0",
@@ -98,7 +98,7 @@ const FormatInfo kQ4_0{.id = FormatId::q4_0, .name = "q4_0", .family = "llama.cp
                        .options = kOptionRotation | kOptionSeed, .gpu = GpuStorage::rows,
                        .make = &make_quantized_codec<GgmlCodec<ggml::Q4_0>>,
                        .default_rotation = Rotation::wht,
-                       .engine = {.llama_cpp = QueryRounding::q8_0, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
+                       .arithmetic = {.llama_cpp = QueryRounding::q8_0, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
                                   .cuda_vector = true, .ggml_quantized = true}};
 const FormatInfo kQ4_1{.id = FormatId::q4_1, .name = "q4_1", .family = "llama.cpp",
                        .mirrors = "llama.cpp -ctk/-ctv q4_1",
@@ -107,7 +107,7 @@ const FormatInfo kQ4_1{.id = FormatId::q4_1, .name = "q4_1", .family = "llama.cp
                        .options = kOptionRotation | kOptionSeed, .gpu = GpuStorage::rows,
                        .make = &make_quantized_codec<GgmlCodec<ggml::Q4_1>>,
                        .default_rotation = Rotation::wht,
-                       .engine = {.llama_cpp = QueryRounding::q8_1, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
+                       .arithmetic = {.llama_cpp = QueryRounding::q8_1, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
                                   .cuda_vector = true, .ggml_quantized = true}};
 const FormatInfo kIQ4_NL{.id = FormatId::iq4_nl, .name = "iq4_nl", .family = "llama.cpp",
                          .mirrors = "llama.cpp -ctk/-ctv iq4_nl",
@@ -116,7 +116,7 @@ const FormatInfo kIQ4_NL{.id = FormatId::iq4_nl, .name = "iq4_nl", .family = "ll
                          .options = kOptionRotation | kOptionSeed, .gpu = GpuStorage::rows,
                          .make = &make_quantized_codec<GgmlCodec<ggml::IQ4_NL>>,
                        .default_rotation = Rotation::wht,
-                       .engine = {.llama_cpp = QueryRounding::q8_0, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
+                       .arithmetic = {.llama_cpp = QueryRounding::q8_0, .llama_cpp_cuda = QueryRounding::q8_1_cuda,
                                   .cuda_vector = false, .ggml_quantized = true}};
 
 const FormatInfo kMXFP4{.id = FormatId::mxfp4, .name = "mxfp4", .family = "mxfp4",

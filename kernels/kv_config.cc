@@ -344,9 +344,9 @@ void parse_override(std::string_view spec, std::string_view text, KvConfig& out,
   const FormatSpec f16{find_format("f16"), {}};
   if (lhs == "engine") {
     if (engine_seen) spec_error(spec, "engine= given twice");
-    const std::optional<Engine> e = find_engine(rhs);
-    if (!e) spec_error(spec, "unknown engine '" + std::string(rhs) + "'; engines: " + engine_names_joined());
-    out.engine = *e;
+    const std::optional<Arithmetic> e = find_arithmetic(rhs);
+    if (!e) spec_error(spec, "unknown engine '" + std::string(rhs) + "'; engines: " + arithmetic_names_joined());
+    out.arithmetic = *e;
     engine_seen = true;
     return;
   }
@@ -445,7 +445,7 @@ std::string KvConfig::canonical() const {
     if (ov.first != ov.last) out.append("-").append(layer_text(ov.last, ov.from_end));
     out.append("=").append(ov.key.canonical()).append("/").append(ov.value.canonical());
   }
-  if (engine != Engine::exact) out.append("@engine=").append(engine_name(engine));
+  if (engine != Arithmetic::exact) out.append("@engine=").append(arithmetic_name(engine));
   return out;
 }
 
@@ -518,8 +518,8 @@ KvConfig parse_config(std::string_view spec_in, bool legacy) {
   for (size_t i = 1; i < parts.size(); ++i) parse_override(spec, parts[i], out, engine_seen, legacy);
   // Every layer's formats must be ones the engine has (an override may name others).
   auto check_engine = [&](const FormatSpec& k, const FormatSpec& v) {
-    const std::string why = engine_refusal(out.engine, *k.format, *v.format);
-    if (!why.empty()) spec_error(spec, "@engine=" + std::string(engine_name(out.engine)) + ": " + why);
+    const std::string why = arithmetic_refusal(out.arithmetic, *k.format, *v.format);
+    if (!why.empty()) spec_error(spec, "@engine=" + std::string(arithmetic_name(out.arithmetic)) + ": " + why);
   };
   check_engine(out.key, out.value);
   for (const LayerOverride& ov : out.overrides) check_engine(ov.key, ov.value);

@@ -47,9 +47,9 @@ struct KvConfig {
   FormatSpec key;
   FormatSpec value;
   std::vector<LayerOverride> overrides;  // later entries win
-  // Whose attention arithmetic reads the cache (`@engine=NAME`, kernels/engine.h); exact, the
+  // Whose attention arithmetic reads the cache (`@engine=NAME`, kernels/arithmetic.h); exact, the
   // default, is kvgate's f32 attention.
-  Engine engine = Engine::exact;
+  Arithmetic arithmetic = Arithmetic::exact;
 
   std::string canonical() const;  // stable text; equal configs give equal strings
   uint64_t hash() const;          // xxhash64 of canonical()
@@ -61,7 +61,7 @@ struct KvConfig {
   double bits_per_element(const KvShape& shape) const;
   // Compares the parsed meaning; `name` (what the user typed) is ignored.
   bool operator==(const KvConfig& o) const {
-    return key == o.key && value == o.value && overrides == o.overrides && engine == o.engine;
+    return key == o.key && value == o.value && overrides == o.overrides && engine == o.arithmetic;
   }
 };
 

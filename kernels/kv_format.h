@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/engine.h"
+#include "kernels/arithmetic.h"
 #include "kernels/format_id.h"
 
 namespace kvgate::kernels {
@@ -90,8 +90,8 @@ struct FormatInfo {
   // What the bare name means: llama.cpp's cache types rotate by default (Rotation::wht, since
   // llama.cpp PR #21038), so `q4_0` is what `-ctk q4_0` does today; `q4_0:rot=none` is not rotated.
   Rotation default_rotation = Rotation::none;
-  // What each engine's attention does with this format (kernels/engine.h).
-  EngineTraits engine = {};
+  // What each engine's attention does with this format (kernels/arithmetic.h).
+  ArithmeticTraits arithmetic = {};
 
   bool accepts(FormatOption option) const { return (options & option) != 0; }
   // BackendMask bits: the CPU always; CUDA and HIP (one kernel source) where the GPU keeps it.

@@ -15,7 +15,7 @@ std::vector<LayerFormats> layer_formats(const KvConfig& config, int n_layers) {
   std::vector<LayerFormats> out;
   out.reserve(static_cast<size_t>(std::max(0, n_layers)));
   for (int layer = 0; layer < n_layers; ++layer)
-    out.push_back({config.key_for_layer(layer, n_layers), config.value_for_layer(layer, n_layers), config.engine});
+    out.push_back({config.key_for_layer(layer, n_layers), config.value_for_layer(layer, n_layers), config.arithmetic});
   return out;
 }
 
@@ -42,7 +42,7 @@ PagedKvCache::PagedKvCache(const std::vector<LayerFormats>& layers, const PagedK
   size_t bytes_per_page = 0;
   layers_.resize(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
-    layers_[l].engine = layers[l].engine;
+    layers_[l].arithmetic = layers[l].arithmetic;
     for (KvRole role : {KvRole::key, KvRole::value}) {
       const FormatSpec& spec = role == KvRole::key ? layers[l].key : layers[l].value;
       RoleStore& rs = role == KvRole::key ? layers_[l].key : layers_[l].value;
@@ -330,7 +330,7 @@ KvLayerView PagedKvCache::view(SeqId seq, int layer) const {
   KvLayerView v;
   v.length = s.lengths[static_cast<size_t>(layer)];
   v.window = shape_.window;
-  v.engine = l.engine;
+  v.arithmetic = l.arithmetic;
   v.n_kv_heads = shape_.n_kv_heads;
   v.head_dim = shape_.head_dim;
   v.page_tokens = shape_.page_tokens;

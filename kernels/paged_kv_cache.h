@@ -30,7 +30,7 @@ namespace kvgate::kernels {
 struct LayerFormats {
   FormatSpec key;
   FormatSpec value;
-  Engine engine = Engine::exact;  // the config's: how attention reads this layer (kernels/engine.h)
+  Arithmetic arithmetic = Arithmetic::exact;  // the config's: how attention reads this layer (kernels/arithmetic.h)
 };
 
 // The per-layer formats a config resolves to (overrides applied), each with the config's engine.
@@ -79,7 +79,7 @@ struct KvRoleView {
 struct KvLayerView {
   int64_t length = 0;
   int64_t window = 0;  // PagedKvCacheShape::window
-  Engine engine = Engine::exact;  // LayerFormats::engine
+  Arithmetic arithmetic = Arithmetic::exact;  // LayerFormats::engine
   int n_kv_heads = 0;
   int head_dim = 0;
   int page_tokens = 0;
@@ -152,7 +152,7 @@ class PagedKvCache {
   struct Layer {
     RoleStore key;
     RoleStore value;
-    Engine engine = Engine::exact;
+    Arithmetic arithmetic = Arithmetic::exact;
   };
   struct Window {
     int64_t quantized = 0;

@@ -89,11 +89,11 @@ std::string digest_of(const ShardRun& s) {
     d.add(key).add(it.info.domain).add(it.info.evalset_hash).add(it.info.item_hash).add_text(it.info.gold_answer);
     for (const auto& [spec, m] : it.metrics) {
       d.add(spec).add(m.scored_tokens).add(m.kld_mean).add(m.kld_max).add(m.kld_p99).add(m.delta_p_mean);
-      d.add(m.delta_p_rms).add(m.top1_agreement).add(m.nll_mean).add(m.nll_ref_mean).add(m.generated_tokens);
+      d.add(m.delta_p_rms).add(m.same_top1).add(m.nll_mean).add(m.nll_ref_mean).add(m.generated_tokens);
       d.add(m.first_divergence).add(m.exact_match_ref).add(m.exact_match_gold);
     }
     for (const auto& [spec, t] : it.turns) {
-      d.add(spec).add(t.turn_index).add(t.context_tokens).add(t.scored_tokens).add(t.kld_mean).add(t.top1_agreement);
+      d.add(spec).add(t.turn_index).add(t.context_tokens).add(t.scored_tokens).add(t.kld_mean).add(t.same_top1);
       d.add(t.ttft_ms).add(t.tpot_ms).add(t.prompt_tokens).add(t.cached_tokens);
       d.add_text(t.answer).add(t.answer_tokens).add(t.answer_divergence);
     }

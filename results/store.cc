@@ -238,7 +238,7 @@ void ItemWriter::add_metrics(const ItemMetrics& m) {
               "exact_match_ref, exact_match_gold) "
               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
   s.bind(1, item_row_id_).bind(2, m.config_id).bind(3, m.scored_tokens).bind(4, m.kld_mean).bind(5, m.kld_max);
-  s.bind(6, m.kld_p99).bind(7, m.delta_p_mean).bind(8, m.delta_p_rms).bind(9, m.top1_agreement);
+  s.bind(6, m.kld_p99).bind(7, m.delta_p_mean).bind(8, m.delta_p_rms).bind(9, m.same_top1);
   s.bind(10, m.nll_mean).bind(11, m.nll_ref_mean).bind(12, m.generated_tokens).bind(13, m.first_divergence);
   s.bind(14, m.exact_match_ref).bind(15, m.exact_match_gold);
   s.run();
@@ -250,7 +250,7 @@ void ItemWriter::add_turn(const TurnMetrics& t) {
               "top1_agreement, ttft_ms, tpot_ms, prompt_tokens, cached_tokens, answer, answer_tokens, answer_divergence) "
               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
   s.bind(1, item_row_id_).bind(2, t.config_id).bind(3, t.turn_index).bind(4, t.context_tokens);
-  s.bind(5, t.scored_tokens).bind(6, t.kld_mean).bind(7, t.top1_agreement).bind(8, t.ttft_ms).bind(9, t.tpot_ms);
+  s.bind(5, t.scored_tokens).bind(6, t.kld_mean).bind(7, t.same_top1).bind(8, t.ttft_ms).bind(9, t.tpot_ms);
   s.bind(10, t.prompt_tokens).bind(11, t.cached_tokens);
   s.bind(12, t.answer).bind(13, t.answer_tokens).bind(14, t.answer_divergence);
   s.run();
@@ -381,7 +381,7 @@ std::optional<ItemMetrics> Store::item_metrics(int64_t run_id, const std::string
   m.kld_p99 = s.column_double(4);
   m.delta_p_mean = s.column_double(5);
   m.delta_p_rms = s.column_double(6);
-  m.top1_agreement = s.column_double(7);
+  m.same_top1 = s.column_double(7);
   m.nll_mean = s.column_double(8);
   m.nll_ref_mean = s.column_double(9);
   m.generated_tokens = s.column_optional_int(10);
@@ -402,7 +402,7 @@ ItemMetrics read_item_metrics(const Statement& s, int first) {
   m.kld_p99 = s.column_double(first + 4);
   m.delta_p_mean = s.column_double(first + 5);
   m.delta_p_rms = s.column_double(first + 6);
-  m.top1_agreement = s.column_double(first + 7);
+  m.same_top1 = s.column_double(first + 7);
   m.nll_mean = s.column_double(first + 8);
   m.nll_ref_mean = s.column_double(first + 9);
   m.generated_tokens = s.column_optional_int(first + 10);

@@ -90,7 +90,7 @@ struct ItemMetrics {
   int64_t scored_tokens = 0;
   double kld_mean = 0, kld_max = 0, kld_p99 = 0;
   double delta_p_mean = 0, delta_p_rms = 0;
-  double top1_agreement = 0;  // fraction in [0, 1]
+  double same_top1 = 0;  // fraction in [0, 1]
   double nll_mean = 0, nll_ref_mean = 0;
   std::optional<int64_t> generated_tokens;
   std::optional<int64_t> first_divergence;  // nullopt: no divergence (or not generated)
@@ -102,7 +102,7 @@ struct TurnMetrics {
   int64_t turn_index = 0;
   int64_t context_tokens = 0;
   int64_t scored_tokens = 0;
-  double kld_mean = 0, top1_agreement = 0;
+  double kld_mean = 0, same_top1 = 0;
   double ttft_ms = 0, tpot_ms = 0;
   // The greedy request's prompt and the part of it the engine served from its prefix cache,
   // as the engine reports them (engine mode only).

@@ -1,4 +1,4 @@
-#include "runtime/engine.h"
+#include "runtime/backend.h"
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -6,7 +6,7 @@
 namespace kvgate::runtime {
 namespace {
 
-class CpuSequence final : public EngineSequence {
+class CpuSequence final : public BackendSequence {
  public:
   CpuSequence(std::shared_ptr<ModelKvCache> cache, kernels::SeqId seq) : cache_(std::move(cache)), seq_(seq) {}
   ~CpuSequence() override { cache_->release(seq_); }
@@ -14,7 +14,7 @@ class CpuSequence final : public EngineSequence {
   CpuSequence& operator=(const CpuSequence&) = delete;
 
   int64_t length() const override { return cache_->length(seq_); }
-  std::unique_ptr<EngineSequence> fork(int64_t n) override {
+  std::unique_ptr<BackendSequence> fork(int64_t n) override {
     return std::make_unique<CpuSequence>(cache_, cache_->fork(seq_, n));  // shares pages, copy on write
   }
   ModelKvCache& cache() { return *cache_; }
@@ -25,19 +25,19 @@ class CpuSequence final : public EngineSequence {
   kernels::SeqId seq_;
 };
 
-class CpuEngine final : public Engine {
+class CpuBackend final : public Backend {
  public:
-  CpuEngine(const Model& model, int threads) : model_(model), pool_(threads) {}
+  CpuBackend(const Model& model, int threads) : model_(model), pool_(threads) {}
   std::string backend() const override { return "cpu"; }
   std::string device() const override { return ""; }
   const ModelArch& arch() const override { return model_.arch(); }
   uint64_t weight_bytes() const override { return model_.weight_bytes(); }
-  std::unique_ptr<EngineSequence> start(const kernels::KvConfig& config, int64_t max_tokens) override {
+  std::unique_ptr<BackendSequence> start(const kernels::KvConfig& config, int64_t max_tokens) override {
     std::shared_ptr<ModelKvCache> cache = model_.make_cache(config, max_tokens);
     const kernels::SeqId seq = cache->create_sequence();
     return std::make_unique<CpuSequence>(std::move(cache), seq);
   }
-  void forward(EngineSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) override {
+  void forward(BackendSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) override {
     auto* cpu = dynamic_cast<CpuSequence*>(&seq);
     if (!cpu) throw_usage_error("CPU engine: a sequence from another backend");
     model_.forward(pool_, cpu->cache(), cpu->id(), tokens, all_logits, logits);
@@ -50,8 +50,8 @@ class CpuEngine final : public Engine {
 
 }  // namespace
 
-std::unique_ptr<Engine> make_cpu_engine(const Model& model, int threads) {
-  return std::make_unique<CpuEngine>(model, threads);
+std::unique_ptr<Backend> make_cpu_backend(const Model& model, int threads) {
+  return std::make_unique<CpuBackend>(model, threads);
 }
 
 void require_gpu_forward_support(const Model& model, const std::string& backend) {

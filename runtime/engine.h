@@ -1,6 +1,6 @@
 #pragma once
 // Where a forward pass runs: the CPU runtime (runtime/model.h) or, in a GPU build, the device
-// (runtime/gpu_model.h, make_gpu_engine). The harness drives eval, replay, perplexity, generate
+// (runtime/gpu_model.h, make_gpu_backend). The harness drives eval, replay, perplexity, generate
 // and bench through this interface, so they take --backend and a CPU run computes exactly what
 // it computed before the interface existed.
 #include <cstdint>
@@ -14,18 +14,18 @@
 namespace kvgate::runtime {
 
 // One sequence's KV cache on the engine's backend.
-class EngineSequence {
+class BackendSequence {
  public:
-  virtual ~EngineSequence() = default;
+  virtual ~BackendSequence() = default;
   virtual int64_t length() const = 0;
   // A new sequence holding the first n tokens of this one (shared or copied; either way this
   // sequence is not changed by what the fork appends).
-  virtual std::unique_ptr<EngineSequence> fork(int64_t n) = 0;
+  virtual std::unique_ptr<BackendSequence> fork(int64_t n) = 0;
 };
 
-class Engine {
+class Backend {
  public:
-  virtual ~Engine() = default;
+  virtual ~Backend() = default;
   virtual std::string backend() const = 0;  // "cpu", "cuda", "hip"
   virtual std::string device() const = 0;   // the GPU's name; empty on the CPU
   virtual const ModelArch& arch() const = 0;
@@ -33,14 +33,14 @@ class Engine {
   virtual uint64_t weight_bytes() const = 0;
   // An empty sequence storing K/V in `config`, with room for max_tokens tokens including
   // what its forks append.
-  virtual std::unique_ptr<EngineSequence> start(const kernels::KvConfig& config, int64_t max_tokens) = 0;
+  virtual std::unique_ptr<BackendSequence> start(const kernels::KvConfig& config, int64_t max_tokens) = 0;
   // Runs `tokens` at positions [seq.length(), +n); logits (host memory): [n][n_vocab] when
   // all_logits, else [1][n_vocab] for the last token.
-  virtual void forward(EngineSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) = 0;
+  virtual void forward(BackendSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) = 0;
 };
 
 // The CPU runtime on `threads` workers (0 = all cores); `model` must outlive the engine.
-std::unique_ptr<Engine> make_cpu_engine(const Model& model, int threads);
+std::unique_ptr<Backend> make_cpu_backend(const Model& model, int threads);
 
 // The GPU forward (gpu_model.h) implements the plain Llama block (Model::is_plain_llama): for
 // any other model this throws an input error (exit 2) naming the architecture and the feature,

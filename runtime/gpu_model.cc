@@ -132,8 +132,8 @@ gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch&
   shape.page_tokens = kGpuPageTokens;
   shape.key = gpu_side(config, config.key_for_layer(layer, n_layers), "key", shape.head_dim);
   shape.value = gpu_side(config, config.value_for_layer(layer, n_layers), "value", shape.head_dim);
-  // The engine's attention arithmetic runs on the device too (kernels/gpu/gpu_attention_engine.cu).
-  shape.engine = config.engine;
+  // The engine's attention arithmetic runs on the device too (kernels/gpu/gpu_attention_arithmetic.cu).
+  shape.arithmetic = config.arithmetic;
   return shape;
 }
 
@@ -147,7 +147,7 @@ std::unique_ptr<GpuSequence> GpuSequence::fork(int64_t n) const {
   auto copy = std::make_unique<GpuSequence>();
   copy->capacity_ = capacity_;
   copy->shapes_ = shapes_;
-  copy->engine_ = engine_;
+  copy->arithmetic_ = arithmetic_;
   for (size_t l = 0; l < layers_.size(); ++l) {
     copy->layers_.push_back(std::make_unique<gpu::DevicePagedKv>(shapes_[l], static_cast<int>(capacity_)));
     copy->layers_.back()->copy_prefix_from(*layers_[l], static_cast<int>(n));
@@ -187,7 +187,7 @@ std::unique_ptr<GpuSequence> GpuModel::start(const kernels::KvConfig& config, in
     throw_usage_error("GPU sequence capacity must be 1..2^30 tokens, got " + std::to_string(max_tokens));
   auto seq = std::make_unique<GpuSequence>();
   seq->capacity_ = max_tokens;
-  seq->engine_ = config.engine;
+  seq->arithmetic_ = config.arithmetic;
   for (int l = 0; l < static_cast<int>(arch_.n_layers); ++l) {
     seq->shapes_.push_back(gpu_kv_shape(config, arch_, l));
     seq->layers_.push_back(std::make_unique<gpu::DevicePagedKv>(seq->shapes_.back(), static_cast<int>(max_tokens)));
@@ -227,7 +227,7 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
   // llama.cpp's CPU matmuls convert their input to the weights' dot type; under
   // @engine=llama.cpp each input is rounded the same way as Model::forward rounds it on the CPU
   // (same buffers, same points). Every buffer rounded here is read only by the matmul that follows.
-  const bool llama_cpp_inputs = seq.engine_ == kernels::Engine::llama_cpp;
+  const bool llama_cpp_inputs = seq.arithmetic_ == kernels::Arithmetic::llama_cpp;
   const auto round_input = [&](const Weight& w, float* in, int rows) {
     if (llama_cpp_inputs) gpu::round_input_like_llama_cpp(w.view, in, rows);
   };
@@ -273,11 +273,11 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
 
 namespace {
 
-class GpuEngineSequence final : public EngineSequence {
+class GpuEngineSequence final : public BackendSequence {
  public:
   explicit GpuEngineSequence(std::unique_ptr<GpuSequence> seq) : seq_(std::move(seq)) {}
   int64_t length() const override { return seq_->length(); }
-  std::unique_ptr<EngineSequence> fork(int64_t n) override {
+  std::unique_ptr<BackendSequence> fork(int64_t n) override {
     return std::make_unique<GpuEngineSequence>(seq_->fork(n));
   }
   GpuSequence& sequence() { return *seq_; }
@@ -286,9 +286,9 @@ class GpuEngineSequence final : public EngineSequence {
   std::unique_ptr<GpuSequence> seq_;
 };
 
-class GpuEngine final : public Engine {
+class GpuBackend final : public Backend {
  public:
-  explicit GpuEngine(const Model& model) {
+  explicit GpuBackend(const Model& model) {
     if (gpu::device_count() == 0)
       throw_environment_error(std::string("--backend ") + gpu::vendor() + ": no " + gpu::vendor() +
                               " device is visible (check the driver, and CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES)");
@@ -299,10 +299,10 @@ class GpuEngine final : public Engine {
   std::string device() const override { return device_; }
   const ModelArch& arch() const override { return model_->arch(); }
   uint64_t weight_bytes() const override { return model_->device_weight_bytes(); }
-  std::unique_ptr<EngineSequence> start(const kernels::KvConfig& config, int64_t max_tokens) override {
+  std::unique_ptr<BackendSequence> start(const kernels::KvConfig& config, int64_t max_tokens) override {
     return std::make_unique<GpuEngineSequence>(model_->start(config, max_tokens));
   }
-  void forward(EngineSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) override {
+  void forward(BackendSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) override {
     auto* g = dynamic_cast<GpuEngineSequence*>(&seq);
     if (!g) throw_usage_error("GPU engine: a sequence from another backend");
     model_->forward(g->sequence(), tokens, all_logits, logits);
@@ -315,6 +315,6 @@ class GpuEngine final : public Engine {
 
 }  // namespace
 
-std::unique_ptr<Engine> make_gpu_engine(const Model& model) { return std::make_unique<GpuEngine>(model); }
+std::unique_ptr<Backend> make_gpu_backend(const Model& model) { return std::make_unique<GpuBackend>(model); }
 
 }  // namespace kvgate::runtime

@@ -13,7 +13,7 @@
 #include "kernels/gpu/gpu_kv.h"
 #include "kernels/gpu/gpu_ops.h"
 #include "kernels/kv_config.h"
-#include "runtime/engine.h"
+#include "runtime/backend.h"
 #include "runtime/model.h"
 
 namespace kvgate::runtime {
@@ -43,7 +43,7 @@ class GpuSequence {
   std::vector<std::unique_ptr<kernels::gpu::DevicePagedKv>> layers_;
   std::vector<kernels::gpu::PagedKvShape> shapes_;
   int64_t capacity_ = 0;
-  kernels::Engine engine_ = kernels::Engine::exact;  // the config's: llama.cpp also rounds matmul inputs
+  kernels::Arithmetic arithmetic_ = kernels::Arithmetic::exact;  // the config's: llama.cpp also rounds matmul inputs
 };
 
 class GpuModel {
@@ -85,8 +85,8 @@ class GpuModel {
   mutable kernels::gpu::DeviceMemory ids_, x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, logits_;
 };
 
-// The Engine (runtime/engine.h) over a GpuModel uploaded from `model`; backend() is the vendor
+// The Backend (runtime/backend.h) over a GpuModel uploaded from `model`; backend() is the vendor
 // ("cuda" or "hip") and device() the GPU's name. Throws Error (environment) without a device.
-std::unique_ptr<Engine> make_gpu_engine(const Model& model);
+std::unique_ptr<Backend> make_gpu_backend(const Model& model);
 
 }  // namespace kvgate::runtime

@@ -329,7 +329,7 @@ std::unique_ptr<ModelKvCache> Model::make_cache(const kernels::KvConfig& config,
     local = std::make_unique<kernels::PagedKvCache>(local_formats, local_shape);
   }
   auto cache = std::make_unique<ModelKvCache>(std::move(full), std::move(local), std::move(cache_layer), std::move(is_local));
-  cache->set_engine(config.engine);
+  cache->set_arithmetic(config.arithmetic);
   return cache;
 }
 
@@ -366,7 +366,7 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
   // llama.cpp's CPU matmuls convert their input to the weights' dot type (q8_1 next to Q4_1
   // weights, ...); under @engine=llama.cpp kvgate rounds each input the same way. Every buffer
   // rounded here is read only by the matmul that follows.
-  const bool llama_cpp_inputs = cache.engine() == kernels::Engine::llama_cpp;
+  const bool llama_cpp_inputs = cache.arithmetic() == kernels::Arithmetic::llama_cpp;
   const auto round_input = [&](const WeightMatrix& w, float* in, int rows) {
     if (llama_cpp_inputs) round_input_like_llama_cpp(w.type, in, rows, w.cols);
   };

@@ -74,12 +74,12 @@ class ModelKvCache {
   // Bytes of pages in use plus the format windows, both caches.
   size_t used_bytes() const;
   // The config's engine (`@engine=`): llama.cpp also rounds every matmul's input (Model::forward).
-  kernels::Engine engine() const { return engine_; }
-  void set_engine(kernels::Engine engine) { engine_ = engine; }
+  kernels::Arithmetic arithmetic() const { return arithmetic_; }
+  void set_arithmetic(kernels::Arithmetic engine) { arithmetic_ = engine; }
 
  private:
   std::unique_ptr<kernels::PagedKvCache> full_, local_;
-  kernels::Engine engine_ = kernels::Engine::exact;
+  kernels::Arithmetic arithmetic_ = kernels::Arithmetic::exact;
   std::vector<int> cache_layer_;
   std::vector<bool> layer_is_local_;
 };

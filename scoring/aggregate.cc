@@ -22,10 +22,10 @@ double percentile_or_nan(const std::vector<double>& values, double fraction) {
 void ItemAggregator::add(const ItemScores& it) {
   ++items_;
   scored_tokens_ += it.scored_tokens;
-  if (it.scored_tokens > 0 && std::isfinite(it.kld_mean) && std::isfinite(it.top1)) {
+  if (it.scored_tokens > 0 && std::isfinite(it.kld_mean) && std::isfinite(it.same_top1)) {
     const double n = static_cast<double>(it.scored_tokens);
     kld_sum_ += it.kld_mean * n;
-    top1_sum_ += it.top1 * n;
+    top1_sum_ += it.same_top1 * n;
     weighted_tokens_ += n;
   }
   if (it.scored_tokens > 0 && std::isfinite(it.kld_p99)) p99s_.push_back(it.kld_p99);
@@ -51,9 +51,9 @@ ItemAggregate ItemAggregator::result() const {
   a.same_top1 = weighted_tokens_ > 0 ? top1_sum_ / weighted_tokens_ : kNaN;
   a.kld_p99 = percentile_or_nan(p99s_, 0.99);
   a.kld_max = has_max_ ? kld_max_ : kNaN;
-  a.answered = static_cast<int64_t>(answered_);
+  a.gold_items = static_cast<int64_t>(answered_);
   a.correct = static_cast<int64_t>(correct_);
-  a.accuracy = answered_ > 0 ? correct_ / answered_ : kNaN;
+  a.gold_accuracy = answered_ > 0 ? correct_ / answered_ : kNaN;
   a.divergence_rate = generated_ > 0 ? diverged_ / generated_ : kNaN;
   return a;
 }

@@ -29,7 +29,7 @@ namespace kvgate::scoring {
 // One item under one config. NaN / nullopt: not measured.
 struct ItemScores {
   int64_t scored_tokens = 0;
-  double kld_mean = 0, kld_max = 0, kld_p99 = 0, top1 = 0;
+  double kld_mean = 0, kld_max = 0, kld_p99 = 0, same_top1 = 0;
   std::optional<bool> exact_match_gold;
   std::optional<bool> diverged;  // greedy answer differs from the reference config's; nullopt: not generated
 };

@@ -69,7 +69,7 @@ double metric_value(const GateItem& item, const std::string& metric) {
   const ItemScores& s = item.scores;
   if (metric == "kld_mean") return s.kld_mean;
   if (metric == "kld_p99") return s.kld_p99;
-  if (metric == "same_top1") return s.top1;
+  if (metric == "same_top1") return s.same_top1;
   if (metric == "accuracy") return s.exact_match_gold ? (*s.exact_match_gold ? 1.0 : 0.0) : kNaN;
   if (metric == "divergence_rate") return s.diverged ? (*s.diverged ? 1.0 : 0.0) : kNaN;
   return kNaN;

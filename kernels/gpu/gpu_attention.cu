@@ -322,9 +322,9 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
   if (split_tokens < 0 || split_tokens % kWarp != 0)
     throw_usage_error("GPU attention: split_tokens must be 0 or a positive multiple of 32, got " +
                       std::to_string(split_tokens));
-  // An engine whose kernel rounds something takes its own path (gpu_attention_engine.cu), as
+  // An engine whose kernel rounds something takes its own path (gpu_attention_arithmetic.cu), as
   // on the CPU; exact arithmetic stays on this one.
-  if (s.engine != Engine::exact) {
+  if (s.arithmetic != Arithmetic::exact) {
     const AttentionArithmetic arithmetic = kv_arithmetic(s, n_queries);
     if (!arithmetic.exact()) return m.engine_attention(arithmetic, n_heads, q, n_queries, softmax_scale, out);
   }

@@ -1,8 +1,8 @@
 // One kernel source for CUDA (nvcc) and HIP (clang -xhip); see vendor.h.
 //
-// Attention under an engine's arithmetic (kernels/engine.h) over the paged device cache: the
-// GPU twin of kernels/attention_engine.cc, rounding with the functions of
-// kernels/engine_rounding.h that the CPU path calls too. attention_device hands a call here
+// Attention under an engine's arithmetic (kernels/arithmetic.h) over the paged device cache: the
+// GPU twin of kernels/attention_arithmetic.cc, rounding with the functions of
+// kernels/arithmetic_rounding.h that the CPU path calls too. attention_device hands a call here
 // only when the resolved arithmetic is not exact, so gpu_attention.cu's flash-decoding kernel
 // stays the fast path for everything else.
 //
@@ -27,7 +27,7 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/engine_rounding.h"
+#include "kernels/arithmetic_rounding.h"
 #include "kernels/gpu/gpu_kv_impl.h"
 
 namespace kvgate::kernels::gpu {

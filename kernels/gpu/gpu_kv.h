@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/engine.h"
+#include "kernels/arithmetic.h"
 #include "kernels/gpu/kv_rows.h"
 #include "kernels/gpu/tq_params.h"
 
@@ -68,15 +68,15 @@ struct PagedKvShape {
   int page_tokens = 32;
   KvSideFormat key, value;
   // Whose attention arithmetic reads the cache (the config's `@engine=`, as the CPU cache's
-  // LayerFormats::engine). Not exact: both sides must be formats the engine has (engine_refusal),
+  // LayerFormats::engine). Not exact: both sides must be formats the engine has (arithmetic_refusal),
   // stored row by row; attention resolves the arithmetic per call (kv_arithmetic) and runs the
-  // engine path (gpu_attention_engine.cu) unless it resolves to exact, as the CPU does.
-  Engine engine = Engine::exact;
+  // engine path (gpu_attention_arithmetic.cu) unless it resolves to exact, as the CPU does.
+  Arithmetic arithmetic = Arithmetic::exact;
 };
 
 // The arithmetic attention over a cache of `shape` runs for n_queries query positions: the
 // shape's engine resolved for its key and value formats exactly as the CPU attention resolves
-// it (kernels/engine.h resolve_arithmetic, with the key's scale as vLLM's q_scale). Host code.
+// it (kernels/arithmetic.h resolve_arithmetic, with the key's scale as vLLM's q_scale). Host code.
 AttentionArithmetic kv_arithmetic(const PagedKvShape& shape, int n_queries);
 
 // One sequence's KV cache for one layer, on the device. Rows live in a pool of pages, each page
@@ -108,7 +108,7 @@ class DevicePagedKv {
   // 0 picks enough splits to fill the device). Under an engine whose arithmetic is not exact
   // for this call, the engine path runs instead (tokens in order, no splits; split_tokens is
   // still checked but has no effect) and agrees with the CPU's engine attention
-  // (kernels/attention_engine.h) to float rounding.
+  // (kernels/attention_arithmetic.h) to float rounding.
   void attention(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
                  int split_tokens = 0);  // host buffers
   void attention_device(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,

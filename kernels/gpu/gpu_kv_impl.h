@@ -158,7 +158,7 @@ struct DevicePagedKv::Impl {
   // Units up to the side's new quantized count leave the window (KIVI); gpu_kv.cu.
   void flush_window(SideStore& s);
   // Attention under an engine's non-exact arithmetic (attention_device's arguments, checked);
-  // gpu_attention_engine.cu.
+  // gpu_attention_arithmetic.cu.
   void engine_attention(const AttentionArithmetic& arithmetic, int n_heads, const float* q, int n_queries,
                         float softmax_scale, float* out);
   std::vector<uint8_t> download_unit(const SideStore& s, int token, int kv_head) const;

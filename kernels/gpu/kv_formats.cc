@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "kernels/engine.h"
+#include "kernels/arithmetic.h"
 #include "kernels/gpu/kv_checks.h"
 #include "kernels/kv_format.h"
 
@@ -112,22 +112,22 @@ void check_kv_side(const KvSideFormat& side, const PagedKvShape& shape, bool is_
 }
 
 AttentionArithmetic kv_arithmetic(const PagedKvShape& shape, int n_queries) {
-  if (shape.engine == Engine::exact) return {};
-  return resolve_arithmetic(shape.engine, entry_of(shape.key.format), entry_of(shape.value.format), n_queries,
+  if (shape.arithmetic == Arithmetic::exact) return {};
+  return resolve_arithmetic(shape.arithmetic, entry_of(shape.key.format), entry_of(shape.value.format), n_queries,
                             shape.head_dim, shape.key.scale);
 }
 
 void check_kv_engine(const PagedKvShape& shape) {
-  if (shape.engine == Engine::exact) return;
+  if (shape.arithmetic == Arithmetic::exact) return;
   const FormatInfo& key = entry_of(shape.key.format);
   const FormatInfo& value = entry_of(shape.value.format);
-  const std::string why = engine_refusal(shape.engine, key, value);
-  if (!why.empty()) throw_usage_error("GPU paged KV: @engine=" + std::string(engine_name(shape.engine)) + ": " + why);
+  const std::string why = arithmetic_refusal(shape.arithmetic, key, value);
+  if (!why.empty()) throw_usage_error("GPU paged KV: @engine=" + std::string(arithmetic_name(shape.arithmetic)) + ": " + why);
   // The engine path reads whole rows token by token (what the engines' caches are), as the
   // CPU's engine attention does.
   for (const FormatInfo* f : {&key, &value})
     if (f->gpu != GpuStorage::rows)
-      throw_usage_error("GPU paged KV: @engine=" + std::string(engine_name(shape.engine)) + " reads per-token rows; " +
+      throw_usage_error("GPU paged KV: @engine=" + std::string(arithmetic_name(shape.arithmetic)) + " reads per-token rows; " +
                         std::string(f->name) + " is stored otherwise");
 }
 

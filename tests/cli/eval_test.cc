@@ -70,7 +70,7 @@ TEST(EvalCli, SameInputsGiveBitIdenticalMetrics) {
       ASSERT_TRUE(ma && mb) << item << " " << c.spec;
       EXPECT_EQ(ma->kld_mean, mb->kld_mean);  // bit-identical, not approximately equal
       EXPECT_EQ(ma->kld_p99, mb->kld_p99);
-      EXPECT_EQ(ma->top1_agreement, mb->top1_agreement);
+      EXPECT_EQ(ma->same_top1, mb->same_top1);
       EXPECT_EQ(ma->nll_mean, mb->nll_mean);
       EXPECT_EQ(ma->first_divergence, mb->first_divergence);
       ++compared;

@@ -74,12 +74,12 @@ int64_t synthetic_run(results::Store& store, const results::RunInfo& info, Shift
         m.kld_mean = kld;
         m.kld_max = 4 * kld;
         m.kld_p99 = 3 * kld;
-        m.top1_agreement = config == ref ? 1.0 : 0.95;
+        m.same_top1 = config == ref ? 1.0 : 0.95;
         m.generated_tokens = 8;
         if (config != ref && i == 0) m.first_divergence = 3;
         m.exact_match_gold = true;
         w.add_metrics(m);
-        w.add_turn({config, 0, 300, 50, kld, m.top1_agreement, 100.0 + i, 10.0});
+        w.add_turn({config, 0, 300, 50, kld, m.same_top1, 100.0 + i, 10.0});
       }
       w.commit();
     }
@@ -247,11 +247,11 @@ int64_t run_with_configs(results::Store& store, const results::RunInfo& info,
       m.kld_mean = kld_of[c].second + 0.001 * i;
       m.kld_max = 4 * m.kld_mean;
       m.kld_p99 = 3 * m.kld_mean;
-      m.top1_agreement = c == 0 ? 1.0 : 0.9;
+      m.same_top1 = c == 0 ? 1.0 : 0.9;
       m.generated_tokens = 8;
       m.exact_match_gold = true;
       w.add_metrics(m);
-      w.add_turn({ids[c], 0, 300, 50, m.kld_mean, m.top1_agreement, 100.0, 10.0});
+      w.add_turn({ids[c], 0, 300, 50, m.kld_mean, m.same_top1, 100.0, 10.0});
     }
     w.commit();
   }

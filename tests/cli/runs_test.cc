@@ -54,7 +54,7 @@ class RunsCli : public ::testing::Test {
       m.config_id = q4;
       m.scored_tokens = 100;
       m.kld_mean = i == 0 ? 0.01 : 0.03;
-      m.top1_agreement = 0.9;
+      m.same_top1 = 0.9;
       w.add_metrics(m);
       w.commit();
     }

@@ -19,7 +19,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 #include "results/sqlite.h"
 #include "results/store.h"
 #include "tests/results/sql_rows.h"

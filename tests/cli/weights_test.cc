@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "harness/eval_plan.h"
+#include "harness/eval/eval_plan.h"
 #include "harness/weights.h"
 #include "runtime/model.h"
 #include "tests/cli/run_cli.h"

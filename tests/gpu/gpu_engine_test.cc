@@ -1,8 +1,8 @@
-// The GPU's engine attention (kernels/gpu/gpu_attention_engine.cu) against the CPU's
-// (kernels/attention_engine.cc, through kernels::paged_attention) on the same cache contents,
+// The GPU's engine attention (kernels/gpu/gpu_attention_arithmetic.cu) against the CPU's
+// (kernels/attention_arithmetic.cc, through kernels::paged_attention) on the same cache contents,
 // per engine and KV format, for decode steps, the CUDA vector kernel's two rows and a prefill
-// chunk. Both round with kernels/engine_rounding.h (checked bit for bit on the host by
-// tests/kernels/engine_rounding_test.cc), so they must agree to float rounding: far closer to
+// chunk. Both round with kernels/arithmetic_rounding.h (checked bit for bit on the host by
+// tests/kernels/arithmetic_rounding_test.cc), so they must agree to float rounding: far closer to
 // each other than the engine's arithmetic is to exact attention. Skips without a device; the
 // shape checks at the end run without one.
 #include <gtest/gtest.h>
@@ -50,7 +50,7 @@ PagedKvShape shape_of(const KvConfig& config) {
   shape.page_tokens = kPageTokens;
   shape.key = side_of(config.key, kHeadDim);
   shape.value = side_of(config.value, kHeadDim);
-  shape.engine = config.engine;
+  shape.arithmetic = config.arithmetic;
   return shape;
 }
 
@@ -92,7 +92,7 @@ class GpuEngine : public ::testing::TestWithParam<const char*> {
 TEST_P(GpuEngine, AttentionMatchesTheCpuEngineArithmetic) {
   const KvConfig config = parse_kv_config(GetParam());
   KvConfig exact_config = config;
-  exact_config.engine = Engine::exact;
+  exact_config.arithmetic = Engine::exact;
   const size_t per_token = static_cast<size_t>(kKvHeads) * kHeadDim;
   const std::vector<float> k = gaussian(per_token * kTokens, 51, 1.0), v = gaussian(per_token * kTokens, 52, 1.0);
   const PagedKvShape shape = shape_of(config);
@@ -185,17 +185,17 @@ TEST(GpuEngineShape, FormatsTheEngineLacksAreUsageErrors) {
   shape.n_kv_heads = 2;
   shape.key.format = FormatId::mxfp4;
   shape.value.format = FormatId::q8_0;
-  shape.engine = Engine::llama_cpp;
+  shape.arithmetic = Engine::llama_cpp;
   EXPECT_TRUE(usage_error(shape));  // llama.cpp has no mxfp4 cache
   shape.key.format = FormatId::q4_0;
   shape.value.format = FormatId::f16;
-  shape.engine = Engine::vllm_fa3;
+  shape.arithmetic = Engine::vllm_fa3;
   EXPECT_TRUE(usage_error(shape));  // FA3 reads fp8 and 16-bit caches only
   shape.key = KvSideFormat{FormatId::fp8_e4m3, 1.0f, std::nullopt};
   shape.value = KvSideFormat{FormatId::f16, 1.0f, std::nullopt};
   EXPECT_TRUE(usage_error(shape));  // one --kv-cache-dtype for keys and values
   // The exact engine takes any GPU format (the refusal is the engine's, not the cache's).
-  shape.engine = Engine::exact;
+  shape.arithmetic = Engine::exact;
   shape.key.format = FormatId::mxfp4;
   EXPECT_FALSE(usage_error(shape));
 }

@@ -493,10 +493,10 @@ TEST(GpuKvShape, ConfigsWithoutGpuKernelsAreUsageErrors) {
   EXPECT_EQ(gpu_kv_shape(mixed, arch, 1).key.format, kernels::FormatId::q4_0);
   // The engine comes along: its arithmetic runs on the device.
   const auto engine = gpu_kv_shape(kernels::parse_kv_config("q8_0@0=f16@engine=llama.cpp"), arch, 0);
-  EXPECT_EQ(engine.engine, kernels::Engine::llama_cpp);
+  EXPECT_EQ(engine.arithmetic, kernels::Arithmetic::llama_cpp);
   EXPECT_EQ(engine.key.format, kernels::FormatId::f16);
-  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("fp8@engine=vllm-fa3"), arch, 1).engine, kernels::Engine::vllm_fa3);
-  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q8_0"), arch, 1).engine, kernels::Engine::exact);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("fp8@engine=vllm-fa3"), arch, 1).arithmetic, kernels::Arithmetic::vllm_fa3);
+  EXPECT_EQ(gpu_kv_shape(kernels::parse_kv_config("q8_0"), arch, 1).arithmetic, kernels::Arithmetic::exact);
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-// The engine roundings shared by the CPU and GPU engine attention (kernels/engine_rounding.h),
+// The engine roundings shared by the CPU and GPU engine attention (kernels/arithmetic_rounding.h),
 // compiled for the host, against the CPU engine's arithmetic bit for bit. The references below
-// restate kernels/attention_engine.cc's own code from before it called the shared functions
+// restate kernels/attention_arithmetic.cc's own code from before it called the shared functions
 // (its query rounding, round_weight, one_row_step and per-page tile step), so a change to a
 // shared function that moves the CPU's numbers fails here; and the shared functions are called
-// the way gpu_attention_engine.cu calls them (a block of the query per lane, a span of
+// the way gpu_attention_arithmetic.cu calls them (a block of the query per lane, a span of
 // head_dim per lane), so the device's decomposition is checked too. The device runs this very
-// code; tests/gpu/gpu_engine_test.cc compares whole attention calls on a GPU.
+// code; tests/gpu/gpu_arithmetic_test.cc compares whole attention calls on a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,8 +16,8 @@
 
 #include "core/float_convert.h"
 #include "core/rng.h"
-#include "kernels/attention_engine.h"
-#include "kernels/engine_rounding.h"
+#include "kernels/attention_arithmetic.h"
+#include "kernels/arithmetic_rounding.h"
 #include "kernels/ggml_blocks.h"
 #include "kernels/gpu/gpu_kv.h"
 #include "kernels/kv_config.h"
@@ -41,7 +41,7 @@ bool is_ggml(QueryRounding q) {
   return q == QueryRounding::q8_0 || q == QueryRounding::q8_1 || q == QueryRounding::q8_1_cuda;
 }
 
-// attention_engine.cc's round_query before the shared functions, restated.
+// attention_arithmetic.cc's round_query before the shared functions, restated.
 void reference_round_query(QueryRounding q, float scale, const float* x, float* y, int n) {
   uint8_t block[64];
   for (int i = 0; i < n; ++i) y[i] = x[i];
@@ -76,7 +76,7 @@ void reference_round_query(QueryRounding q, float scale, const float* x, float* 
   }
 }
 
-// attention_engine.cc's round_weight before the shared functions, restated.
+// attention_arithmetic.cc's round_weight before the shared functions, restated.
 float reference_round_weight(WeightRounding r, float w) {
   switch (r) {
     case WeightRounding::none: return w;
@@ -87,7 +87,7 @@ float reference_round_weight(WeightRounding r, float w) {
   return w;
 }
 
-// attention_engine.cc's one_row_step before the shared functions, restated.
+// attention_arithmetic.cc's one_row_step before the shared functions, restated.
 void reference_one_row_step(float s, const float* v, int d, bool f16_acc, float& max, float& sum, float* acc,
                             uint16_t* acc16) {
   float ms = 1.0f, vs = 1.0f;
@@ -264,10 +264,10 @@ TEST(EngineRounding, GpuCacheResolvesTheArithmeticAsTheCpu) {
       shape.key.scale = c.key.options.scale;
       shape.value.format = c.value.format->id;
       shape.value.scale = c.value.options.scale;
-      shape.engine = c.engine;
+      shape.arithmetic = c.arithmetic;
       for (int n : {1, 2, 3, 63, 64, 512}) {
         const AttentionArithmetic want =
-            resolve_arithmetic(c.engine, *c.key.format, *c.value.format, n, head_dim, c.key.options.scale);
+            resolve_arithmetic(c.arithmetic, *c.key.format, *c.value.format, n, head_dim, c.key.options.scale);
         const AttentionArithmetic got = gpu::kv_arithmetic(shape, n);
         EXPECT_EQ(got.describe(), want.describe()) << spec << " n " << n;
         EXPECT_EQ(got.query_scale, want.query_scale) << spec;

@@ -1,4 +1,4 @@
-// Engine arithmetic (kernels/engine.h): the spec's @engine=, which kernel each engine runs for a
+// Engine arithmetic (kernels/arithmetic.h): the spec's @engine=, which kernel each engine runs for a
 // key/value pair and batch, the query roundings against ggml's quantizers, and the engine
 // attention path against a float64 reference that applies the same roundings.
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
-#include "kernels/attention_engine.h"
+#include "kernels/attention_arithmetic.h"
 #include "kernels/ggml_blocks.h"
 #include "kernels/kv_config.h"
 #include "kernels/paged_kv_cache.h"
@@ -43,13 +43,13 @@ std::string engine_error(const std::string& spec) {
 
 AttentionArithmetic arithmetic_of(const std::string& spec, int64_t n_queries, int head_dim = 64) {
   const KvConfig c = parse_kv_config(spec);
-  return resolve_arithmetic(c.engine, *c.key.format, *c.value.format, n_queries, head_dim, c.key.options.scale);
+  return resolve_arithmetic(c.arithmetic, *c.key.format, *c.value.format, n_queries, head_dim, c.key.options.scale);
 }
 
 TEST(EngineSpec, NamesAndRefusals) {
-  EXPECT_EQ(parse_kv_config("q8_0@engine=llama.cpp").engine, Engine::llama_cpp);
-  EXPECT_EQ(parse_kv_config("q4_1@engine=llama.cpp-cuda").engine, Engine::llama_cpp_cuda);
-  EXPECT_EQ(parse_kv_config("fp8@engine=vllm-fa3@keep=2").engine, Engine::vllm_fa3);
+  EXPECT_EQ(parse_kv_config("q8_0@engine=llama.cpp").arithmetic, Engine::llama_cpp);
+  EXPECT_EQ(parse_kv_config("q4_1@engine=llama.cpp-cuda").arithmetic, Engine::llama_cpp_cuda);
+  EXPECT_EQ(parse_kv_config("fp8@engine=vllm-fa3@keep=2").arithmetic, Engine::vllm_fa3);
   EXPECT_EQ(parse_kv_config("q8_0@engine=exact"), parse_kv_config("q8_0"));
   EXPECT_NE(engine_error("q8_0@engine=vllm").find("engines: exact, llama.cpp, llama.cpp-cuda, vllm-fa3"),
             std::string::npos);
@@ -229,7 +229,7 @@ TEST(EngineAttention, LlamaCppRoundsTheQueryAsItsCpuKernelDoes) {
     Fixture fx(spec, len, n);
     const std::vector<float> got = fx.attend(n, &pool);
     const KvConfig c = parse_kv_config(spec);
-    const AttentionArithmetic a = resolve_arithmetic(c.engine, *c.key.format, *c.value.format, n, kHeadDim);
+    const AttentionArithmetic a = resolve_arithmetic(c.arithmetic, *c.key.format, *c.value.format, n, kHeadDim);
     AttentionArithmetic exact;
     const double to_rounded = rms_diff(got, rounded_reference(fx.cache, fx.seq, fx.q, n, a));
     const double to_exact = rms_diff(got, rounded_reference(fx.cache, fx.seq, fx.q, n, exact));
@@ -244,7 +244,7 @@ TEST(EngineAttention, F16ValuesAccumulateInF16UnderLlamaCpp) {
   Fixture rounded("q8_0/f16@engine=llama.cpp", len, n);
   Fixture plain("q8_0/f16", len, n);
   const KvConfig c = parse_kv_config("q8_0/f16@engine=llama.cpp");
-  AttentionArithmetic query_only = resolve_arithmetic(c.engine, *c.key.format, *c.value.format, n, kHeadDim);
+  AttentionArithmetic query_only = resolve_arithmetic(c.arithmetic, *c.key.format, *c.value.format, n, kHeadDim);
   const std::vector<double> ref = rounded_reference(rounded.cache, rounded.seq, rounded.q, n, query_only);
   const std::vector<float> got = rounded.attend(n);
   // The f16 accumulator costs more than f32 rounding but stays within a few f16 ulps.

@@ -61,7 +61,7 @@ void write_item(Store& store, int64_t run, int64_t position, const std::vector<i
     m.kld_p99 = rng.uniform() * 3;
     m.delta_p_mean = rng.uniform() - 0.5;
     m.delta_p_rms = rng.uniform();
-    m.top1_agreement = rng.uniform();
+    m.same_top1 = rng.uniform();
     m.nll_mean = rng.uniform() * 2;
     m.nll_ref_mean = position == 3 ? std::nan("") : rng.uniform() * 2;
     m.generated_tokens = 4;

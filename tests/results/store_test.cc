@@ -72,7 +72,7 @@ ItemMetrics sample_metrics(int64_t config_id, double kld) {
   m.kld_p99 = 5 * kld;
   m.delta_p_mean = -0.01;
   m.delta_p_rms = 0.02;
-  m.top1_agreement = 0.97;
+  m.same_top1 = 0.97;
   m.nll_mean = 1.5;
   m.nll_ref_mean = 1.45;
   return m;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/engine.h"
+#include "runtime/backend.h"
 #include "runtime/gguf.h"
 #include "runtime/model.h"
 #include "tests/runtime/gguf_writer.h"

@@ -26,15 +26,15 @@ TEST(Aggregate, TokenWeightedMeansAndItemTails) {
   EXPECT_DOUBLE_EQ(a.same_top1, (0.9 * 100 + 0.7 * 300) / 400);
   EXPECT_DOUBLE_EQ(a.kld_p99, 0.2 + 0.99 * (0.4 - 0.2)) << "p99 over the two items that scored tokens";
   EXPECT_DOUBLE_EQ(a.kld_max, 0.9);
-  EXPECT_EQ(a.answered, 2);
-  EXPECT_DOUBLE_EQ(a.accuracy, 0.5);
+  EXPECT_EQ(a.gold_items, 2);
+  EXPECT_DOUBLE_EQ(a.gold_accuracy, 0.5);
   EXPECT_DOUBLE_EQ(a.divergence_rate, 0.5);
 }
 
 TEST(Aggregate, UnmeasuredIsNaNAndAnItemWithoutAMeanIsLeftOut) {
   const ItemAggregate none = aggregate_items({});
   EXPECT_EQ(none.items, 0);
-  for (double v : {none.kld_mean, none.same_top1, none.kld_p99, none.kld_max, none.accuracy, none.divergence_rate})
+  for (double v : {none.kld_mean, none.same_top1, none.kld_p99, none.kld_max, none.gold_accuracy, none.divergence_rate})
     EXPECT_TRUE(std::isnan(v));
   const std::vector<ItemScores> items = {{50, 0.02, 0.1, 0.05, 0.8, std::nullopt, std::nullopt},
                                          {50, kNaN, kNaN, kNaN, kNaN, std::nullopt, std::nullopt}};
@@ -42,7 +42,7 @@ TEST(Aggregate, UnmeasuredIsNaNAndAnItemWithoutAMeanIsLeftOut) {
   EXPECT_EQ(a.scored_tokens, 100);
   EXPECT_DOUBLE_EQ(a.kld_mean, 0.02);
   EXPECT_DOUBLE_EQ(a.kld_p99, 0.05);
-  EXPECT_TRUE(std::isnan(a.accuracy));
+  EXPECT_TRUE(std::isnan(a.gold_accuracy));
 }
 
 TEST(Aggregate, AccumulatorEqualsTheSpanFormBitForBit) {
@@ -103,7 +103,7 @@ TEST(GoldSignal, ReadsTheReferencesAggregate) {
   for (int i = 0; i < 10; ++i) items.push_back({10, 0, 0, 0, 1, i < 6, std::nullopt});
   const ItemAggregate a = aggregate_items(items);
   EXPECT_EQ(a.correct, 6);
-  EXPECT_EQ(a.answered, 10);
+  EXPECT_EQ(a.gold_items, 10);
   EXPECT_TRUE(gold_signal(a).informative());
 }
 
