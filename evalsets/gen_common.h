@@ -50,6 +50,8 @@ EvalItem make_diffs_item(Rng& rng, size_t target);
 EvalItem make_korean_item(Rng& rng, size_t target);
 EvalItem make_policy_item(Rng& rng, size_t target);
 EvalItem make_agentic_item(Rng& rng, size_t target);
+// Short-range extractive questions; the kind cycles with the item's index (gen_lookup.cc).
+EvalItem make_lookup_item(Rng& rng, size_t target, size_t index);
 
 // Long generators (docs/evalsets.md, "Long items"). `depth` is in thousandths of the document:
 // the evidence the answer is read from starts about that far in, by estimated tokens. `cycle`

@@ -91,7 +91,7 @@ std::string join_units(const std::vector<std::string>& units) {
 }  // namespace gen
 
 const std::vector<std::string>& generator_domains() {
-  static const std::vector<std::string> kDomains = {"tables", "diffs", "korean", "policy", "agentic"};
+  static const std::vector<std::string> kDomains = {"tables", "diffs", "korean", "policy", "agentic", "lookup"};
   return kDomains;
 }
 
@@ -128,6 +128,7 @@ TokenRange default_token_range(const std::string& domain) {
   // Long items default to what the default model (SmolLM2-135M, 8192-token context) can read,
   // with room for the ~1.1x real/estimated token ratio and the greedy answer.
   if (is_long_domain(domain)) return {4000, 6500};
+  if (domain == "lookup") return {100, 300};
   return {300, 1200};
 }
 
@@ -181,6 +182,7 @@ EvalItem generate_item(const std::string& domain, uint64_t seed, size_t index, T
   else if (domain == "agentic") item = gen::make_agentic_item(rng, target);
   // Question kinds cycle with seed + index, so that short suite entries with different seeds
   // still cover every kind.
+  else if (domain == "lookup") item = gen::make_lookup_item(rng, target, index);
   else if (domain == "retrieval") item = gen::make_retrieval_item(rng, target, depth, static_cast<size_t>(seed) + index);
   else if (domain == "long_tables") item = gen::make_long_tables_item(rng, target, depth, static_cast<size_t>(seed) + index);
   else if (domain == "long_diffs") item = gen::make_long_diffs_item(rng, target, depth);

@@ -30,7 +30,7 @@ struct GenerateOptions {
   int depth_permille = kNoDepth;  // long domains only
 };
 
-const std::vector<std::string>& generator_domains();  // tables, diffs, korean, policy, agentic ("all")
+const std::vector<std::string>& generator_domains();  // tables, diffs, korean, policy, agentic, lookup ("all")
 // retrieval, long_tables, long_diffs, long_policy, long_korean, long_agentic ("long")
 const std::vector<std::string>& long_generator_domains();
 bool is_long_domain(const std::string& domain);  // one of long_generator_domains(), or "long"

@@ -30,6 +30,7 @@
 #include "runtime/gguf.h"
 #include "runtime/model_store.h"
 #include "runtime/synthetic_model.h"
+#include "scoring/aggregate.h"
 
 namespace kvgate::harness {
 namespace {
@@ -81,6 +82,15 @@ nlohmann::json shard_json(const EvalPlan& plan) {
   return {{"index", plan.shard->index}, {"count", plan.shard->count}, {"from", plan.shard->origin}};
 }
 
+// The reference's gold answers over the items run now: whether Δ answer can say anything.
+scoring::GoldSignal reference_gold(const EvalResult& r) {
+  for (const ConfigSummaryRow& c : r.configs)
+    if (c.reference)
+      return scoring::gold_signal(std::isfinite(c.answer_accuracy) ? std::llround(c.answer_accuracy * static_cast<double>(c.answered_items)) : 0,
+                                  c.answered_items);
+  return {};
+}
+
 void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string& plan_hash, const std::string& db_path,
                    bool json) {
   const Workload& w = plan.workload;
@@ -113,26 +123,37 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                         {"items_skipped", r.items_skipped}, {"seconds", r.seconds}, {"configs", configs},
                         {"plan_hash", plan_hash}, {"shard", shard_json(plan)},
                         {"plan_items", plan.plan_items()}, {"workload_items", w.items.size()}};
+    const scoring::GoldSignal gold = reference_gold(r);
+    j["gold_accuracy"] = {{"informative", gold.informative()},
+                          {"reference_correct", gold.reference_correct},
+                          {"reference_answered", gold.reference_answered},
+                          {"note", gold.note().empty() ? nlohmann::json(nullptr) : nlohmann::json(gold.note())}};
     if (!r.cross_checks.empty()) j["cross_check"] = cross_check_json(r);
     std::printf("%s\n", j.dump().c_str());
     return;
   }
   const double ref_acc = r.configs.empty() ? std::nan("") : r.configs.front().quality.gold_accuracy;
+  const scoring::GoldSignal gold = reference_gold(r);
   std::printf("run %lld  %s  (%lld items, %lld run now, %.1f s)  db %s\n", static_cast<long long>(r.run_id),
               w.source.c_str(), static_cast<long long>(r.items_total), static_cast<long long>(r.items_run), r.seconds,
               db_path.c_str());
   int width = 28;  // weights runs name configs LABEL+KV, often longer
   for (const ConfigSummaryRow& c : r.configs) width = std::max(width, static_cast<int>(c.spec.size()) + 6);
-  std::printf("%-*s %6s %11s %11s %8s %9s %9s %9s\n", width, plan.weights_run ? "weights+kv config" : "kv config", "bits",
-              "mean KLD", "KLD p99", "top-1 %", "Δ answer", "TTFT ms", "TPOT ms");
+  // "n/a (reference 0/10)" where the reference cannot answer the gold questions (scoring/aggregate.h).
+  const std::string na = gold.unavailable();
+  const int answer_width = std::max(9, static_cast<int>(na.size()));
+  std::printf("%-*s %6s %11s %11s %8s %*s %9s %9s\n", width, plan.weights_run ? "weights+kv config" : "kv config", "bits",
+              "mean KLD", "KLD p99", "top-1 %", answer_width + 1, "Δ answer", "TTFT ms", "TPOT ms");
   for (const ConfigSummaryRow& c : r.configs) {
     const std::string name = c.reference ? c.spec + " (ref)" : c.spec;
     const double delta = c.quality.gold_accuracy - ref_acc;
-    std::printf("%-*s %6.2f %11s %11s %8s %9s %9s %9s\n", width, name.c_str(), c.bits_per_element,
+    const std::string answer = gold.informative() || gold.reference_answered == 0 ? fmt_or_dash(100 * delta, "{:+.1f}%") : na;
+    std::printf("%-*s %6.2f %11s %11s %8s %*s %9s %9s\n", width, name.c_str(), c.bits_per_element,
                 fmt_or_dash(c.quality.kld_mean, "{:.6f}").c_str(), fmt_or_dash(c.quality.kld_p99, "{:.5f}").c_str(),
-                fmt_or_dash(100 * c.quality.same_top1, "{:.2f}").c_str(), fmt_or_dash(100 * delta, "{:+.1f}%").c_str(),
+                fmt_or_dash(100 * c.quality.same_top1, "{:.2f}").c_str(), answer_width, answer.c_str(),
                 fmt_or_dash(c.latency.ttft_p50, "{:.1f}").c_str(), fmt_or_dash(c.latency.tpot_p50, "{:.1f}").c_str());
   }
+  if (!gold.note().empty()) std::printf("note: %s\n", gold.note().c_str());
   print_engine_notes(r);
 }
 
@@ -330,7 +351,7 @@ void add_common(CLI::App* c, EvalArgs& a) {
                 "Reference weights (PATH or LABEL=PATH): a weights run scoring every {model} x {KV spec} config "
                 "(LABEL+KV) against this model with the --ref KV spec (docs/models.md)");
   c->add_option("--db", a.db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
-  c->add_option("--threads", a.options.threads, "Cores in total, BLAS included (0 = all cores)")->check(thread_count_check());
+  c->add_option("--threads", a.options.threads, "Cores in total, BLAS included (0 = all cores). Metrics are bit-identical for the same thread count only: compare runs made with the same --threads")->check(thread_count_check())->capture_default_str();
   add_backend_option(c, a.options.backend);
   c->add_option("--limit", a.plan.limit, "Run only the first N items (the run stays resumable)")
       ->check(whole_number_at_least(1, "omit --limit to run every item"));

@@ -16,9 +16,10 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "harness/answers.h"
 #include "harness/commands.h"
 #include "harness/report_html.h"
-#include "harness/stored_scores.h"
+#include "harness/verdicts.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
 #include "scoring/gate.h"
@@ -84,34 +85,6 @@ std::optional<results::RunRecord> select_run(results::Store& store, const std::s
   return std::nullopt;
 }
 
-scoring::GateRun load_gate_run(const results::StoredRun& stored) {
-  const results::RunRecord& run = stored.record;
-  scoring::GateRun g;
-  g.id = run.id;
-  g.status = results::run_status_name(run.status);
-  g.suite_name = run.info.suite_name;
-  g.suite_hash = run.info.suite_hash;
-  g.model_sha256 = run.info.model_sha256;
-  for (const results::RunConfigRecord& c : stored.configs) g.configs.push_back(c.spec);
-  if (const results::RunConfigRecord* ref = stored.reference()) g.reference_config = ref->spec;
-  auto spec = [&](int64_t id) { return stored.spec_of(id); };
-  for (const results::RunItemMetrics& r : stored.items) {
-    scoring::GateItem it;
-    it.item_key = r.item_key;
-    it.domain = r.domain;
-    it.config = spec(r.metrics.config_id);
-    it.scores = item_scores(r.metrics);
-    g.items.push_back(std::move(it));
-  }
-  for (const results::RunTurnMetrics& t : stored.turns)
-    g.turns.push_back({spec(t.turn.config_id), turn_latency(t.turn), t.item_key, t.turn.turn_index});
-  if (run.load)
-    g.load = scoring::RunLoad{run.load->load_avg_start, run.load->load_avg_max, run.load->cpu_seconds,
-                              run.load->wall_seconds, run.load->cores, run.info.threads};
-  return g;
-}
-
-
 std::string md_cell(const std::string& s) {
   std::string out;
   for (char ch : s) out += ch == '|' ? std::string("\\|") : ch == '\n' ? std::string(" ") : std::string(1, ch);
@@ -132,7 +105,9 @@ std::string junit_xml(const scoring::GateOutcome& o, const std::string& title) {
     x += fmt::format("  <testsuite name=\"kvgate.gate.{}\" tests=\"{}\" failures=\"{}\">\n", kind, checks.size(), failures);
     for (const auto* c : checks) {
       x += fmt::format("    <testcase classname=\"kvgate.gate.{}\" name=\"{}\"", kind, xml_escape(c->name));
-      if (c->passed) {
+      if (c->skipped) {
+        x += fmt::format("><skipped message=\"{}\"/></testcase>\n", xml_escape(c->detail));
+      } else if (c->passed) {
         x += fmt::format("><system-out>{}</system-out></testcase>\n", xml_escape(c->detail));
       } else {
         x += fmt::format("><failure message=\"{}\" type=\"{}\">{}</failure></testcase>\n", xml_escape(c->detail), kind,
@@ -152,9 +127,26 @@ std::string junit_xml(const scoring::GateOutcome& o, const std::string& title) {
   return x;
 }
 
-std::string markdown_report(const scoring::GateOutcome& o, const std::string& headline) {
+// The candidate's answers that changed under a failed check's config (and domain), so a reader
+// goes from the number to what the model said.
+std::string changed_answers_link(const scoring::CheckResult& c, const RunAnswers& answers, int64_t run_id) {
+  if (c.config.empty() || !answers.stored) return "";
+  const std::string domain = c.domain == "*" ? "" : c.domain;
+  const std::vector<std::string> items = changed_items(answers, c.config, domain);
+  if (items.empty()) return fmt::format("  - no answer changed under {} against the reference {}\n", c.config, answers.reference);
+  std::string list;
+  for (size_t i = 0; i < items.size() && i < 8; ++i) list += (i ? ", " : "") + ("`" + items[i] + "`");
+  if (items.size() > 8) list += fmt::format(" and {} more", items.size() - 8);
+  return fmt::format("  - answers that changed ({}): {}; read them with `kvgate runs show {} --answers --changed --config {}{}` "
+                     "or in the HTML report's section #{}\n",
+                     items.size(), list, run_id, c.config, domain.empty() ? "" : " --domain " + domain,
+                     changed_answers_anchor(c.config));
+}
+
+std::string markdown_report(const scoring::GateOutcome& o, const std::string& headline, const RunAnswers& answers,
+                            int64_t candidate_run) {
   std::string md = "## kvgate gate: " + std::string(o.passed() ? "PASS" : "FAIL") + "\n\n" + headline + "\n\n";
-  md += fmt::format("{} checks, {} failed.\n\n", o.checks.size(), o.failed());
+  md += fmt::format("{} checks, {} failed, {} skipped.\n\n", o.checks.size(), o.failed(), o.skipped());
   if (o.failed() > 0) {
     md += "### Failing checks\n\n| check | domain | config | baseline | candidate | delta | CI | limit | items most affected |\n"
           "|---|---|---|---|---|---|---|---|---|\n";
@@ -172,7 +164,14 @@ std::string markdown_report(const scoring::GateOutcome& o, const std::string& he
     }
     md += "\nDetails:\n\n";
     for (const scoring::CheckResult& c : o.checks)
-      if (!c.passed) md += "- `" + c.name + "`: " + c.detail + "\n";
+      if (!c.passed) md += "- `" + c.name + "`: " + c.detail + "\n" + changed_answers_link(c, answers, candidate_run);
+    md += "\n";
+  }
+  if (o.skipped() > 0) {
+    // Listed apart so that a check that could not decide is never read as a pass.
+    md += "### Skipped checks\n\n";
+    for (const scoring::CheckResult& c : o.checks)
+      if (c.skipped) md += "- `" + c.name + "`: " + c.detail + "\n";
     md += "\n";
   }
   if (!o.notes.empty()) {
@@ -182,7 +181,8 @@ std::string markdown_report(const scoring::GateOutcome& o, const std::string& he
   }
   md += "<details><summary>All checks</summary>\n\n| check | result | detail |\n|---|---|---|\n";
   for (const scoring::CheckResult& c : o.checks)
-    md += fmt::format("| `{}` | {} | {} |\n", md_cell(c.name), c.passed ? "pass" : "**FAIL**", md_cell(c.detail));
+    md += fmt::format("| `{}` | {} | {} |\n", md_cell(c.name), c.skipped ? "skipped" : c.passed ? "pass" : "**FAIL**",
+                      md_cell(c.detail));
   md += "\n</details>\n";
   return md;
 }
@@ -202,6 +202,7 @@ nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<r
                       {"domain", c.domain},
                       {"config", c.config},
                       {"passed", c.passed},
+                      {"skipped", c.skipped},
                       {"baseline_value", number_or_null(c.baseline_value)},
                       {"candidate_value", number_or_null(c.candidate_value)},
                       {"delta", number_or_null(c.delta)},
@@ -214,6 +215,7 @@ nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<r
   }
   return {{"passed", o.passed()},
           {"failed", o.failed()},
+          {"skipped", o.skipped()},
           {"checks_total", o.checks.size()},
           {"baseline", base ? nlohmann::json(base->id) : nlohmann::json(nullptr)},
           {"candidate", cand.id},
@@ -224,14 +226,7 @@ nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<r
 }
 
 void run_gate(const GateArgs& a, CommandContext& ctx) {
-  scoring::GatePolicy policy = scoring::load_gate_policy(a.policy);
-  scoring::canonicalize_policy_kv(policy, [&](const std::string& spec) {
-    try {
-      return kernels::parse_kv_config(spec).canonical();
-    } catch (const Error& e) {
-      throw_input_error(a.policy + ": rule kv '" + spec + "': " + e.what());
-    }
-  });
+  const scoring::GatePolicy policy = load_policy_or_default(a.policy);
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
   if (store.read_only() && !a.no_store)
     throw_usage_error(store.path() + ": the database is read-only here, and the gate records its decisions in it (which "
@@ -292,7 +287,8 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
     d.ci_low = c.ci_low;
     d.ci_high = c.ci_high;
     d.threshold = c.threshold;
-    d.detail = c.detail;
+    // The table keeps pass/fail; a skipped check is stored as not failed, and says so first.
+    d.detail = c.skipped ? "SKIPPED: " + c.detail : c.detail;
     if (!a.no_store) store.add_gate_decision(d);
   }
 
@@ -302,7 +298,7 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
            : fmt::format("Candidate run {} ({}, {} items), no baseline, policy `{}`.", cand->id, cand->info.suite_name,
                          cand->items, a.policy);
   if (!a.junit.empty()) write_output_file(a.junit, junit_xml(outcome, "kvgate gate " + std::to_string(cand->id)));
-  if (!a.report.empty()) write_output_file(a.report, markdown_report(outcome, headline));
+  if (!a.report.empty()) write_output_file(a.report, markdown_report(outcome, headline, read_answers(store, cand->id), cand->id));
 
   if (a.json) {
     std::printf("%s\n", outcome_json(outcome, base, *cand, a.policy, store.path()).dump(2).c_str());
@@ -310,9 +306,11 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
     std::printf("%s\n", headline.c_str());
     for (const scoring::CheckResult& c : outcome.checks)
       if (!c.passed) std::printf("FAIL %s: %s\n", c.name.c_str(), c.detail.c_str());
+    for (const scoring::CheckResult& c : outcome.checks)
+      if (c.skipped) std::printf("SKIPPED %s: %s\n", c.name.c_str(), c.detail.c_str());
     for (const std::string& n : outcome.notes) std::printf("note: %s\n", n.c_str());
-    std::printf("gate %s: %zu of %zu checks failed\n", outcome.passed() ? "PASSED" : "FAILED", outcome.failed(),
-                outcome.checks.size());
+    std::printf("gate %s: %zu of %zu checks failed, %zu skipped\n", outcome.passed() ? "PASSED" : "FAILED",
+                outcome.failed(), outcome.checks.size(), outcome.skipped());
   }
   if (!outcome.passed()) ctx.exit_code = 1;
 }

@@ -212,8 +212,10 @@ void add_infer_commands(CLI::App& app, CommandContext&) {
   p->add_option("--ctx", ppl->options.ctx, "Tokens per chunk; the second half of each is scored")->capture_default_str();
   p->add_option("--chunks", ppl->options.max_chunks, "Score at most this many chunks (0 = all)");
   p->add_option("--batch", ppl->options.batch, "Tokens per forward call within a chunk")->capture_default_str();
+  // Comma-separated like `eval --kv`, and repeatable: one syntax everywhere.
   p->add_option("--kv", ppl->kv,
-                "KV config under test; repeat it to score several configs against one reference pass")
+                "KV configs under test, comma-separated (or repeat --kv) to score several against one reference pass")
+      ->delimiter(',')
       ->capture_default_str();
   p->add_option("--ref", ppl->ref, "Reference KV config: report KLD, Δp and top-1 agreement against it");
   p->add_option("--kld-definition", ppl->kld_definition,
@@ -222,7 +224,7 @@ void add_infer_commands(CLI::App& app, CommandContext&) {
                 "file), full (every vocabulary entry, as `kvgate eval`)")
       ->capture_default_str();
   p->add_option("--model", ppl->model, "GGUF model (default: the fetched default model)");
-  p->add_option("--threads", ppl->threads, "Cores in total, BLAS included (0 = all cores)")->check(thread_count_check());
+  p->add_option("--threads", ppl->threads, "Cores in total, BLAS included (0 = all cores). Metrics are bit-identical for the same thread count only: compare runs made with the same --threads")->check(thread_count_check())->capture_default_str();
   add_backend_option(p, ppl->backend);
   p->add_flag("--json", ppl->json, "Machine-readable output");
   p->callback([ppl] { run_perplexity_cmd(*ppl); });

@@ -22,7 +22,7 @@ namespace kvgate::harness {
 namespace {
 
 struct ReportArgs {
-  std::string run = "latest", baseline, db, html, md;
+  std::string run = "latest", baseline, db, html, md, policy;
   bool json = false;
   GpuFlags gpu;
 };
@@ -42,6 +42,8 @@ void run_report(const ReportArgs& a) {
   in.budget = gpu_budget(a.gpu.gpu, a.gpu.mem_gib, a.gpu.mem_util, a.gpu.context);
   in.weights_kv = weights_kv_rows(in.run, in.budget, in.weight_bytes);
   in.engine = read_engine_view(store, in.run.record.id);
+  in.answers = read_answers(store, in.run.record.id);
+  in.verdicts = run_verdicts(store, in.run.record, a.policy);
   if (!a.baseline.empty()) in.baseline = results::StoredRun::load(store, store.resolve_run(a.baseline));
   if (!a.html.empty()) write_output_file(a.html, render_report_html(in));
   if (!a.md.empty()) write_output_file(a.md, render_report_markdown(in));
@@ -71,6 +73,8 @@ void add_report_commands(CLI::App& app, CommandContext& ctx) {
   r->add_option("--db", a->db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
   r->add_option("--html", a->html, "Write the HTML report to FILE");
   r->add_option("--md", a->md, "Write the Markdown summary to FILE");
+  r->add_option("--policy", a->policy,
+                "Gate policy the verdict per config comes from (default: the built-in ci/gates/default.json)");
   r->add_flag("--json", a->json, "Machine-readable output");
   add_gpu_flags(r, a->gpu);
   r->callback([a] { run_report(*a); });

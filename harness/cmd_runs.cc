@@ -7,16 +7,21 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "harness/answers.h"
 #include "harness/commands.h"
 #include "harness/engine_report.h"
 #include "harness/stored_scores.h"
+#include "harness/verdicts.h"
 #include "harness/weights.h"
+#include "kernels/kv_config.h"
 #include "results/store.h"
 #include "scoring/aggregate.h"
 
@@ -28,6 +33,9 @@ struct RunsArgs {
   std::string run = "latest";
   bool json = false;
   GpuFlags gpu;
+  bool answers = false, changed = false;  // --answers [--changed]
+  std::string config, domain;             // --config SPEC, --domain D (with --answers)
+  std::string policy;                     // the gate policy verdicts come from; "" = built-in default
 };
 
 struct MergeArgs {
@@ -67,8 +75,12 @@ nlohmann::json run_json(const results::RunRecord& r) {
           {"kvgate_version", i.kvgate_version}};
 }
 
+// 'interrupted' is what the store calls a run that finished without every item of its plan: a
+// --limit run (or items that failed on an endpoint). It ended normally, so it reads "partial".
 std::string status_text(const results::RunRecord& r) {
-  return r.status == results::RunStatus::running ? "running (incomplete)" : results::run_status_name(r.status);
+  if (r.status == results::RunStatus::running) return "running (incomplete)";
+  if (r.status == results::RunStatus::interrupted) return "partial (resumable)";
+  return results::run_status_name(r.status);
 }
 
 struct ConfigResults {
@@ -92,6 +104,61 @@ std::vector<ConfigResults> summarize(const results::StoredRun& stored) {
   }
   std::stable_sort(out.begin(), out.end(), [](const ConfigResults& x, const ConfigResults& y) { return x.spec < y.spec; });
   return out;
+}
+
+// Per config, per turn index of the run's multi-turn sessions, the mean over sessions of that
+// turn's mean KLD: the drift the report charts, as numbers (deterministic, unlike latency, so a
+// merged run shows exactly what the unsharded run shows).
+struct TurnDrift {
+  std::map<std::string, std::map<int64_t, double>> kld;  // spec -> turn -> mean KLD
+  size_t sessions = 0;
+};
+
+TurnDrift turn_drift(const std::vector<results::RunTurnMetrics>& turns, const std::vector<results::RunConfigRecord>& configs) {
+  std::map<int64_t, std::string> spec_of;
+  for (const auto& c : configs) spec_of[c.config_id] = c.spec;
+  std::map<std::string, int64_t> turns_of_item;
+  for (const auto& t : turns) turns_of_item[t.item_key] = std::max(turns_of_item[t.item_key], t.turn.turn_index + 1);
+  std::map<std::string, std::vector<scoring::SessionTurn>> kld;
+  std::set<std::string> sessions;
+  for (const auto& t : turns) {
+    if (turns_of_item[t.item_key] < 2 || !spec_of.count(t.turn.config_id)) continue;
+    sessions.insert(t.item_key);
+    kld[spec_of[t.turn.config_id]].push_back({t.turn.turn_index, t.turn.kld_mean});
+  }
+  TurnDrift d;
+  for (const auto& [spec, x] : kld) d.kld[spec] = scoring::drift_over_turns(x);
+  d.sessions = sessions.size();
+  return d;
+}
+
+std::string turn_drift_text(const TurnDrift& d) {
+  if (d.sessions == 0) return "";
+  int64_t last = 0;
+  for (const auto& [spec, turns] : d.kld)
+    if (!turns.empty()) last = std::max(last, turns.rbegin()->first);
+  size_t width = 10;
+  for (const auto& [spec, turns] : d.kld) width = std::max(width, spec.size());
+  std::string text = fmt::format("per turn over {} multi-turn sessions (mean KLD against the reference; the context "
+                                 "grows with the turn)\n  {:<{}}",
+                                 d.sessions, "turn", width);
+  for (int64_t t = 0; t <= last; ++t) text += fmt::format(" {:>9}", t);
+  text += "\n";
+  for (const auto& [spec, turns] : d.kld) {
+    text += fmt::format("  {:<{}}", spec, width);
+    for (int64_t t = 0; t <= last; ++t) {
+      const auto it = turns.find(t);
+      text += it == turns.end() ? fmt::format(" {:>9}", "-") : fmt::format(" {:>9.5f}", it->second);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+scoring::GoldSignal reference_gold(const std::vector<ConfigResults>& summary) {
+  for (const ConfigResults& c : summary)
+    if (c.role == "reference") return scoring::gold_signal(c.items);
+  return {};
 }
 
 void run_list(const RunsArgs& a) {
@@ -152,9 +219,46 @@ std::string plan_text(const nlohmann::json& plan) {
   return text;
 }
 
+// --config as the user typed it ("q4_0") to the spec the run stores ("q4_0:rot=wht/q4_0:rot=wht").
+std::string stored_config(const std::string& typed, const std::vector<results::RunConfigRecord>& configs,
+                          const std::string& db, int64_t run_id) {
+  std::string names;
+  for (const auto& c : configs) {
+    if (c.spec == typed) return c.spec;
+    names += (names.empty() ? "" : ", ") + c.spec;
+  }
+  std::string canonical;
+  try {
+    canonical = kernels::parse_kv_config(typed).canonical();
+  } catch (const Error&) {
+    canonical.clear();
+  }
+  for (const auto& c : configs)
+    if (!canonical.empty() && c.spec == canonical) return c.spec;
+  throw_usage_error(fmt::format("--config '{}': run {} in {} has no such config (it has {})", echo_user_text(typed), run_id,
+                                db, names));
+}
+
+void run_show_answers(const RunsArgs& a, results::Store& store, const results::RunRecord& run) {
+  AnswersFilter filter;
+  filter.changed_only = a.changed;
+  filter.domain = a.domain;
+  if (!a.config.empty()) filter.config = stored_config(a.config, store.run_configs(run.id), store.path(), run.id);
+  const RunAnswers answers = read_answers(store, run.id, filter);
+  if (a.json) {
+    nlohmann::json out = {{"run", run.id}, {"db", store.path()}};
+    out.update(answers_json(answers));
+    // Answers are model output: a token cut mid-character is not valid UTF-8, so replace it.
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return;
+  }
+  std::fputs(answers_text(answers, run.id, filter).c_str(), stdout);
+}
+
 void run_show(const RunsArgs& a) {
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
   const results::RunRecord run = store.resolve_run(a.run);
+  if (a.answers) return run_show_answers(a, store, run);
   const results::StoredRun stored = results::StoredRun::load(store, run);
   const std::vector<results::RunConfigRecord>& configs = stored.configs;
   const auto summary = summarize(stored);
@@ -165,10 +269,26 @@ void run_show(const RunsArgs& a) {
   const std::vector<WeightsKvRow> weights_kv = weights_kv_rows(stored, budget,
                                                                 ec ? std::nan("") : static_cast<double>(file_bytes));
   const EngineRunView engine = read_engine_view(store, run.id);
+  const scoring::GoldSignal gold = reference_gold(summary);
+  const RunVerdicts verdicts = run_verdicts(store, run, a.policy);
+  const TurnDrift drift = turn_drift(store.run_turn_metrics(run.id), configs);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
     out["plan"] = plan;
+    out["verdict_policy"] = verdicts.policy;
+    out["verdicts"] = nlohmann::json::array();
+    for (const scoring::ConfigVerdict& v : verdicts.configs)
+      out["verdicts"].push_back({{"config", v.config},
+                                 {"verdict", scoring::verdict_name(v.verdict)},
+                                 {"reason", v.reason},
+                                 {"worst_check", v.worst_check.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.worst_check)},
+                                 {"domain", v.domain.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.domain)},
+                                 {"allowance_used", number_or_null(v.share)},
+                                 {"checks", v.checks},
+                                 {"failed", v.failed},
+                                 {"skipped", v.skipped},
+                                 {"line", v.line()}});
     out["configs"] = nlohmann::json::array();
     for (const auto& c : configs) {
       nlohmann::json model = nullptr;
@@ -215,13 +335,27 @@ void run_show(const RunsArgs& a) {
                                 {"items", s.items.items},
                                 {"scored_tokens", s.items.scored_tokens},
                                 {"kld_mean", number_or_null(s.items.kld_mean)},
-                                {"same_top1", number_or_null(s.items.same_top1)}});
+                                {"same_top1", number_or_null(s.items.same_top1)},
+                                {"gold_answered", s.items.gold_items},
+                                {"gold_correct", s.items.gold_correct},
+                                {"gold_accuracy", gold.informative() ? number_or_null(s.items.gold_accuracy) : nullptr}});
+    out["gold_accuracy"] = {{"informative", gold.informative()},
+                            {"reference_correct", gold.reference_correct},
+                            {"reference_answered", gold.reference_answered},
+                            {"note", gold.note().empty() ? nlohmann::json(nullptr) : nlohmann::json(gold.note())}};
+    nlohmann::json per_turn = nlohmann::json::array();
+    for (const auto& [spec, turns] : drift.kld)
+      for (const auto& [turn, kld] : turns)
+        per_turn.push_back({{"spec", spec}, {"turn", turn}, {"kld_mean", number_or_null(kld)}});
+    out["per_turn"] = {{"sessions", drift.sessions}, {"turns", per_turn}};
     out.update(engine_json(engine));
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
   const auto& i = run.info;
   std::string text = fmt::format("run {}  {}\n", run.id, status_text(run));
+  // First what a reader came for: which configs are safe here, and why.
+  text += verdicts_text(verdicts);
   text += fmt::format("  started   {}\n  finished  {}\n", run.started_at, run.finished_at.empty() ? "-" : run.finished_at);
   text += fmt::format("  command   {}\n  kvgate    {} (git {}, {})\n", i.command, i.kvgate_version, i.git_sha, i.build_flags);
   text += fmt::format("  host      {}  cpu {}  gpu {}  backend {}\n", i.host, i.cpu, i.gpu, i.backend);
@@ -239,11 +373,21 @@ void run_show(const RunsArgs& a) {
   if (!summary.empty()) {
     size_t width = 24;  // a weights run's LABEL+KV names are longer
     for (const auto& s : summary) width = std::max(width, s.spec.size());
-    text += fmt::format("{:<{}} {:>6} {:>10} {:>12} {:>8}\n", "results", width + 2, "items", "tokens", "mean KLD", "top-1 %");
+    // "n/a (reference 0/10)" where the reference cannot answer the gold questions.
+    const std::string na = gold.unavailable();
+    const size_t gold_width = std::max<size_t>(8, na.size());
+    auto gold_cell = [&](const scoring::ItemAggregate& x) {
+      if (gold.informative()) return fmt::format("{:.1f}", 100.0 * x.accuracy);
+      return x.answered == 0 ? std::string("-") : na;
+    };
+    text += fmt::format("{:<{}} {:>6} {:>10} {:>12} {:>8} {:>{}}\n", "results", width + 2, "items", "tokens", "mean KLD",
+                        "top-1 %", "gold %", gold_width);
     for (const auto& s : summary)
-      text += fmt::format("  {:<{}} {:>6} {:>10} {:>12.6f} {:>8.3f}\n", s.spec, width, s.items.items, s.items.scored_tokens,
-                          s.items.kld_mean, 100.0 * s.items.same_top1);
+      text += fmt::format("  {:<{}} {:>6} {:>10} {:>12.6f} {:>8.3f} {:>{}}\n", s.spec, width, s.items.items,
+                          s.items.scored_tokens, s.items.kld_mean, 100.0 * s.items.same_top1, gold_cell(s.items), gold_width);
+    if (!gold.note().empty()) text += "  note: " + gold.note() + "\n";
   }
+  text += turn_drift_text(drift);
   if (!summary.empty()) text += weights_kv_text(weights_kv, budget);
   text += endpoints_text(engine) + failures_text(engine) + load_text(engine);
   std::fputs(text.c_str(), stdout);
@@ -285,6 +429,17 @@ void add_runs_commands(CLI::App& app, CommandContext& ctx) {
   s->add_option("run", show->run, "Run id, or 'latest'")->required();
   s->add_option("--db", show->db, "Results database (default: $KVGATE_DB, else ./kvgate.db)");
   s->add_flag("--json", show->json, "Machine-readable output");
+  CLI::Option* answers = s->add_flag(
+      "--answers", show->answers,
+      "Print every item's answers side by side: each config's greedy answer beside the reference's, the first "
+      "divergence marked, the gold answer on an item's last turn");
+  s->add_flag("--changed", show->changed, "With --answers: only the turns whose answer changed against the reference")
+      ->needs(answers);
+  s->add_option("--config", show->config, "With --answers: only this config (beside the reference), as typed or canonical")
+      ->needs(answers);
+  s->add_option("--domain", show->domain, "With --answers: only items of this eval domain")->needs(answers);
+  s->add_option("--policy", show->policy,
+                "Gate policy the verdict per config comes from (default: the built-in ci/gates/default.json)");
   add_gpu_flags(s, show->gpu);
   s->callback([show] { run_show(*show); });
 

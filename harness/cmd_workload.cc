@@ -339,20 +339,30 @@ void run_capacity(const CapacityFlags& f) {
              sim.mem_util);
   fmt::print("trace  {} ({}), {} requests, time scale {}\n\n", trace.source, wl::format_name(trace.format),
              trace.requests.size(), sim.time_scale);
-  fmt::print("{:<22} {:>9} {:>6} {:>9} {:>10} {:>6} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}\n", "kv",
-             "B/token", "bits", "KV GiB", "KV tokens", "hit%", "evicted", "recomputed", "queue95", "TTFT50", "TTFT95",
-             "TTFT99", "TPOT50", "TPOT95", "out tok/s");
+  // Times are seconds here (a simulated serving timeline); eval and report print milliseconds.
+  fmt::print("{:<22} {:>9} {:>6} {:>9} {:>10} {:>6} {:>11} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}\n", "kv",
+             "B/token", "bits", "KV GiB", "KV tokens", "hit%", "evicted", "recomputed", "queue95 s", "TTFT50 s",
+             "TTFT95 s", "TTFT99 s", "TPOT50 s", "TPOT95 s", "out tok/s");
   for (const auto& [r, typed] : results) {
-    fmt::print("{:<22} {:>9.0f} {:>6.2f} {:>9.1f} {:>10} {:>6.1f} {:>11} {:>11} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.4f} {:>8.4f} {:>9.0f}\n",
+    fmt::print("{:<22} {:>9.0f} {:>6.2f} {:>9.1f} {:>10} {:>6.1f} {:>11} {:>11} {:>9.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.4f} {:>8.4f} {:>9.0f}\n",
                typed.substr(0, 22), r.kv_bytes_per_token, r.kv_bits_per_element,
                r.kv_budget_bytes / kGiB, r.kv_token_capacity, 100 * r.hit_rate, r.evicted_tokens, r.recomputed_tokens,
                r.queue_delay_s.p95, r.ttft_s.p50, r.ttft_s.p95, r.ttft_s.p99, r.tpot_s.p50, r.tpot_s.p95,
                r.output_tokens_per_s);
   }
   fmt::print("\n");
-  for (const auto& [r, typed] : results)
+  size_t kv_bound = 0;
+  for (const auto& [r, typed] : results) {
     fmt::print("{:<22} {}: {}{}\n", typed, r.verdict, r.verdict_reason,
                r.rejected ? fmt::format(" ({} of {} requests rejected)", r.rejected, r.requests) : "");
+    kv_bound += r.verdict == "KV-bound" && (r.rejected > 0 || r.recomputed_tokens > 0) ? 1 : 0;
+  }
+  // The same verdict for every config says more about the trace than the configs.
+  if (results.size() > 1 && kv_bound == results.size())
+    fmt::print("\nnote: every config is KV-bound: the trace asks more KV cache than {} x{} holds at time scale {}, so "
+               "the GPU is overloaded whatever the KV format. To compare configs under load that fits, try "
+               "--time-scale {} (arrivals spread out), a larger --gpu, or --tp {}.\n",
+               gpu.name, sim.tensor_parallel, sim.time_scale, sim.time_scale * 4, sim.tensor_parallel * 2);
 }
 
 // ---- workload generate / presets ----

@@ -1,6 +1,7 @@
 #include "harness/report_html.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -28,13 +29,13 @@ struct ConfigStats {
   results::ConfigRole role = results::ConfigRole::candidate;
   std::string color;
   double bits = kNaN, kv_bytes = kNaN;
-  int64_t items = 0, tokens = 0;
+  int64_t items = 0, tokens = 0, answered = 0, correct = 0;
   double kld_mean = kNaN, top1 = kNaN, kld_p99 = kNaN, kld_max = kNaN, accuracy = kNaN, divergence = kNaN;
   double ttft_p50 = kNaN, ttft_p95 = kNaN, ttft_p99 = kNaN, tpot_p50 = kNaN, tpot_p95 = kNaN, tpot_p99 = kNaN;
 };
 
 struct DomainStats {
-  int64_t items = 0;
+  int64_t items = 0, answered = 0, correct = 0;
   double kld_mean = kNaN, top1 = kNaN, accuracy = kNaN;
   double baseline_kld_mean = kNaN;  // paired: the same items in the baseline run
   int64_t paired = 0;
@@ -53,6 +54,8 @@ struct Analysis {
   std::map<std::string, std::map<int64_t, double>> drift;  // spec -> turn -> mean over sessions of the turn's mean KLD
   int64_t sessions = 0;
   std::vector<MovedItem> moved;
+  scoring::GoldSignal gold;  // the reference's gold answers over the run: whether accuracy says anything
+  std::string reference_spec;
 };
 
 Analysis analyze(const ReportInput& in) {
@@ -89,7 +92,10 @@ Analysis analyze(const ReportInput& in) {
     s.kld_p99 = x.kld_p99;
     s.kld_max = x.kld_max;
     s.accuracy = x.gold_accuracy;
+    s.gold_items = x.gold_items;
+    s.correct = x.gold_correct;
     s.divergence = x.divergence_rate;
+    if (s.role == "reference") a.gold = scoring::gold_signal(x), a.reference_spec = s.spec;
     std::vector<scoring::TurnLatency> turns;
     for (const results::RunTurnMetrics& t : in.run.turns)
       if (spec_of.count(t.turn.config_id) && spec_of[t.turn.config_id] == s.spec) turns.push_back(turn_latency(t.turn));
@@ -120,8 +126,10 @@ Analysis analyze(const ReportInput& in) {
     const scoring::ItemAggregate x = sum.result();
     d.items = x.items;
     d.kld_mean = x.kld_mean;
-    d.top1 = x.same_top1;
+    d.same_top1 = x.same_top1;
     d.accuracy = x.gold_accuracy;
+    d.answered = x.gold_items;
+    d.correct = x.gold_correct;
     d.baseline_kld_mean = base_sum.result().kld_mean;
     a.by_domain[key] = d;
   }
@@ -205,6 +213,41 @@ std::string empty_note(const Frame& f, const std::string& text) {
   return fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" class=\"xl\">{}</text>", f.w / 2, f.h / 2, xml_escape(text));
 }
 
+// A point's label: the point (px, py), the label's width and its baseline-left corner (lx, ly).
+struct LabelBox {
+  double px = 0, py = 0, w = 0, lx = 0, ly = 0;
+  bool set = false;
+};
+
+// 11 px sans-serif: about 6.5 px a character, enough to keep boxes apart.
+double label_width(const std::string& text) { return 6.5 * static_cast<double>(text.size()); }
+
+bool overlaps(const LabelBox& a, const LabelBox& b) {
+  constexpr double h = 13;
+  return a.lx < b.lx + b.w && b.lx < a.lx + a.w && a.ly - h < b.ly && b.ly - h < a.ly;
+}
+
+// The first candidate place beside the point that no placed label (or point) takes.
+void place_label(LabelBox& box, const std::vector<LabelBox>& all, const Frame& f) {
+  const std::pair<double, double> offsets[] = {{9, -6},  {9, 12},  {9, -20}, {9, 26},  {-9, -6}, {-9, 12},
+                                               {9, -34}, {9, 40},  {-9, -20}, {-9, 26}, {9, -48}, {9, 54}};
+  for (const auto& [dx, dy] : offsets) {
+    box.lx = dx > 0 ? box.px + dx : box.px + dx - box.w;
+    box.ly = box.py + dy;
+    if (box.lx < f.left || box.lx + box.w > f.w - 2 || box.ly - 11 < f.top - 8 || box.ly > f.h - f.bottom - 2) continue;
+    bool free = true;
+    for (const LabelBox& other : all) {
+      if (&other == &box) continue;
+      // Other labels already placed, and every point's dot (a 12 x 12 box around it).
+      if (other.set && overlaps(box, other)) free = false;
+      const LabelBox dot{0, 0, 12, other.px - 6, other.py + 6.5, true};
+      if (overlaps(box, dot)) free = false;
+    }
+    if (free) break;
+  }
+  box.set = true;
+}
+
 std::string chart_quality_bits(const Analysis& a) {
   Frame f;
   std::string s = svg_open("chart-quality-bits", f, "Mean KLD vs effective bits per element (each point a KV config)");
@@ -214,11 +257,25 @@ std::string chart_quality_bits(const Analysis& a) {
   const std::vector<double> xt = ticks(0, xmax), yt = ticks(0, ymax);
   f.x0 = 0, f.x1 = xt.back(), f.y0 = 0, f.y1 = yt.back();
   s += axes(f, xt, yt, "effective bits per element (K and V)", "mean KLD vs reference");
+  // Configs of one bit width with near-equal KLD (fp8 and q8_0) sit on one spot: each label takes
+  // the first free place beside its point, with a leader line when it had to move away.
+  std::vector<LabelBox> placed;
   for (const ConfigStats& c : a.configs) {
     if (!std::isfinite(c.bits) || !std::isfinite(c.kld_mean)) continue;
+    const double x = f.px(c.bits), y = f.py(c.kld_mean);
     s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"6\" fill=\"{}\"><title>{}: {} bits, mean KLD {}</title></circle>",
-                     f.px(c.bits), f.py(c.kld_mean), c.color, xml_escape(c.spec), num(c.bits), num(c.kld_mean));
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>", f.px(c.bits) + 9, f.py(c.kld_mean) - 6, xml_escape(c.spec));
+                     x, y, c.color, xml_escape(c.spec), num(c.bits), num(c.kld_mean));
+    placed.push_back({x, y, label_width(c.spec), 0, 0});
+  }
+  size_t k = 0;
+  for (const ConfigStats& c : a.configs) {
+    if (!std::isfinite(c.bits) || !std::isfinite(c.kld_mean)) continue;
+    LabelBox& box = placed[k++];
+    place_label(box, placed, f);
+    if (std::fabs(box.ly - (box.py - 6)) > 1 || std::fabs(box.lx - (box.px + 9)) > 1)
+      s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"1\"/>",
+                       box.px, box.py, box.lx < box.px ? box.lx + box.w : box.lx, box.ly - 4, c.color);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>", box.lx, box.ly, xml_escape(c.spec));
   }
   return s + "</svg>";
 }
@@ -318,6 +375,19 @@ std::string td(const std::vector<std::string>& cols) {
 
 std::string percent(double v) { return std::isfinite(v) ? fmt::format("{:.1f}%", 100 * v) : "-"; }
 
+// A config's gold accuracy, or why it says nothing: "n/a (reference 0/10)" where the reference
+// cannot answer (scoring::GoldSignal), "-" where no item has a gold answer.
+std::string gold_cell(const scoring::GoldSignal& gold, int64_t answered, double accuracy) {
+  if (answered == 0) return "-";
+  return gold.informative() ? percent(accuracy) : gold.unavailable();
+}
+
+// Per domain the rule reads the reference's answers in that domain.
+scoring::GoldSignal domain_gold(const Analysis& a, const std::string& domain) {
+  const auto it = a.by_domain.find({domain, a.reference_spec});
+  return it == a.by_domain.end() ? scoring::GoldSignal{} : scoring::gold_signal(it->second.correct, it->second.answered);
+}
+
 std::string bytes(double v) {
   if (!std::isfinite(v)) return "-";
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -333,7 +403,111 @@ std::vector<const ConfigStats*> candidates(const Analysis& a) {
   return out;
 }
 
+
+std::string verdicts_html(const RunVerdicts& v) {
+  if (v.configs.empty()) return "";
+  std::string h = "<h2>Verdict per config</h2>\n<p class=\"note\">From the gate policy " + xml_escape(v.policy) +
+                  ": unsafe where a limit is crossed, watch where a check used at least half of its allowance.</p>\n<ul>\n";
+  for (const scoring::ConfigVerdict& c : v.configs)
+    h += fmt::format("<li class=\"v-{}\"><b>{}</b>: {}</li>\n", scoring::verdict_name(c.verdict), xml_escape(c.config),
+                     xml_escape(c.line().substr(c.config.size() + 2)));
+  return h + "</ul>\n";
+}
+
+// Per candidate config: its turns whose answer differs from the reference's.
+struct ChangedAnswers {
+  std::string spec;
+  size_t turns = 0;  // turns with this config's answer stored
+  std::vector<std::pair<const TurnAnswers*, const ConfigAnswer*>> changed;
+};
+
+std::vector<ChangedAnswers> changed_answers(const ReportInput& in) {
+  std::vector<ChangedAnswers> out;
+  for (const results::RunConfigRecord& c : in.configs) {
+    if (c.role == "reference") continue;
+    ChangedAnswers x;
+    x.spec = c.spec;
+    for (const TurnAnswers& t : in.answers.turns)
+      for (const ConfigAnswer& a : t.answers)
+        if (a.spec == c.spec && a.text) {
+          ++x.turns;
+          if (a.divergence) x.changed.emplace_back(&t, &a);
+        }
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+constexpr size_t kChangedShownHtml = 30, kChangedShownMarkdown = 8;
+
+std::string changed_answers_html(const ReportInput& in) {
+  std::string h = "<h2 id=\"answers-changed\">Answers that changed</h2>\n";
+  if (!in.answers.stored)
+    return h + "<p class=\"note\">This run holds no answer text (it was made before kvgate kept answers).</p>\n";
+  h += fmt::format("<p class=\"note\">Per config, the turns whose greedy answer differs from the reference's ({}), "
+                   "highlighted from the first token that differs, with the gold answer on an item's last turn. "
+                   "<code>kvgate runs show {} --answers --changed</code> lists every one.</p>\n",
+                   xml_escape(in.answers.reference), in.run.id);
+  for (const ChangedAnswers& c : changed_answers(in)) {
+    h += fmt::format("<h3 id=\"{}\">{}: {} of {} answers changed</h3>\n", changed_answers_anchor(c.spec), xml_escape(c.spec),
+                     c.changed.size(), c.turns);
+    if (c.changed.empty()) continue;
+    h += "<table class=\"answers\">" + th({"item", "domain", "turn", "first different token", "reference answer",
+                                             "this config's answer", "gold"});
+    for (size_t i = 0; i < c.changed.size() && i < kChangedShownHtml; ++i) {
+      const auto& [t, a] = c.changed[i];
+      const ConfigAnswer& ref = t->answers.front();
+      const auto [same, rest] = split_at_divergence(*a);
+      const std::string gold = t->gold ? *t->gold + (a->gold_match ? (*a->gold_match ? " (matched)" : " (missed)") : "") : "-";
+      h += "<tr><td>" + xml_escape(t->item_key) + "</td><td>" + xml_escape(t->domain) + "</td><td>" +
+           std::to_string(t->turn_index) + "</td><td>" + std::to_string(a->divergence.value_or(0)) + "</td><td>" +
+           xml_escape(valid_utf8(ref.text.value_or(""))) + "</td><td>" + xml_escape(valid_utf8(same)) + "<mark>" +
+           xml_escape(valid_utf8(rest)) + "</mark></td><td>" + xml_escape(valid_utf8(gold)) + "</td></tr>";
+    }
+    h += "</table>\n";
+    if (c.changed.size() > kChangedShownHtml)
+      h += fmt::format("<p class=\"note\">{} more: <code>kvgate runs show {} --answers --changed --config {}</code></p>\n",
+                       c.changed.size() - kChangedShownHtml, in.run.id, xml_escape(c.spec));
+  }
+  return h;
+}
+
+std::string md_text(const std::string& s) {
+  std::string out;
+  for (char ch : one_line(s)) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+  return out;
+}
+
+std::string changed_answers_markdown(const ReportInput& in) {
+  if (!in.answers.stored) return "";
+  std::string md = fmt::format("\n**Answers that changed** (against the reference {}; ⟦…⟧ from the first token that "
+                               "differs; all: `kvgate runs show {} --answers --changed`)\n",
+                               in.answers.reference, in.run.id);
+  for (const ChangedAnswers& c : changed_answers(in)) {
+    md += fmt::format("\n*{}*: {} of {} answers changed\n", c.spec, c.changed.size(), c.turns);
+    if (c.changed.empty()) continue;
+    md += "\n| item | turn | token | reference | this config | gold |\n|---|---:|---:|---|---|---|\n";
+    for (size_t i = 0; i < c.changed.size() && i < kChangedShownMarkdown; ++i) {
+      const auto& [t, a] = c.changed[i];
+      const auto [same, rest] = split_at_divergence(*a);
+      md += fmt::format("| {} | {} | {} | {} | {}⟦{}⟧ | {} |\n", md_text(t->item_key), t->turn_index, a->divergence.value_or(0),
+                        md_text(t->answers.front().text.value_or("")), md_text(same), md_text(rest),
+                        t->gold ? md_text(*t->gold) : "-");
+    }
+    if (c.changed.size() > kChangedShownMarkdown)
+      md += fmt::format("\n{} more: `kvgate runs show {} --answers --changed --config {}`\n",
+                        c.changed.size() - kChangedShownMarkdown, in.run.id, c.spec);
+  }
+  return md;
+}
+
 }  // namespace
+
+std::string changed_answers_anchor(const std::string& spec) {
+  std::string out = "changed-";
+  for (char ch : spec) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
+  return out;
+}
 
 const std::vector<std::string>& report_chart_ids() {
   static const std::vector<std::string> ids = {"chart-quality-bits", "chart-domains", "chart-drift",
@@ -398,7 +572,9 @@ std::string render_report_html(const ReportInput& in) {
       "th{background:#f2f2f2}td:first-child,th:first-child{text-align:left}"
       "svg{display:block;margin:8px 0;border:1px solid #ddd}svg .t{font-size:13px;font-weight:600}"
       "svg .xl{font-size:11px;text-anchor:middle;fill:#333}svg .yl{font-size:11px;text-anchor:end;fill:#333}"
-      "svg .pl{font-size:11px;fill:#222}svg .g{stroke:#eee}svg .a{stroke:#555}.note{color:#666;font-size:13px}\n"
+      "svg .pl{font-size:11px;fill:#222}svg .g{stroke:#eee}svg .a{stroke:#555}.note{color:#666;font-size:13px}"
+      "table.answers td{text-align:left;white-space:pre-wrap;max-width:320px}mark{background:#fdd}"
+      ".v-unsafe b{color:#b00}.v-watch b{color:#a60}.v-safe b{color:#070}\n"
       "</style>\n</head>\n<body>\n";
   h += fmt::format("<h1>kvgate report: run {}</h1>\n<p>{} &#183; status {} &#183; {} items &#183; model {} (sha256 {}) &#183; "
                    "started {} &#183; git {} &#183; {} threads on {}</p>\n",
@@ -408,13 +584,16 @@ std::string render_report_html(const ReportInput& in) {
     h += fmt::format("<p>Baseline: run {} ({}, {} items, status {}). Deltas pair items by key and KV config.</p>\n",
                      in.baseline->record.id, xml_escape(in.baseline->record.info.suite_name), in.baseline->record.items, xml_escape(results::run_status_name(in.baseline->record.status)));
 
+  h += verdicts_html(in.verdicts);
   h += "<h2>Summary per KV config</h2>\n<table>" +
        th({"kv config", "role", "bits", "items", "scored tokens", "mean KLD", "same top-1", "item KLD p99 (p99)",
            "KLD max", "gold accuracy", "greedy divergence"});
   for (const ConfigStats& c : a.configs)
     h += td({c.spec, results::config_role_name(c.role), num(c.bits), std::to_string(c.items), std::to_string(c.tokens), num(c.kld_mean),
-             percent(c.top1), num(c.kld_p99), num(c.kld_max), percent(c.accuracy), percent(c.divergence)});
+             percent(c.same_top1), num(c.kld_p99), num(c.kld_max), gold_cell(a.gold, c.answered, c.accuracy),
+             percent(c.divergence)});
   h += "</table>\n";
+  if (!a.gold.note().empty()) h += "<p class=\"note\">Note: " + xml_escape(a.gold.note()) + ".</p>\n";
 
   if (!in.weights_kv.empty()) {
     const WeightsKvTable t = weights_kv_table(in.weights_kv);
@@ -445,8 +624,8 @@ std::string render_report_html(const ReportInput& in) {
     if (in.baseline) cols.insert(cols.end(), {"baseline mean KLD", "Δ mean KLD", "paired items"});
     h += "<table>" + th(cols);
     for (const auto& [key, d] : a.by_domain) {
-      std::vector<std::string> row = {key.first, key.second, std::to_string(d.items), num(d.kld_mean), percent(d.top1),
-                                      percent(d.accuracy)};
+      std::vector<std::string> row = {key.first, key.second, std::to_string(d.items), num(d.kld_mean), percent(d.same_top1),
+                                      gold_cell(domain_gold(a, key.first), d.answered, d.accuracy)};
       if (in.baseline)
         row.insert(row.end(), {num(d.baseline_kld_mean),
                                std::isfinite(d.baseline_kld_mean) ? fmt::format("{:+.4g}", d.kld_mean - d.baseline_kld_mean) : "-",
@@ -511,6 +690,7 @@ std::string render_report_html(const ReportInput& in) {
   }
 
   h += engine_html(in.engine) + cross_check_html(a, in.engine);
+  h += changed_answers_html(in);
 
   if (in.baseline) {
     h += "<h2>Items that moved most against the baseline</h2>\n<table>" +
@@ -528,13 +708,19 @@ std::string render_report_markdown(const ReportInput& in) {
   const Analysis a = analyze(in);
   std::string md = fmt::format("## kvgate report: run {} ({}, {} items, {})\n\n", in.run.record.id, in.run.record.info.suite_name,
                                in.run.record.items, results::run_status_name(in.run.record.status));
+  if (!in.verdicts.configs.empty()) {
+    md += "**Verdict per config** (policy `" + in.verdicts.policy + "`):\n\n";
+    for (const scoring::ConfigVerdict& v : in.verdicts.configs) md += "- " + v.line() + "\n";
+    md += "\n";
+  }
   if (in.baseline) md += fmt::format("Baseline: run {} ({}).\n\n", in.baseline->record.id, in.baseline->record.info.suite_name);
   md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | TTFT p50 ms | TPOT p50 ms | KV B/token |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ConfigStats& c : a.configs)
     md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.spec, c.role == results::ConfigRole::reference ? " (ref)" : "",
-                      num(c.bits), num(c.kld_mean), num(c.kld_p99), percent(c.top1), percent(c.accuracy), num(c.ttft_p50),
-                      num(c.tpot_p50), num(c.kv_bytes, 6));
+                      num(c.bits), num(c.kld_mean), num(c.kld_p99), percent(c.same_top1),
+                      gold_cell(a.gold, c.answered, c.accuracy), num(c.ttft_p50), num(c.tpot_p50), num(c.kv_bytes, 6));
+  if (!a.gold.note().empty()) md += "\nNote: " + a.gold.note() + ".\n";
   if (!in.weights_kv.empty()) md += "\n" + weights_kv_markdown(in.weights_kv, in.budget);
   md += "\n**Per domain (mean KLD)**\n\n| domain |";
   const auto cands = candidates(a);
@@ -554,6 +740,7 @@ std::string render_report_markdown(const ReportInput& in) {
     md += "\n";
   }
   md += engine_markdown(in.engine) + cross_check_markdown(a, in.engine);
+  md += changed_answers_markdown(in);
   if (in.baseline && !a.moved.empty()) {
     md += "\n**Items that moved most** (mean KLD, baseline → candidate)\n\n";
     for (const MovedItem& m : a.moved)

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/answers.h"
 #include "harness/engine_report.h"
+#include "harness/verdicts.h"
 #include "harness/weights.h"
 #include "results/store.h"
 #include "results/stored_run.h"
@@ -21,7 +23,12 @@ struct ReportInput {
   GpuBudget budget;
   std::optional<results::StoredRun> baseline;
   EngineRunView engine;  // engine mode: endpoints, failed items, load replay (empty otherwise)
+  RunAnswers answers;    // every turn's answers (harness/answers.h): the report shows those that changed
+  RunVerdicts verdicts;  // one line per candidate config, from the gate policy in use
 };
+
+// The anchor of a config's "answers that changed" in the HTML report (the gate report links to it).
+std::string changed_answers_anchor(const std::string& spec);
 
 // The ids of the charts every report carries, in page order (scripts/check-report-html looks
 // for each of them in the rendered page).

@@ -20,7 +20,7 @@ namespace kvgate::harness {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr double kMB = 1e6;
+constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void put(std::string& out, std::string_view s) {
@@ -69,7 +69,8 @@ void serialize(std::string& out, const runtime::GgufValue& v) {
   }
 }
 
-std::string mb(double bytes) { return std::isfinite(bytes) ? fmt::format("{:.1f}", bytes / kMB) : "-"; }
+// MiB, as the report's memory section prints bytes, so one weight file reads the same everywhere.
+std::string mib(double bytes) { return std::isfinite(bytes) ? fmt::format("{:.1f}", bytes / kMiB) : "-"; }
 std::string or_dash(double v, const char* spec) { return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : "-"; }
 
 // 4096 -> "4,096".
@@ -115,12 +116,12 @@ std::vector<std::string> attribution(const std::vector<WeightsKvRow>& rows) {
     const WeightsKvRow* kv_only = find(ref.weights, r.kv);
     if (!weights_only || !kv_only) continue;
     out.push_back(fmt::format("{}: mean KLD {}; weights alone ({}) {}, KV alone ({}) {}, the rest {:+.6f}; "
-                              "weights {} MB, KV {} MB per session",
+                              "weights {} MiB, KV {} MiB per session",
                               r.spec, or_dash(r.quality.kld_mean, "{:.6f}"), weights_only->spec,
                               or_dash(weights_only->quality.kld_mean, "{:.6f}"), kv_only->spec,
                               or_dash(kv_only->quality.kld_mean, "{:.6f}"),
                               r.quality.kld_mean - weights_only->quality.kld_mean - kv_only->quality.kld_mean,
-                              mb(r.weight_bytes), mb(r.kv_bytes_per_session)));
+                              mib(r.weight_bytes), mib(r.kv_bytes_per_session)));
   }
   return out;
 }
@@ -129,8 +130,14 @@ std::vector<std::string> attribution(const std::vector<WeightsKvRow>& rows) {
 
 WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows) {
   WeightsKvTable t;
-  t.header = {"config", "weights", "KV", "mean KLD", "KLD p99", "top-1 %", "Δ answer", "weights MB", "KV B/token",
-              "KV MB/session", "sessions"};
+  t.header = {"config", "weights", "KV", "mean KLD", "KLD p99", "top-1 %", "Δ answer", "weights MiB", "KV B/token",
+              "KV MiB/session", "sessions"};
+  const scoring::GoldSignal gold = !rows.empty() && rows.front().role == "reference"
+                                       ? scoring::gold_signal(rows.front().quality)
+                                       : scoring::GoldSignal{};
+  // The reference cannot answer the gold questions: a delta of zero would read as "nothing lost"
+  // (the table's reader finds the reason in the note its caller prints under the summary).
+  const bool gold_na = !gold.informative() && gold.reference_answered > 0;
   for (const WeightsKvRow& r : rows)
     t.rows.push_back({r.role == results::ConfigRole::reference ? r.spec + " (ref)" : r.spec,
                       r.weight_type.empty() ? "-" : r.weight_type,
@@ -138,10 +145,10 @@ WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows) {
                       or_dash(r.quality.kld_mean, "{:.6f}"),
                       or_dash(r.quality.kld_p99, "{:.5f}"),
                       or_dash(100 * r.quality.same_top1, "{:.2f}"),
-                      or_dash(100 * r.accuracy_delta, "{:+.1f}%"),
-                      mb(r.weight_bytes),
+                      gold_na ? gold.unavailable() : or_dash(100 * r.accuracy_delta, "{:+.1f}%"),
+                      mib(r.weight_bytes),
                       or_dash(r.kv_bytes_per_token, "{:.0f}"),
-                      mb(r.kv_bytes_per_session),
+                      mib(r.kv_bytes_per_session),
                       r.sessions < 0 ? "-" : grouped(r.sessions)});
   t.attribution = attribution(rows);
   return t;

@@ -73,6 +73,9 @@ class Digest {
   Digest& add(const std::optional<T>& v) {
     return v ? add(std::string_view("+")).add(static_cast<int64_t>(*v)) : add(std::string_view("-"));
   }
+  Digest& add_text(const std::optional<std::string>& v) {
+    return v ? add(std::string_view("+")).add(std::string_view(*v)) : add(std::string_view("-"));
+  }
   std::string hex() const { return hex_u64(xxhash64(text_)); }
 
  private:
@@ -83,7 +86,7 @@ std::string digest_of(const ShardRun& s) {
   Digest d;
   d.add(s.plan.plan_hash).add(s.index()).add(*s.plan.shard_count);
   for (const auto& [key, it] : s.items) {
-    d.add(key).add(it.info.domain).add(it.info.evalset_hash).add(it.info.item_hash);
+    d.add(key).add(it.info.domain).add(it.info.evalset_hash).add(it.info.item_hash).add_text(it.info.gold_answer);
     for (const auto& [spec, m] : it.metrics) {
       d.add(spec).add(m.scored_tokens).add(m.kld_mean).add(m.kld_max).add(m.kld_p99).add(m.delta_p_mean);
       d.add(m.delta_p_rms).add(m.same_top1).add(m.nll_mean).add(m.nll_ref_mean).add(m.generated_tokens);
@@ -92,6 +95,7 @@ std::string digest_of(const ShardRun& s) {
     for (const auto& [spec, t] : it.turns) {
       d.add(spec).add(t.turn_index).add(t.context_tokens).add(t.scored_tokens).add(t.kld_mean).add(t.same_top1);
       d.add(t.ttft_ms).add(t.tpot_ms).add(t.prompt_tokens).add(t.cached_tokens);
+      d.add_text(t.answer).add(t.answer_tokens).add(t.answer_divergence);
     }
     for (const auto& [spec, c] : it.token_classes)
       d.add(spec).add(c.token_class).add(c.scored_tokens).add(c.kld_sum).add(c.delta_p_sum).add(c.same_top1);
@@ -135,11 +139,7 @@ ShardRun read_shard(Store& store, Connection& c, const std::string& path) {
     return it->second;
   };
 
-  {
-    Statement q(c, "SELECT item_key, domain, evalset_hash, item_hash FROM items WHERE run_id = ?1");
-    q.bind(1, s.run.id);
-    while (q.step()) s.items[q.column_text(0)].info = {q.column_text(0), q.column_text(1), q.column_text(2), q.column_text(3)};
-  }
+  for (ItemInfo& info : store.run_items(s.run.id)) s.items[info.item_key].info = std::move(info);
   for (const RunItemMetrics& r : store.run_item_metrics(s.run.id))
     s.items[r.item_key].metrics.emplace_back(spec_of(r.metrics.config_id), r.metrics);
   for (const RunTurnMetrics& r : store.run_turn_metrics(s.run.id))

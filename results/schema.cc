@@ -298,8 +298,18 @@ ALTER TABLE runs ADD COLUMN wall_seconds REAL;
 ALTER TABLE runs ADD COLUMN cores INTEGER;
 )sql";
 
+// Answers a person can read (docs/schema.md "Stored answers"): every turn's greedy answer as
+// text, its length in tokens and the token index of its first divergence from the reference
+// config's answer, so a divergence rate can be looked at answer by answer.
+constexpr std::string_view kMigrationAnswers = R"sql(
+ALTER TABLE turn_metrics ADD COLUMN answer TEXT;
+ALTER TABLE turn_metrics ADD COLUMN answer_tokens INTEGER;
+ALTER TABLE turn_metrics ADD COLUMN answer_divergence INTEGER;
+ALTER TABLE items ADD COLUMN gold_answer TEXT;
+)sql";
+
 constexpr std::string_view kMigrations[] = {kMigration1, kMigrationShardedRuns, kMigrationEngineMode,
-                                             kMigrationConfigModels, kMigrationRunLoad};
+                                             kMigrationConfigModels, kMigrationRunLoad, kMigrationAnswers};
 
 }  // namespace
 

@@ -288,9 +288,10 @@ ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
   Transaction tx(*connection_);
   // A resumed run revisits items it already has: the row is shared by all its configs.
   Statement upsert(*connection_,
-                   "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash) VALUES (?1, ?2, ?3, ?4, ?5) "
-                   "ON CONFLICT (run_id, item_key) DO NOTHING");
+                   "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash, gold_answer) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (run_id, item_key) DO NOTHING");
   upsert.bind(1, run_id).bind(2, item.item_key).bind(3, item.domain).bind(4, item.evalset_hash).bind(5, item.item_hash);
+  upsert.bind(6, item.gold_answer);
   upsert.run();
   Statement find(*connection_, "SELECT id, item_hash FROM items WHERE run_id = ?1 AND item_key = ?2");
   find.bind(1, run_id).bind(2, item.item_key);
@@ -322,11 +323,12 @@ void ItemWriter::add_metrics(const ItemMetrics& m) {
 void ItemWriter::add_turn(const TurnMetrics& t) {
   Statement s(connection_,
               "INSERT INTO turn_metrics (item_id, config_id, turn_index, context_tokens, scored_tokens, kld_mean, "
-              "top1_agreement, ttft_ms, tpot_ms, prompt_tokens, cached_tokens) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+              "top1_agreement, ttft_ms, tpot_ms, prompt_tokens, cached_tokens, answer, answer_tokens, answer_divergence) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
   s.bind(1, item_row_id_).bind(2, t.config_id).bind(3, t.turn_index).bind(4, t.context_tokens);
   s.bind(5, t.scored_tokens).bind(6, t.kld_mean).bind(7, t.same_top1).bind(8, t.ttft_ms).bind(9, t.tpot_ms);
   s.bind(10, t.prompt_tokens).bind(11, t.cached_tokens);
+  s.bind(12, t.answer).bind(13, t.answer_tokens).bind(14, t.answer_divergence);
   s.run();
 }
 
@@ -506,10 +508,24 @@ std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
   return out;
 }
 
+std::vector<ItemInfo> Store::run_items(int64_t run_id) {
+  Statement s(*connection_,
+              "SELECT item_key, domain, evalset_hash, item_hash, gold_answer FROM items WHERE run_id = ?1 ORDER BY item_key");
+  s.bind(1, run_id);
+  std::vector<ItemInfo> out;
+  while (s.step()) {
+    ItemInfo info{s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3)};
+    if (!s.is_null(4)) info.gold_answer = s.column_text(4);
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
   Statement s(*connection_,
               "SELECT i.item_key, i.domain, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean, "
-              "t.top1_agreement, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens FROM turn_metrics t "
+              "t.top1_agreement, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens, t.answer, t.answer_tokens, "
+              "t.answer_divergence FROM turn_metrics t "
               "JOIN items i ON i.id = t.item_id WHERE i.run_id = ?1 ORDER BY i.item_key, t.config_id, t.turn_index");
   s.bind(1, run_id);
   std::vector<RunTurnMetrics> out;
@@ -518,6 +534,9 @@ std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
     r.turn = {s.column_int(2),    s.column_int(3),    s.column_int(4),    s.column_int(5),
               s.column_double(6), s.column_double(7), s.column_double(8), s.column_double(9),
               s.column_optional_int(10), s.column_optional_int(11)};
+    if (!s.is_null(12)) r.turn.answer = s.column_text(12);
+    r.turn.answer_tokens = s.column_optional_int(13);
+    r.turn.answer_divergence = s.column_optional_int(14);
     out.push_back(std::move(r));
   }
   return out;

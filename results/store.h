@@ -93,6 +93,7 @@ struct ItemInfo {
   std::string domain;
   std::string evalset_hash;
   std::string item_hash;
+  std::optional<std::string> gold_answer = std::nullopt;  // the eval item's gold answer, if it has one
 };
 
 // One item under one config. Metrics that were not measured are NaN / nullopt (NULL).
@@ -118,6 +119,12 @@ struct TurnMetrics {
   // The greedy request's prompt and the part of it the engine served from its prefix cache,
   // as the engine reports them (engine mode only).
   std::optional<int64_t> prompt_tokens = std::nullopt, cached_tokens = std::nullopt;
+  // The greedy answer this config gave after the turn's context, as text (the tokenizer's
+  // decoding, or the engine's text), its length in tokens, and the token index where it first
+  // differs from the reference config's answer to the same turn (nullopt: the same answer, or
+  // the reference itself). nullopt answer: not generated (or a run made before answers were kept).
+  std::optional<std::string> answer = std::nullopt;
+  std::optional<int64_t> answer_tokens = std::nullopt, answer_divergence = std::nullopt;
 };
 
 // Sums rather than means, so classes aggregate exactly over items and runs.
@@ -321,6 +328,8 @@ class Store {
   std::vector<RunConfigRecord> run_configs(int64_t run_id);
   std::set<std::pair<std::string, int64_t>> finished_pairs(int64_t run_id);  // (item_key, config_id)
   std::optional<ItemMetrics> item_metrics(int64_t run_id, const std::string& item_key, int64_t config_id);
+  // Every item of a run, ordered by item key.
+  std::vector<ItemInfo> run_items(int64_t run_id);
   // Every (item, config) metrics row of a run, ordered by item key then config id.
   std::vector<RunItemMetrics> run_item_metrics(int64_t run_id);
   // Every per-turn row of a run, ordered by item key, config id, turn index.

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "core/percentile.h"
+#include "scoring/stats.h"
 
 namespace kvgate::scoring {
 namespace {
@@ -50,6 +53,7 @@ ItemAggregate ItemAggregator::result() const {
   a.kld_p99 = percentile_or_nan(p99s_, 0.99);
   a.kld_max = has_max_ ? kld_max_ : kNaN;
   a.gold_items = static_cast<int64_t>(answered_);
+  a.correct = static_cast<int64_t>(correct_);
   a.gold_accuracy = answered_ > 0 ? correct_ / answered_ : kNaN;
   a.divergence_rate = generated_ > 0 ? diverged_ / generated_ : kNaN;
   return a;
@@ -59,6 +63,30 @@ ItemAggregate aggregate_items(std::span<const ItemScores> items) {
   ItemAggregator agg;
   for (const ItemScores& it : items) agg.add(it);
   return agg.result();
+}
+
+GoldSignal gold_signal(int64_t reference_correct, int64_t reference_answered) {
+  return {reference_correct, reference_answered};
+}
+
+GoldSignal gold_signal(const ItemAggregate& reference) { return gold_signal(reference.correct, reference.answered); }
+
+bool GoldSignal::informative() const {
+  return reference_answered > 0 && reference_correct >= kGoldMinCorrect &&
+         static_cast<double>(reference_correct) >= kGoldMinFraction * static_cast<double>(reference_answered);
+}
+
+std::string GoldSignal::unavailable() const {
+  if (informative()) return "";
+  if (reference_answered == 0) return "n/a (no gold answers)";
+  return fmt::format("n/a (reference {}/{})", reference_correct, reference_answered);
+}
+
+std::string GoldSignal::note() const {
+  if (informative() || reference_answered == 0) return "";
+  return fmt::format("gold accuracy n/a: the reference config answers {} of {} gold questions (at least {} and {:.0f} % "
+                     "are needed), so the model cannot do these tasks and accuracy cannot show what a KV config loses",
+                     reference_correct, reference_answered, kGoldMinCorrect, 100 * kGoldMinFraction);
 }
 
 LatencyAggregate aggregate_latency(std::span<const TurnLatency> turns) {

@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace kvgate::scoring {
@@ -40,6 +41,7 @@ struct ItemAggregate {
   double kld_mean = 0, same_top1 = 0, kld_p99 = 0, kld_max = 0;
   double gold_accuracy = 0;  // gold exact-match rate over the items with a gold answer
   int64_t gold_items = 0;    // items with a gold answer
+  int64_t gold_correct = 0;  // of those, answered correctly
   double divergence_rate = 0;
 };
 
@@ -59,6 +61,27 @@ class ItemAggregator {
 };
 
 ItemAggregate aggregate_items(std::span<const ItemScores> items);
+
+// Whether gold accuracy can say anything about a config: only when the reference config itself
+// answers enough of the gold questions. A model that cannot do the task scores ~0 under every
+// config, and "no accuracy lost" would then read as a finding when it is the model's limit. The
+// one rule, used by every table, report and gate check that shows or compares gold accuracy:
+// the reference must answer at least kGoldMinCorrect questions and at least kGoldMinFraction
+// of those it was asked.
+inline constexpr int64_t kGoldMinCorrect = 5;
+inline constexpr double kGoldMinFraction = 0.20;
+
+struct GoldSignal {
+  int64_t reference_correct = 0, reference_answered = 0;
+  bool informative() const;
+  // "n/a (reference 0/10)" where not informative; "" where it is (show the number).
+  std::string unavailable() const;
+  // One line for a reader: why the column reads n/a ("" where informative or nothing was asked).
+  std::string note() const;
+};
+
+GoldSignal gold_signal(int64_t reference_correct, int64_t reference_answered);
+GoldSignal gold_signal(const ItemAggregate& reference);
 
 // One scored turn's latency, ms. NaN (or a TPOT <= 0) where not measured.
 struct TurnLatency {

@@ -29,6 +29,10 @@ size_t GateOutcome::failed() const {
   return static_cast<size_t>(std::count_if(checks.begin(), checks.end(), [](const CheckResult& c) { return !c.passed; }));
 }
 
+size_t GateOutcome::skipped() const {
+  return static_cast<size_t>(std::count_if(checks.begin(), checks.end(), [](const CheckResult& c) { return c.skipped; }));
+}
+
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -113,11 +117,12 @@ std::string not_applicable(const Measurable& m, const std::string& metric) {
 // A check with nothing to compare: passes when the metric is not applicable or the policy allows
 // it unmeasured, fails otherwise, and says which.
 void settle_unmeasured(CheckResult& c, const std::string& what, const std::string& inapplicable, bool allowed) {
+  // Not applicable, or allowed unmeasured: skipped with the reason, never read as a pass.
   if (!inapplicable.empty()) {
-    c.passed = true;
+    c.passed = c.skipped = true;
     c.detail = what + ": not applicable (" + inapplicable + ")";
   } else {
-    c.passed = allowed;
+    c.passed = c.skipped = allowed;
     c.detail = what + (allowed ? "; not checked (the policy allows it unmeasured)"
                                : "; fails: the items allow measuring it (set allow_unmeasured in the policy to accept that)");
   }
@@ -187,9 +192,18 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
       CheckResult c = make_check(CheckKind::absolute, "accuracy_drop", domain, config);
       c.threshold = *lim.accuracy_drop_max;
       c.items = static_cast<size_t>(n);
+      const GoldSignal gold = gold_signal(static_cast<int64_t>(ref_correct), static_cast<int64_t>(n));
       if (n == 0) {
         settle_unmeasured(c, "accuracy drop: no item has a gold-answer match under both this config and the reference",
                           not_applicable(data, "accuracy_drop"), allow_unmeasured);
+      } else if (!gold.informative()) {
+        c.skipped = true;
+        c.baseline_value = ref_correct / n;
+        c.candidate_value = cfg_correct / n;
+        c.detail = fmt::format("gold accuracy {} in {}: the reference {} answers {} of {} gold questions "
+                               "(at least {} and {:.0f} % needed), so a drop cannot be measured",
+                               gold.unavailable(), domain, cand.reference_config, gold.reference_correct,
+                               gold.reference_answered, kGoldMinCorrect, 100 * kGoldMinFraction);
       } else {
         c.baseline_value = ref_correct / n;  // here "baseline" is the reference config of the same run
         c.candidate_value = cfg_correct / n;
@@ -204,8 +218,21 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
   }
 }
 
+// Per domain, the reference config's gold answers in one run.
+std::map<std::string, ItemAggregator> reference_gold(const GateRun& run) {
+  std::map<std::string, ItemAggregator> out;
+  for (const GateItem& it : run.items)
+    if (it.config == run.reference_config) out[it.domain].add(it.scores);
+  return out;
+}
+
 void add_regression_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand,
                            std::vector<CheckResult>& out) {
+  const std::map<std::string, ItemAggregator> base_gold = reference_gold(base), cand_gold = reference_gold(cand);
+  auto gold_in = [](const std::map<std::string, ItemAggregator>& m, const std::string& domain) {
+    const auto it = m.find(domain);
+    return gold_signal(it == m.end() ? ItemAggregate{} : it->second.result());
+  };
   std::map<ItemKey, const GateItem*> base_items;
   for (const GateItem& it : base.items) base_items[{it.item_key, it.config}] = &it;
   std::map<GroupKey, std::vector<std::pair<const GateItem*, const GateItem*>>> pairs;
@@ -244,6 +271,21 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
                           not_applicable(measurable.at(domain), metric), limits.allow_unmeasured.value_or(false));
         out.push_back(std::move(c));
         continue;
+      }
+      if (std::string(metric) == "accuracy") {
+        // A reference that answers (almost) nothing in both runs leaves nothing to lose: the
+        // check would pass on 0 -> 0. One run whose reference answers is enough to measure.
+        const GoldSignal b = gold_in(base_gold, domain), k = gold_in(cand_gold, domain);
+        if (!b.informative() && !k.informative()) {
+          c.skipped = true;
+          c.detail = fmt::format("gold accuracy in {}: the reference answers {} of {} gold questions in the "
+                                 "baseline run and {} of {} in the candidate (at least {} and {:.0f} % needed), so a "
+                                 "regression cannot be measured",
+                                 domain, b.reference_correct, b.reference_answered, k.reference_correct,
+                                 k.reference_answered, kGoldMinCorrect, 100 * kGoldMinFraction);
+          out.push_back(std::move(c));
+          continue;
+        }
       }
       const double sign = worse_sign(metric);
       const uint64_t seed = policy.bootstrap.seed ^ xxhash64(c.name);
@@ -414,9 +456,11 @@ void add_run_to_run_checks(const GatePolicy& policy, const GateRun& base, const 
       const size_t cand_turns = spec.ttft ? v.ttft_turns : v.tpot_turns;
       c.items = cand_turns;
       if (!noisy.empty()) {
+        c.skipped = true;
         c.detail = fmt::format("{}: not checked, the machines were not both quiet: {}", spec.metric, noisy);
       } else if (base_turns == 0 || cand_turns == 0) {
         c.passed = policy.latency.allow_unmeasured;
+        c.skipped = c.passed;
         c.detail = fmt::format("{}: no timed turns in {}{}", spec.metric, base_turns == 0 ? "the baseline" : "the candidate",
                                c.passed ? "; not checked (the policy allows it unmeasured)"
                                         : "; fails (set latency.allow_unmeasured in the policy to accept that)");

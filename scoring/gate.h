@@ -71,6 +71,10 @@ struct CheckResult {
   std::string config;  // "" for run-wide checks
   std::string metric;
   bool passed = true;
+  // Not decided: the check could not say anything (nothing measured, or gold accuracy where the
+  // reference itself cannot answer). Never a failure, but reports list it apart from the
+  // passes, with `detail` giving the reason, so a skipped check is never read as a pass.
+  bool skipped = false;
   // NaN where a number does not apply (e.g. no baseline for an absolute check).
   double baseline_value = 0, candidate_value = 0, delta = 0, ci_low = 0, ci_high = 0, threshold = 0;
   size_t items = 0;  // items (or pairs) the check looked at
@@ -82,6 +86,7 @@ struct GateOutcome {
   std::vector<CheckResult> checks;
   std::vector<std::string> notes;  // things a reader should know that are not failures
   size_t failed() const;
+  size_t skipped() const;
   bool passed() const { return failed() == 0; }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <utility>
 
 #include "core/percentile.h"
 #include "scoring/latency.h"
@@ -28,8 +29,12 @@ void ItemAccumulator::add_position(const scoring::PositionComparison& cmp, scori
   tc.same_top1 += cmp.same_top1;
 }
 
-void ItemAccumulator::add_greedy(const std::vector<int32_t>& reference, const std::vector<int32_t>& greedy) {
+void ItemAccumulator::add_greedy(const std::vector<int32_t>& reference, const std::vector<int32_t>& greedy,
+                                 std::string text) {
   const auto div = scoring::first_divergence(reference, greedy);
+  turn_answer = std::move(text);
+  turn_answer_tokens = static_cast<int64_t>(greedy.size());
+  turn_answer_divergence = div ? std::optional<int64_t>(static_cast<int64_t>(*div)) : std::nullopt;
   if (div && !diverged_anywhere) {
     diverged_anywhere = true;
     first_divergence = static_cast<int64_t>(*div);
@@ -44,6 +49,9 @@ void ItemAccumulator::add_turn(results::TurnMetrics turn, double turn_kld, int64
   turn.ttft_ms = lat.ttft;
   // A one-token answer has no TPOT; the store keeps 0 there (scoring/aggregate.h skips it).
   turn.tpot_ms = std::isnan(lat.tpot) ? 0.0 : lat.tpot;
+  turn.answer = std::exchange(turn_answer, std::nullopt);
+  turn.answer_tokens = std::exchange(turn_answer_tokens, std::nullopt);
+  turn.answer_divergence = std::exchange(turn_answer_divergence, std::nullopt);
   turns.push_back(turn);
 }
 

@@ -26,11 +26,15 @@ struct ItemAccumulator {
   std::optional<int64_t> first_divergence;
   bool diverged_anywhere = false;
   std::optional<bool> gold_match;
+  // The current turn's answer (add_greedy), moved onto its row by add_turn.
+  std::optional<std::string> turn_answer;
+  std::optional<int64_t> turn_answer_tokens, turn_answer_divergence;
 
   // One scored position; `turn_kld` and `turn_same` collect the current turn's sums.
   void add_position(const scoring::PositionComparison& cmp, scoring::TokenClass cls, double& turn_kld, int64_t& turn_same);
-  // One greedy answer probed after a scored span, compared with the reference config's.
-  void add_greedy(const std::vector<int32_t>& reference, const std::vector<int32_t>& greedy);
+  // One greedy answer probed after a scored span, compared with the reference config's; `text`
+  // is the answer as a person reads it, kept on the turn's row by the next add_turn.
+  void add_greedy(const std::vector<int32_t>& reference, const std::vector<int32_t>& greedy, std::string text);
   // The turn's row from its sums and the greedy answer's latency (the last latency sample);
   // scored = false: the config could not score the span (its KLD and top-1 are not measured).
   void add_turn(results::TurnMetrics turn, double turn_kld, int64_t turn_same, bool scored = true);

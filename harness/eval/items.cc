@@ -137,6 +137,7 @@ results::ItemInfo item_info(const EvalPlan& plan, const evalsets::EvalItem& item
   info.domain = item.domain;
   info.evalset_hash = plan.workload.hash;
   info.item_hash = hex_u64(xxhash64(evalsets::canonical_line(item)));
+  if (item.has_answer) info.gold_answer = item.answer;
   return info;
 }
 

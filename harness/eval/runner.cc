@@ -141,11 +141,9 @@ class ItemRun {
         ItemAccumulator& acc = accs_[c];
         acc.latency.push_back({0, turn_index, std::move(a.token_ms)});
         answers_[c] = std::move(a.tokens);
-        acc.add_greedy(answers_[0], answers_[c]);
-        if (seg.final_answer) {
-          if (item.has_answer) acc.gold_match = matches_gold(a.text, item.answer);
-          acc.final_greedy = answers_[c];
-        }
+        if (seg.final_answer && item.has_answer) acc.gold_match = matches_gold(a.text, item.answer);
+        acc.add_greedy(answers_[0], answers_[c], std::move(a.text));
+        if (seg.final_answer) acc.final_greedy = answers_[c];
         prompt_tokens[c] = a.prompt_tokens;
         cached_tokens[c] = a.cached_tokens;
       });

@@ -22,7 +22,7 @@ TEST(EvalsetCli, GenerateIsByteIdenticalAndValidates) {
   r = run_kvgate("evalset generate --domain all --seed 11 --n 2 --out " + b + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json summary = nlohmann::json::parse(r.out);
-  EXPECT_EQ(summary["items"], 10);
+  EXPECT_EQ(summary["items"], 12) << "2 per generator domain";
   EXPECT_EQ(summary["domains"]["korean"], 2);
   EXPECT_EQ(slurp(a), slurp(b));
   r = run_kvgate("evalset validate " + a + " --json");

@@ -77,10 +77,12 @@ TEST(Generate, PinnedHashesOfFixedSeedItems) {
   EXPECT_EQ(hashes["korean"], "215cc7f9b3fd129f");
   EXPECT_EQ(hashes["policy"], "d6e1029945419c4e");
   EXPECT_EQ(hashes["agentic"], "2768769e9961af7f");
+  EXPECT_EQ(hashes["lookup"], "ad00bbdaaa7fe8b4");
 }
 
 TEST(Generate, LengthsFollowTheTokenRange) {
   for (const std::string& d : generator_domains()) {
+    if (d == "lookup") continue;  // short by design: LookupAnswersAreCopiedFromAShortContext
     // Five tool turns, the fewest an agentic session has, take ~900 tokens.
     const TokenRange small = d == "agentic" ? TokenRange{900, 1500} : TokenRange{300, 600};
     for (TokenRange range : {small, TokenRange{2000, 4000}}) {
@@ -382,6 +384,40 @@ void expect_turn_fact(const EvalItem& item, size_t i, std::map<std::string, int>
     expected = key + " is set to " + found + " in " + args["path"].get<std::string>() + ".";
   }
   EXPECT_EQ(reply, expected) << item.id << " turn " << i + 1;
+}
+
+TEST(Generate, LookupAnswersAreCopiedFromAShortContext) {
+  const std::vector<EvalItem> items = make("lookup", 9, {2000, 4000});
+  std::map<std::string, int> kinds;
+  for (const EvalItem& item : items) {
+    const std::string text = item.messages[1].content;
+    const std::string kind = item.meta["kind"].get<std::string>();
+    ++kinds[kind];
+    EXPECT_LE(estimate_tokens(item), 150u) << item.id << ": the context stays short whatever the range";
+    ASSERT_TRUE(item.has_answer);
+    // Only the value after the reply's lead-in is scored.
+    ASSERT_EQ(item.spans.size(), 1u);
+    EXPECT_EQ(item.messages.back().content.substr(item.spans[0].begin), " " + item.answer) << item.id;
+    std::map<std::string, std::string> fields;  // "key: value" lines
+    std::vector<std::string> added;             // a diff's "+" lines
+    for (const std::string& line : lines_of(text)) {
+      if (line.rfind("+", 0) == 0 && line.rfind("+++", 0) != 0) added.push_back(line.substr(1));
+      const size_t colon = line.find(": ");
+      if (colon != std::string::npos) fields[line.substr(0, colon)] = line.substr(colon + 2);
+    }
+    if (kind == "cell") {
+      EXPECT_NE(text.find("Order " + item.meta["key"].get<std::string>() + "\n"), std::string::npos) << text;
+      EXPECT_EQ(fields[item.meta["column"].get<std::string>()], item.answer) << text;
+    } else if (kind == "added_line") {
+      ASSERT_EQ(added.size(), 1u) << text;
+      EXPECT_EQ(added[0], item.meta["setting"].get<std::string>() + " = " + item.answer) << text;
+    } else {
+      ASSERT_EQ(kind, "phone");
+      EXPECT_EQ(fields["Phone"], item.answer) << text;
+      EXPECT_EQ(fields["Name"].rfind(item.meta["person"].get<std::string>() + " (", 0), 0u) << text;
+    }
+  }
+  EXPECT_EQ(kinds, (std::map<std::string, int>{{"added_line", 3}, {"cell", 3}, {"phone", 3}}));
 }
 
 TEST(Generate, AgenticRepliesStateFactsOfTheirToolResults) {

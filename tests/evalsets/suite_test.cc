@@ -41,7 +41,7 @@ TEST(Suite, BuiltInSuitesLoadMaterializeAndHashStably) {
     }
     EXPECT_GE(agentic, name == "smoke" ? 1u : 6u);
     if (name == std::string("smoke")) {
-      EXPECT_EQ(items.size(), 10u);
+      EXPECT_EQ(items.size(), 25u);  // 2 per domain and 15 lookup items
     } else {
       EXPECT_EQ(items.size(), 54u);  // docs/perf.md times exactly this suite
     }

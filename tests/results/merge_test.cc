@@ -49,8 +49,9 @@ std::string item_key(int64_t position) { return "item-" + std::to_string(positio
 // NULL optional and a one-token turn), so a row copied to the wrong place shows.
 void write_item(Store& store, int64_t run, int64_t position, const std::vector<int64_t>& config_ids, uint64_t seed) {
   Rng rng(seed * 1000 + static_cast<uint64_t>(position));
-  ItemWriter w = store.begin_item(run, {item_key(position), position % 2 ? "korean" : "tables", "set-hash",
-                                        "content-" + std::to_string(position)});
+  ItemInfo info{item_key(position), position % 2 ? "korean" : "tables", "set-hash", "content-" + std::to_string(position)};
+  if (position % 2) info.gold_answer = "010-" + std::to_string(1000 + position);
+  ItemWriter w = store.begin_item(run, info);
   for (const int64_t config : config_ids) {
     ItemMetrics m;
     m.config_id = config;
@@ -69,8 +70,16 @@ void write_item(Store& store, int64_t run, int64_t position, const std::vector<i
     if (position % 2) m.exact_match_gold = true;
     w.add_metrics(m);
     for (int64_t turn = 0; turn < 1 + position % 3; ++turn) {
-      w.add_turn({config, turn, 100 * (turn + 1), 5, rng.uniform(), rng.uniform(), rng.uniform() * 50,
-                  turn == 1 ? 0.0 : rng.uniform() * 10});
+      TurnMetrics t{config, turn, 100 * (turn + 1), 5, rng.uniform(), rng.uniform(), rng.uniform() * 50,
+                    turn == 1 ? 0.0 : rng.uniform() * 10};
+      // The answers (schema v5): text with Hangul and a newline, one turn without an answer.
+      if (turn != 2) {
+        const std::string who = config == config_ids.front() ? "the reference" : "the candidate";
+        t.answer = "전화 010-" + std::to_string(position * 10 + turn) + "\nunder " + who;
+        t.answer_tokens = 3 + turn;
+        if (config != config_ids.front() && position % 2) t.answer_divergence = turn;
+      }
+      w.add_turn(t);
       LatencySamples l{config, turn, {}};
       for (int t = 0; t < (turn == 1 ? 1 : 4); ++t) l.token_times_ms.push_back(rng.uniform() * 100 + 10 * t);
       w.add_latency(l);
@@ -129,14 +138,17 @@ std::vector<std::string> stored_rows(const std::string& path, int64_t run) {
   add("config", "SELECT c.spec, c.hash, c.bits_per_element, rc.role, rc.kv_bytes_per_token FROM run_configs rc "
                 "JOIN configs c ON c.id = rc.config_id WHERE rc.run_id = " + r + " ORDER BY c.spec", "ttdtd");
   add("plan", "SELECT plan_hash, plan, plan_items, shard_index, shard_count FROM run_plans WHERE run_id = " + r, "ttttt");
-  add("item", "SELECT item_key, domain, evalset_hash, item_hash FROM items WHERE run_id = " + r + " ORDER BY id", "tttt");
+  add("item", "SELECT item_key, domain, evalset_hash, item_hash, gold_answer FROM items WHERE run_id = " + r + " ORDER BY id",
+      "ttttt");
   const std::string join = " JOIN items i ON i.id = x.item_id JOIN configs c ON c.id = x.config_id WHERE i.run_id = " + r;
   add("metrics", "SELECT i.item_key, c.spec, x.scored_tokens, x.kld_mean, x.kld_max, x.kld_p99, x.delta_p_mean, "
                  "x.delta_p_rms, x.top1_agreement, x.nll_mean, x.nll_ref_mean, x.generated_tokens, x.first_divergence, "
                  "x.exact_match_ref, x.exact_match_gold FROM item_metrics x" + join + " ORDER BY 1, 2",
       "tttddddddddtttt");
   add("turn", "SELECT i.item_key, c.spec, x.turn_index, x.context_tokens, x.scored_tokens, x.kld_mean, x.top1_agreement, "
-              "x.ttft_ms, x.tpot_ms FROM turn_metrics x" + join + " ORDER BY 1, 2, 3", "tttttdddd");
+              "x.ttft_ms, x.tpot_ms, x.answer, x.answer_tokens, x.answer_divergence FROM turn_metrics x" + join +
+                  " ORDER BY 1, 2, 3",
+      "tttttddddttt");
   add("class", "SELECT i.item_key, c.spec, x.token_class, x.scored_tokens, x.kld_sum, x.delta_p_sum, x.same_top1 "
                "FROM token_class_metrics x" + join + " ORDER BY 1, 2, 3", "ttttddt");
   add("latency", "SELECT i.item_key, c.spec, x.turn_index, x.token_index, x.t_ms FROM latency_samples x" + join +
@@ -207,6 +219,10 @@ TEST_F(MergeTest, MergedRunHoldsExactlyTheRowsOfTheUnshardedRun) {
   const std::vector<std::string> merged = stored_rows(db("merged"), m.run_id), expected = stored_rows(whole, whole_run);
   EXPECT_GT(merged.size(), 150u);
   EXPECT_EQ(merged, expected);
+  // The answers came along: text, lengths, divergences and gold answers (not all NULL).
+  EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM turn_metrics WHERE answer LIKE '전화 010-%'"), 10);
+  EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM turn_metrics WHERE answer_divergence IS NOT NULL"), 2);
+  EXPECT_EQ(count(db("merged"), "SELECT COUNT(*) FROM items WHERE gold_answer IS NOT NULL"), 3);
   // Items in the plan's order, as the unsharded run wrote them.
   EXPECT_EQ(sql_rows(db("merged"), "SELECT item_key FROM items ORDER BY id", "t"),
             sql_rows(whole, "SELECT item_key FROM items ORDER BY id", "t"));

@@ -78,5 +78,34 @@ TEST(Aggregate, DriftIsTheMeanOverSessionsPerTurn) {
   EXPECT_DOUBLE_EQ(drift.at(1), 0.04);
 }
 
+TEST(GoldSignal, AReferenceThatCannotAnswerMakesAccuracyNotApplicable) {
+  // The smoke suite on the 135M model: the reference answers none of 10 gold questions.
+  EXPECT_FALSE(gold_signal(0, 10).informative());
+  EXPECT_EQ(gold_signal(0, 10).unavailable(), "n/a (reference 0/10)");
+  EXPECT_NE(gold_signal(0, 10).note().find("0 of 10"), std::string::npos);
+  // Fewer than 5 correct answers is too few whatever the rate.
+  EXPECT_FALSE(gold_signal(4, 4).informative());
+  EXPECT_EQ(gold_signal(4, 4).unavailable(), "n/a (reference 4/4)");
+  // 5 correct but under 20 % of those asked.
+  EXPECT_FALSE(gold_signal(5, 26).informative());
+  EXPECT_TRUE(gold_signal(5, 25).informative()) << "exactly 20 % is enough";
+  EXPECT_TRUE(gold_signal(5, 10).informative());
+  EXPECT_EQ(gold_signal(5, 10).unavailable(), "");
+  EXPECT_EQ(gold_signal(5, 10).note(), "");
+  // Nothing asked: not applicable, but no note (there is nothing to explain).
+  EXPECT_FALSE(gold_signal(0, 0).informative());
+  EXPECT_EQ(gold_signal(0, 0).unavailable(), "n/a (no gold answers)");
+  EXPECT_EQ(gold_signal(0, 0).note(), "");
+}
+
+TEST(GoldSignal, ReadsTheReferencesAggregate) {
+  std::vector<ItemScores> items;
+  for (int i = 0; i < 10; ++i) items.push_back({10, 0, 0, 0, 1, i < 6, std::nullopt});
+  const ItemAggregate a = aggregate_items(items);
+  EXPECT_EQ(a.correct, 6);
+  EXPECT_EQ(a.gold_items, 10);
+  EXPECT_TRUE(gold_signal(a).informative());
+}
+
 }  // namespace
 }  // namespace kvgate::scoring

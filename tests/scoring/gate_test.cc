@@ -240,6 +240,35 @@ TEST(Gate, AccuracyDropIsAgainstTheReferenceConfig) {
   EXPECT_FALSE(c->passed);
 }
 
+TEST(Gate, GoldAccuracyChecksAreSkippedWithAReasonWhenTheReferenceCannotAnswer) {
+  const GatePolicy p = test_policy();
+  // The reference answers none of the gold questions; the candidate none either.
+  auto unanswerable = [](GateRun r) {
+    for (GateItem& it : r.items) it.scores.exact_match_gold = false;
+    return r;
+  };
+  const GateRun base = unanswerable(make_run(1, 10, 1.0));
+  const GateRun cand = unanswerable(make_run(2, 10, 1.0));
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  const CheckResult* drop = find(o, "absolute.accuracy_drop[tables, q4_0/q4_0]");
+  ASSERT_NE(drop, nullptr);
+  EXPECT_TRUE(drop->skipped);
+  EXPECT_TRUE(drop->passed) << "skipped is not a failure";
+  EXPECT_NE(drop->detail.find("n/a (reference 0/10)"), std::string::npos) << drop->detail;
+  const CheckResult* reg = find(o, "regression.accuracy[tables, q4_0/q4_0]");
+  ASSERT_NE(reg, nullptr);
+  EXPECT_TRUE(reg->skipped);
+  EXPECT_NE(reg->detail.find("0 of 10"), std::string::npos) << reg->detail;
+  EXPECT_GE(o.skipped(), 4u) << "both domains, drop and regression";
+  EXPECT_FALSE(find(o, "absolute.kld_mean[tables, q4_0/q4_0]")->skipped) << "other checks still decide";
+
+  // The same runs where the reference answers: the checks decide.
+  const GateOutcome ok = evaluate_gate(p, &base, make_run(3, 10, 1.0));
+  EXPECT_FALSE(find(ok, "regression.accuracy[tables, q4_0/q4_0]")->skipped)
+      << "a reference that answers in one of the two runs is enough to measure a regression";
+  EXPECT_FALSE(find(evaluate_gate(p, nullptr, make_run(3, 10, 1.0)), "absolute.accuracy_drop[tables, q4_0/q4_0]")->skipped);
+}
+
 TEST(Gate, MissingItemsConfigsAndMismatchedRunsFail) {
   const GatePolicy p = test_policy();
   const GateRun base = make_run(1, 5, 1.0);

@@ -28,5 +28,14 @@ TEST(Sequence, PrefixDivergesAtItsLength) {
   EXPECT_EQ(first_divergence(Tokens{}, Tokens{4}), 0u);
 }
 
+TEST(Sequence, TextDivergenceNeverSplitsACharacter) {
+  EXPECT_FALSE(first_text_divergence("same", "same").has_value());
+  EXPECT_EQ(first_text_divergence("The value is 42.", "The value is 41."), 14u);
+  EXPECT_EQ(first_text_divergence("42", "42 apples"), 2u) << "a prefix diverges at its length";
+  EXPECT_EQ(first_text_divergence("", "x"), 0u);
+  // 가 (EA B0 80) and 각 (EA B0 81) share two bytes; the divergence is where the syllable starts.
+  EXPECT_EQ(first_text_divergence("전화 가", "전화 각"), 7u);
+}
+
 }  // namespace
 }  // namespace kvgate::scoring

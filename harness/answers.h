@@ -1,0 +1,66 @@
+#pragma once
+// Stored answers as a person reads them: per item and turn, every config's greedy answer beside
+// the reference config's, where it first differs, and the item's gold answer. `kvgate runs show
+// --answers`, the report's "answers that changed" and the gate report's links all read these.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "results/store.h"
+
+namespace kvgate::harness {
+
+struct ConfigAnswer {
+  std::string spec, role;
+  std::optional<std::string> text;  // nullopt: not generated, or a run made before answers were kept
+  std::optional<int64_t> tokens;
+  std::optional<int64_t> divergence;   // token index of the first difference from the reference's answer
+  std::optional<size_t> text_divergence;  // the same as a byte offset into `text` (scoring::first_text_divergence)
+  std::optional<bool> gold_match;      // the item's last turn only
+};
+
+struct TurnAnswers {
+  std::string item_key, domain;
+  int64_t turn_index = 0;
+  bool last_turn = false;
+  std::optional<std::string> gold;  // the item's gold answer, shown on its last turn
+  std::vector<ConfigAnswer> answers;  // the reference first, then the run's configs in order
+  // Whether `spec`'s answer (any candidate's, for "") differs from the reference's.
+  bool changed(const std::string& spec = "") const;
+};
+
+struct AnswersFilter {
+  bool changed_only = false;
+  std::string config;  // canonical spec; "" = every config
+  std::string domain;  // "" = every domain
+};
+
+struct RunAnswers {
+  std::string reference;  // the reference config's spec
+  bool stored = false;    // false: the run holds no answer text (made before answers were kept)
+  std::vector<TurnAnswers> turns;  // by item key, then turn index
+};
+
+// Reads a run's answers from the store, filtered. A `config` filter keeps the reference beside it.
+RunAnswers read_answers(results::Store& store, int64_t run_id, const AnswersFilter& filter = {});
+
+// The answer split at its first divergence from the reference's: (the part both share, the rest);
+// the rest is empty for an unchanged answer.
+std::pair<std::string, std::string> split_at_divergence(const ConfigAnswer& a);
+// Model output as valid UTF-8 (a token can end mid-character): a cut last character becomes
+// "…", any other invalid byte U+FFFD, so XHTML and JSON readers take it.
+std::string valid_utf8(const std::string& text);
+// Text on one line: newline shown as ⏎, other control characters as spaces (valid_utf8 first).
+std::string one_line(const std::string& text);
+
+std::string answers_text(const RunAnswers& answers, int64_t run_id, const AnswersFilter& filter);
+nlohmann::json answers_json(const RunAnswers& answers);
+
+// Item keys whose answer under `spec` (in `domain`, "" for all) differs from the reference's.
+std::vector<std::string> changed_items(const RunAnswers& answers, const std::string& spec, const std::string& domain = "");
+
+}  // namespace kvgate::harness
