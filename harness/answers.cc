@@ -11,16 +11,16 @@ namespace kvgate::harness {
 
 bool TurnAnswers::changed(const std::string& spec) const {
   for (const ConfigAnswer& a : answers)
-    if (a.role != "reference" && (spec.empty() || a.spec == spec) && a.divergence) return true;
+    if (a.role != results::ConfigRole::reference && (spec.empty() || a.spec == spec) && a.divergence) return true;
   return false;
 }
 
 RunAnswers read_answers(results::Store& store, int64_t run_id, const AnswersFilter& filter) {
   RunAnswers out;
-  std::map<int64_t, std::pair<std::string, std::string>> config_of;  // id -> (spec, role)
+  std::map<int64_t, std::pair<std::string, results::ConfigRole>> config_of;  // id -> (spec, role)
   for (const results::RunConfigRecord& c : store.run_configs(run_id)) {
     config_of[c.config_id] = {c.spec, c.role};
-    if (c.role == "reference") out.reference = c.spec;
+    if (c.role == results::ConfigRole::reference) out.reference = c.spec;
   }
   std::map<std::string, std::optional<std::string>> gold;
   for (const results::ItemInfo& i : store.run_items(run_id)) gold[i.item_key] = i.gold_answer;
@@ -40,7 +40,7 @@ RunAnswers read_answers(results::Store& store, int64_t run_id, const AnswersFilt
     const auto cfg = config_of.find(r.turn.config_id);
     if (cfg == config_of.end()) continue;
     const auto& [spec, role] = cfg->second;
-    if (!filter.config.empty() && role != "reference" && spec != filter.config) continue;
+    if (!filter.config.empty() && role != results::ConfigRole::reference && spec != filter.config) continue;
     TurnAnswers& t = turns[{r.item_key, r.turn.turn_index}];
     t.item_key = r.item_key;
     t.domain = r.domain;
@@ -58,9 +58,9 @@ RunAnswers read_answers(results::Store& store, int64_t run_id, const AnswersFilt
   }
   for (auto& [key, t] : turns) {
     std::stable_sort(t.answers.begin(), t.answers.end(), [&](const ConfigAnswer& x, const ConfigAnswer& y) {
-      return (x.role == "reference") > (y.role == "reference");
+      return (x.role == results::ConfigRole::reference) > (y.role == results::ConfigRole::reference);
     });
-    const ConfigAnswer* ref = !t.answers.empty() && t.answers.front().role == "reference" ? &t.answers.front() : nullptr;
+    const ConfigAnswer* ref = !t.answers.empty() && t.answers.front().role == results::ConfigRole::reference ? &t.answers.front() : nullptr;
     for (ConfigAnswer& a : t.answers)
       if (ref && a.divergence && a.text && ref->text)
         a.text_divergence = scoring::first_text_divergence(*ref->text, *a.text).value_or(a.text->size());
@@ -128,7 +128,7 @@ std::string answers_text(const RunAnswers& answers, int64_t run_id, const Answer
   size_t changed = 0, width = 8;
   for (const TurnAnswers& t : answers.turns) {
     changed += t.changed(filter.config) ? 1 : 0;
-    for (const ConfigAnswer& a : t.answers) width = std::max(width, a.spec.size() + (a.role == "reference" ? 6 : 0));
+    for (const ConfigAnswer& a : t.answers) width = std::max(width, a.spec.size() + (a.role == results::ConfigRole::reference ? 6 : 0));
   }
   std::string filters;
   if (filter.changed_only) filters += " --changed";
@@ -142,9 +142,9 @@ std::string answers_text(const RunAnswers& answers, int64_t run_id, const Answer
     text += fmt::format("\n{}  {}  turn {}{}\n", t.item_key, t.domain, t.turn_index,
                         t.gold ? "  gold: " + one_line(*t.gold) : std::string());
     for (const ConfigAnswer& a : t.answers) {
-      const std::string name = a.role == "reference" ? a.spec + " (ref)" : a.spec;
+      const std::string name = a.role == results::ConfigRole::reference ? a.spec + " (ref)" : a.spec;
       const std::string gold = a.gold_match ? (*a.gold_match ? "gold ok   " : "gold wrong") : "          ";
-      std::string where = a.divergence ? fmt::format("token {:>3}", *a.divergence) : std::string(a.role == "reference" ? "" : "same     ");
+      std::string where = a.divergence ? fmt::format("token {:>3}", *a.divergence) : std::string(a.role == results::ConfigRole::reference ? "" : "same     ");
       if (!a.text) {
         text += fmt::format("  {:<{}}  (no answer stored)\n", name, width);
         continue;
@@ -164,7 +164,7 @@ nlohmann::json answers_json(const RunAnswers& answers) {
     nlohmann::json list = nlohmann::json::array();
     for (const ConfigAnswer& a : t.answers)
       list.push_back({{"config", a.spec},
-                      {"role", a.role},
+                      {"role", results::config_role_name(a.role)},
                       {"text", opt(a.text)},
                       {"tokens", opt(a.tokens)},
                       {"first_divergence", opt(a.divergence)},

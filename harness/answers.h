@@ -15,7 +15,8 @@
 namespace kvgate::harness {
 
 struct ConfigAnswer {
-  std::string spec, role;
+  std::string spec;
+  results::ConfigRole role = results::ConfigRole::candidate;
   std::optional<std::string> text;  // nullopt: not generated, or a run made before answers were kept
   std::optional<int64_t> tokens;
   std::optional<int64_t> divergence;   // token index of the first difference from the reference's answer

@@ -86,8 +86,7 @@ nlohmann::json shard_json(const EvalPlan& plan) {
 scoring::GoldSignal reference_gold(const EvalResult& r) {
   for (const ConfigSummaryRow& c : r.configs)
     if (c.reference)
-      return scoring::gold_signal(std::isfinite(c.answer_accuracy) ? std::llround(c.answer_accuracy * static_cast<double>(c.answered_items)) : 0,
-                                  c.answered_items);
+      return scoring::gold_signal(c.quality);
   return {};
 }
 

@@ -157,7 +157,7 @@ std::string turn_drift_text(const TurnDrift& d) {
 
 scoring::GoldSignal reference_gold(const std::vector<ConfigResults>& summary) {
   for (const ConfigResults& c : summary)
-    if (c.role == "reference") return scoring::gold_signal(c.items);
+    if (c.role == results::ConfigRole::reference) return scoring::gold_signal(c.items);
   return {};
 }
 
@@ -377,8 +377,8 @@ void run_show(const RunsArgs& a) {
     const std::string na = gold.unavailable();
     const size_t gold_width = std::max<size_t>(8, na.size());
     auto gold_cell = [&](const scoring::ItemAggregate& x) {
-      if (gold.informative()) return fmt::format("{:.1f}", 100.0 * x.accuracy);
-      return x.answered == 0 ? std::string("-") : na;
+      if (gold.informative()) return fmt::format("{:.1f}", 100.0 * x.gold_accuracy);
+      return x.gold_items == 0 ? std::string("-") : na;
     };
     text += fmt::format("{:<{}} {:>6} {:>10} {:>12} {:>8} {:>{}}\n", "results", width + 2, "items", "tokens", "mean KLD",
                         "top-1 %", "gold %", gold_width);

@@ -30,13 +30,13 @@ struct ConfigStats {
   std::string color;
   double bits = kNaN, kv_bytes = kNaN;
   int64_t items = 0, tokens = 0, answered = 0, correct = 0;
-  double kld_mean = kNaN, top1 = kNaN, kld_p99 = kNaN, kld_max = kNaN, accuracy = kNaN, divergence = kNaN;
+  double kld_mean = kNaN, same_top1 = kNaN, kld_p99 = kNaN, kld_max = kNaN, accuracy = kNaN, divergence = kNaN;
   double ttft_p50 = kNaN, ttft_p95 = kNaN, ttft_p99 = kNaN, tpot_p50 = kNaN, tpot_p95 = kNaN, tpot_p99 = kNaN;
 };
 
 struct DomainStats {
   int64_t items = 0, answered = 0, correct = 0;
-  double kld_mean = kNaN, top1 = kNaN, accuracy = kNaN;
+  double kld_mean = kNaN, same_top1 = kNaN, accuracy = kNaN;
   double baseline_kld_mean = kNaN;  // paired: the same items in the baseline run
   int64_t paired = 0;
 };
@@ -88,14 +88,14 @@ Analysis analyze(const ReportInput& in) {
     s.items = x.items;
     s.tokens = x.scored_tokens;
     s.kld_mean = x.kld_mean;
-    s.top1 = x.same_top1;
+    s.same_top1 = x.same_top1;
     s.kld_p99 = x.kld_p99;
     s.kld_max = x.kld_max;
     s.accuracy = x.gold_accuracy;
-    s.gold_items = x.gold_items;
+    s.answered = x.gold_items;
     s.correct = x.gold_correct;
     s.divergence = x.divergence_rate;
-    if (s.role == "reference") a.gold = scoring::gold_signal(x), a.reference_spec = s.spec;
+    if (s.role == results::ConfigRole::reference) a.gold = scoring::gold_signal(x), a.reference_spec = s.spec;
     std::vector<scoring::TurnLatency> turns;
     for (const results::RunTurnMetrics& t : in.run.turns)
       if (spec_of.count(t.turn.config_id) && spec_of[t.turn.config_id] == s.spec) turns.push_back(turn_latency(t.turn));
@@ -423,8 +423,8 @@ struct ChangedAnswers {
 
 std::vector<ChangedAnswers> changed_answers(const ReportInput& in) {
   std::vector<ChangedAnswers> out;
-  for (const results::RunConfigRecord& c : in.configs) {
-    if (c.role == "reference") continue;
+  for (const results::RunConfigRecord& c : in.run.configs) {
+    if (c.role == results::ConfigRole::reference) continue;
     ChangedAnswers x;
     x.spec = c.spec;
     for (const TurnAnswers& t : in.answers.turns)
@@ -447,7 +447,7 @@ std::string changed_answers_html(const ReportInput& in) {
   h += fmt::format("<p class=\"note\">Per config, the turns whose greedy answer differs from the reference's ({}), "
                    "highlighted from the first token that differs, with the gold answer on an item's last turn. "
                    "<code>kvgate runs show {} --answers --changed</code> lists every one.</p>\n",
-                   xml_escape(in.answers.reference), in.run.id);
+                   xml_escape(in.answers.reference), in.run.record.id);
   for (const ChangedAnswers& c : changed_answers(in)) {
     h += fmt::format("<h3 id=\"{}\">{}: {} of {} answers changed</h3>\n", changed_answers_anchor(c.spec), xml_escape(c.spec),
                      c.changed.size(), c.turns);
@@ -467,7 +467,7 @@ std::string changed_answers_html(const ReportInput& in) {
     h += "</table>\n";
     if (c.changed.size() > kChangedShownHtml)
       h += fmt::format("<p class=\"note\">{} more: <code>kvgate runs show {} --answers --changed --config {}</code></p>\n",
-                       c.changed.size() - kChangedShownHtml, in.run.id, xml_escape(c.spec));
+                       c.changed.size() - kChangedShownHtml, in.run.record.id, xml_escape(c.spec));
   }
   return h;
 }
@@ -482,7 +482,7 @@ std::string changed_answers_markdown(const ReportInput& in) {
   if (!in.answers.stored) return "";
   std::string md = fmt::format("\n**Answers that changed** (against the reference {}; ⟦…⟧ from the first token that "
                                "differs; all: `kvgate runs show {} --answers --changed`)\n",
-                               in.answers.reference, in.run.id);
+                               in.answers.reference, in.run.record.id);
   for (const ChangedAnswers& c : changed_answers(in)) {
     md += fmt::format("\n*{}*: {} of {} answers changed\n", c.spec, c.changed.size(), c.turns);
     if (c.changed.empty()) continue;
@@ -496,7 +496,7 @@ std::string changed_answers_markdown(const ReportInput& in) {
     }
     if (c.changed.size() > kChangedShownMarkdown)
       md += fmt::format("\n{} more: `kvgate runs show {} --answers --changed --config {}`\n",
-                        c.changed.size() - kChangedShownMarkdown, in.run.id, c.spec);
+                        c.changed.size() - kChangedShownMarkdown, in.run.record.id, c.spec);
   }
   return md;
 }
@@ -530,7 +530,7 @@ std::vector<std::tuple<std::string, std::string, std::string, std::string>> cros
            {"mean KLD vs reference", e.kld_mean, g.kld_mean},
            {"item KLD p99 (p99)", e.kld_p99, g.kld_p99},
            {"KLD max", e.kld_max, g.kld_max},
-           {"same top-1 vs reference", e.top1, g.top1},
+           {"same top-1 vs reference", e.same_top1, g.same_top1},
            {"greedy divergence from reference", e.divergence, g.divergence},
            {"gold accuracy", e.accuracy, g.accuracy},
            {"TTFT p50 ms", e.ttft_p50, g.ttft_p50},

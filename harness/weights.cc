@@ -132,7 +132,7 @@ WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows) {
   WeightsKvTable t;
   t.header = {"config", "weights", "KV", "mean KLD", "KLD p99", "top-1 %", "Δ answer", "weights MiB", "KV B/token",
               "KV MiB/session", "sessions"};
-  const scoring::GoldSignal gold = !rows.empty() && rows.front().role == "reference"
+  const scoring::GoldSignal gold = !rows.empty() && rows.front().role == results::ConfigRole::reference
                                        ? scoring::gold_signal(rows.front().quality)
                                        : scoring::GoldSignal{};
   // The reference cannot answer the gold questions: a delta of zero would read as "nothing lost"

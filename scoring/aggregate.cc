@@ -53,7 +53,7 @@ ItemAggregate ItemAggregator::result() const {
   a.kld_p99 = percentile_or_nan(p99s_, 0.99);
   a.kld_max = has_max_ ? kld_max_ : kNaN;
   a.gold_items = static_cast<int64_t>(answered_);
-  a.correct = static_cast<int64_t>(correct_);
+  a.gold_correct = static_cast<int64_t>(correct_);
   a.gold_accuracy = answered_ > 0 ? correct_ / answered_ : kNaN;
   a.divergence_rate = generated_ > 0 ? diverged_ / generated_ : kNaN;
   return a;
@@ -69,7 +69,7 @@ GoldSignal gold_signal(int64_t reference_correct, int64_t reference_answered) {
   return {reference_correct, reference_answered};
 }
 
-GoldSignal gold_signal(const ItemAggregate& reference) { return gold_signal(reference.correct, reference.answered); }
+GoldSignal gold_signal(const ItemAggregate& reference) { return gold_signal(reference.gold_correct, reference.gold_items); }
 
 bool GoldSignal::informative() const {
   return reference_answered > 0 && reference_correct >= kGoldMinCorrect &&

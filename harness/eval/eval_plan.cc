@@ -15,7 +15,7 @@ namespace {
 // A workload with the configs its suite asks for (none for an eval set or trace).
 struct LoadedWorkload {
   Workload workload;
-  std::vector<std::string> suite_kv;
+  std::vector<kernels::KvConfig> suite_kv;
   std::string suite_ref = "f16";
 };
 
@@ -30,7 +30,7 @@ LoadedWorkload load_workload(const std::string& source) {
     w.name = suite.name;
     w.items = evalsets::materialize_suite(suite);
     w.hash = hex_u64(evalsets::suite_hash(suite, w.items));
-    out.suite_kv = suite.kv;
+    out.suite_kv = parse_suite_kv(suite).candidates;
     out.suite_ref = suite.ref;
   } else {
     w.name = arg;
@@ -262,7 +262,19 @@ std::vector<serving::EndpointConfig> endpoints_from_flags(const PlanFlags& f) {
                       "endpoint per weights file and give those endpoints without --ref-model");
   if (!f.endpoints.empty() && !f.endpoints_file.empty()) throw_usage_error("give --endpoint or --endpoints FILE, not both");
   if (!f.endpoints.empty()) return serving::parse_endpoint_flag(f.endpoints);
-  if (!f.endpoints_file.empty()) return serving::load_endpoints_file(f.endpoints_file);
+  if (!f.endpoints_file.empty()) {
+    std::vector<serving::EndpointConfig> endpoints = serving::load_endpoints_file(f.endpoints_file);
+    // A stated "kv" is checked here, where the file is known, so its error names the file.
+    for (const serving::EndpointConfig& e : endpoints) {
+      if (e.kv.empty()) continue;
+      try {
+        kernels::parse_kv_config(e.kv);
+      } catch (const Error& err) {
+        throw_input_error(f.endpoints_file + ": endpoint '" + e.name + "': kv '" + echo_user_text(e.kv) + "': " + err.what());
+      }
+    }
+    return endpoints;
+  }
   return {};
 }
 
@@ -298,6 +310,30 @@ void settle_endpoint_kv(PlannedConfig& c, const std::string& reported) {
   c.spec = endpoint_spec(c.endpoint->name, c.kv);
 }
 
+SuiteKv parse_suite_kv(const evalsets::Suite& suite) {
+  auto parse = [&](const std::string& spec, const std::string& where) {
+    try {
+      return kernels::parse_kv_config(spec);
+    } catch (const Error& e) {
+      throw_input_error(suite.file + ": " + where + ": " + e.what());
+    }
+  };
+  SuiteKv out{{}, parse(suite.ref, "ref")};
+  for (size_t i = 0; i < suite.kv.size(); ++i) {
+    const std::string where = "kv[" + std::to_string(i) + "]";
+    kernels::KvConfig c = parse(suite.kv[i], where);
+    if (c.canonical() == out.ref.canonical())
+      throw_input_error(suite.file + ": " + where + ": \"" + echo_user_text(suite.kv[i]) + "\" is the reference config " +
+                        out.ref.canonical() + " (\"ref\"); candidates must differ from it");
+    for (size_t j = 0; j < out.candidates.size(); ++j)
+      if (out.candidates[j].canonical() == c.canonical())
+        throw_input_error(suite.file + ": " + where + ": \"" + echo_user_text(suite.kv[i]) + "\" is kv[" +
+                          std::to_string(j) + "] again (both are " + c.canonical() + ")");
+    out.candidates.push_back(std::move(c));
+  }
+  return out;
+}
+
 
 EvalPlan plan_from_flags(const PlanFlags& f) {
   const int sources = !f.suite.empty() + !f.evalset.empty() + !f.trace.empty();
@@ -313,7 +349,7 @@ EvalPlan plan_from_flags(const PlanFlags& f) {
   std::vector<kernels::KvConfig> candidates;
   if (f.kv.empty()) {
     if (endpoints.empty())
-      for (const std::string& spec : loaded.suite_kv) candidates.push_back(kernels::parse_kv_config(spec));
+      candidates = loaded.suite_kv;
   } else {
     candidates = kernels::parse_kv_config_list(f.kv);
   }

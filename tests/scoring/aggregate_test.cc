@@ -102,7 +102,7 @@ TEST(GoldSignal, ReadsTheReferencesAggregate) {
   std::vector<ItemScores> items;
   for (int i = 0; i < 10; ++i) items.push_back({10, 0, 0, 0, 1, i < 6, std::nullopt});
   const ItemAggregate a = aggregate_items(items);
-  EXPECT_EQ(a.correct, 6);
+  EXPECT_EQ(a.gold_correct, 6);
   EXPECT_EQ(a.gold_items, 10);
   EXPECT_TRUE(gold_signal(a).informative());
 }
