@@ -115,7 +115,7 @@ TEST_P(EngineFaultCli, FailedItemsAreRecordedAndTheCommandExits3) {
   results::Store store = results::Store::open(db, results::Store::Mode::existing);
   const auto runs = store.list_runs();
   ASSERT_EQ(runs.size(), 1u);
-  EXPECT_EQ(runs[0].status, "interrupted");
+  EXPECT_EQ(runs[0].status, kvgate::results::RunStatus::interrupted);
   EXPECT_EQ(runs[0].items, 0) << "a failed item writes no metrics";
   const auto failures = store.item_failures(runs[0].id);
   ASSERT_EQ(failures.size(), 2u);
@@ -154,7 +154,7 @@ TEST(EngineFaultResumeCli, RefusedRunStopsAndResumes) {
     results::Store store = results::Store::open(db, results::Store::Mode::existing);
     const auto runs = store.list_runs();
     ASSERT_EQ(runs.size(), 1u);
-    EXPECT_EQ(runs[0].status, "failed");
+    EXPECT_EQ(runs[0].status, kvgate::results::RunStatus::failed);
     run_id = runs[0].id;
     ASSERT_EQ(store.item_failures(run_id).size(), 1u) << "the run stops at the first refused item";
     EXPECT_EQ(store.item_failures(run_id)[0].failure, "connect");
@@ -165,7 +165,7 @@ TEST(EngineFaultResumeCli, RefusedRunStopsAndResumes) {
   const auto j = nlohmann::json::parse(resumed.out);
   EXPECT_EQ(j["items_run"], 2);
   results::Store store = results::Store::open(db, results::Store::Mode::existing);
-  EXPECT_EQ(store.find_run(run_id)->status, "complete");
+  EXPECT_EQ(store.find_run(run_id)->status, kvgate::results::RunStatus::complete);
   EXPECT_TRUE(store.item_failures(run_id).empty());
   // Both names serve the same fake distributions: the estimator sees no change.
   for (const auto& c : j["configs"]) EXPECT_EQ(c["kld_mean"].get<double>(), 0.0) << c.dump();
@@ -381,7 +381,7 @@ TEST_F(EngineLlamaServerCli, ResumeAfterTheServerIsKilledMidRun) {
     const auto runs = store.list_runs();
     ASSERT_EQ(runs.size(), 1u);
     run_id = runs[0].id;
-    EXPECT_NE(runs[0].status, "complete");
+    EXPECT_NE(runs[0].status, kvgate::results::RunStatus::complete);
     EXPECT_LT(runs[0].items, 4);
     ASSERT_FALSE(store.item_failures(run_id).empty());
     EXPECT_EQ(store.item_failures(run_id)[0].endpoint, "q4_0");
@@ -391,7 +391,7 @@ TEST_F(EngineLlamaServerCli, ResumeAfterTheServerIsKilledMidRun) {
                                  " --max-new-tokens 4 --json --db " + db);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   results::Store store = results::Store::open(db, results::Store::Mode::existing);
-  EXPECT_EQ(store.find_run(run_id)->status, "complete");
+  EXPECT_EQ(store.find_run(run_id)->status, kvgate::results::RunStatus::complete);
   EXPECT_EQ(store.find_run(run_id)->items, 4);
   EXPECT_TRUE(store.item_failures(run_id).empty());
   for (const auto& e : store.config_endpoints(run_id))
@@ -429,7 +429,7 @@ TEST_F(EngineLlamaServerCli, LoadReplayOfAShapeTrace) {
   }
   results::Store store = results::Store::open(db, results::Store::Mode::existing);
   const int64_t run = j["run"].get<int64_t>();
-  EXPECT_EQ(store.find_run(run)->status, "complete");
+  EXPECT_EQ(store.find_run(run)->status, kvgate::results::RunStatus::complete);
   EXPECT_EQ(store.load_requests(run).size(), 16u);
   EXPECT_EQ(store.capacity_predictions(run).size(), 2u);
   CliResult show = run_kvgate("runs show " + std::to_string(run) + " --db " + db);

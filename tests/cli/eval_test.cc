@@ -114,7 +114,7 @@ TEST(EvalCli, LimitedRunIsResumedAsItsPlan) {
   EXPECT_EQ(kept["workload_items"], 2);
   {
     results::Store store = results::Store::open(db, results::Store::Mode::existing);
-    EXPECT_EQ(store.find_run(first["run"].get<int64_t>())->status, "interrupted");
+    EXPECT_EQ(store.find_run(first["run"].get<int64_t>())->status, kvgate::results::RunStatus::interrupted);
   }
 
   const nlohmann::json extended = eval_json("--resume " + run + " --limit 2 --db " + db);
@@ -167,7 +167,7 @@ TEST(EvalCli, CtrlCMarksTheRunInterruptedAndResumable) {
     const auto runs = store.list_runs();
     ASSERT_EQ(runs.size(), 1u);
     run_id = runs.front().id;
-    EXPECT_EQ(runs.front().status, "interrupted");
+    EXPECT_EQ(runs.front().status, kvgate::results::RunStatus::interrupted);
     EXPECT_GE(runs.front().items, 1);
     EXPECT_LT(runs.front().items, 6) << "the signal came after the last item: nothing left to resume";
     EXPECT_EQ(store.finished_pairs(run_id).size() % 3, 0u) << "whole items only";
@@ -191,7 +191,7 @@ TEST(EvalCli, CtrlCMarksTheRunInterruptedAndResumable) {
   const nlohmann::json whole = eval_1("--evalset " + items + " --kv q4_0,q8_0 --db " + db);
   ASSERT_TRUE(whole.contains("run"));
   results::Store store = results::Store::open(db, results::Store::Mode::existing);
-  EXPECT_EQ(store.find_run(run_id)->status, "complete");
+  EXPECT_EQ(store.find_run(run_id)->status, kvgate::results::RunStatus::complete);
   const auto a = store.run_item_metrics(run_id), b = store.run_item_metrics(whole["run"].get<int64_t>());
   ASSERT_EQ(a.size(), 18u);
   ASSERT_EQ(a.size(), b.size());
@@ -291,7 +291,7 @@ TEST(EvalCli, KilledRunLeavesConsistentDatabaseAndResumes) {
     results::Store store = results::Store::open(db, results::Store::Mode::existing);
     const auto runs = store.list_runs();
     ASSERT_EQ(runs.size(), 1u);
-    EXPECT_EQ(runs.front().status, "running");  // never marked complete
+    EXPECT_EQ(runs.front().status, kvgate::results::RunStatus::running);  // never marked complete
     run_id = runs.front().id;
     // Whole items only: every stored item has a row for each of the three configs.
     const auto pairs = store.finished_pairs(run_id);
@@ -302,7 +302,7 @@ TEST(EvalCli, KilledRunLeavesConsistentDatabaseAndResumes) {
   EXPECT_GE(resumed["items_skipped"].get<int>(), 1);
   EXPECT_EQ(resumed["items_skipped"].get<int>() + resumed["items_run"].get<int>(), 2);
   results::Store store = results::Store::open(db, results::Store::Mode::existing);
-  EXPECT_EQ(store.find_run(run_id)->status, "complete");
+  EXPECT_EQ(store.find_run(run_id)->status, kvgate::results::RunStatus::complete);
 }
 
 TEST(EvalCli, TwoProcessesWriteOneDatabase) {
@@ -320,7 +320,7 @@ TEST(EvalCli, TwoProcessesWriteOneDatabase) {
   const auto runs = store.list_runs();
   ASSERT_EQ(runs.size(), 2u);
   for (const auto& r : runs) {
-    EXPECT_EQ(r.status, "complete");
+    EXPECT_EQ(r.status, kvgate::results::RunStatus::complete);
     EXPECT_EQ(r.items, 2);
   }
 }

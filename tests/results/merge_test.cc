@@ -270,7 +270,7 @@ TEST_F(MergeTest, LimitedPlanMergesIntoAnInterruptedRunLikeTheUnshardedOne) {
   }
   const MergeResult m = Store::merge_shards(db("merged"), shards, "merge");
   EXPECT_EQ(m.status, "interrupted");
-  EXPECT_EQ(Store::open(db("merged")).find_run(m.run_id)->status, "interrupted");
+  EXPECT_EQ(Store::open(db("merged")).find_run(m.run_id)->status, kvgate::results::RunStatus::interrupted);
 }
 
 // The merged run carries its shards' machine load as its worst shard's: quiet only if every

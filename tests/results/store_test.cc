@@ -103,7 +103,7 @@ TEST_F(StoreTest, ReopenKeepsDataAndVersion) {
   const auto runs = again.list_runs();
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].id, run_id);
-  EXPECT_EQ(runs[0].status, "complete");
+  EXPECT_EQ(runs[0].status, kvgate::results::RunStatus::complete);
   EXPECT_FALSE(runs[0].finished_at.empty());
   EXPECT_EQ(runs[0].info.suite_name, "nightly");
   EXPECT_EQ(runs[0].info.model_sha256, std::string(64, 'a'));
@@ -290,7 +290,7 @@ TEST_F(StoreTest, ItemsMetricsAndResumePairs) {
 
   const auto configs = store.run_configs(run);
   ASSERT_EQ(configs.size(), 2u);
-  EXPECT_EQ(configs[0].role, "reference");
+  EXPECT_EQ(configs[0].role, kvgate::results::ConfigRole::reference);
   EXPECT_EQ(configs[0].kv_bytes_per_token, 18432.0);
 
   // What `runs show`, the report and the gate aggregate: every row, in item-key order.
@@ -363,7 +363,7 @@ TEST_F(StoreTest, KilledRunStaysRunningWithWholeItemsOnly) {
   check.step();
   EXPECT_EQ(check.column_text(0), "ok");
   const RunRecord run = store.resolve_run("latest");
-  EXPECT_EQ(run.status, "running");
+  EXPECT_EQ(run.status, kvgate::results::RunStatus::running);
   EXPECT_TRUE(run.finished_at.empty());
   EXPECT_EQ(run.items, 2);
   EXPECT_EQ(count("SELECT COUNT(*) FROM items"), 2);
@@ -382,7 +382,7 @@ TEST_F(StoreTest, KilledRunStaysRunningWithWholeItemsOnly) {
     w.commit();
   }
   store.finish_run(run.id, RunStatus::complete);
-  EXPECT_EQ(store.find_run(run.id)->status, "complete");
+  EXPECT_EQ(store.find_run(run.id)->status, kvgate::results::RunStatus::complete);
   EXPECT_EQ(store.find_run(run.id)->items, 3);
 }
 
@@ -422,7 +422,7 @@ TEST_F(StoreTest, TwoProcessesWriteAtOnce) {
   const auto runs = store.list_runs();
   ASSERT_EQ(runs.size(), 2u);
   for (const auto& r : runs) {
-    EXPECT_EQ(r.status, "complete");
+    EXPECT_EQ(r.status, kvgate::results::RunStatus::complete);
     EXPECT_EQ(r.items, kItems);
   }
   EXPECT_EQ(count("SELECT COUNT(*) FROM configs"), 1);
