@@ -251,7 +251,8 @@ void run_eval_cmd(EvalArgs a) {
     if (flags.shard)
       throw_usage_error(flags.shard->origin + ": a load replay is one timed experiment and is not sharded; run it "
                         "without --shard (and outside a scheduler's array)");
-    refuse_synthetic(flags.model, a.allow_synthetic);
+    // (With --ref-model the load replay refuses the plan itself: an engine serves its own weights.)
+    if (flags.ref_model.empty()) refuse_synthetic(flags.model, a.allow_synthetic);
     run_load_replay_cmd(flags, a.load, a.db, a.json, a.command_line, static_cast<int>(flags.limit));
     return;
   }

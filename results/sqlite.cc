@@ -59,8 +59,9 @@ void Connection::fail(int rc, const std::string& what) const {
   const std::string detail = what + ": " + sqlite3_errmsg(db_);
   switch (rc & 0xff) {
     case SQLITE_NOTADB:
-    case SQLITE_CORRUPT:
       throw_input_error(path_ + ": not a usable kvgate results database (" + detail + ")");
+    case SQLITE_CORRUPT:
+      throw_input_error(path_ + ": damaged results database (" + detail + ")");
     case SQLITE_CANTOPEN:
       throw_input_error(path_ + ": cannot open results database (" + detail + ")");
     case SQLITE_READONLY:

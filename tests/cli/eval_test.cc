@@ -222,7 +222,8 @@ TEST(EvalCli, AnswersAreStoredAndSurviveResume) {
   const nlohmann::json straight = eval_json(args);
   const nlohmann::json first = eval_json(args + " --limit 1");
   const int64_t resumed_run = first["run"].get<int64_t>();
-  eval_json("--resume " + std::to_string(resumed_run) + " --db " + db);
+  // A resumed --limit run keeps its plan unless --limit says otherwise: two items, as straight.
+  eval_json("--resume " + std::to_string(resumed_run) + " --limit 2 --db " + db);
 
   const nlohmann::json a = answers_json(db, straight["run"].get<int64_t>());
   const nlohmann::json b = answers_json(db, resumed_run);

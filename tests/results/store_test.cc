@@ -124,8 +124,8 @@ TEST_F(StoreTest, VersionFourDatabaseGainsRunLoad) {
         "'h', 'cpu', '', 'cpu', 'm', 's', 'suite:smoke', 'x', 0, 2, '0.1.0')");
   }
   Store store = Store::open(path_);
-  EXPECT_EQ(store.schema_version(), 5);
-  EXPECT_EQ(latest_schema_version(), 5);
+  EXPECT_EQ(store.schema_version(), 6);
+  EXPECT_EQ(latest_schema_version(), 6);
   EXPECT_FALSE(store.find_run(1)->load.has_value());
   store.record_run_load(1, RunLoad{0.5, 2.25, 12.5, 7.0, 4});
   const std::optional<RunLoad> load = store.find_run(1)->load;
