@@ -25,7 +25,7 @@
 #include "harness/eval/eval_plan.h"
 #include "harness/eval/runner.h"
 #include "harness/eval/run_recorder.h"
-#include "harness/weights.h"
+#include "harness/weights_axis.h"
 #include "results/store.h"
 #include "runtime/gguf.h"
 #include "runtime/model_store.h"

@@ -16,10 +16,10 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "harness/answers.h"
+#include "harness/report/answers.h"
 #include "harness/commands.h"
-#include "harness/report_html.h"
-#include "harness/verdicts.h"
+#include "harness/report/report_html.h"
+#include "harness/report/verdicts.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
 #include "scoring/gate.h"

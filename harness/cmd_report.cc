@@ -14,8 +14,8 @@
 #include "core/mapped_file.h"
 #include "core/mapped_file.h"
 #include "harness/commands.h"
-#include "harness/report_html.h"
-#include "harness/weights.h"
+#include "harness/report/report_html.h"
+#include "harness/weights_axis.h"
 #include "results/store.h"
 
 namespace kvgate::harness {

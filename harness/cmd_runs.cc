@@ -15,12 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "harness/answers.h"
+#include "harness/report/answers.h"
 #include "harness/commands.h"
-#include "harness/engine_report.h"
-#include "harness/stored_scores.h"
-#include "harness/verdicts.h"
-#include "harness/weights.h"
+#include "harness/report/engine_report.h"
+#include "harness/report/stored_scores.h"
+#include "harness/report/verdicts.h"
+#include "harness/weights_axis.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
 #include "scoring/aggregate.h"

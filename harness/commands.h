@@ -16,7 +16,7 @@ struct CommandContext {
   std::string command_line;  // argv joined by spaces, recorded with every run
 };
 
-// The GPU `runs show` and `report` fit sessions on (harness/weights.h, GpuBudget).
+// The GPU `runs show` and `report` fit sessions on (harness/weights_axis.h, GpuBudget).
 struct GpuFlags {
   std::string gpu = "H100";
   double mem_gib = 0;  // 0: the preset's

@@ -66,7 +66,7 @@ class RunRecorder {
   // (holds() is false) and a resumed run measures it again.
   void record_failure(const std::string& item_key, std::optional<size_t> config_index, const std::string& endpoint,
                       const std::string& failure, const std::string& message);
-  // Load replay (harness/load_replay.h): its settings, one config's requests (one
+  // Load replay (harness/eval/load_replay.h): its settings, one config's requests (one
   // transaction), and the capacity simulator's prediction for that config.
   void record_load_replay(const results::LoadReplaySettings& settings);
   void record_load_requests(size_t config_index, std::vector<results::LoadRequest> requests);

@@ -19,7 +19,7 @@
 
 #include "core/error.h"
 #include "harness/eval/eval_plan.h"
-#include "harness/weights.h"
+#include "harness/weights_axis.h"
 #include "runtime/model.h"
 #include "tests/cli/run_cli.h"
 

@@ -354,6 +354,22 @@ TEST(Gate, LoadThatSlowsEveryConfigAlikeCannotFail) {
   EXPECT_EQ(find(o, "latency.tpot_slowdown[*, f16/f16]"), nullptr) << "the reference is not timed against itself";
 }
 
+// Too few turns to tell a slowdown from noise: skipped with the reason, never judged (two real
+// runs of two items each once differed x1.7 in q4_0's TPOT relative to f16).
+TEST(Gate, SlowdownOnTooFewTurnsIsSkippedNotJudged) {
+  const GatePolicy p = slowdown_policy();
+  const GateRun base = make_run(1, 2, 1.0);  // 4 turns per config
+  GateRun cand = make_run(2, 2, 1.0);
+  for (GateTurn& t : cand.turns)
+    if (t.config == "q4_0/q4_0") t.latency.tpot_ms *= 3;
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  const CheckResult* s = find(o, "latency.tpot_slowdown[*, q4_0/q4_0]");
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->passed);
+  EXPECT_TRUE(s->skipped);
+  EXPECT_NE(s->detail.find("at least 8"), std::string::npos) << s->detail;
+}
+
 // A config made 2x slower relative to its reference fails, whatever the load did to both.
 TEST(Gate, ConfigSlowerThanItsReferenceFails) {
   const GatePolicy p = slowdown_policy();

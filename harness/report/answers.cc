@@ -1,4 +1,4 @@
-#include "harness/answers.h"
+#include "harness/report/answers.h"
 
 #include <algorithm>
 #include <map>

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "harness/answers.h"
-#include "harness/engine_report.h"
-#include "harness/verdicts.h"
-#include "harness/weights.h"
+#include "harness/report/answers.h"
+#include "harness/report/engine_report.h"
+#include "harness/report/verdicts.h"
+#include "harness/weights_axis.h"
 #include "results/store.h"
 #include "results/stored_run.h"
 
@@ -23,7 +23,7 @@ struct ReportInput {
   GpuBudget budget;
   std::optional<results::StoredRun> baseline;
   EngineRunView engine;  // engine mode: endpoints, failed items, load replay (empty otherwise)
-  RunAnswers answers;    // every turn's answers (harness/answers.h): the report shows those that changed
+  RunAnswers answers;    // every turn's answers (harness/report/answers.h): the report shows those that changed
   RunVerdicts verdicts;  // one line per candidate config, from the gate policy in use
 };
 

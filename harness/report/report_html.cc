@@ -1,4 +1,4 @@
-#include "harness/report_html.h"
+#include "harness/report/report_html.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/stored_scores.h"
+#include "harness/report/stored_scores.h"
 #include "scoring/aggregate.h"
 
 namespace kvgate::harness {

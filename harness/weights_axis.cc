@@ -1,4 +1,4 @@
-#include "harness/weights.h"
+#include "harness/weights_axis.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "core/hash.h"
 #include "harness/commands.h"
 #include "harness/eval/eval_plan.h"
-#include "harness/stored_scores.h"
+#include "harness/report/stored_scores.h"
 #include "harness/workload_models.h"
 
 namespace kvgate::harness {

@@ -1,4 +1,4 @@
-#include "harness/load_replay.h"
+#include "harness/eval/load_replay.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,9 +1,9 @@
-#include "harness/verdicts.h"
+#include "harness/report/verdicts.h"
 
 
 #include "core/error.h"
 #include "harness/default_policy.h"
-#include "harness/stored_scores.h"
+#include "harness/report/stored_scores.h"
 #include "kernels/kv_config.h"
 
 namespace kvgate::harness {

@@ -1,4 +1,4 @@
-#include "harness/engine_report.h"
+#include "harness/report/engine_report.h"
 
 #include <cmath>
 
@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "harness/eval/eval_plan.h"
-#include "harness/report_html.h"
+#include "harness/report/report_html.h"
 
 namespace kvgate::harness {
 
