@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "kernels/gpu/gpu_ops.h"
 #include "kernels/gpu/vendor.h"
+#include "kernels/gpu/weight_dispatch.h"
 
 namespace kvgate::kernels::gpu {
 namespace {
@@ -47,23 +48,6 @@ __global__ void weight_rows_to_f16_kernel(const uint8_t* w, size_t row_bytes, in
   if (e >= static_cast<size_t>(rows) * cols) return;
   const size_t r = e / cols, k = e % cols;
   out[e] = __float2half_rn(weight_element(T, w + (r0 + r) * row_bytes, static_cast<int64_t>(k)));
-}
-
-template <typename Fn>
-void with_type(WeightType t, Fn&& fn) {
-  switch (t) {
-    case WeightType::f32: return fn(std::integral_constant<WeightType, WeightType::f32>{});
-    case WeightType::f16: return fn(std::integral_constant<WeightType, WeightType::f16>{});
-    case WeightType::bf16: return fn(std::integral_constant<WeightType, WeightType::bf16>{});
-    case WeightType::q4_0: return fn(std::integral_constant<WeightType, WeightType::q4_0>{});
-    case WeightType::q4_1: return fn(std::integral_constant<WeightType, WeightType::q4_1>{});
-    case WeightType::q5_0: return fn(std::integral_constant<WeightType, WeightType::q5_0>{});
-    case WeightType::q5_1: return fn(std::integral_constant<WeightType, WeightType::q5_1>{});
-    case WeightType::q8_0: return fn(std::integral_constant<WeightType, WeightType::q8_0>{});
-    case WeightType::q4_k: return fn(std::integral_constant<WeightType, WeightType::q4_k>{});
-    case WeightType::q6_k: return fn(std::integral_constant<WeightType, WeightType::q6_k>{});
-  }
-  throw_usage_error("GPU weight of an unknown type " + std::to_string(static_cast<int>(t)));
 }
 
 // One matmul shape's plan: descriptors and the algorithm chosen the first time, reused after.
@@ -180,7 +164,7 @@ bool gemm_xwt_cublaslt(const float* x, int n, const DeviceWeight& w, float* y) {
   for (int r0 = 0; r0 < w.rows; r0 += tile_rows) {
     const int rows = std::min(tile_rows, w.rows - r0);
     const size_t elems = static_cast<size_t>(rows) * k;
-    with_type(w.type, [&](auto type) {
+    with_weight_type(w.type, [&](auto type) {
       weight_rows_to_f16_kernel<decltype(type)::value><<<blocks_for(elems), kThreads>>>(w.data, w.row_bytes, k, r0,
                                                                                         rows, wh);
     });

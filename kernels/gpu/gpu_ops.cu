@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/gpu/vendor.h"
+#include "kernels/gpu/weight_dispatch.h"
 
 namespace kvgate::kernels::gpu {
 namespace {
@@ -129,25 +130,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       if (lane == 0) y[static_cast<size_t>(t) * rows + r] = v;
     }
   }
-}
-
-// Calls fn(std::integral_constant<WeightType, T>{}) for the run-time type t, so each kernel is
-// instantiated per type and the element decode's switch folds away.
-template <typename Fn>
-void with_weight_type(WeightType t, Fn&& fn) {
-  switch (t) {
-    case WeightType::f32: return fn(std::integral_constant<WeightType, WeightType::f32>{});
-    case WeightType::f16: return fn(std::integral_constant<WeightType, WeightType::f16>{});
-    case WeightType::bf16: return fn(std::integral_constant<WeightType, WeightType::bf16>{});
-    case WeightType::q4_0: return fn(std::integral_constant<WeightType, WeightType::q4_0>{});
-    case WeightType::q4_1: return fn(std::integral_constant<WeightType, WeightType::q4_1>{});
-    case WeightType::q5_0: return fn(std::integral_constant<WeightType, WeightType::q5_0>{});
-    case WeightType::q5_1: return fn(std::integral_constant<WeightType, WeightType::q5_1>{});
-    case WeightType::q8_0: return fn(std::integral_constant<WeightType, WeightType::q8_0>{});
-    case WeightType::q4_k: return fn(std::integral_constant<WeightType, WeightType::q4_k>{});
-    case WeightType::q6_k: return fn(std::integral_constant<WeightType, WeightType::q6_k>{});
-  }
-  throw_usage_error("GPU weight of an unknown type " + std::to_string(static_cast<int>(t)));
 }
 
 __global__ void rope_pairs_kernel(float* x, int n, int heads, int head_dim, int half_rot, int64_t pos0,
