@@ -10,13 +10,18 @@
 #      it is in $KVGATE_HOME;
 #   3. with that real model: the smoke suite's first items on the CPU and then on the GPU
 #      (--backend cuda), gated against each other with ci/gates/default.json;
-#   4. when compute-sanitizer is on the machine: memcheck and racecheck over the kernel tests
-#      (every suite but the model-level ones, which run the same kernels many times over);
-#   5. run the benchmark: fused decode attention per KV format at 8k and 32k tokens against the
+#   4. run the benchmark: fused decode attention per KV format at 8k and 32k tokens against the
 #      device copy bandwidth measured in the same run;
+#   5. when compute-sanitizer is on the machine: memcheck and racecheck over the kernel tests
+#      (every suite but the model-level ones, which run the same kernels many times over), last
+#      since they take longest (each under KVGATE_GPU_SANITIZER_TIMEOUT seconds, default 900);
 #   6. print the short tables last, each failing test's detail lines under the suite table.
 # Every log goes into one folder, $KVGATE_GPU_LOGS (default <build-dir>-logs), to be copied back
 # whole (on a lent device machine: KVGATE_GPU_LOGS=$OUT/gpu-check).
+# KVGATE_GPU_SUITES (a regular expression) runs only the GPU test suites it matches, and
+# KVGATE_GPU_STEPS (default "eval bench sanitizers") which steps follow the tests, and
+# KVGATE_GPU_SANITIZER_FILTER (a gtest filter, default every suite but the model-level ones)
+# which tests the sanitizers run.
 # Usage: ci/gpu-check.sh [--bundle FILE] [build-dir]. Exit 0 when every test passed and the
 # sanitizers found nothing, 1 when one failed, 3 when the build or the device failed.
 set -uo pipefail
@@ -72,6 +77,8 @@ status=0
 rows=()
 suites=$(run "$tests" --gtest_list_tests | grep -E '^[A-Za-z].*\.$' | sed 's/\.$//')
 [[ -n "$suites" ]] || { echo "$tests lists no test suites"; exit 3; }
+# A rerun of the failed suites only (a regular expression over the suite names).
+[[ -n "${KVGATE_GPU_SUITES:-}" ]] && suites=$(grep -E "$KVGATE_GPU_SUITES" <<<"$suites")
 details=()  # the failing suites' logs, whose detail lines go under the table
 for suite in $suites; do
   log="$logs/test.${suite//\//_}.log"
@@ -83,31 +90,12 @@ for suite in $suites; do
 done
 tested=$(date +%s)
 
-# The sanitizers over the kernel tests: every suite but those running whole models.
-sanitizer="$(command -v compute-sanitizer || true)"
-[[ -z "$sanitizer" && -x /usr/local/cuda/bin/compute-sanitizer ]] && sanitizer=/usr/local/cuda/bin/compute-sanitizer
-sanitizer_lines=()
-if [[ -n "$sanitizer" ]]; then
-  for tool in memcheck racecheck; do
-    log="$logs/sanitizer.$tool.log"
-    run timeout 900 "$sanitizer" --tool "$tool" --error-exitcode 99 --print-limit 50 "$tests" --gtest_brief=1 \
-      --gtest_filter='-*Model*' >"$log" 2>&1
-    rc=$?
-    summary=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard[^ ]* displayed[^)]*\)?' "$log" | tail -1)
-    case $rc in
-      0) sanitizer_lines+=("compute-sanitizer $tool: ${summary:-no summary line} (kernel tests)") ;;
-      99) sanitizer_lines+=("compute-sanitizer $tool: FAILED, ${summary:-errors} (see $log)"); status=1; details+=("$log") ;;
-      124) sanitizer_lines+=("compute-sanitizer $tool: timed out after 900 s (see $log)"); status=1 ;;
-      *) sanitizer_lines+=("compute-sanitizer $tool: exit $rc, a test failed under it (see $log)"); status=1; details+=("$log") ;;
-    esac
-  done
-else
-  sanitizer_lines+=("compute-sanitizer: not on this machine (memcheck and racecheck not run)")
-fi
-sanitized=$(date +%s)
 
 eval_line="GPU-vs-CPU eval: skipped (no model: neither a bundle's nor the default one in \$KVGATE_HOME)"
-if [[ -n "$model" ]]; then
+steps="${KVGATE_GPU_STEPS:-eval bench sanitizers}"
+step() { [[ " $steps " == *" $1 "* ]]; }
+step eval || eval_line="GPU-vs-CPU eval: not run (KVGATE_GPU_STEPS)"
+if [[ -n "$model" ]] && step eval; then
   db="$logs/eval.db"
   rm -f "$db" "$db-wal" "$db-shm"
   run_eval() {
@@ -129,8 +117,39 @@ fi
 evaluated=$(date +%s)
 
 bench_log="$logs/bench.md"
-run timeout 240 "$bench" --tokens 8192,32768 --iterations 50 >"$bench_log" 2>&1 || status=3
-done_at=$(date +%s)
+if step bench; then
+  run timeout 240 "$bench" --tokens 8192,32768 --iterations 50 >"$bench_log" 2>&1 || status=3
+else
+  echo "decode-attention benchmark: not run (KVGATE_GPU_STEPS)" >"$bench_log"
+fi
+benched=$(date +%s)
+
+# The sanitizers over the kernel tests: every suite but those running whole models.
+sanitizer="$(command -v compute-sanitizer || true)"
+[[ -z "$sanitizer" && -x /usr/local/cuda/bin/compute-sanitizer ]] && sanitizer=/usr/local/cuda/bin/compute-sanitizer
+sanitizer_lines=()
+# Racecheck runs the kernels tens of times slower; a lent machine's minutes are few.
+sanitizer_timeout="${KVGATE_GPU_SANITIZER_TIMEOUT:-900}"
+if ! step sanitizers; then
+  sanitizer_lines+=("compute-sanitizer: not run (KVGATE_GPU_STEPS)")
+elif [[ -n "$sanitizer" ]]; then
+  for tool in memcheck racecheck; do
+    log="$logs/sanitizer.$tool.log"
+    run timeout "$sanitizer_timeout" "$sanitizer" --tool "$tool" --error-exitcode 99 --print-limit 50 "$tests" --gtest_brief=1 \
+      --gtest_filter="${KVGATE_GPU_SANITIZER_FILTER:--*Model*}" >"$log" 2>&1
+    rc=$?
+    summary=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error|RACECHECK SUMMARY: [0-9]+ hazard[^ ]* displayed[^)]*\)?' "$log" | tail -1)
+    case $rc in
+      0) sanitizer_lines+=("compute-sanitizer $tool: ${summary:-no summary line} (kernel tests)") ;;
+      99) sanitizer_lines+=("compute-sanitizer $tool: FAILED, ${summary:-errors} (see $log)"); status=1; details+=("$log") ;;
+      124) sanitizer_lines+=("compute-sanitizer $tool: timed out after $sanitizer_timeout s (see $log)"); status=1 ;;
+      *) sanitizer_lines+=("compute-sanitizer $tool: exit $rc, a test failed under it (see $log)"); status=1; details+=("$log") ;;
+    esac
+  done
+else
+  sanitizer_lines+=("compute-sanitizer: not on this machine (memcheck and racecheck not run)")
+fi
+sanitized=$(date +%s)
 
 echo
 echo "| suite                              | passed | skipped | failed |"
@@ -149,6 +168,6 @@ echo "$eval_line"
 echo
 cat "$bench_log"
 echo
-echo "build $((built - start)) s, tests $((tested - built)) s, sanitizers $((sanitized - tested)) s," \
-  "eval $((evaluated - sanitized)) s, bench $((done_at - evaluated)) s, exit $status; logs in $logs"
+echo "build $((built - start)) s, tests $((tested - built)) s, eval $((evaluated - tested)) s," \
+  "bench $((benched - evaluated)) s, sanitizers $((sanitized - benched)) s, exit $status; logs in $logs"
 exit "$status"

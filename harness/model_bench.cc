@@ -163,7 +163,7 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
     // Bytes read per second, as for the CPU: a device copy reads and writes each byte once.
     r.copy_gb_s = kernels::gpu::device_copy_gbps(size_t{1} << 30, 10) / 2;
     r.sgemm_gflop_s = measure_gpu_gemm_gflop_s(static_cast<int>(a.n_ff), static_cast<int>(a.n_embd), bound_rows);
-    r.gemm_bound = kernels::gpu::have_tensor_core_gemm() ? "cuBLASLt f16 GEMM (tensor cores, f32 accumulation)"
+    r.gemm_bound = kernels::gpu::have_tensor_core_gemm() ? "cuBLASLt GEMM on f16 pairs (tensor cores, f32 accumulation)"
                                                          : "GEMM (the forward's own kernel, F32)";
 #endif
   }

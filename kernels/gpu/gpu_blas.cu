@@ -1,5 +1,5 @@
 // Prefill-sized matmuls on tensor cores through cuBLASLt (CUDA builds where CMake finds it;
-// gpu_ops.h gemm_xwt_fast says what it computes). Not part of the HIP build: Debian ships no
+// gpu_ops.h gemm_xwt_fast says what it computes), f32 operands as f16 pairs. Not part of the HIP build: Debian ships no
 // hipBLAS, and the HIP forward keeps gemm_xwt.
 #include <cublasLt.h>
 #include <cuda_fp16.h>
@@ -36,18 +36,38 @@ constexpr int64_t kTileElements = int64_t{16} << 20;
 
 unsigned blocks_for(size_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
 
-__global__ void f32_to_f16_kernel(const float* x, size_t n, __half* out) {
-  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __float2half_rn(x[i]);
+// f16 operands carry 11 bits of a float, so each operand goes as a pair: hi = f16(v) and
+// lo = f16((v - hi) * 2^11), and x . w = hi.hi + 2^-11 (hi.lo + lo.hi) to about 2^-22 relative,
+// near the f32 products gemm_xwt and the CPU runtime compute (the lo.lo term is below that).
+// Scaling lo by 2^11 keeps it out of f16's subnormals; the GEMM's alpha takes the 2^-11 back,
+// exactly. A value f16 cannot hold (|v| >= 65504, or not finite) raises *overflow, and the
+// matmul is redone on gemm_xwt: rounding it to inf would be an error the f32 path does not make.
+constexpr float kLoScale = 2048.0f;
+constexpr float kF16Max = 65504.0f;
+
+__device__ void split_f16(float v, __half* hi, __half* lo, int* overflow) {
+  if (!(fabsf(v) < kF16Max)) {
+    *overflow = 1;
+    v = 0.0f;
+  }
+  const __half h = __float2half_rn(v);
+  *hi = h;
+  *lo = __float2half_rn((v - __half2float(h)) * kLoScale);
 }
 
-// Rows [r0, r0 + rows) of w decoded as gemm_xwt decodes them, rounded to f16.
+__global__ void split_f16_kernel(const float* x, size_t n, __half* hi, __half* lo, int* overflow) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) split_f16(x[i], hi + i, lo + i, overflow);
+}
+
+// Rows [r0, r0 + rows) of w decoded as gemm_xwt decodes them, split as above.
 template <WeightType T>
-__global__ void weight_rows_to_f16_kernel(const uint8_t* w, size_t row_bytes, int cols, int r0, int rows, __half* out) {
+__global__ void weight_rows_split_kernel(const uint8_t* w, size_t row_bytes, int cols, int r0, int rows, __half* hi,
+                                         __half* lo, int* overflow) {
   const size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= static_cast<size_t>(rows) * cols) return;
   const size_t r = e / cols, k = e % cols;
-  out[e] = __float2half_rn(weight_element(T, w + (r0 + r) * row_bytes, static_cast<int64_t>(k)));
+  split_f16(weight_element(T, w + (r0 + r) * row_bytes, static_cast<int64_t>(k)), hi + e, lo + e, overflow);
 }
 
 // One matmul shape's plan: descriptors and the algorithm chosen the first time, reused after.
@@ -112,19 +132,21 @@ class Blas {
     return plans_.emplace(key, p).first->second;
   }
 
-  void run(const Plan& p, const __half* a, const __half* b, float* c) {
-    const float one = 1.0f, zero = 0.0f;
-    check(cublasLtMatmul(handle_, p.desc, &one, a, p.a, b, p.b, &zero, c, p.c, c, p.c, &p.algo, workspace_.bytes(),
+  // c = alpha a^T b + (accumulate ? c : 0).
+  void run(const Plan& p, float alpha, const __half* a, const __half* b, float* c, bool accumulate) {
+    const float beta = accumulate ? 1.0f : 0.0f;
+    check(cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo, workspace_.bytes(),
                          kWorkspaceBytes, 0),
           "matmul");
   }
 
-  DeviceMemory& x_half() { return x_half_; }
-  DeviceMemory& w_half() { return w_half_; }
+  DeviceMemory& x_halves() { return x_halves_; }
+  DeviceMemory& w_halves() { return w_halves_; }
+  DeviceMemory& overflow() { return overflow_; }
 
  private:
   cublasLtHandle_t handle_ = nullptr;
-  DeviceMemory workspace_, x_half_, w_half_;
+  DeviceMemory workspace_, x_halves_, w_halves_, overflow_;
   std::map<std::tuple<int, int, int, int>, Plan> plans_;
 };
 
@@ -150,29 +172,43 @@ bool gemm_xwt_cublaslt(const float* x, int n, const DeviceWeight& w, float* y) {
     if (!b.plan(std::min(tile_rows, w.rows - r0), n, k, w.rows).usable) return false;
 
   const size_t x_elems = static_cast<size_t>(n) * k;
-  b.x_half().reserve(x_elems * sizeof(__half));
-  auto* xh = reinterpret_cast<__half*>(b.x_half().bytes());
-  f32_to_f16_kernel<<<blocks_for(x_elems), kThreads>>>(x, x_elems, xh);
+  b.x_halves().reserve(2 * x_elems * sizeof(__half));
+  auto* xh = reinterpret_cast<__half*>(b.x_halves().bytes());
+  __half* xl = xh + x_elems;
+  b.overflow().reserve(sizeof(int));
+  int* overflow = b.overflow().ints();
+  check(cudaMemsetAsync(overflow, 0, sizeof(int)), "overflow flag reset");
+  split_f16_kernel<<<blocks_for(x_elems), kThreads>>>(x, x_elems, xh, xl, overflow);
   check(cudaGetLastError(), "f16 input launch");
+  constexpr float kLo = 1.0f / kLoScale;
   if (w.type == WeightType::f16) {
-    // Stored rows of f16 are the A operand as they are ([k][rows] column-major).
-    b.run(b.plan(w.rows, n, k, w.rows), reinterpret_cast<const __half*>(w.data), xh, y);
-    return true;
+    // Stored rows of f16 are the A operand as they are ([k][rows] column-major), exact: no lo.
+    const Plan& p = b.plan(w.rows, n, k, w.rows);
+    const auto* wh = reinterpret_cast<const __half*>(w.data);
+    b.run(p, 1.0f, wh, xh, y, false);
+    b.run(p, kLo, wh, xl, y, true);
+  } else {
+    b.w_halves().reserve(2 * static_cast<size_t>(tile_rows) * k * sizeof(__half));
+    auto* wh = reinterpret_cast<__half*>(b.w_halves().bytes());
+    __half* wl = wh + static_cast<size_t>(tile_rows) * k;
+    for (int r0 = 0; r0 < w.rows; r0 += tile_rows) {
+      const int rows = std::min(tile_rows, w.rows - r0);
+      const size_t elems = static_cast<size_t>(rows) * k;
+      with_weight_type(w.type, [&](auto type) {
+        weight_rows_split_kernel<decltype(type)::value>
+            <<<blocks_for(elems), kThreads>>>(w.data, w.row_bytes, k, r0, rows, wh, wl, overflow);
+      });
+      check(cudaGetLastError(), "f16 weight tile launch");
+      // This tile's outputs are rows r0.. of Y (column-major, ld w.rows): y + r0.
+      const Plan& p = b.plan(rows, n, k, w.rows);
+      b.run(p, 1.0f, wh, xh, y + r0, false);
+      b.run(p, kLo, wh, xl, y + r0, true);
+      b.run(p, kLo, wl, xh, y + r0, true);
+    }
   }
-  b.w_half().reserve(static_cast<size_t>(tile_rows) * k * sizeof(__half));
-  auto* wh = reinterpret_cast<__half*>(b.w_half().bytes());
-  for (int r0 = 0; r0 < w.rows; r0 += tile_rows) {
-    const int rows = std::min(tile_rows, w.rows - r0);
-    const size_t elems = static_cast<size_t>(rows) * k;
-    with_weight_type(w.type, [&](auto type) {
-      weight_rows_to_f16_kernel<decltype(type)::value><<<blocks_for(elems), kThreads>>>(w.data, w.row_bytes, k, r0,
-                                                                                        rows, wh);
-    });
-    check(cudaGetLastError(), "f16 weight tile launch");
-    // This tile's outputs are rows r0.. of Y (column-major, ld w.rows): y + r0.
-    b.run(b.plan(rows, n, k, w.rows), wh, xh, y + r0);
-  }
-  return true;
+  int overflowed = 0;
+  b.overflow().download(&overflowed, sizeof overflowed);
+  return overflowed == 0;  // false: the caller's gemm_xwt overwrites all of y
 }
 
 }  // namespace kvgate::kernels::gpu

@@ -64,14 +64,16 @@ void gemm_xwt(const float* x, int n, const DeviceWeight& w, float* y);
 // True when this build multiplies prefill-sized batches on tensor cores: CUDA with cuBLASLt
 // (KVGATE_HAVE_CUBLAS, when CMake finds it). HIP builds keep gemm_xwt (Debian has no hipBLAS).
 bool have_tensor_core_gemm();
-// y = x . w^T as gemm_xwt computes it, but more than kGemvMaxTokens rows go to cuBLASLt where
-// the build has it: x rounded to f16, w as f16 (F16 as stored; the other types decoded to f16
-// tiles of rows by weight_element, the very floats gemm_xwt multiplies, then rounded), f32
-// accumulation on tensor cores. One algorithm per shape, chosen once and kept, a fixed
-// workspace and no split-K reduction, so the same GPU, build and inputs give the same bits.
-// Decode steps (n <= kGemvMaxTokens) keep the GEMV. Its rounding differs from gemm_xwt's (the
-// f16 inputs), so paths that must reproduce another engine's arithmetic (@engine=llama.cpp)
-// call gemm_xwt.
+// y = x . w^T as gemm_xwt computes it, to about f32 precision, but more than kGemvMaxTokens rows
+// go to cuBLASLt where the build has it: f16 tensor cores with f32 accumulation, each operand
+// split into an f16 pair (hi + lo, gpu_blas.cu; w's F16 rows are their own hi, the other types
+// decoded to tiles by weight_element, the very floats gemm_xwt multiplies): three products, so
+// the exact path stays within the CPU runtime's bounds (plain f16 inputs moved a small random
+// model's top-20 log-probs by up to 0.9 on an H200). A value beyond f16's range sends the
+// matmul back to gemm_xwt. One algorithm per shape, chosen once and kept, a fixed workspace and
+// no split-K reduction, so the same GPU, build and inputs give the same bits. Decode steps
+// (n <= kGemvMaxTokens) keep the GEMV. Paths that must reproduce another engine's arithmetic
+// (@engine=llama.cpp) call gemm_xwt, whose f32 products of the rounded inputs mirror the CPU's.
 void gemm_xwt_fast(const float* x, int n, const DeviceWeight& w, float* y);
 // x[n][w.cols] rounded in place as llama.cpp's CPU mul_mat converts its input before it meets
 // weights of w's type (llama_cpp_dot_input: q8_1 blocks next to Q4_1/Q5_1, q8_0 next to
