@@ -317,7 +317,7 @@ void run_show(const RunsArgs& a) {
                        {"kld_mean", number_or_null(r.quality.kld_mean)},
                        {"kld_p99", number_or_null(r.quality.kld_p99)},
                        {"same_top1", number_or_null(r.quality.same_top1)},
-                       {"accuracy_delta", number_or_null(r.accuracy_delta)},
+                       {"gold_accuracy_delta", number_or_null(r.gold_accuracy_delta)},
                        {"weight_bytes", number_or_null(r.weight_bytes)},
                        {"kv_bytes_per_token", number_or_null(r.kv_bytes_per_token)},
                        {"kv_bytes_per_session", number_or_null(r.kv_bytes_per_session)},
