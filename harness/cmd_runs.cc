@@ -317,7 +317,7 @@ void run_show(const RunsArgs& a) {
                        {"kld_mean", number_or_null(r.quality.kld_mean)},
                        {"kld_p99", number_or_null(r.quality.kld_p99)},
                        {"same_top1", number_or_null(r.quality.same_top1)},
-                       {"accuracy_delta", number_or_null(r.accuracy_delta)},
+                       {"gold_accuracy_delta", number_or_null(r.gold_accuracy_delta)},
                        {"weight_bytes", number_or_null(r.weight_bytes)},
                        {"kv_bytes_per_token", number_or_null(r.kv_bytes_per_token)},
                        {"kv_bytes_per_session", number_or_null(r.kv_bytes_per_session)},
@@ -396,8 +396,12 @@ void run_show(const RunsArgs& a) {
 void run_merge(const MergeArgs& a) {
   const results::MergeResult m = results::Store::merge_shards(a.out, a.shards, a.command_line);
   if (a.json) {
-    const nlohmann::json out = {{"db", a.out},          {"run", m.run_id},       {"already_merged", m.already_merged},
-                                {"status", m.status},   {"items", m.items},      {"shards", m.shards},
+    const nlohmann::json out = {{"db", a.out},
+                                {"run", m.run_id},
+                                {"already_merged", m.already_merged},
+                                {"status", results::run_status_name(m.status)},
+                                {"items", m.items},
+                                {"shards", m.shards},
                                 {"plan_hash", m.plan_hash}};
     std::printf("%s\n", out.dump().c_str());
     return;
@@ -407,7 +411,7 @@ void run_merge(const MergeArgs& a) {
                 static_cast<long long>(m.run_id), a.out.c_str(), static_cast<long long>(m.shards));
   } else {
     std::printf("run %lld in %s: %lld shards merged, %lld items, %s (plan %s)\n", static_cast<long long>(m.run_id),
-                a.out.c_str(), static_cast<long long>(m.shards), static_cast<long long>(m.items), m.status.c_str(),
+                a.out.c_str(), static_cast<long long>(m.shards), static_cast<long long>(m.items), results::run_status_name(m.status),
                 m.plan_hash.c_str());
   }
 }

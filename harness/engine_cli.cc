@@ -40,7 +40,7 @@ std::vector<std::tuple<std::string, double, double>> compared_metrics(const Conf
   return {{"mean KLD (top-k) vs reference", emu.quality.kld_mean, eng.quality.kld_mean},
           {"KLD p99 vs reference", emu.quality.kld_p99, eng.quality.kld_p99},
           {"same top-1 vs reference", emu.quality.same_top1, eng.quality.same_top1},
-          {"gold answer accuracy", emu.quality.gold_accuracy, eng.quality.gold_accuracy},
+          {"gold accuracy", emu.quality.gold_accuracy, eng.quality.gold_accuracy},
           {"TTFT p50 ms", emu.latency.ttft_p50, eng.latency.ttft_p50},
           {"TPOT p50 ms", emu.latency.tpot_p50, eng.latency.tpot_p50}};
 }
@@ -202,7 +202,7 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   info.seed = static_cast<int64_t>(o.seed);
   info.kvgate_version = kVersion;
   RunRecorder recorder(store, plan, info,
-                       describe_plan(plan, PlanSettings{info.model_sha256, 0, 0, "engine", kVersion, kGitSha, {}}));
+                       describe_plan(plan, PlanSettings{info.model_sha256, 0, 0, "endpoint", kVersion, kGitSha, {}}));
   const runtime::ModelArch& arch = lm.model->arch();
   // Every config is an endpoint, serving its own weights: no config runs on a model of ours.
   recorder.open(std::vector<ConfigSetup>(

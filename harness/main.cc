@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
     kvgate::harness::add_bench_commands(app, ctx);
     kvgate::harness::add_tokenize_commands(app, ctx);
     kvgate::harness::add_runs_commands(app, ctx);
-    kvgate::harness::add_infer_commands(app, ctx);
+    kvgate::harness::add_generate_commands(app, ctx);
+    kvgate::harness::add_perplexity_commands(app, ctx);
     kvgate::harness::add_eval_commands(app, ctx);
     kvgate::harness::add_workload_commands(app, ctx);
     kvgate::harness::add_gate_commands(app, ctx);

@@ -145,7 +145,7 @@ WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows) {
                       or_dash(r.quality.kld_mean, "{:.6f}"),
                       or_dash(r.quality.kld_p99, "{:.5f}"),
                       or_dash(100 * r.quality.same_top1, "{:.2f}"),
-                      gold_na ? gold.unavailable() : or_dash(100 * r.accuracy_delta, "{:+.1f}%"),
+                      gold_na ? gold.unavailable() : or_dash(100 * r.gold_accuracy_delta, "{:+.1f}%"),
                       mib(r.weight_bytes),
                       or_dash(r.kv_bytes_per_token, "{:.0f}"),
                       mib(r.kv_bytes_per_session),
@@ -250,7 +250,7 @@ std::vector<WeightsKvRow> weights_kv_rows(const results::StoredRun& run, const G
   }
   // run_configs lists the reference first; accuracy deltas are against it.
   const double ref_accuracy = !rows.empty() && rows.front().role == results::ConfigRole::reference ? rows.front().quality.gold_accuracy : kNaN;
-  for (WeightsKvRow& r : rows) r.accuracy_delta = r.quality.gold_accuracy - ref_accuracy;
+  for (WeightsKvRow& r : rows) r.gold_accuracy_delta = r.quality.gold_accuracy - ref_accuracy;
   return rows;
 }
 

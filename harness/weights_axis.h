@@ -49,7 +49,7 @@ struct WeightsKvRow {
   std::string weight_type;  // e.g. "Q4_0"
   std::string kv;           // canonical KV spec
   scoring::ItemAggregate quality;
-  double accuracy_delta = 0;  // accuracy - the reference's (NaN without gold answers)
+  double gold_accuracy_delta = 0;  // gold_accuracy - the reference's (NaN without gold answers)
   double weight_bytes = 0;    // NaN when unknown
   double kv_bytes_per_token = 0;
   double kv_bytes_per_session = 0;  // at the budget's context; sliding-window layers counted when the file is there

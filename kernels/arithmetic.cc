@@ -1,4 +1,4 @@
-// Arithmetic arithmetic presets: which kernel an engine runs for a key/value pair and a batch of
+// Arithmetic presets: which kernel an engine runs for a key/value pair and a batch of
 // queries, and what that kernel rounds. Every rule cites the engine source it mirrors.
 #include "kernels/arithmetic.h"
 

@@ -367,7 +367,7 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
   result.plan_hash = first.plan.plan_hash;
   // A --limit plan leaves items out of every shard, and so of the merged run, as of an unsharded run.
   const bool complete = std::all_of(shards.begin(), shards.end(), [](const ShardRun& s) { return s.run.status == RunStatus::complete; });
-  result.status = complete ? "complete" : "interrupted";
+  result.status = complete ? RunStatus::complete : RunStatus::interrupted;
 
   // Only now: a merge refused above leaves no database behind.
   Store out = Store::open(out_path, Mode::create);
@@ -385,7 +385,7 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
       if (same) {
         result.run_id = id;
         result.already_merged = true;
-        if (const std::optional<RunRecord> run = out.find_run(id)) result.status = run_status_name(run->status);
+        if (const std::optional<RunRecord> run = out.find_run(id)) result.status = run->status;
         return result;  // the read-only transaction rolls back harmlessly
       }
     }

@@ -199,7 +199,7 @@ struct MergeSource {
 struct MergeResult {
   int64_t run_id = 0;
   bool already_merged = false;  // these shards were merged into this database before: nothing written
-  std::string status;           // the merged run's: complete, or interrupted for a --limit plan
+  RunStatus status = RunStatus::complete;  // the merged run's: interrupted for a --limit plan
   int64_t items = 0, shards = 0;
   std::string plan_hash;
 };

@@ -70,13 +70,13 @@ double metric_value(const GateItem& item, const std::string& metric) {
   if (metric == "kld_mean") return s.kld_mean;
   if (metric == "kld_p99") return s.kld_p99;
   if (metric == "same_top1") return s.same_top1;
-  if (metric == "accuracy") return s.exact_match_gold ? (*s.exact_match_gold ? 1.0 : 0.0) : kNaN;
+  if (metric == "gold_accuracy") return s.exact_match_gold ? (*s.exact_match_gold ? 1.0 : 0.0) : kNaN;
   if (metric == "divergence_rate") return s.diverged ? (*s.diverged ? 1.0 : 0.0) : kNaN;
   return kNaN;
 }
 
 // +1: a higher value is worse (KLD, divergence); -1: a lower value is worse (agreement, accuracy).
-double worse_sign(const std::string& metric) { return metric == "same_top1" || metric == "accuracy" ? -1.0 : 1.0; }
+double worse_sign(const std::string& metric) { return metric == "same_top1" || metric == "gold_accuracy" ? -1.0 : 1.0; }
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "n/a"; }
 
@@ -108,7 +108,7 @@ std::map<std::string, Measurable> measurable_by_domain(const GateRun& run) {
 
 // Why the data cannot measure `metric`, or "" when it can.
 std::string not_applicable(const Measurable& m, const std::string& metric) {
-  if (metric == "accuracy" || metric == "accuracy_drop")
+  if (metric == "gold_accuracy" || metric == "gold_accuracy_drop")
     return m.gold ? "" : "no item of the domain has a gold answer the reference config answered";
   if (metric == "divergence_rate") return m.greedy ? "" : "the reference config generated no greedy answer in the domain";
   return m.scored_tokens > 0 ? "" : "no item of the domain has a scored token";
@@ -179,7 +179,7 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
     check("divergence_rate", lim.divergence_rate_max, a.divergence_rate, b.divergence_rate, true,
           "greedy divergence rate");
 
-    if (lim.accuracy_drop_max) {
+    if (lim.gold_accuracy_drop_max) {
       // Accuracy drop is measured on the items both this config and the reference answered.
       double ref_correct = 0, cfg_correct = 0, n = 0;
       for (const GateItem* it : items) {
@@ -189,13 +189,13 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
         cfg_correct += *it->scores.exact_match_gold ? 1 : 0;
         n += 1;
       }
-      CheckResult c = make_check(CheckKind::absolute, "accuracy_drop", domain, config);
-      c.threshold = *lim.accuracy_drop_max;
+      CheckResult c = make_check(CheckKind::absolute, "gold_accuracy_drop", domain, config);
+      c.threshold = *lim.gold_accuracy_drop_max;
       c.items = static_cast<size_t>(n);
       const GoldSignal gold = gold_signal(static_cast<int64_t>(ref_correct), static_cast<int64_t>(n));
       if (n == 0) {
-        settle_unmeasured(c, "accuracy drop: no item has a gold-answer match under both this config and the reference",
-                          not_applicable(data, "accuracy_drop"), allow_unmeasured);
+        settle_unmeasured(c, "gold accuracy drop: no item has a gold-answer match under both this config and the reference",
+                          not_applicable(data, "gold_accuracy_drop"), allow_unmeasured);
       } else if (!gold.informative()) {
         c.skipped = true;
         c.baseline_value = ref_correct / n;
@@ -208,10 +208,10 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
         c.baseline_value = ref_correct / n;  // here "baseline" is the reference config of the same run
         c.candidate_value = cfg_correct / n;
         c.delta = c.baseline_value - c.candidate_value;
-        c.passed = c.delta <= *lim.accuracy_drop_max;
+        c.passed = c.delta <= *lim.gold_accuracy_drop_max;
         c.detail = fmt::format("gold accuracy {} vs reference {} ({}): drop {} {} limit {} over {} items",
                                num(c.candidate_value), num(c.baseline_value), cand.reference_config, num(c.delta),
-                               c.passed ? "<=" : ">", num(*lim.accuracy_drop_max), c.items);
+                               c.passed ? "<=" : ">", num(*lim.gold_accuracy_drop_max), c.items);
       }
       out.push_back(std::move(c));
     }
@@ -248,12 +248,12 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
     const bool reference = config == cand.reference_config;
     const std::pair<const char*, std::optional<double>> metrics[] = {
         {"kld_mean", lim.kld_mean}, {"kld_p99", lim.kld_p99}, {"same_top1", lim.same_top1},
-        {"accuracy", lim.accuracy}, {"divergence_rate", lim.divergence_rate}};
+        {"gold_accuracy", lim.gold_accuracy}, {"divergence_rate", lim.divergence_rate}};
     for (const auto& [metric, floor] : metrics) {
       if (!floor) continue;
       // The reference config's KLD, agreement and divergence are against itself; only its
       // answers can regress (a runtime change moves the reference too).
-      if (reference && std::string(metric) != "accuracy") continue;
+      if (reference && std::string(metric) != "gold_accuracy") continue;
       std::vector<double> bv, cv;
       std::vector<AffectedItem> moved;
       for (const auto& [b, c] : group) {
@@ -272,7 +272,7 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
         out.push_back(std::move(c));
         continue;
       }
-      if (std::string(metric) == "accuracy") {
+      if (std::string(metric) == "gold_accuracy") {
         // A reference that answers (almost) nothing in both runs leaves nothing to lose: the
         // check would pass on 0 -> 0. One run whose reference answers is enough to measure.
         const GoldSignal b = gold_in(base_gold, domain), k = gold_in(cand_gold, domain);

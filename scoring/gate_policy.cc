@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -20,10 +21,18 @@ using json = nlohmann::json;
   throw_input_error(source + ": " + where + ": " + problem);
 }
 
+// Keys that earlier policy files spelled differently: named in the error, since ignoring one
+// would silently turn its limit off.
+const std::map<std::string, std::string> kRenamedKeys = {{"accuracy", "gold_accuracy"},
+                                                         {"accuracy_drop_max", "gold_accuracy_drop_max"}};
+
 void reject_unknown_keys(const json& object, const std::set<std::string>& known, const std::string& source,
                          const std::string& where) {
   for (const auto& [key, value] : object.items())
     if (!known.count(key)) {
+      const auto renamed = kRenamedKeys.find(key);
+      if (renamed != kRenamedKeys.end() && known.count(renamed->second))
+        bad(source, where, "key '" + key + "' is now '" + renamed->second + "' (rename it in the policy file)");
       std::string list;
       for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
       bad(source, where, "unknown key '" + key + "' (known: " + list + ")");
@@ -56,25 +65,25 @@ std::optional<double> read_limit(const json& object, const char* key, const std:
 
 AbsoluteLimits read_absolute(const json& j, const std::string& source, const std::string& where) {
   require_object(j, source, where);
-  reject_unknown_keys(j, {"kld_mean_max", "kld_p99_max", "same_top1_min", "accuracy_drop_max", "divergence_rate_max"},
+  reject_unknown_keys(j, {"kld_mean_max", "kld_p99_max", "same_top1_min", "gold_accuracy_drop_max", "divergence_rate_max"},
                       source, where);
   AbsoluteLimits a;
   a.kld_mean_max = read_limit(j, "kld_mean_max", source, where);
   a.kld_p99_max = read_limit(j, "kld_p99_max", source, where);
   a.same_top1_min = read_limit(j, "same_top1_min", source, where, 1.0);
-  a.accuracy_drop_max = read_limit(j, "accuracy_drop_max", source, where, 1.0);
+  a.gold_accuracy_drop_max = read_limit(j, "gold_accuracy_drop_max", source, where, 1.0);
   a.divergence_rate_max = read_limit(j, "divergence_rate_max", source, where, 1.0);
   return a;
 }
 
 RegressionLimits read_regression(const json& j, const std::string& source, const std::string& where) {
   require_object(j, source, where);
-  reject_unknown_keys(j, {"kld_mean", "kld_p99", "same_top1", "accuracy", "divergence_rate"}, source, where);
+  reject_unknown_keys(j, {"kld_mean", "kld_p99", "same_top1", "gold_accuracy", "divergence_rate"}, source, where);
   RegressionLimits r;
   r.kld_mean = read_limit(j, "kld_mean", source, where);
   r.kld_p99 = read_limit(j, "kld_p99", source, where);
   r.same_top1 = read_limit(j, "same_top1", source, where, 1.0);
-  r.accuracy = read_limit(j, "accuracy", source, where, 1.0);
+  r.gold_accuracy = read_limit(j, "gold_accuracy", source, where, 1.0);
   r.divergence_rate = read_limit(j, "divergence_rate", source, where, 1.0);
   return r;
 }
@@ -116,12 +125,12 @@ void overlay_limits(GateLimits& into, const GateLimits& from) {
   overlay(into.absolute.kld_mean_max, from.absolute.kld_mean_max);
   overlay(into.absolute.kld_p99_max, from.absolute.kld_p99_max);
   overlay(into.absolute.same_top1_min, from.absolute.same_top1_min);
-  overlay(into.absolute.accuracy_drop_max, from.absolute.accuracy_drop_max);
+  overlay(into.absolute.gold_accuracy_drop_max, from.absolute.gold_accuracy_drop_max);
   overlay(into.absolute.divergence_rate_max, from.absolute.divergence_rate_max);
   overlay(into.regression.kld_mean, from.regression.kld_mean);
   overlay(into.regression.kld_p99, from.regression.kld_p99);
   overlay(into.regression.same_top1, from.regression.same_top1);
-  overlay(into.regression.accuracy, from.regression.accuracy);
+  overlay(into.regression.gold_accuracy, from.regression.gold_accuracy);
   overlay(into.regression.divergence_rate, from.regression.divergence_rate);
   overlay(into.coverage.items_min, from.coverage.items_min);
   overlay(into.coverage.scored_tokens_min, from.coverage.scored_tokens_min);
@@ -141,9 +150,9 @@ GateLimits GatePolicy::limits_for(const std::string& domain, const std::string& 
       if (domain_ok && kv_ok) overlay_limits(out, r.limits);
     }
   for (std::optional<double>* v : {&out.absolute.kld_mean_max, &out.absolute.kld_p99_max, &out.absolute.same_top1_min,
-                                   &out.absolute.accuracy_drop_max, &out.absolute.divergence_rate_max,
+                                   &out.absolute.gold_accuracy_drop_max, &out.absolute.divergence_rate_max,
                                    &out.regression.kld_mean, &out.regression.kld_p99, &out.regression.same_top1,
-                                   &out.regression.accuracy, &out.regression.divergence_rate, &out.coverage.items_min,
+                                   &out.regression.gold_accuracy, &out.regression.divergence_rate, &out.coverage.items_min,
                                    &out.coverage.scored_tokens_min})
     drop_explicit_off(*v);
   return out;

@@ -17,11 +17,11 @@ namespace kvgate::scoring {
 
 // Limits on the candidate run alone.
 struct AbsoluteLimits {
-  std::optional<double> kld_mean_max;          // token-weighted mean KLD
-  std::optional<double> kld_p99_max;           // 99th percentile over items of each item's KLD p99
-  std::optional<double> same_top1_min;         // token-weighted top-1 agreement, fraction
-  std::optional<double> accuracy_drop_max;     // reference config's gold accuracy minus this config's
-  std::optional<double> divergence_rate_max;   // items whose greedy answer diverged from the reference's
+  std::optional<double> kld_mean_max;            // token-weighted mean KLD
+  std::optional<double> kld_p99_max;             // 99th percentile over items of each item's KLD p99
+  std::optional<double> same_top1_min;           // token-weighted top-1 agreement, fraction
+  std::optional<double> gold_accuracy_drop_max;  // reference config's gold accuracy minus this config's
+  std::optional<double> divergence_rate_max;     // items whose greedy answer diverged from the reference's
 };
 
 // Minimum magnitudes of a worsening against the baseline, per item paired. A regression fires
@@ -31,7 +31,7 @@ struct RegressionLimits {
   std::optional<double> kld_mean;         // increase
   std::optional<double> kld_p99;          // increase
   std::optional<double> same_top1;        // decrease (fraction)
-  std::optional<double> accuracy;         // decrease of gold exact match (fraction of items)
+  std::optional<double> gold_accuracy;    // decrease of gold exact match (fraction of items)
   std::optional<double> divergence_rate;  // increase (fraction of items)
 };
 

@@ -25,13 +25,13 @@ const char* metric_label(const std::string& metric) {
   if (metric == "kld_p99") return "item KLD p99";
   if (metric == "same_top1") return "same top-1";
   if (metric == "divergence_rate") return "greedy divergence";
-  if (metric == "accuracy_drop") return "gold accuracy drop";
+  if (metric == "gold_accuracy_drop") return "gold accuracy drop";
   return "value";
 }
 
 // How much of its allowance a decided check used: 1 at the limit, above 1 past it.
 double share_used(const CheckResult& c) {
-  const double v = c.metric == "accuracy_drop" ? c.delta : c.candidate_value;
+  const double v = c.metric == "gold_accuracy_drop" ? c.delta : c.candidate_value;
   if (!std::isfinite(v) || !std::isfinite(c.threshold)) return 0;
   if (lower_limit(c.metric)) return c.threshold >= 1 ? (v >= 1 ? 0 : 2) : (1 - v) / (1 - c.threshold);
   if (c.threshold <= 0) return v > 0 ? 2 : 0;
@@ -39,7 +39,8 @@ double share_used(const CheckResult& c) {
 }
 
 std::string value_text(const std::string& metric, double v) {
-  if (metric == "same_top1" || metric == "divergence_rate" || metric == "accuracy_drop") return fmt::format("{:.1f} %", 100 * v);
+  if (metric == "same_top1" || metric == "divergence_rate" || metric == "gold_accuracy_drop")
+    return fmt::format("{:.1f} %", 100 * v);
   return fmt::format("{:.4g}", v);
 }
 
@@ -80,7 +81,7 @@ std::vector<ConfigVerdict> config_verdicts(const GatePolicy& policy, const GateR
       v.worst_check = worst->name;
       v.domain = worst->domain;
       v.verdict = v.failed > 0 ? Verdict::unsafe : v.share >= kWatchShare ? Verdict::watch : Verdict::safe;
-      const double value = worst->metric == "accuracy_drop" ? worst->delta : worst->candidate_value;
+      const double value = worst->metric == "gold_accuracy_drop" ? worst->delta : worst->candidate_value;
       const bool lower = lower_limit(worst->metric);
       const char* cmp = worst->passed ? (lower ? ">=" : "<=") : (lower ? "<" : ">");
       v.reason = fmt::format("{} {} in {} {} limit {}", metric_label(worst->metric), value_text(worst->metric, value),

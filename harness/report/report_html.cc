@@ -29,14 +29,12 @@ struct ConfigStats {
   results::ConfigRole role = results::ConfigRole::candidate;
   std::string color;
   double bits = kNaN, kv_bytes = kNaN;
-  int64_t items = 0, tokens = 0, answered = 0, correct = 0;
-  double kld_mean = kNaN, same_top1 = kNaN, kld_p99 = kNaN, kld_max = kNaN, accuracy = kNaN, divergence = kNaN;
-  double ttft_p50 = kNaN, ttft_p95 = kNaN, ttft_p99 = kNaN, tpot_p50 = kNaN, tpot_p95 = kNaN, tpot_p99 = kNaN;
+  scoring::ItemAggregate quality;
+  scoring::LatencyAggregate latency;
 };
 
 struct DomainStats {
-  int64_t items = 0, answered = 0, correct = 0;
-  double kld_mean = kNaN, same_top1 = kNaN, accuracy = kNaN;
+  scoring::ItemAggregate quality;
   double baseline_kld_mean = kNaN;  // paired: the same items in the baseline run
   int64_t paired = 0;
 };
@@ -84,24 +82,12 @@ Analysis analyze(const ReportInput& in) {
   for (ConfigStats& s : a.configs) {
     scoring::ItemAggregator items;
     for (const auto* r : per_config[s.spec]) items.add(item_scores(r->metrics));
-    const scoring::ItemAggregate x = items.result();
-    s.items = x.items;
-    s.tokens = x.scored_tokens;
-    s.kld_mean = x.kld_mean;
-    s.same_top1 = x.same_top1;
-    s.kld_p99 = x.kld_p99;
-    s.kld_max = x.kld_max;
-    s.accuracy = x.gold_accuracy;
-    s.answered = x.gold_items;
-    s.correct = x.gold_correct;
-    s.divergence = x.divergence_rate;
-    if (s.role == results::ConfigRole::reference) a.gold = scoring::gold_signal(x), a.reference_spec = s.spec;
+    s.quality = items.result();
+    if (s.role == results::ConfigRole::reference) a.gold = scoring::gold_signal(s.quality), a.reference_spec = s.spec;
     std::vector<scoring::TurnLatency> turns;
     for (const results::RunTurnMetrics& t : in.run.turns)
       if (spec_of.count(t.turn.config_id) && spec_of[t.turn.config_id] == s.spec) turns.push_back(turn_latency(t.turn));
-    const scoring::LatencyAggregate l = scoring::aggregate_latency(turns);
-    s.ttft_p50 = l.ttft_p50, s.ttft_p95 = l.ttft_p95, s.ttft_p99 = l.ttft_p99;
-    s.tpot_p50 = l.tpot_p50, s.tpot_p95 = l.tpot_p95, s.tpot_p99 = l.tpot_p99;
+    s.latency = scoring::aggregate_latency(turns);
   }
 
   // Baseline rows are paired by item key and config spec, never by database ids.
@@ -123,13 +109,7 @@ Analysis analyze(const ReportInput& in) {
           a.moved.push_back({r->item_key, r->domain, key.second, b->second->metrics.kld_mean, r->metrics.kld_mean});
       }
     }
-    const scoring::ItemAggregate x = sum.result();
-    d.items = x.items;
-    d.kld_mean = x.kld_mean;
-    d.same_top1 = x.same_top1;
-    d.accuracy = x.gold_accuracy;
-    d.answered = x.gold_items;
-    d.correct = x.gold_correct;
+    d.quality = sum.result();
     d.baseline_kld_mean = base_sum.result().kld_mean;
     a.by_domain[key] = d;
   }
@@ -253,7 +233,8 @@ std::string chart_quality_bits(const Analysis& a) {
   std::string s = svg_open("chart-quality-bits", f, "Mean KLD vs effective bits per element (each point a KV config)");
   double xmax = 0, ymax = 0;
   for (const ConfigStats& c : a.configs)
-    if (std::isfinite(c.bits) && std::isfinite(c.kld_mean)) xmax = std::max(xmax, c.bits), ymax = std::max(ymax, c.kld_mean);
+    if (std::isfinite(c.bits) && std::isfinite(c.quality.kld_mean))
+      xmax = std::max(xmax, c.bits), ymax = std::max(ymax, c.quality.kld_mean);
   const std::vector<double> xt = ticks(0, xmax), yt = ticks(0, ymax);
   f.x0 = 0, f.x1 = xt.back(), f.y0 = 0, f.y1 = yt.back();
   s += axes(f, xt, yt, "effective bits per element (K and V)", "mean KLD vs reference");
@@ -261,15 +242,15 @@ std::string chart_quality_bits(const Analysis& a) {
   // the first free place beside its point, with a leader line when it had to move away.
   std::vector<LabelBox> placed;
   for (const ConfigStats& c : a.configs) {
-    if (!std::isfinite(c.bits) || !std::isfinite(c.kld_mean)) continue;
-    const double x = f.px(c.bits), y = f.py(c.kld_mean);
+    if (!std::isfinite(c.bits) || !std::isfinite(c.quality.kld_mean)) continue;
+    const double x = f.px(c.bits), y = f.py(c.quality.kld_mean);
     s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"6\" fill=\"{}\"><title>{}: {} bits, mean KLD {}</title></circle>",
-                     x, y, c.color, xml_escape(c.spec), num(c.bits), num(c.kld_mean));
+                     x, y, c.color, xml_escape(c.spec), num(c.bits), num(c.quality.kld_mean));
     placed.push_back({x, y, label_width(c.spec), 0, 0});
   }
   size_t k = 0;
   for (const ConfigStats& c : a.configs) {
-    if (!std::isfinite(c.bits) || !std::isfinite(c.kld_mean)) continue;
+    if (!std::isfinite(c.bits) || !std::isfinite(c.quality.kld_mean)) continue;
     LabelBox& box = placed[k++];
     place_label(box, placed, f);
     if (std::fabs(box.ly - (box.py - 6)) > 1 || std::fabs(box.lx - (box.px + 9)) > 1)
@@ -385,7 +366,7 @@ std::string gold_cell(const scoring::GoldSignal& gold, int64_t answered, double 
 // Per domain the rule reads the reference's answers in that domain.
 scoring::GoldSignal domain_gold(const Analysis& a, const std::string& domain) {
   const auto it = a.by_domain.find({domain, a.reference_spec});
-  return it == a.by_domain.end() ? scoring::GoldSignal{} : scoring::gold_signal(it->second.correct, it->second.answered);
+  return it == a.by_domain.end() ? scoring::GoldSignal{} : scoring::gold_signal(it->second.quality);
 }
 
 std::string bytes(double v) {
@@ -527,14 +508,14 @@ std::vector<std::tuple<std::string, std::string, std::string, std::string>> cros
   auto diff = [](double x, double y) { return std::isfinite(x) && std::isfinite(y) ? fmt::format("{:+.4g}", y - x) : "-"; };
   std::vector<std::tuple<std::string, std::string, std::string, std::string>> rows;
   for (const auto& [name, x, y] : std::vector<std::tuple<std::string, double, double>>{
-           {"mean KLD vs reference", e.kld_mean, g.kld_mean},
-           {"item KLD p99 (p99)", e.kld_p99, g.kld_p99},
-           {"KLD max", e.kld_max, g.kld_max},
-           {"same top-1 vs reference", e.same_top1, g.same_top1},
-           {"greedy divergence from reference", e.divergence, g.divergence},
-           {"gold accuracy", e.accuracy, g.accuracy},
-           {"TTFT p50 ms", e.ttft_p50, g.ttft_p50},
-           {"TPOT p50 ms", e.tpot_p50, g.tpot_p50}})
+           {"mean KLD vs reference", e.quality.kld_mean, g.quality.kld_mean},
+           {"item KLD p99 (p99)", e.quality.kld_p99, g.quality.kld_p99},
+           {"KLD max", e.quality.kld_max, g.quality.kld_max},
+           {"same top-1 vs reference", e.quality.same_top1, g.quality.same_top1},
+           {"greedy divergence from reference", e.quality.divergence_rate, g.quality.divergence_rate},
+           {"gold accuracy", e.quality.gold_accuracy, g.quality.gold_accuracy},
+           {"TTFT p50 ms", e.latency.ttft_p50, g.latency.ttft_p50},
+           {"TPOT p50 ms", e.latency.tpot_p50, g.latency.tpot_p50}})
     rows.emplace_back(name, num(x), num(y), diff(x, y));
   return rows;
 }
@@ -589,9 +570,10 @@ std::string render_report_html(const ReportInput& in) {
        th({"kv config", "role", "bits", "items", "scored tokens", "mean KLD", "same top-1", "item KLD p99 (p99)",
            "KLD max", "gold accuracy", "greedy divergence"});
   for (const ConfigStats& c : a.configs)
-    h += td({c.spec, results::config_role_name(c.role), num(c.bits), std::to_string(c.items), std::to_string(c.tokens), num(c.kld_mean),
-             percent(c.same_top1), num(c.kld_p99), num(c.kld_max), gold_cell(a.gold, c.answered, c.accuracy),
-             percent(c.divergence)});
+    h += td({c.spec, results::config_role_name(c.role), num(c.bits), std::to_string(c.quality.items),
+             std::to_string(c.quality.scored_tokens), num(c.quality.kld_mean), percent(c.quality.same_top1),
+             num(c.quality.kld_p99), num(c.quality.kld_max), gold_cell(a.gold, c.quality.gold_items, c.quality.gold_accuracy),
+             percent(c.quality.divergence_rate)});
   h += "</table>\n";
   if (!a.gold.note().empty()) h += "<p class=\"note\">Note: " + xml_escape(a.gold.note()) + ".</p>\n";
 
@@ -616,7 +598,7 @@ std::string render_report_html(const ReportInput& in) {
       rows.push_back(d);
       for (BarSeries& b : series) {
         const auto it = a.by_domain.find({d, b.name});
-        b.values.push_back(it == a.by_domain.end() ? kNaN : it->second.kld_mean);
+        b.values.push_back(it == a.by_domain.end() ? kNaN : it->second.quality.kld_mean);
       }
     }
     h += grouped_bars("chart-domains", "Mean KLD per eval domain and KV config", rows, series, "mean KLD") + "\n";
@@ -624,11 +606,12 @@ std::string render_report_html(const ReportInput& in) {
     if (in.baseline) cols.insert(cols.end(), {"baseline mean KLD", "Δ mean KLD", "paired items"});
     h += "<table>" + th(cols);
     for (const auto& [key, d] : a.by_domain) {
-      std::vector<std::string> row = {key.first, key.second, std::to_string(d.items), num(d.kld_mean), percent(d.same_top1),
-                                      gold_cell(domain_gold(a, key.first), d.answered, d.accuracy)};
+      std::vector<std::string> row = {key.first, key.second, std::to_string(d.quality.items), num(d.quality.kld_mean),
+                                      percent(d.quality.same_top1),
+                                      gold_cell(domain_gold(a, key.first), d.quality.gold_items, d.quality.gold_accuracy)};
       if (in.baseline)
         row.insert(row.end(), {num(d.baseline_kld_mean),
-                               std::isfinite(d.baseline_kld_mean) ? fmt::format("{:+.4g}", d.kld_mean - d.baseline_kld_mean) : "-",
+                               std::isfinite(d.baseline_kld_mean) ? fmt::format("{:+.4g}", d.quality.kld_mean - d.baseline_kld_mean) : "-",
                                std::to_string(d.paired)});
       h += td(row);
     }
@@ -646,8 +629,8 @@ std::string render_report_html(const ReportInput& in) {
     BarSeries p99{"p99 over items of item KLD p99", "#0072B2", {}}, mx{"max token KLD", "#D55E00", {}};
     for (const ConfigStats* c : candidates(a)) {
       rows.push_back(c->spec);
-      p99.values.push_back(c->kld_p99);
-      mx.values.push_back(c->kld_max);
+      p99.values.push_back(c->quality.kld_p99);
+      mx.values.push_back(c->quality.kld_max);
     }
     h += grouped_bars("chart-kld-tails", "KLD tails per KV config", rows, {p99, mx}, "KLD") + "\n";
   }
@@ -659,16 +642,17 @@ std::string render_report_html(const ReportInput& in) {
         o95{"TPOT p95", "#D55E00", {}};
     for (const ConfigStats& c : a.configs) {
       rows.push_back(c.spec);
-      t50.values.push_back(c.ttft_p50);
-      t95.values.push_back(c.ttft_p95);
-      o50.values.push_back(c.tpot_p50);
-      o95.values.push_back(c.tpot_p95);
+      t50.values.push_back(c.latency.ttft_p50);
+      t95.values.push_back(c.latency.ttft_p95);
+      o50.values.push_back(c.latency.tpot_p50);
+      o95.values.push_back(c.latency.tpot_p95);
     }
     h += grouped_bars("chart-latency", "TTFT and TPOT percentiles per KV config (ms, over all turns)", rows,
                       {t50, t95, o50, o95}, "milliseconds") +
          "\n<table>" + th({"kv config", "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p50", "TPOT p95", "TPOT p99"});
     for (const ConfigStats& c : a.configs)
-      h += td({c.spec, num(c.ttft_p50), num(c.ttft_p95), num(c.ttft_p99), num(c.tpot_p50), num(c.tpot_p95), num(c.tpot_p99)});
+      h += td({c.spec, num(c.latency.ttft_p50), num(c.latency.ttft_p95), num(c.latency.ttft_p99), num(c.latency.tpot_p50),
+               num(c.latency.tpot_p95), num(c.latency.tpot_p99)});
     h += "</table>\n";
   }
 
@@ -718,8 +702,9 @@ std::string render_report_markdown(const ReportInput& in) {
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ConfigStats& c : a.configs)
     md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.spec, c.role == results::ConfigRole::reference ? " (ref)" : "",
-                      num(c.bits), num(c.kld_mean), num(c.kld_p99), percent(c.same_top1),
-                      gold_cell(a.gold, c.answered, c.accuracy), num(c.ttft_p50), num(c.tpot_p50), num(c.kv_bytes, 6));
+                      num(c.bits), num(c.quality.kld_mean), num(c.quality.kld_p99), percent(c.quality.same_top1),
+                      gold_cell(a.gold, c.quality.gold_items, c.quality.gold_accuracy), num(c.latency.ttft_p50),
+                      num(c.latency.tpot_p50), num(c.kv_bytes, 6));
   if (!a.gold.note().empty()) md += "\nNote: " + a.gold.note() + ".\n";
   if (!in.weights_kv.empty()) md += "\n" + weights_kv_markdown(in.weights_kv, in.budget);
   md += "\n**Per domain (mean KLD)**\n\n| domain |";
@@ -732,9 +717,9 @@ std::string render_report_markdown(const ReportInput& in) {
     md += "| " + d + " |";
     for (const ConfigStats* c : cands) {
       const auto it = a.by_domain.find({d, c->spec});
-      std::string cell = it == a.by_domain.end() ? "-" : num(it->second.kld_mean);
+      std::string cell = it == a.by_domain.end() ? "-" : num(it->second.quality.kld_mean);
       if (it != a.by_domain.end() && std::isfinite(it->second.baseline_kld_mean))
-        cell += fmt::format(" ({:+.3g})", it->second.kld_mean - it->second.baseline_kld_mean);
+        cell += fmt::format(" ({:+.3g})", it->second.quality.kld_mean - it->second.baseline_kld_mean);
       md += " " + cell + " |";
     }
     md += "\n";

@@ -220,6 +220,15 @@ TEST_F(GateCli, BadPolicyAndBadRunsExit2) {
   r = run_kvgate("gate --db " + db_ + " --policy " + bad + " --baseline 1 --candidate 1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("q9_9"), std::string::npos) << r.err;
+  {
+    // A policy written before the metric had its one name: its limit must not silently go off.
+    std::ofstream out(bad);
+    out << "{\"kvgate_gate_policy\": 1, \"rules\": [{\"regression\": {\"accuracy\": 0.1}}]}";
+  }
+  r = run_kvgate("gate --db " + db_ + " --policy " + bad + " --baseline 1 --candidate 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rules[0].regression: key 'accuracy' is now 'gold_accuracy'"), std::string::npos) << r.err;
   std::remove(bad.c_str());
   EXPECT_EQ(run_kvgate(gate("--baseline 1 --candidate 7")).exit_code, 2);
   EXPECT_EQ(run_kvgate(gate("--baseline nope --candidate 1")).exit_code, 2);
@@ -524,7 +533,7 @@ TEST_F(GateRealRuns, IdenticalRunsPassWorseCandidateFailsReportRenders) {
     for (size_t at = r.out.find("FAIL "); at != std::string::npos; at = r.out.find("FAIL ", at + 1))
       EXPECT_EQ(r.out.substr(at, r.out.find('\n', at) - at).find("fp8_e4m3/fp8_e4m3]"), std::string::npos)
           << "fp8 rows were copied unchanged: " << r.out;
-    EXPECT_NE(r.out.find("SKIPPED absolute.accuracy_drop[tables, q4_0:rot=wht/q4_0:rot=wht]: gold accuracy n/a (reference 0/2)"),
+    EXPECT_NE(r.out.find("SKIPPED absolute.gold_accuracy_drop[tables, q4_0:rot=wht/q4_0:rot=wht]: gold accuracy n/a (reference 0/2)"),
               std::string::npos)
         << "the 135M model answers no smoke gold question, so accuracy checks say why they did not decide: " << r.out;
     const std::string report = slurp(md);

@@ -285,6 +285,9 @@ TEST(WeightsEndToEnd, OneRunScoresWeightsTimesKvAgainstOneReference) {
   EXPECT_LT(row.at("q4+f16/f16")["weight_bytes"].get<double>(), row.at("q8+f16/f16")["weight_bytes"].get<double>());
   EXPECT_LT(row.at("q8+q4_0:rot=wht/q4_0:rot=wht")["kv_bytes_per_token"].get<double>(),
             row.at("q8+f16/f16")["kv_bytes_per_token"].get<double>());
+  // The delta under the metric's one name (gold_accuracy); null where the run has no gold answer.
+  EXPECT_TRUE(row.at("q8+f16/f16").contains("gold_accuracy_delta")) << row.at("q8+f16/f16").dump();
+  EXPECT_FALSE(row.at("q8+f16/f16").contains("accuracy_delta")) << row.at("q8+f16/f16").dump();
   EXPECT_EQ(row.at("q8+f16/f16")["kv_bytes_per_session"].get<double>(),
             row.at("q8+f16/f16")["kv_bytes_per_token"].get<double>() * 8192);
   // For a 135M model the memory wall is the KV cache: 4-bit KV fits about 3.5x the sessions,

@@ -212,7 +212,7 @@ TEST_F(MergeTest, MergedRunHoldsExactlyTheRowsOfTheUnshardedRun) {
   const int64_t whole_run = write_run(whole, plan, std::nullopt);
   const MergeResult m = Store::merge_shards(db("merged"), shard_dbs(plan), "kvgate runs merge");
   EXPECT_FALSE(m.already_merged);
-  EXPECT_EQ(m.status, "complete");
+  EXPECT_EQ(m.status, RunStatus::complete);
   EXPECT_EQ(m.items, plan.items);
   EXPECT_EQ(m.shards, plan.shards);
   EXPECT_EQ(m.plan_hash, hex_u64(xxhash64(std::string(kPlanText))));
@@ -269,7 +269,7 @@ TEST_F(MergeTest, LimitedPlanMergesIntoAnInterruptedRunLikeTheUnshardedOne) {
     write_run(shards.back(), plan, i, 1, "interrupted");
   }
   const MergeResult m = Store::merge_shards(db("merged"), shards, "merge");
-  EXPECT_EQ(m.status, "interrupted");
+  EXPECT_EQ(m.status, RunStatus::interrupted);
   EXPECT_EQ(Store::open(db("merged")).find_run(m.run_id)->status, kvgate::results::RunStatus::interrupted);
 }
 
@@ -309,7 +309,7 @@ TEST_F(MergeTest, MergingTheSameShardsAgainWritesNothing) {
   const MergeResult again = Store::merge_shards(db("merged"), shards, "merge");
   EXPECT_TRUE(again.already_merged);
   EXPECT_EQ(again.run_id, first.run_id);
-  EXPECT_EQ(again.status, "complete");
+  EXPECT_EQ(again.status, RunStatus::complete);
   EXPECT_EQ(count(db("merged"), "SELECT COUNT(*) FROM runs"), 1);
   EXPECT_EQ(stored_rows(db("merged"), first.run_id), before);
 

@@ -20,9 +20,9 @@ const char* kPolicy = R"({
   "bootstrap": {"resamples": 1000, "confidence": 0.95, "seed": 7},
   "rules": [
     {"domain": "*", "kv": "*",
-     "absolute": {"kld_mean_max": 0.1, "kld_p99_max": 1.0, "same_top1_min": 0.8, "accuracy_drop_max": 0.5,
+     "absolute": {"kld_mean_max": 0.1, "kld_p99_max": 1.0, "same_top1_min": 0.8, "gold_accuracy_drop_max": 0.5,
                   "divergence_rate_max": 1.0},
-     "regression": {"kld_mean": 0.002, "kld_p99": 0.05, "same_top1": 0.01, "accuracy": 0.1, "divergence_rate": 0.2}},
+     "regression": {"kld_mean": 0.002, "kld_p99": 0.05, "same_top1": 0.01, "gold_accuracy": 0.1, "divergence_rate": 0.2}},
     {"domain": "tables", "kv": "*", "absolute": {"kld_mean_max": 0.05}},
     {"domain": "*", "kv": "q4_0", "absolute": {"kld_mean_max": 0.2, "same_top1_min": null}},
     {"domain": "tables", "kv": "q4_0", "absolute": {"kld_mean_max": 0.08}}
@@ -119,6 +119,16 @@ TEST(GatePolicy, BadFilesNameTheFileAndTheProblem) {
   expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [{}], \"bootstrap\": {\"confidence\": 2}}",
                      "bootstrap.confidence");
   expect_input_error("[1, 2]", "JSON object");
+}
+
+TEST(GatePolicy, OldKeysNameTheirNewNames) {
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [{\"regression\": {\"accuracy\": 0.1}}]}",
+                     "rules[0].regression: key 'accuracy' is now 'gold_accuracy'");
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [{}, {\"kv\": \"q4_0\", \"absolute\": {\"accuracy_drop_max\": 0.5}}]}",
+                     "rules[1].absolute: key 'accuracy_drop_max' is now 'gold_accuracy_drop_max'");
+  // Only where the new name is a key: "accuracy" among absolute limits was never one.
+  expect_input_error("{\"kvgate_gate_policy\": 1, \"rules\": [{\"absolute\": {\"accuracy\": 0.1}}]}",
+                     "unknown key 'accuracy'");
 }
 
 TEST(GatePolicy, CanonicalizedNamesThatCollideAreRejected) {
@@ -232,7 +242,7 @@ TEST(Gate, AccuracyDropIsAgainstTheReferenceConfig) {
   for (GateItem& it : cand.items)
     if (it.domain == "tables" && it.config == "q4_0/q4_0" && wrong < 6) it.scores.exact_match_gold = false, ++wrong;
   const GateOutcome o = evaluate_gate(p, nullptr, cand);
-  const CheckResult* c = find(o, "absolute.accuracy_drop[tables, q4_0/q4_0]");
+  const CheckResult* c = find(o, "absolute.gold_accuracy_drop[tables, q4_0/q4_0]");
   ASSERT_NE(c, nullptr);
   EXPECT_DOUBLE_EQ(c->baseline_value, 1.0);
   EXPECT_DOUBLE_EQ(c->candidate_value, 0.4);
@@ -250,12 +260,12 @@ TEST(Gate, GoldAccuracyChecksAreSkippedWithAReasonWhenTheReferenceCannotAnswer) 
   const GateRun base = unanswerable(make_run(1, 10, 1.0));
   const GateRun cand = unanswerable(make_run(2, 10, 1.0));
   const GateOutcome o = evaluate_gate(p, &base, cand);
-  const CheckResult* drop = find(o, "absolute.accuracy_drop[tables, q4_0/q4_0]");
+  const CheckResult* drop = find(o, "absolute.gold_accuracy_drop[tables, q4_0/q4_0]");
   ASSERT_NE(drop, nullptr);
   EXPECT_TRUE(drop->skipped);
   EXPECT_TRUE(drop->passed) << "skipped is not a failure";
   EXPECT_NE(drop->detail.find("n/a (reference 0/10)"), std::string::npos) << drop->detail;
-  const CheckResult* reg = find(o, "regression.accuracy[tables, q4_0/q4_0]");
+  const CheckResult* reg = find(o, "regression.gold_accuracy[tables, q4_0/q4_0]");
   ASSERT_NE(reg, nullptr);
   EXPECT_TRUE(reg->skipped);
   EXPECT_NE(reg->detail.find("0 of 10"), std::string::npos) << reg->detail;
@@ -264,9 +274,9 @@ TEST(Gate, GoldAccuracyChecksAreSkippedWithAReasonWhenTheReferenceCannotAnswer) 
 
   // The same runs where the reference answers: the checks decide.
   const GateOutcome ok = evaluate_gate(p, &base, make_run(3, 10, 1.0));
-  EXPECT_FALSE(find(ok, "regression.accuracy[tables, q4_0/q4_0]")->skipped)
+  EXPECT_FALSE(find(ok, "regression.gold_accuracy[tables, q4_0/q4_0]")->skipped)
       << "a reference that answers in one of the two runs is enough to measure a regression";
-  EXPECT_FALSE(find(evaluate_gate(p, nullptr, make_run(3, 10, 1.0)), "absolute.accuracy_drop[tables, q4_0/q4_0]")->skipped);
+  EXPECT_FALSE(find(evaluate_gate(p, nullptr, make_run(3, 10, 1.0)), "absolute.gold_accuracy_drop[tables, q4_0/q4_0]")->skipped);
 }
 
 TEST(Gate, MissingItemsConfigsAndMismatchedRunsFail) {
@@ -423,7 +433,7 @@ TEST(Gate, NotMeasuredFailsUnlessThePolicyAllowsIt) {
     }
   const GateOutcome o = evaluate_gate(test_policy(), &base, cand);
   for (const char* name : {"absolute.kld_mean[tables, q4_0/q4_0]", "absolute.kld_p99[policy, q4_0/q4_0]",
-                           "absolute.accuracy_drop[tables, q4_0/q4_0]", "absolute.divergence_rate[tables, q4_0/q4_0]",
+                           "absolute.gold_accuracy_drop[tables, q4_0/q4_0]", "absolute.divergence_rate[tables, q4_0/q4_0]",
                            "regression.kld_mean[tables, q4_0/q4_0]"}) {
     const CheckResult* c = find(o, name);
     ASSERT_NE(c, nullptr) << name;

@@ -15,7 +15,7 @@ const char* kPolicy = R"({
   "kvgate_gate_policy": 1,
   "rules": [
     {"domain": "*", "kv": "*",
-     "absolute": {"kld_mean_max": 0.1, "same_top1_min": 0.6, "accuracy_drop_max": 0.5}},
+     "absolute": {"kld_mean_max": 0.1, "same_top1_min": 0.6, "gold_accuracy_drop_max": 0.5}},
     {"domain": "tables", "kv": "*", "absolute": {"kld_mean_max": 0.05}}
   ]
 })";
