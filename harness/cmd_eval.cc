@@ -25,8 +25,11 @@
 #include "harness/eval/eval_plan.h"
 #include "harness/eval/runner.h"
 #include "harness/eval/run_recorder.h"
+#include "harness/report/config_labels.h"
+#include "harness/report/per_turn.h"
 #include "harness/weights_axis.h"
 #include "results/store.h"
+#include "results/stored_run.h"
 #include "runtime/gguf.h"
 #include "runtime/model_store.h"
 #include "runtime/synthetic_model.h"
@@ -90,8 +93,9 @@ scoring::GoldSignal reference_gold(const EvalResult& r) {
   return {};
 }
 
+// `turns`: the per-turn table a replay ends with (null for eval).
 void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string& plan_hash, const std::string& db_path,
-                   bool json) {
+                   bool json, const PerTurn* turns) {
   const Workload& w = plan.workload;
   if (json) {
     nlohmann::json configs = nlohmann::json::array();
@@ -100,6 +104,8 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
       const ConfigSummaryRow& c = r.configs[i];
       const PlannedConfig& planned = plan.configs[i];
       configs.push_back({{"kv", c.spec},
+                         {"label", planned.label},
+                         {"spec", c.spec},
                          {"kv_spec", planned.kv.canonical()},
                          {"weights", plan.weights_run ? nlohmann::json(plan.models[planned.model].label) : nlohmann::json(nullptr)},
                          {"reference", c.reference},
@@ -128,6 +134,7 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                           {"reference_answered", gold.reference_answered},
                           {"note", gold.note().empty() ? nlohmann::json(nullptr) : nlohmann::json(gold.note())}};
     if (!r.cross_checks.empty()) j["cross_check"] = cross_check_json(r);
+    if (turns) j["per_turn"] = per_turn_json(*turns);
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -136,15 +143,20 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
   std::printf("run %lld  %s  (%lld items, %lld run now, %.1f s)  db %s\n", static_cast<long long>(r.run_id),
               w.source.c_str(), static_cast<long long>(r.items_total), static_cast<long long>(r.items_run), r.seconds,
               db_path.c_str());
-  int width = 28;  // weights runs name configs LABEL+KV, often longer
-  for (const ConfigSummaryRow& c : r.configs) width = std::max(width, static_cast<int>(c.spec.size()) + 6);
+  // Configs as the user typed them; the legend under the table gives their canonical specs.
+  std::vector<ConfigName> names;
+  for (const PlannedConfig& c : plan.configs) names.push_back({c.label.empty() ? c.spec : c.label, c.spec});
+  int width = 17;
+  for (const ConfigName& n : names) width = std::max(width, static_cast<int>(n.label.size()) + 6);
   // "n/a (reference 0/10)" where the reference cannot answer the gold questions (scoring/aggregate.h).
   const std::string na = gold.unavailable();
   const int answer_width = std::max(9, static_cast<int>(na.size()));
   std::printf("%-*s %6s %11s %11s %8s %*s %9s %9s\n", width, plan.weights_run ? "weights+kv config" : "kv config", "bits",
               "mean KLD", "KLD p99", "top-1 %", answer_width + 1, "Δ answer", "TTFT ms", "TPOT ms");
-  for (const ConfigSummaryRow& c : r.configs) {
-    const std::string name = c.reference ? c.spec + " (ref)" : c.spec;
+  for (size_t i = 0; i < r.configs.size(); ++i) {
+    const ConfigSummaryRow& c = r.configs[i];
+    const std::string& label = i < names.size() ? names[i].label : c.spec;
+    const std::string name = c.reference ? label + " (ref)" : label;
     const double delta = c.quality.gold_accuracy - ref_acc;
     const std::string answer = gold.informative() || gold.reference_answered == 0 ? fmt_or_dash(100 * delta, "{:+.1f}%") : na;
     std::printf("%-*s %6.2f %11s %11s %8s %*s %9s %9s\n", width, name.c_str(), c.bits_per_element,
@@ -152,7 +164,9 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                 fmt_or_dash(100 * c.quality.same_top1, "{:.2f}").c_str(), answer_width, answer.c_str(),
                 fmt_or_dash(c.latency.ttft_p50, "{:.1f}").c_str(), fmt_or_dash(c.latency.tpot_p50, "{:.1f}").c_str());
   }
+  if (const std::string legend = canonical_legend(names); !legend.empty()) std::printf("%s\n", legend.c_str());
   if (!gold.note().empty()) std::printf("note: %s\n", gold.note().c_str());
+  if (turns) std::fputs(per_turn_text(*turns).c_str(), stdout);
   print_engine_notes(r);
 }
 
@@ -338,7 +352,11 @@ void run_eval_cmd(EvalArgs a) {
     throw;
   }
   if (live) std::fprintf(stderr, "\r\033[K");
-  print_summary(r, plan, recorder.plan_hash(), db_path, a.json);
+  // A replay ends with its sessions turn by turn, as `kvgate runs show` prints them from the store
+  // (a resumed run's earlier turns included).
+  std::optional<PerTurn> turns;
+  if (a.plan.replay) turns = per_turn(results::StoredRun::load(*store, *store->find_run(recorder.run_id())));
+  print_summary(r, plan, recorder.plan_hash(), db_path, a.json, turns ? &*turns : nullptr);
 }
 
 void add_common(CLI::App* c, EvalArgs& a) {

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "harness/report/answers.h"
+#include "harness/report/config_labels.h"
 #include "harness/commands.h"
 #include "harness/report/report_html.h"
 #include "harness/report/verdicts.h"
@@ -133,19 +134,23 @@ std::string changed_answers_link(const scoring::CheckResult& c, const RunAnswers
   if (c.config.empty() || !answers.stored) return "";
   const std::string domain = c.domain == "*" ? "" : c.domain;
   const std::vector<std::string> items = changed_items(answers, c.config, domain);
-  if (items.empty()) return fmt::format("  - no answer changed under {} against the reference {}\n", c.config, answers.reference);
+  if (items.empty())
+    return fmt::format("  - no answer changed under {} against the reference {}\n", answers.label(c.config),
+                       answers.label(answers.reference));
   std::string list;
   for (size_t i = 0; i < items.size() && i < 8; ++i) list += (i ? ", " : "") + ("`" + items[i] + "`");
   if (items.size() > 8) list += fmt::format(" and {} more", items.size() - 8);
   return fmt::format("  - answers that changed ({}): {}; read them with `kvgate runs show {} --answers --changed --config {}{}` "
                      "or in the HTML report's section #{}\n",
-                     items.size(), list, run_id, c.config, domain.empty() ? "" : " --domain " + domain,
+                     items.size(), list, run_id, answers.label(c.config), domain.empty() ? "" : " --domain " + domain,
                      changed_answers_anchor(c.config));
 }
 
 std::string markdown_report(const scoring::GateOutcome& o, const std::string& headline, const RunAnswers& answers,
                             int64_t candidate_run) {
   std::string md = "## kvgate gate: " + std::string(o.passed() ? "PASS" : "FAIL") + "\n\n" + headline + "\n\n";
+  // Tables name configs as typed; check names keep the canonical spec (stable ids for CI history).
+  if (const std::string legend = canonical_legend(answers.names); !legend.empty()) md += "Configs as typed; " + legend + ".\n\n";
   md += fmt::format("{} checks, {} failed, {} skipped.\n\n", o.checks.size(), o.failed(), o.skipped());
   if (o.failed() > 0) {
     md += "### Failing checks\n\n| check | domain | config | baseline | candidate | delta | CI | limit | items most affected |\n"
@@ -159,7 +164,7 @@ std::string markdown_report(const scoring::GateOutcome& o, const std::string& he
                                                                                       c.kind == scoring::CheckKind::absolute
                                                                                   ? std::string(scoring::check_kind_name(c.kind)) + " " + c.metric
                                                                                   : c.name),
-                        md_cell(c.domain), md_cell(c.config.empty() ? "-" : c.config), num(c.baseline_value),
+                        md_cell(c.domain), md_cell(c.config.empty() ? "-" : answers.label(c.config)), num(c.baseline_value),
                         num(c.candidate_value), num(c.delta), ci, num(c.threshold), md_cell(items.empty() ? "-" : items));
     }
     md += "\nDetails:\n\n";
@@ -190,7 +195,8 @@ std::string markdown_report(const scoring::GateOutcome& o, const std::string& he
 nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<results::RunRecord>& base,
-                            const results::RunRecord& cand, const std::string& policy, const std::string& db) {
+                            const results::RunRecord& cand, const std::string& policy, const std::string& db,
+                            const std::vector<results::RunConfigRecord>& cand_configs) {
   nlohmann::json checks = nlohmann::json::array();
   for (const scoring::CheckResult& c : o.checks) {
     nlohmann::json affected = nlohmann::json::array();
@@ -201,6 +207,7 @@ nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<r
                       {"metric", c.metric},
                       {"domain", c.domain},
                       {"config", c.config},
+                      {"config_label", c.config.empty() ? nlohmann::json(nullptr) : nlohmann::json(label_of(cand_configs, c.config))},
                       {"passed", c.passed},
                       {"skipped", c.skipped},
                       {"baseline_value", number_or_null(c.baseline_value)},
@@ -301,9 +308,12 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
   if (!a.report.empty()) write_output_file(a.report, markdown_report(outcome, headline, read_answers(store, cand->id), cand->id));
 
   if (a.json) {
-    std::printf("%s\n", outcome_json(outcome, base, *cand, a.policy, store.path()).dump(2).c_str());
+    std::printf("%s\n", outcome_json(outcome, base, *cand, a.policy, store.path(), store.run_configs(cand->id)).dump(2).c_str());
   } else {
     std::printf("%s\n", headline.c_str());
+    // Check names keep the canonical specs: the candidate's configs as typed, to read them by.
+    if (const std::string legend = canonical_legend(config_names(store.run_configs(cand->id))); !legend.empty())
+      std::printf("configs as typed; %s\n", legend.c_str());
     for (const scoring::CheckResult& c : outcome.checks)
       if (!c.passed) std::printf("FAIL %s: %s\n", c.name.c_str(), c.detail.c_str());
     for (const scoring::CheckResult& c : outcome.checks)

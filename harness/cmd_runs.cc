@@ -15,8 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "harness/report/answers.h"
 #include "harness/commands.h"
+#include "harness/report/answers.h"
+#include "harness/report/config_labels.h"
+#include "harness/report/per_turn.h"
 #include "harness/report/engine_report.h"
 #include "harness/report/stored_scores.h"
 #include "harness/report/verdicts.h"
@@ -85,7 +87,7 @@ std::string status_text(const results::RunRecord& r) {
 
 struct ConfigResults {
   int64_t config_id = 0;
-  std::string spec;
+  std::string spec, label;
   results::ConfigRole role = results::ConfigRole::candidate;
   scoring::ItemAggregate items;
 };
@@ -97,62 +99,14 @@ std::vector<ConfigResults> summarize(const results::StoredRun& stored) {
   for (const results::RunItemMetrics& r : stored.items) by_config[r.metrics.config_id].add(item_scores(r.metrics));
   std::vector<ConfigResults> out;
   for (const auto& [id, items] : by_config) {
-    ConfigResults c{id, "config#" + std::to_string(id), results::ConfigRole::candidate, items.result()};
+    ConfigResults c{id, "config#" + std::to_string(id), "", results::ConfigRole::candidate, items.result()};
+    c.label = c.spec;
     for (const results::RunConfigRecord& rc : configs)
-      if (rc.config_id == id) c.spec = rc.spec, c.role = rc.role;
+      if (rc.config_id == id) c.spec = rc.spec, c.label = rc.label.empty() ? rc.spec : rc.label, c.role = rc.role;
     out.push_back(std::move(c));
   }
   std::stable_sort(out.begin(), out.end(), [](const ConfigResults& x, const ConfigResults& y) { return x.spec < y.spec; });
   return out;
-}
-
-// Per config, per turn index of the run's multi-turn sessions, the mean over sessions of that
-// turn's mean KLD: the drift the report charts, as numbers (deterministic, unlike latency, so a
-// merged run shows exactly what the unsharded run shows).
-struct TurnDrift {
-  std::map<std::string, std::map<int64_t, double>> kld;  // spec -> turn -> mean KLD
-  size_t sessions = 0;
-};
-
-TurnDrift turn_drift(const std::vector<results::RunTurnMetrics>& turns, const std::vector<results::RunConfigRecord>& configs) {
-  std::map<int64_t, std::string> spec_of;
-  for (const auto& c : configs) spec_of[c.config_id] = c.spec;
-  std::map<std::string, int64_t> turns_of_item;
-  for (const auto& t : turns) turns_of_item[t.item_key] = std::max(turns_of_item[t.item_key], t.turn.turn_index + 1);
-  std::map<std::string, std::vector<scoring::SessionTurn>> kld;
-  std::set<std::string> sessions;
-  for (const auto& t : turns) {
-    if (turns_of_item[t.item_key] < 2 || !spec_of.count(t.turn.config_id)) continue;
-    sessions.insert(t.item_key);
-    kld[spec_of[t.turn.config_id]].push_back({t.turn.turn_index, t.turn.kld_mean});
-  }
-  TurnDrift d;
-  for (const auto& [spec, x] : kld) d.kld[spec] = scoring::drift_over_turns(x);
-  d.sessions = sessions.size();
-  return d;
-}
-
-std::string turn_drift_text(const TurnDrift& d) {
-  if (d.sessions == 0) return "";
-  int64_t last = 0;
-  for (const auto& [spec, turns] : d.kld)
-    if (!turns.empty()) last = std::max(last, turns.rbegin()->first);
-  size_t width = 10;
-  for (const auto& [spec, turns] : d.kld) width = std::max(width, spec.size());
-  std::string text = fmt::format("per turn over {} multi-turn sessions (mean KLD against the reference; the context "
-                                 "grows with the turn)\n  {:<{}}",
-                                 d.sessions, "turn", width);
-  for (int64_t t = 0; t <= last; ++t) text += fmt::format(" {:>9}", t);
-  text += "\n";
-  for (const auto& [spec, turns] : d.kld) {
-    text += fmt::format("  {:<{}}", spec, width);
-    for (int64_t t = 0; t <= last; ++t) {
-      const auto it = turns.find(t);
-      text += it == turns.end() ? fmt::format(" {:>9}", "-") : fmt::format(" {:>9.5f}", it->second);
-    }
-    text += "\n";
-  }
-  return text;
 }
 
 scoring::GoldSignal reference_gold(const std::vector<ConfigResults>& summary) {
@@ -219,31 +173,11 @@ std::string plan_text(const nlohmann::json& plan) {
   return text;
 }
 
-// --config as the user typed it ("q4_0") to the spec the run stores ("q4_0:rot=wht/q4_0:rot=wht").
-std::string stored_config(const std::string& typed, const std::vector<results::RunConfigRecord>& configs,
-                          const std::string& db, int64_t run_id) {
-  std::string names;
-  for (const auto& c : configs) {
-    if (c.spec == typed) return c.spec;
-    names += (names.empty() ? "" : ", ") + c.spec;
-  }
-  std::string canonical;
-  try {
-    canonical = kernels::parse_kv_config(typed).canonical();
-  } catch (const Error&) {
-    canonical.clear();
-  }
-  for (const auto& c : configs)
-    if (!canonical.empty() && c.spec == canonical) return c.spec;
-  throw_usage_error(fmt::format("--config '{}': run {} in {} has no such config (it has {})", echo_user_text(typed), run_id,
-                                db, names));
-}
-
 void run_show_answers(const RunsArgs& a, results::Store& store, const results::RunRecord& run) {
   AnswersFilter filter;
   filter.changed_only = a.changed;
   filter.domain = a.domain;
-  if (!a.config.empty()) filter.config = stored_config(a.config, store.run_configs(run.id), store.path(), run.id);
+  if (!a.config.empty()) filter.config = resolve_config(a.config, store.run_configs(run.id), store.path(), run.id);
   const RunAnswers answers = read_answers(store, run.id, filter);
   if (a.json) {
     nlohmann::json out = {{"run", run.id}, {"db", store.path()}};
@@ -271,7 +205,7 @@ void run_show(const RunsArgs& a) {
   const EngineRunView engine = read_engine_view(store, run.id);
   const scoring::GoldSignal gold = reference_gold(summary);
   const RunVerdicts verdicts = run_verdicts(store, run, a.policy);
-  const TurnDrift drift = turn_drift(store.run_turn_metrics(run.id), configs);
+  const PerTurn turns = per_turn(stored);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
@@ -280,6 +214,7 @@ void run_show(const RunsArgs& a) {
     out["verdicts"] = nlohmann::json::array();
     for (const scoring::ConfigVerdict& v : verdicts.configs)
       out["verdicts"].push_back({{"config", v.config},
+                                 {"label", verdicts.label(v)},
                                  {"verdict", scoring::verdict_name(v.verdict)},
                                  {"reason", v.reason},
                                  {"worst_check", v.worst_check.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.worst_check)},
@@ -288,7 +223,7 @@ void run_show(const RunsArgs& a) {
                                  {"checks", v.checks},
                                  {"failed", v.failed},
                                  {"skipped", v.skipped},
-                                 {"line", v.line()}});
+                                 {"line", verdicts.line(v)}});
     out["configs"] = nlohmann::json::array();
     for (const auto& c : configs) {
       nlohmann::json model = nullptr;
@@ -297,6 +232,7 @@ void run_show(const RunsArgs& a) {
                  {"sha256", c.model->sha256},         {"file_bytes", c.model->file_bytes},
                  {"weight_bytes", c.model->weight_bytes}, {"weight_type", c.model->weight_type}};
       out["configs"].push_back({{"id", c.config_id},
+                                {"label", c.label},
                                 {"spec", c.spec},
                                 {"kv_spec", c.model ? c.model->kv_spec : c.spec},
                                 {"hash", c.hash},
@@ -310,6 +246,7 @@ void run_show(const RunsArgs& a) {
     nlohmann::json table = nlohmann::json::array();
     for (const WeightsKvRow& r : weights_kv)
       table.push_back({{"spec", r.spec},
+                       {"label", r.label},
                        {"role", results::config_role_name(r.role)},
                        {"weights", r.weights.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.weights)},
                        {"weight_type", r.weight_type},
@@ -330,6 +267,7 @@ void run_show(const RunsArgs& a) {
     out["summary"] = nlohmann::json::array();
     for (const auto& s : summary)
       out["summary"].push_back({{"config_id", s.config_id},
+                                {"label", s.label},
                                 {"spec", s.spec},
                                 {"role", results::config_role_name(s.role)},
                                 {"items", s.items.items},
@@ -343,11 +281,7 @@ void run_show(const RunsArgs& a) {
                             {"reference_correct", gold.reference_correct},
                             {"reference_answered", gold.reference_answered},
                             {"note", gold.note().empty() ? nlohmann::json(nullptr) : nlohmann::json(gold.note())}};
-    nlohmann::json per_turn = nlohmann::json::array();
-    for (const auto& [spec, turns] : drift.kld)
-      for (const auto& [turn, kld] : turns)
-        per_turn.push_back({{"spec", spec}, {"turn", turn}, {"kld_mean", number_or_null(kld)}});
-    out["per_turn"] = {{"sessions", drift.sessions}, {"turns", per_turn}};
+    out["per_turn"] = per_turn_json(turns);
     out.update(engine_json(engine));
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -364,15 +298,18 @@ void run_show(const RunsArgs& a) {
   text += fmt::format("  items     {}\n", run.items);
   text += plan_text(plan);
   if (!configs.empty()) {
+    // Each config as typed, its canonical spec last (the one results are keyed and gated by).
+    size_t label_width = 12;
+    for (const auto& c : configs) label_width = std::max(label_width, c.label.size());
     text += "configs\n";
     for (const auto& c : configs)
-      text += fmt::format("  {:<10} {:<24} {:>6.3f} bits/elem  {} KV bytes/token\n", results::config_role_name(c.role), c.spec,
-                          c.bits_per_element,
-                          std::isfinite(c.kv_bytes_per_token) ? fmt::format("{:.0f}", c.kv_bytes_per_token) : "-");
+      text += fmt::format("  {:<10} {:<{}} {:>6.3f} bits/elem {:>7} KV bytes/token  {}\n", results::config_role_name(c.role),
+                          c.label, label_width, c.bits_per_element,
+                          std::isfinite(c.kv_bytes_per_token) ? fmt::format("{:.0f}", c.kv_bytes_per_token) : "-", c.spec);
   }
   if (!summary.empty()) {
-    size_t width = 24;  // a weights run's LABEL+KV names are longer
-    for (const auto& s : summary) width = std::max(width, s.spec.size());
+    size_t width = 12;
+    for (const auto& s : summary) width = std::max(width, s.label.size());
     // "n/a (reference 0/10)" where the reference cannot answer the gold questions.
     const std::string na = gold.unavailable();
     const size_t gold_width = std::max<size_t>(8, na.size());
@@ -383,11 +320,11 @@ void run_show(const RunsArgs& a) {
     text += fmt::format("{:<{}} {:>6} {:>10} {:>12} {:>8} {:>{}}\n", "results", width + 2, "items", "tokens", "mean KLD",
                         "top-1 %", "gold %", gold_width);
     for (const auto& s : summary)
-      text += fmt::format("  {:<{}} {:>6} {:>10} {:>12.6f} {:>8.3f} {:>{}}\n", s.spec, width, s.items.items,
+      text += fmt::format("  {:<{}} {:>6} {:>10} {:>12.6f} {:>8.3f} {:>{}}\n", s.label, width, s.items.items,
                           s.items.scored_tokens, s.items.kld_mean, 100.0 * s.items.same_top1, gold_cell(s.items), gold_width);
     if (!gold.note().empty()) text += "  note: " + gold.note() + "\n";
   }
-  text += turn_drift_text(drift);
+  text += per_turn_text(turns);
   if (!summary.empty()) text += weights_kv_text(weights_kv, budget);
   text += endpoints_text(engine) + failures_text(engine) + load_text(engine);
   std::fputs(text.c_str(), stdout);

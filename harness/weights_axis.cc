@@ -117,8 +117,8 @@ std::vector<std::string> attribution(const std::vector<WeightsKvRow>& rows) {
     if (!weights_only || !kv_only) continue;
     out.push_back(fmt::format("{}: mean KLD {}; weights alone ({}) {}, KV alone ({}) {}, the rest {:+.6f}; "
                               "weights {} MiB, KV {} MiB per session",
-                              r.spec, or_dash(r.quality.kld_mean, "{:.6f}"), weights_only->spec,
-                              or_dash(weights_only->quality.kld_mean, "{:.6f}"), kv_only->spec,
+                              r.label, or_dash(r.quality.kld_mean, "{:.6f}"), weights_only->label,
+                              or_dash(weights_only->quality.kld_mean, "{:.6f}"), kv_only->label,
                               or_dash(kv_only->quality.kld_mean, "{:.6f}"),
                               r.quality.kld_mean - weights_only->quality.kld_mean - kv_only->quality.kld_mean,
                               mib(r.weight_bytes), mib(r.kv_bytes_per_session)));
@@ -139,7 +139,7 @@ WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows) {
   // (the table's reader finds the reason in the note its caller prints under the summary).
   const bool gold_na = !gold.informative() && gold.reference_answered > 0;
   for (const WeightsKvRow& r : rows)
-    t.rows.push_back({r.role == results::ConfigRole::reference ? r.spec + " (ref)" : r.spec,
+    t.rows.push_back({r.role == results::ConfigRole::reference ? r.label + " (ref)" : r.label,
                       r.weight_type.empty() ? "-" : r.weight_type,
                       r.kv,
                       or_dash(r.quality.kld_mean, "{:.6f}"),
@@ -225,6 +225,7 @@ std::vector<WeightsKvRow> weights_kv_rows(const results::StoredRun& run, const G
   for (const results::RunConfigRecord& c : run.configs) {
     WeightsKvRow r;
     r.spec = c.spec;
+    r.label = c.label.empty() ? c.spec : c.label;
     r.role = c.role;
     r.kv = c.model ? c.model->kv_spec : c.spec;
     if (c.model) {

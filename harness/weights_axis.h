@@ -44,6 +44,7 @@ GpuBudget gpu_budget(const std::string& gpu, double mem_gib, double mem_util, in
 
 struct WeightsKvRow {
   std::string spec;
+  std::string label;  // the config as the user typed it (docs/schema.md, run_configs.label): what the table shows
   results::ConfigRole role = results::ConfigRole::candidate;
   std::string weights;      // model label, "" when the run recorded no model for the config
   std::string weight_type;  // e.g. "Q4_0"

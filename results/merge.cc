@@ -422,6 +422,9 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
     const int64_t id = out.add_config({rc.spec, rc.hash, rc.bits_per_element});
     out.attach_config(run_id, id, rc.role, rc.kv_bytes_per_token);
     if (rc.kld_estimator != "full") out.set_config_estimator(run_id, id, rc.kld_estimator, rc.top_k);
+    // Shards of one plan may have been started with other spellings of one config: the first's
+    // shows. A label that is the spec (or none, before v7) reads back the same unwritten.
+    if (rc.label != rc.spec) out.set_config_label(run_id, id, rc.label);
     if (rc.model) out.record_config_model(run_id, id, *rc.model);
     config_id[rc.spec] = id;
   }

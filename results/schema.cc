@@ -308,8 +308,17 @@ ALTER TABLE turn_metrics ADD COLUMN answer_divergence INTEGER;
 ALTER TABLE items ADD COLUMN gold_answer TEXT;
 )sql";
 
-constexpr std::string_view kMigrations[] = {kMigration1, kMigrationShardedRuns, kMigrationEngineMode,
-                                             kMigrationConfigModels, kMigrationRunLoad, kMigrationAnswers};
+// Configs as the user typed them (docs/schema.md, run_configs.label): `q4_0` beside the canonical
+// spec `q4_0:rot=wht/q4_0:rot=wht` the results are keyed by, so tables show what the user asked
+// for. NULL (a run made before): shown by its canonical spec.
+constexpr std::string_view kMigrationConfigLabels = R"sql(
+ALTER TABLE run_configs ADD COLUMN label TEXT;
+)sql";
+
+// Append only; a released migration is never edited or renumbered.
+constexpr std::string_view kMigrations[] = {kMigration1,       kMigrationShardedRuns, kMigrationEngineMode,
+                                             kMigrationConfigModels, kMigrationRunLoad, kMigrationAnswers,
+                                             kMigrationConfigLabels};
 
 }  // namespace
 

@@ -275,6 +275,12 @@ void Store::attach_config(int64_t run_id, int64_t config_id, ConfigRole role, do
   s.run();
 }
 
+void Store::set_config_label(int64_t run_id, int64_t config_id, const std::string& label) {
+  Statement s(*connection_, "UPDATE run_configs SET label = ?1 WHERE run_id = ?2 AND config_id = ?3");
+  s.bind(1, label).bind(2, run_id).bind(3, config_id);
+  s.run();
+}
+
 void Store::record_config_model(int64_t run_id, int64_t config_id, const ConfigModel& m) {
   Statement s(*connection_,
               "INSERT OR REPLACE INTO config_models (run_id, config_id, kv_spec, model_label, model_path, model_sha256, "
@@ -414,7 +420,7 @@ std::vector<RunConfigRecord> Store::run_configs(int64_t run_id) {
   Statement s(*connection_,
               "SELECT c.id, c.spec, c.hash, rc.role, c.bits_per_element, rc.kv_bytes_per_token, rc.kld_estimator, "
               "rc.top_k, cm.kv_spec, cm.model_label, cm.model_path, cm.model_sha256, cm.file_bytes, cm.weight_bytes, "
-              "cm.weight_type FROM run_configs rc JOIN configs c ON c.id = rc.config_id "
+              "cm.weight_type, rc.label FROM run_configs rc JOIN configs c ON c.id = rc.config_id "
               "LEFT JOIN config_models cm ON cm.run_id = rc.run_id AND cm.config_id = rc.config_id WHERE rc.run_id = ?1 "
               "ORDER BY rc.role DESC, c.spec");
   s.bind(1, run_id);
@@ -428,10 +434,12 @@ std::vector<RunConfigRecord> Store::run_configs(int64_t run_id) {
                       s.column_double(5),
                       s.column_text(6),
                       s.column_optional_int(7),
-                      std::nullopt};
+                      std::nullopt,
+                      ""};
     if (!s.is_null(8))
       r.model = ConfigModel{s.column_text(8), s.column_text(9), s.column_text(10), s.column_text(11),
                             s.column_int(12), s.column_int(13), s.column_text(14)};
+    r.label = s.is_null(15) ? r.spec : s.column_text(15);
     out.push_back(std::move(r));
   }
   return out;

@@ -86,6 +86,9 @@ struct RunConfigRecord {
   std::string kld_estimator = "full";
   std::optional<int64_t> top_k = std::nullopt;
   std::optional<ConfigModel> model;  // nullopt: a run made before models were recorded per config
+  // The config as the user typed it (`q4_0`, `Q4_0+q4_0`, `endpoint:NAME`), what tables show;
+  // the spec for a run made before labels were recorded. Results are keyed by `spec`.
+  std::string label;
 };
 
 struct ItemInfo {
@@ -313,6 +316,8 @@ class Store {
 
   int64_t add_config(const ConfigInfo& config);  // returns the existing id for a known spec
   void attach_config(int64_t run_id, int64_t config_id, ConfigRole role, double kv_bytes_per_token);
+  // Records (or replaces) how the user typed an attached config of the run (RunConfigRecord::label).
+  void set_config_label(int64_t run_id, int64_t config_id, const std::string& label);
   // Records (or replaces) the model an attached config of the run runs on.
   void record_config_model(int64_t run_id, int64_t config_id, const ConfigModel& model);
 

@@ -108,15 +108,42 @@ LatencyAggregate aggregate_latency(std::span<const TurnLatency> turns) {
 }
 
 std::map<int64_t, double> drift_over_turns(std::span<const SessionTurn> turn_kld) {
-  std::map<int64_t, std::pair<double, int64_t>> sums;
-  for (const SessionTurn& t : turn_kld) {
-    if (!std::isfinite(t.kld_mean)) continue;
-    auto& cell = sums[t.turn_index];
-    cell.first += t.kld_mean;
-    cell.second += 1;
-  }
+  std::vector<SessionTurnScores> turns;
+  turns.reserve(turn_kld.size());
+  for (const SessionTurn& t : turn_kld) turns.push_back({t.turn_index, kNaN, t.kld_mean, kNaN, kNaN, kNaN});
   std::map<int64_t, double> out;
-  for (const auto& [turn, cell] : sums) out[turn] = cell.first / static_cast<double>(cell.second);
+  for (const auto& [turn, means] : means_over_sessions(turns))
+    if (std::isfinite(means.kld_mean)) out[turn] = means.kld_mean;
+  return out;
+}
+
+std::map<int64_t, TurnMeans> means_over_sessions(std::span<const SessionTurnScores> turns) {
+  // Per turn: (sum, count) of each number, summed in the order given so every caller gets the same bits.
+  struct Sums {
+    size_t sessions = 0;
+    std::pair<double, int64_t> context, kld, top1, ttft, tpot;
+  };
+  auto add = [](std::pair<double, int64_t>& cell, double v, bool measured) {
+    if (!measured || !std::isfinite(v)) return;
+    cell.first += v;
+    cell.second += 1;
+  };
+  auto mean = [](const std::pair<double, int64_t>& cell) {
+    return cell.second > 0 ? cell.first / static_cast<double>(cell.second) : kNaN;
+  };
+  std::map<int64_t, Sums> sums;
+  for (const SessionTurnScores& t : turns) {
+    Sums& s = sums[t.turn_index];
+    ++s.sessions;
+    add(s.context, t.context_tokens, true);
+    add(s.kld, t.kld_mean, true);
+    add(s.top1, t.same_top1, true);
+    add(s.ttft, t.ttft_ms, true);
+    add(s.tpot, t.tpot_ms, t.tpot_ms > 0);
+  }
+  std::map<int64_t, TurnMeans> out;
+  for (const auto& [turn, s] : sums)
+    out[turn] = {s.sessions, mean(s.context), mean(s.kld), mean(s.top1), mean(s.ttft), mean(s.tpot)};
   return out;
 }
 

@@ -104,4 +104,18 @@ struct SessionTurn {
 };
 std::map<int64_t, double> drift_over_turns(std::span<const SessionTurn> turn_kld);
 
+// The per-turn table of multi-turn sessions (`kvgate replay`, `runs show`): per turn index, the
+// mean over sessions of each of that turn's numbers, each over the sessions that measured it
+// (a non-finite value is not measured, nor a TPOT <= 0: a one-token answer has none). NaN where
+// no session measured it. kld_mean is drift_over_turns's, bit for bit.
+struct SessionTurnScores {
+  int64_t turn_index = 0;
+  double context_tokens = 0, kld_mean = 0, same_top1 = 0, ttft_ms = 0, tpot_ms = 0;
+};
+struct TurnMeans {
+  size_t sessions = 0;  // sessions that reached this turn
+  double context_tokens = 0, kld_mean = 0, same_top1 = 0, ttft_ms = 0, tpot_ms = 0;
+};
+std::map<int64_t, TurnMeans> means_over_sessions(std::span<const SessionTurnScores> turns);
+
 }  // namespace kvgate::scoring

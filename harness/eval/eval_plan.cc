@@ -63,6 +63,8 @@ void add_config(EvalPlan& plan, ConfigRole role, kernels::KvConfig kv, size_t mo
   c.kv = std::move(kv);
   c.model = model;
   c.spec = plan.weights_run ? plan.models[model].label + "+" + c.kv.canonical() : c.kv.canonical();
+  c.label = plan.weights_run ? plan.models[model].label + "+" + c.kv.name : c.kv.name;
+  if (c.kv.name.empty()) c.label = c.spec;
   add_planned(plan, std::move(c));
 }
 
@@ -249,6 +251,7 @@ PlannedConfig endpoint_config(ConfigRole role, serving::EndpointConfig endpoint,
     }
   }
   if (!c.kv_source.empty()) c.spec = endpoint_spec(endpoint.name, c.kv);
+  c.label = std::string(kEndpointSpecPrefix) + endpoint.name;
   c.endpoint = std::move(endpoint);
   return c;
 }
@@ -419,6 +422,7 @@ EvalPlan plan_from_stored_run(int64_t run_id, const std::string& source, const s
       p.kv = kernels::parse_kv_config(c.kv);
       p.kv_source = c.kv_source;
       p.spec = c.spec;
+      p.label = std::string(kEndpointSpecPrefix) + c.endpoint->name;
       p.endpoint = c.endpoint;
       add_planned(plan, std::move(p));
     } else if (!plan.weights_run) {
@@ -433,6 +437,8 @@ EvalPlan plan_from_stored_run(int64_t run_id, const std::string& source, const s
                           ", which is now " + plan.configs.back().spec);
     }
     plan.configs.back().top_k = c.top_k;
+    // The resumed run shows its configs as they were typed when it began.
+    if (!c.label.empty()) plan.configs.back().label = c.label;
   };
   add_stored(*ref);
   for (const StoredConfig& c : configs)

@@ -38,6 +38,10 @@ struct PlannedConfig {
   // The config's name in the results and the summary: kv.canonical(), LABEL+kv.canonical() in a
   // weights run, or endpoint_spec().
   std::string spec;
+  // What tables show: the config as the user typed it (kv.name, LABEL+kv.name in a weights run,
+  // endpoint:NAME for an endpoint), unique in the plan because specs are; stored with the run
+  // (results::RunConfigRecord::label) so resumes, merges and reports keep it.
+  std::string label;
   size_t model = 0;  // index into EvalPlan::models
   // Engine mode (docs/engine-mode.md): the serving endpoint that runs this config; none = the
   // in-process runtime. Its KV config comes from the endpoints file's "kv", else its name, else
@@ -193,6 +197,7 @@ EvalPlan plan_from_flags(const PlanFlags& flags);
 // A stored config of a run being resumed.
 struct StoredConfig {
   std::string spec;
+  std::string label;  // as the user typed it; the spec for a run made before labels were recorded
   ConfigRole role = ConfigRole::candidate;
   int top_k = 0;
   // A weights run's config: its KV part and its model (label and path); empty otherwise.

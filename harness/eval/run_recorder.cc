@@ -44,6 +44,7 @@ EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id, int6
   for (const results::RunConfigRecord& c : store.run_configs(run_id)) {
     StoredConfig sc;
     sc.spec = c.spec;
+    sc.label = c.label;
     sc.role = c.role == results::ConfigRole::reference ? ConfigRole::reference : ConfigRole::candidate;
     sc.top_k = c.top_k ? static_cast<int>(*c.top_k) : 0;
     // A weights run's config is named LABEL+KV; a plain run's name is its KV spec.
@@ -138,6 +139,7 @@ void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
                          c.role == ConfigRole::reference ? results::ConfigRole::reference : results::ConfigRole::candidate,
                          c.kv.bytes_per_token(shape));
     if (c.top_k > 0) store_.set_config_estimator(run_id_, id, "topk", c.top_k);
+    store_.set_config_label(run_id_, id, c.label.empty() ? c.spec : c.label);
     if (setups[i].model) store_.record_config_model(run_id_, id, *setups[i].model);
     config_ids_.push_back(id);
   }

@@ -15,13 +15,21 @@ bool TurnAnswers::changed(const std::string& spec) const {
   return false;
 }
 
+std::string RunAnswers::label(const std::string& spec) const {
+  for (const ConfigName& n : names)
+    if (n.spec == spec) return n.label;
+  return spec;
+}
+
 RunAnswers read_answers(results::Store& store, int64_t run_id, const AnswersFilter& filter) {
   RunAnswers out;
   std::map<int64_t, std::pair<std::string, results::ConfigRole>> config_of;  // id -> (spec, role)
-  for (const results::RunConfigRecord& c : store.run_configs(run_id)) {
+  const std::vector<results::RunConfigRecord> configs = store.run_configs(run_id);
+  for (const results::RunConfigRecord& c : configs) {
     config_of[c.config_id] = {c.spec, c.role};
     if (c.role == results::ConfigRole::reference) out.reference = c.spec;
   }
+  out.names = config_names(configs);
   std::map<std::string, std::optional<std::string>> gold;
   for (const results::ItemInfo& i : store.run_items(run_id)) gold[i.item_key] = i.gold_answer;
   std::map<std::pair<std::string, int64_t>, std::optional<bool>> gold_match;  // (item, config id)
@@ -49,6 +57,7 @@ RunAnswers read_answers(results::Store& store, int64_t run_id, const AnswersFilt
     if (t.last_turn) t.gold = gold[r.item_key];
     ConfigAnswer a;
     a.spec = spec;
+    a.label = out.label(spec);
     a.role = role;
     a.text = r.turn.answer;
     a.tokens = r.turn.answer_tokens;
@@ -128,21 +137,23 @@ std::string answers_text(const RunAnswers& answers, int64_t run_id, const Answer
   size_t changed = 0, width = 8;
   for (const TurnAnswers& t : answers.turns) {
     changed += t.changed(filter.config) ? 1 : 0;
-    for (const ConfigAnswer& a : t.answers) width = std::max(width, a.spec.size() + (a.role == results::ConfigRole::reference ? 6 : 0));
+    for (const ConfigAnswer& a : t.answers) width = std::max(width, a.label.size() + (a.role == results::ConfigRole::reference ? 6 : 0));
   }
   std::string filters;
   if (filter.changed_only) filters += " --changed";
-  if (!filter.config.empty()) filters += " --config " + filter.config;
+  if (!filter.config.empty()) filters += " --config " + answers.label(filter.config);
   if (!filter.domain.empty()) filters += " --domain " + filter.domain;
   text += fmt::format("answers of run {}{}: {} turns, {} of them changed against the reference {}\n", run_id,
                       filters.empty() ? "" : " (" + filters.substr(1) + ")", answers.turns.size(), changed,
-                      answers.reference);
+                      answers.label(answers.reference));
+  const std::string legend = canonical_legend(answers.names);
+  if (!legend.empty()) text += "  " + legend + "\n";
   text += "  [[...]] marks where an answer first differs from the reference's; gold ok/wrong on an item's last turn\n";
   for (const TurnAnswers& t : answers.turns) {
     text += fmt::format("\n{}  {}  turn {}{}\n", t.item_key, t.domain, t.turn_index,
                         t.gold ? "  gold: " + one_line(*t.gold) : std::string());
     for (const ConfigAnswer& a : t.answers) {
-      const std::string name = a.role == results::ConfigRole::reference ? a.spec + " (ref)" : a.spec;
+      const std::string name = a.role == results::ConfigRole::reference ? a.label + " (ref)" : a.label;
       const std::string gold = a.gold_match ? (*a.gold_match ? "gold ok   " : "gold wrong") : "          ";
       std::string where = a.divergence ? fmt::format("token {:>3}", *a.divergence) : std::string(a.role == results::ConfigRole::reference ? "" : "same     ");
       if (!a.text) {
@@ -164,6 +175,7 @@ nlohmann::json answers_json(const RunAnswers& answers) {
     nlohmann::json list = nlohmann::json::array();
     for (const ConfigAnswer& a : t.answers)
       list.push_back({{"config", a.spec},
+                      {"label", a.label},
                       {"role", results::config_role_name(a.role)},
                       {"text", opt(a.text)},
                       {"tokens", opt(a.tokens)},
@@ -178,7 +190,10 @@ nlohmann::json answers_json(const RunAnswers& answers) {
                      {"changed", t.changed()},
                      {"answers", list}});
   }
-  return {{"reference", answers.reference}, {"stored", answers.stored}, {"turns", turns}};
+  return {{"reference", answers.reference},
+          {"reference_label", answers.label(answers.reference)},
+          {"stored", answers.stored},
+          {"turns", turns}};
 }
 
 }  // namespace kvgate::harness

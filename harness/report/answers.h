@@ -10,12 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/report/config_labels.h"
 #include "results/store.h"
 
 namespace kvgate::harness {
 
 struct ConfigAnswer {
   std::string spec;
+  std::string label;  // as the user typed the config: what the text shows
   results::ConfigRole role = results::ConfigRole::candidate;
   std::optional<std::string> text;  // nullopt: not generated, or a run made before answers were kept
   std::optional<int64_t> tokens;
@@ -42,6 +44,8 @@ struct AnswersFilter {
 
 struct RunAnswers {
   std::string reference;  // the reference config's spec
+  std::vector<ConfigName> names;  // the run's configs, labels beside specs
+  std::string label(const std::string& spec) const;
   bool stored = false;    // false: the run holds no answer text (made before answers were kept)
   std::vector<TurnAnswers> turns;  // by item key, then turn index
 };

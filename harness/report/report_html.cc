@@ -26,6 +26,7 @@ std::string num(double v, int digits = 4) {
 
 struct ConfigStats {
   std::string spec;
+  std::string label;  // as the user typed it: what tables and charts show
   results::ConfigRole role = results::ConfigRole::candidate;
   std::string color;
   double bits = kNaN, kv_bytes = kNaN;
@@ -54,6 +55,11 @@ struct Analysis {
   std::vector<MovedItem> moved;
   scoring::GoldSignal gold;  // the reference's gold answers over the run: whether accuracy says anything
   std::string reference_spec;
+  // A config's label (what tables show) from its spec.
+  std::string label(const std::string& spec) const {
+    const auto it = config_index.find(spec);
+    return it == config_index.end() ? spec : configs[it->second].label;
+  }
 };
 
 Analysis analyze(const ReportInput& in) {
@@ -62,6 +68,7 @@ Analysis analyze(const ReportInput& in) {
   for (const results::RunConfigRecord& c : in.run.configs) {
     ConfigStats s;
     s.spec = c.spec;
+    s.label = c.label.empty() ? c.spec : c.label;
     s.role = c.role;
     s.bits = c.bits_per_element;
     s.kv_bytes = c.kv_bytes_per_token;
@@ -245,8 +252,8 @@ std::string chart_quality_bits(const Analysis& a) {
     if (!std::isfinite(c.bits) || !std::isfinite(c.quality.kld_mean)) continue;
     const double x = f.px(c.bits), y = f.py(c.quality.kld_mean);
     s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"6\" fill=\"{}\"><title>{}: {} bits, mean KLD {}</title></circle>",
-                     x, y, c.color, xml_escape(c.spec), num(c.bits), num(c.quality.kld_mean));
-    placed.push_back({x, y, label_width(c.spec), 0, 0});
+                     x, y, c.color, xml_escape(c.label), num(c.bits), num(c.quality.kld_mean));
+    placed.push_back({x, y, label_width(c.label), 0, 0});
   }
   size_t k = 0;
   for (const ConfigStats& c : a.configs) {
@@ -256,7 +263,7 @@ std::string chart_quality_bits(const Analysis& a) {
     if (std::fabs(box.ly - (box.py - 6)) > 1 || std::fabs(box.lx - (box.px + 9)) > 1)
       s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"1\"/>",
                        box.px, box.py, box.lx < box.px ? box.lx + box.w : box.lx, box.ly - 4, c.color);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>", box.lx, box.ly, xml_escape(c.spec));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>", box.lx, box.ly, xml_escape(c.label));
   }
   return s + "</svg>";
 }
@@ -333,10 +340,10 @@ std::string chart_drift(const Analysis& a) {
     s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", pts, color);
     for (const auto& [t, kld] : turns)
       s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} turn {}: {}</title></circle>",
-                       f.px(static_cast<double>(t)), f.py(kld), color, xml_escape(spec), t, num(kld));
+                       f.px(static_cast<double>(t)), f.py(kld), color, xml_escape(a.label(spec)), t, num(kld));
     s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
                      "class=\"pl\">{}</text>",
-                     f.w - f.right - 150, ly, color, f.w - f.right - 136, ly + 9, xml_escape(spec));
+                     f.w - f.right - 150, ly, color, f.w - f.right - 136, ly + 9, xml_escape(a.label(spec)));
     ly += 14;
   }
   return s + "</svg>";
@@ -390,14 +397,14 @@ std::string verdicts_html(const RunVerdicts& v) {
   std::string h = "<h2>Verdict per config</h2>\n<p class=\"note\">From the gate policy " + xml_escape(v.policy) +
                   ": unsafe where a limit is crossed, watch where a check used at least half of its allowance.</p>\n<ul>\n";
   for (const scoring::ConfigVerdict& c : v.configs)
-    h += fmt::format("<li class=\"v-{}\"><b>{}</b>: {}</li>\n", scoring::verdict_name(c.verdict), xml_escape(c.config),
-                     xml_escape(c.line().substr(c.config.size() + 2)));
+    h += fmt::format("<li class=\"v-{}\"><b>{}</b>: {}</li>\n", scoring::verdict_name(c.verdict), xml_escape(v.label(c)),
+                     xml_escape(v.line(c).substr(v.label(c).size() + 2)));
   return h + "</ul>\n";
 }
 
 // Per candidate config: its turns whose answer differs from the reference's.
 struct ChangedAnswers {
-  std::string spec;
+  std::string spec, label;
   size_t turns = 0;  // turns with this config's answer stored
   std::vector<std::pair<const TurnAnswers*, const ConfigAnswer*>> changed;
 };
@@ -408,6 +415,7 @@ std::vector<ChangedAnswers> changed_answers(const ReportInput& in) {
     if (c.role == results::ConfigRole::reference) continue;
     ChangedAnswers x;
     x.spec = c.spec;
+    x.label = c.label.empty() ? c.spec : c.label;
     for (const TurnAnswers& t : in.answers.turns)
       for (const ConfigAnswer& a : t.answers)
         if (a.spec == c.spec && a.text) {
@@ -428,9 +436,9 @@ std::string changed_answers_html(const ReportInput& in) {
   h += fmt::format("<p class=\"note\">Per config, the turns whose greedy answer differs from the reference's ({}), "
                    "highlighted from the first token that differs, with the gold answer on an item's last turn. "
                    "<code>kvgate runs show {} --answers --changed</code> lists every one.</p>\n",
-                   xml_escape(in.answers.reference), in.run.record.id);
+                   xml_escape(in.answers.label(in.answers.reference)), in.run.record.id);
   for (const ChangedAnswers& c : changed_answers(in)) {
-    h += fmt::format("<h3 id=\"{}\">{}: {} of {} answers changed</h3>\n", changed_answers_anchor(c.spec), xml_escape(c.spec),
+    h += fmt::format("<h3 id=\"{}\">{}: {} of {} answers changed</h3>\n", changed_answers_anchor(c.spec), xml_escape(c.label),
                      c.changed.size(), c.turns);
     if (c.changed.empty()) continue;
     h += "<table class=\"answers\">" + th({"item", "domain", "turn", "first different token", "reference answer",
@@ -448,7 +456,7 @@ std::string changed_answers_html(const ReportInput& in) {
     h += "</table>\n";
     if (c.changed.size() > kChangedShownHtml)
       h += fmt::format("<p class=\"note\">{} more: <code>kvgate runs show {} --answers --changed --config {}</code></p>\n",
-                       c.changed.size() - kChangedShownHtml, in.run.record.id, xml_escape(c.spec));
+                       c.changed.size() - kChangedShownHtml, in.run.record.id, xml_escape(c.label));
   }
   return h;
 }
@@ -463,9 +471,9 @@ std::string changed_answers_markdown(const ReportInput& in) {
   if (!in.answers.stored) return "";
   std::string md = fmt::format("\n**Answers that changed** (against the reference {}; ⟦…⟧ from the first token that "
                                "differs; all: `kvgate runs show {} --answers --changed`)\n",
-                               in.answers.reference, in.run.record.id);
+                               in.answers.label(in.answers.reference), in.run.record.id);
   for (const ChangedAnswers& c : changed_answers(in)) {
-    md += fmt::format("\n*{}*: {} of {} answers changed\n", c.spec, c.changed.size(), c.turns);
+    md += fmt::format("\n*{}*: {} of {} answers changed\n", c.label, c.changed.size(), c.turns);
     if (c.changed.empty()) continue;
     md += "\n| item | turn | token | reference | this config | gold |\n|---|---:|---:|---|---|---|\n";
     for (size_t i = 0; i < c.changed.size() && i < kChangedShownMarkdown; ++i) {
@@ -477,7 +485,7 @@ std::string changed_answers_markdown(const ReportInput& in) {
     }
     if (c.changed.size() > kChangedShownMarkdown)
       md += fmt::format("\n{} more: `kvgate runs show {} --answers --changed --config {}`\n",
-                        c.changed.size() - kChangedShownMarkdown, in.run.record.id, c.spec);
+                        c.changed.size() - kChangedShownMarkdown, in.run.record.id, c.label);
   }
   return md;
 }
@@ -568,12 +576,12 @@ std::string render_report_html(const ReportInput& in) {
   h += verdicts_html(in.verdicts);
   h += "<h2>Summary per KV config</h2>\n<table>" +
        th({"kv config", "role", "bits", "items", "scored tokens", "mean KLD", "same top-1", "item KLD p99 (p99)",
-           "KLD max", "gold accuracy", "greedy divergence"});
+           "KLD max", "gold accuracy", "greedy divergence", "canonical spec"});
   for (const ConfigStats& c : a.configs)
-    h += td({c.spec, results::config_role_name(c.role), num(c.bits), std::to_string(c.quality.items),
+    h += td({c.label, results::config_role_name(c.role), num(c.bits), std::to_string(c.quality.items),
              std::to_string(c.quality.scored_tokens), num(c.quality.kld_mean), percent(c.quality.same_top1),
              num(c.quality.kld_p99), num(c.quality.kld_max), gold_cell(a.gold, c.quality.gold_items, c.quality.gold_accuracy),
-             percent(c.quality.divergence_rate)});
+             percent(c.quality.divergence_rate), c.spec});
   h += "</table>\n";
   if (!a.gold.note().empty()) h += "<p class=\"note\">Note: " + xml_escape(a.gold.note()) + ".</p>\n";
 
@@ -593,12 +601,13 @@ std::string render_report_html(const ReportInput& in) {
   {
     std::vector<std::string> rows;
     std::vector<BarSeries> series;
-    for (const ConfigStats* c : candidates(a)) series.push_back({c->spec, c->color, {}});
+    const std::vector<const ConfigStats*> cands = candidates(a);
+    for (const ConfigStats* c : cands) series.push_back({c->label, c->color, {}});
     for (const std::string& d : a.domains) {
       rows.push_back(d);
-      for (BarSeries& b : series) {
-        const auto it = a.by_domain.find({d, b.name});
-        b.values.push_back(it == a.by_domain.end() ? kNaN : it->second.quality.kld_mean);
+      for (size_t k = 0; k < cands.size(); ++k) {
+        const auto it = a.by_domain.find({d, cands[k]->spec});
+        series[k].values.push_back(it == a.by_domain.end() ? kNaN : it->second.quality.kld_mean);
       }
     }
     h += grouped_bars("chart-domains", "Mean KLD per eval domain and KV config", rows, series, "mean KLD") + "\n";
@@ -606,8 +615,8 @@ std::string render_report_html(const ReportInput& in) {
     if (in.baseline) cols.insert(cols.end(), {"baseline mean KLD", "Δ mean KLD", "paired items"});
     h += "<table>" + th(cols);
     for (const auto& [key, d] : a.by_domain) {
-      std::vector<std::string> row = {key.first, key.second, std::to_string(d.quality.items), num(d.quality.kld_mean),
-                                      percent(d.quality.same_top1),
+      std::vector<std::string> row = {key.first, a.label(key.second), std::to_string(d.quality.items),
+                                      num(d.quality.kld_mean), percent(d.quality.same_top1),
                                       gold_cell(domain_gold(a, key.first), d.quality.gold_items, d.quality.gold_accuracy)};
       if (in.baseline)
         row.insert(row.end(), {num(d.baseline_kld_mean),
@@ -628,7 +637,7 @@ std::string render_report_html(const ReportInput& in) {
     std::vector<std::string> rows;
     BarSeries p99{"p99 over items of item KLD p99", "#0072B2", {}}, mx{"max token KLD", "#D55E00", {}};
     for (const ConfigStats* c : candidates(a)) {
-      rows.push_back(c->spec);
+      rows.push_back(c->label);
       p99.values.push_back(c->quality.kld_p99);
       mx.values.push_back(c->quality.kld_max);
     }
@@ -641,7 +650,7 @@ std::string render_report_html(const ReportInput& in) {
     BarSeries t50{"TTFT p50", "#0072B2", {}}, t95{"TTFT p95", "#56B4E9", {}}, o50{"TPOT p50", "#E69F00", {}},
         o95{"TPOT p95", "#D55E00", {}};
     for (const ConfigStats& c : a.configs) {
-      rows.push_back(c.spec);
+      rows.push_back(c.label);
       t50.values.push_back(c.latency.ttft_p50);
       t95.values.push_back(c.latency.ttft_p95);
       o50.values.push_back(c.latency.tpot_p50);
@@ -651,7 +660,7 @@ std::string render_report_html(const ReportInput& in) {
                       {t50, t95, o50, o95}, "milliseconds") +
          "\n<table>" + th({"kv config", "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p50", "TPOT p95", "TPOT p99"});
     for (const ConfigStats& c : a.configs)
-      h += td({c.spec, num(c.latency.ttft_p50), num(c.latency.ttft_p95), num(c.latency.ttft_p99), num(c.latency.tpot_p50),
+      h += td({c.label, num(c.latency.ttft_p50), num(c.latency.ttft_p95), num(c.latency.ttft_p99), num(c.latency.tpot_p50),
                num(c.latency.tpot_p95), num(c.latency.tpot_p99)});
     h += "</table>\n";
   }
@@ -661,14 +670,14 @@ std::string render_report_html(const ReportInput& in) {
     std::vector<std::string> rows;
     BarSeries kv{"KV bytes per token", "#009E73", {}};
     for (const ConfigStats& c : a.configs) {
-      rows.push_back(c.spec);
+      rows.push_back(c.label);
       kv.values.push_back(c.kv_bytes);
     }
     h += grouped_bars("chart-memory", "KV cache bytes per token per KV config (weights: " + bytes(in.weight_bytes) + ")",
                       rows, {kv}, "bytes per token") +
          "\n<table>" + th({"kv config", "KV bytes / token", "KV at 8k tokens", "KV at 32k tokens", "weights (model file)", "32k KV / weights"});
     for (const ConfigStats& c : a.configs)
-      h += td({c.spec, num(c.kv_bytes, 6), bytes(c.kv_bytes * 8192), bytes(c.kv_bytes * 32768), bytes(in.weight_bytes),
+      h += td({c.label, num(c.kv_bytes, 6), bytes(c.kv_bytes * 8192), bytes(c.kv_bytes * 32768), bytes(in.weight_bytes),
                std::isfinite(in.weight_bytes) && in.weight_bytes > 0 ? num(c.kv_bytes * 32768 / in.weight_bytes, 3) : "-"});
     h += "</table>\n";
   }
@@ -680,7 +689,7 @@ std::string render_report_html(const ReportInput& in) {
     h += "<h2>Items that moved most against the baseline</h2>\n<table>" +
          th({"item", "domain", "kv config", "baseline KLD", "candidate KLD", "Δ"});
     for (const MovedItem& m : a.moved)
-      h += td({m.item_key, m.domain, m.spec, num(m.baseline), num(m.candidate), fmt::format("{:+.4g}", m.candidate - m.baseline)});
+      h += td({m.item_key, m.domain, a.label(m.spec), num(m.baseline), num(m.candidate), fmt::format("{:+.4g}", m.candidate - m.baseline)});
     h += "</table>\n";
     if (a.moved.empty()) h += "<p class=\"note\">No item's mean KLD changed.</p>\n";
   }
@@ -694,22 +703,25 @@ std::string render_report_markdown(const ReportInput& in) {
                                in.run.record.items, results::run_status_name(in.run.record.status));
   if (!in.verdicts.configs.empty()) {
     md += "**Verdict per config** (policy `" + in.verdicts.policy + "`):\n\n";
-    for (const scoring::ConfigVerdict& v : in.verdicts.configs) md += "- " + v.line() + "\n";
+    for (const scoring::ConfigVerdict& v : in.verdicts.configs) md += "- " + in.verdicts.line(v) + "\n";
     md += "\n";
   }
   if (in.baseline) md += fmt::format("Baseline: run {} ({}).\n\n", in.baseline->record.id, in.baseline->record.info.suite_name);
   md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | TTFT p50 ms | TPOT p50 ms | KV B/token |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ConfigStats& c : a.configs)
-    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.spec, c.role == results::ConfigRole::reference ? " (ref)" : "",
+    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.label, c.role == results::ConfigRole::reference ? " (ref)" : "",
                       num(c.bits), num(c.quality.kld_mean), num(c.quality.kld_p99), percent(c.quality.same_top1),
                       gold_cell(a.gold, c.quality.gold_items, c.quality.gold_accuracy), num(c.latency.ttft_p50),
                       num(c.latency.tpot_p50), num(c.kv_bytes, 6));
+  std::vector<ConfigName> names;
+  for (const ConfigStats& c : a.configs) names.push_back({c.label, c.spec});
+  if (const std::string legend = canonical_legend(names); !legend.empty()) md += "\nConfigs as typed; " + legend + ".\n";
   if (!a.gold.note().empty()) md += "\nNote: " + a.gold.note() + ".\n";
   if (!in.weights_kv.empty()) md += "\n" + weights_kv_markdown(in.weights_kv, in.budget);
   md += "\n**Per domain (mean KLD)**\n\n| domain |";
   const auto cands = candidates(a);
-  for (const ConfigStats* c : cands) md += " " + c->spec + " |";
+  for (const ConfigStats* c : cands) md += " " + c->label + " |";
   md += "\n|---|";
   for (size_t k = 0; k < cands.size(); ++k) md += "---:|";
   md += "\n";
@@ -729,7 +741,7 @@ std::string render_report_markdown(const ReportInput& in) {
   if (in.baseline && !a.moved.empty()) {
     md += "\n**Items that moved most** (mean KLD, baseline → candidate)\n\n";
     for (const MovedItem& m : a.moved)
-      md += fmt::format("- `{}` ({}, {}): {} → {} ({:+.4g})\n", m.item_key, m.domain, m.spec, num(m.baseline),
+      md += fmt::format("- `{}` ({}, {}): {} → {} ({:+.4g})\n", m.item_key, m.domain, a.label(m.spec), num(m.baseline),
                         num(m.candidate), m.candidate - m.baseline);
   }
   return md;

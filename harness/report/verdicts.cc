@@ -52,14 +52,28 @@ scoring::GateRun load_gate_run(const results::StoredRun& stored) {
 RunVerdicts run_verdicts(results::Store& store, const results::RunRecord& run, const std::string& policy_path) {
   RunVerdicts v;
   v.policy = policy_path.empty() ? kDefaultGatePolicySource : policy_path;
-  v.configs = scoring::config_verdicts(load_policy_or_default(policy_path), load_gate_run(results::StoredRun::load(store, run)));
+  const results::StoredRun stored = results::StoredRun::load(store, run);
+  v.configs = scoring::config_verdicts(load_policy_or_default(policy_path), load_gate_run(stored));
+  v.names = config_names(stored.configs);
   return v;
+}
+
+std::string RunVerdicts::label(const scoring::ConfigVerdict& c) const {
+  for (const ConfigName& n : names)
+    if (n.spec == c.config) return n.label;
+  return c.config;
+}
+
+std::string RunVerdicts::line(const scoring::ConfigVerdict& c) const {
+  scoring::ConfigVerdict named = c;
+  named.config = label(c);
+  return named.line();
 }
 
 std::string verdicts_text(const RunVerdicts& v) {
   if (v.configs.empty()) return "";
   std::string text = "verdict per config (policy " + v.policy + "):\n";
-  for (const scoring::ConfigVerdict& c : v.configs) text += "  " + c.line() + "\n";
+  for (const scoring::ConfigVerdict& c : v.configs) text += "  " + v.line(c) + "\n";
   return text;
 }
 

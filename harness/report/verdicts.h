@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/report/config_labels.h"
 #include "results/store.h"
 #include "results/stored_run.h"
 #include "scoring/gate.h"
@@ -21,7 +22,11 @@ scoring::GateRun load_gate_run(const results::StoredRun& stored);
 
 struct RunVerdicts {
   std::string policy;  // where the policy came from
-  std::vector<scoring::ConfigVerdict> configs;
+  std::vector<scoring::ConfigVerdict> configs;  // `config` is the canonical spec
+  std::vector<ConfigName> names;                // the run's configs: labels beside specs
+  std::string label(const scoring::ConfigVerdict& c) const;
+  // The verdict's line naming the config by its label.
+  std::string line(const scoring::ConfigVerdict& c) const;
 };
 RunVerdicts run_verdicts(results::Store& store, const results::RunRecord& run, const std::string& policy_path);
 

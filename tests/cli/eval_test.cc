@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "results/sqlite.h"
 #include "results/store.h"
 #include "tests/cli/run_cli.h"
 
@@ -256,6 +257,80 @@ TEST(EvalCli, AnswersAreStoredAndSurviveResume) {
   EXPECT_NE(bad.err.find("no such config"), std::string::npos) << bad.err;
 }
 
+// The line of `out` that starts with `prefix` ("" when none).
+std::string line_starting(const std::string& out, const std::string& prefix) {
+  for (size_t at = 0; at < out.size();) {
+    const size_t end = std::min(out.find('\n', at), out.size());
+    if (out.compare(at, prefix.size(), prefix) == 0) return out.substr(at, end - at);
+    at = end + 1;
+  }
+  return "";
+}
+
+// Configs show as the user typed them (q4_0), with the canonical spec a legend line and the JSON
+// away; a resumed run keeps the spelling, and a run stored without one shows its canonical spec.
+TEST(EvalCli, ConfigsShowAsTypedWithTheirCanonicalSpecs) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  const std::string db = temp("labels.db"), canonical = "q4_0:rot=wht/q4_0:rot=wht";
+  std::remove(db.c_str());
+  const CliResult r = run_kvgate("eval --suite smoke --limit 1 --kv q4_0 --max-new-tokens 4 --threads 2 --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string row = line_starting(r.out, "q4_0 ");
+  EXPECT_FALSE(row.empty()) << r.out;
+  EXPECT_FALSE(line_starting(r.out, "f16 (ref) ").empty()) << r.out;
+  EXPECT_EQ(r.out.find(canonical + " "), std::string::npos) << "no canonical spec in the table's rows: " << r.out;
+  EXPECT_NE(r.out.find("canonical specs: f16 = f16/f16; q4_0 = " + canonical + "\n"), std::string::npos) << r.out;
+  // The columns stay aligned: each row as long as the header.
+  EXPECT_EQ(line_starting(r.out, "kv config").size() - (std::string("Δ").size() - 1), row.size()) << r.out;
+
+  auto show_json = [&] {
+    const CliResult s = run_kvgate("runs show 1 --json --db " + db);
+    EXPECT_EQ(s.exit_code, 0) << s.err;
+    return s.exit_code == 0 ? nlohmann::json::parse(s.out) : nlohmann::json::object();
+  };
+  auto labels = [](const nlohmann::json& configs) {
+    std::map<std::string, std::string> out;  // spec -> label
+    for (const auto& c : configs) out[c["spec"].get<std::string>()] = c["label"].get<std::string>();
+    return out;
+  };
+  const std::map<std::string, std::string> typed = {{"f16/f16", "f16"}, {canonical, "q4_0"}};
+  nlohmann::json j = show_json();
+  EXPECT_EQ(labels(j["configs"]), typed);
+  EXPECT_EQ(labels(j["summary"]), typed);
+  const CliResult text = run_kvgate("runs show 1 --db " + db);
+  EXPECT_FALSE(line_starting(text.out, "  q4_0 ").empty()) << text.out;
+  EXPECT_NE(text.out.find("q4_0: "), std::string::npos) << "the verdict names the config as typed: " << text.out;
+
+  // --answers --config takes the label, the canonical spec, or another spelling of it.
+  for (const std::string& name : {std::string("q4_0"), canonical, std::string("q4_0:rot=wht")}) {
+    const CliResult a = run_kvgate("runs show 1 --answers --json --config " + name + " --db " + db);
+    ASSERT_EQ(a.exit_code, 0) << name << ": " << a.err;
+    const nlohmann::json answers = nlohmann::json::parse(a.out);
+    ASSERT_FALSE(answers["turns"].empty());
+    EXPECT_EQ(answers["turns"][0]["answers"][1]["label"], "q4_0");
+    EXPECT_EQ(answers["turns"][0]["answers"][1]["config"], canonical);
+  }
+
+  // Resumed, it keeps the spelling it began with.
+  const CliResult resumed = run_kvgate("eval --resume 1 --limit 2 --max-new-tokens 4 --threads 2 --db " + db);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_FALSE(line_starting(resumed.out, "q4_0 ").empty()) << resumed.out;
+  EXPECT_EQ(labels(show_json()["configs"]), typed);
+
+  // A run stored before labels were kept (schema v6) shows its canonical specs, and no legend.
+  {
+    results::Connection c(db, false);
+    c.execute_script("UPDATE run_configs SET label = NULL");
+  }
+  j = show_json();
+  EXPECT_EQ(labels(j["configs"]), (std::map<std::string, std::string>{{"f16/f16", "f16/f16"}, {canonical, canonical}}));
+  const CliResult old = run_kvgate("runs show 1 --db " + db);
+  EXPECT_FALSE(line_starting(old.out, "  " + canonical + " ").empty()) << old.out;
+  const CliResult old_answers = run_kvgate("runs show 1 --answers --config q4_0 --db " + db);
+  EXPECT_EQ(old_answers.exit_code, 0) << old_answers.err;
+  EXPECT_EQ(old_answers.out.find("canonical specs:"), std::string::npos) << old_answers.out;
+}
+
 // kill -9 in the middle of a run: the database keeps whole items only, the run is listed as
 // incomplete, and --resume finishes it without redoing what was stored.
 TEST(EvalCli, KilledRunLeavesConsistentDatabaseAndResumes) {
@@ -326,20 +401,61 @@ TEST(EvalCli, TwoProcessesWriteOneDatabase) {
   }
 }
 
+// The start of a per-turn row: the config's label padded to the column, then the turn index.
+std::string fmt_row(const std::string& label, int64_t turn) {
+  std::string row = "  " + label;
+  row.resize(std::max<size_t>(row.size(), 2 + 9), ' ');  // the column fits "f16 (ref)"
+  const std::string t = std::to_string(turn);
+  return row + std::string(6 - t.size(), ' ') + t + " ";
+}
+
+// The table's lines from its header ("per turn over ...") to the end of the output or the next
+// line that is not indented.
+std::string per_turn_section(const std::string& out) {
+  const size_t at = out.find("per turn over ");
+  if (at == std::string::npos) return "";
+  size_t end = out.find('\n', at);
+  while (end != std::string::npos && end + 1 < out.size() && out[end + 1] == ' ') end = out.find('\n', end + 1);
+  return out.substr(at, end == std::string::npos ? std::string::npos : end + 1 - at);
+}
+
 TEST(EvalCli, ReplayScoresEveryAssistantTurnWithGrowingContext) {
   KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const std::string trace = temp("session.jsonl"), db = temp("replay.db");
   std::remove(db.c_str());
   CliResult g = run_kvgate("evalset generate --domain agentic --seed 3 --n 1 --tokens-min 300 --tokens-max 500 --out " + trace);
   ASSERT_EQ(g.exit_code, 0) << g.err;
-  CliResult r = run_kvgate("replay --trace " + trace + " --kv q4_0 --json --threads 2 --db " + db);
+  CliResult r = run_kvgate("replay --trace " + trace + " --kv q4_0 --threads 2 --db " + db);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j["configs"].size(), 2u);
-  EXPECT_GT(j["configs"][1]["kld_mean"].get<double>(), 0.0);
-  CliResult show = run_kvgate("runs show latest --json --db " + db);
+  // The replay ends with its numbers turn by turn (README: per-turn KLD, top-1, TTFT, TPOT): one
+  // row per config and turn, the context growing with the turn.
+  const std::string table = per_turn_section(r.out);
+  ASSERT_FALSE(table.empty()) << r.out;
+  EXPECT_NE(table.find("per turn over 1 multi-turn sessions"), std::string::npos) << table;
+  EXPECT_NE(table.find("mean KLD  top-1 %   TTFT ms   TPOT ms"), std::string::npos) << table;
+  const CliResult show = run_kvgate("runs show latest --json --db " + db);
   ASSERT_EQ(show.exit_code, 0) << show.err;
-  EXPECT_NE(show.out.find("q4_0"), std::string::npos);
+  const auto j = nlohmann::json::parse(show.out);
+  ASSERT_EQ(j["configs"].size(), 2u);
+  EXPECT_GT(j["summary"][1]["kld_mean"].get<double>(), 0.0);
+  EXPECT_EQ(j["per_turn"]["sessions"], 1);
+  std::map<std::string, std::vector<nlohmann::json>> turns;
+  for (const auto& t : j["per_turn"]["turns"]) turns[t["label"].get<std::string>()].push_back(t);
+  ASSERT_EQ(turns.size(), 2u) << j["per_turn"].dump();
+  ASSERT_GE(turns.at("q4_0").size(), 2u) << "an agentic session has several assistant turns";
+  for (size_t t = 1; t < turns.at("q4_0").size(); ++t)
+    EXPECT_GT(turns.at("q4_0")[t]["context_tokens"].get<double>(), turns.at("q4_0")[t - 1]["context_tokens"].get<double>());
+  for (const auto& t : turns.at("q4_0")) {
+    EXPECT_EQ(t["spec"], "q4_0:rot=wht/q4_0:rot=wht");
+    EXPECT_GT(t["kld_mean"].get<double>(), 0.0);
+    EXPECT_TRUE(t["same_top1"].is_number() && t["ttft_ms"].is_number()) << t.dump();
+    // Each row of the replay's table, as printed.
+    EXPECT_NE(table.find(fmt_row("q4_0", t["turn"].get<int64_t>())), std::string::npos) << table;
+  }
+  // `runs show` prints the same table from the same rows.
+  const CliResult text = run_kvgate("runs show latest --db " + db);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(per_turn_section(text.out), table);
 
   CliResult bad = run_kvgate("replay --trace " + small_evalset() + " --kv q4_0 --db " + db);
   EXPECT_EQ(bad.exit_code, 2) << "single-answer items are not sessions";

@@ -242,6 +242,9 @@ nlohmann::json shown(const std::string& db, int64_t run) {
   nlohmann::json j = run_json("runs show " + std::to_string(run) + " --db " + db);
   for (const char* key : {"id", "db", "started_at", "finished_at", "command"}) j.erase(key);
   if (j.contains("plan") && j["plan"].is_object()) j["plan"].erase("merged_from");
+  // Per-turn latency is wall-clock: the shards' runs timed it, not the unsharded run's.
+  if (j.contains("per_turn"))
+    for (auto& t : j["per_turn"]["turns"]) t.erase("ttft_ms"), t.erase("tpot_ms");
   return j;
 }
 

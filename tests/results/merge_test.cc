@@ -106,6 +106,8 @@ int64_t write_run(const std::string& path, const Plan& plan, std::optional<int64
   store.attach_config(run, configs.back(), ConfigRole::reference, 23040);
   configs.push_back(store.add_config({"q4_0/q4_0", "h-q4", 4.5}));
   store.attach_config(run, configs.back(), ConfigRole::candidate, 6480);
+  // As typed (schema v7); the reference has no label, as a run from before labels were kept.
+  store.set_config_label(run, configs.back(), "q4_0");
   // What eval records of the model each config ran on (config_models).
   store.record_config_model(run, configs[0], {"f16/f16", "m", "/models/m.gguf", "ab12", 1000, 900, "Q4_1"});
   store.record_config_model(run, configs[1], {"q4_0/q4_0", "m", "/models/m.gguf", "ab12", 1000, 900, "Q4_1"});
@@ -135,8 +137,8 @@ std::vector<std::string> stored_rows(const std::string& path, int64_t run) {
   };
   add("run", "SELECT status, git_sha, build_flags, cpu, gpu, backend, model_path, model_sha256, suite_name, "
              "suite_hash, seed, threads, kvgate_version FROM runs WHERE id = " + r, "ttttttttttttt");
-  add("config", "SELECT c.spec, c.hash, c.bits_per_element, rc.role, rc.kv_bytes_per_token FROM run_configs rc "
-                "JOIN configs c ON c.id = rc.config_id WHERE rc.run_id = " + r + " ORDER BY c.spec", "ttdtd");
+  add("config", "SELECT c.spec, c.hash, c.bits_per_element, rc.role, rc.kv_bytes_per_token, rc.label FROM run_configs rc "
+                "JOIN configs c ON c.id = rc.config_id WHERE rc.run_id = " + r + " ORDER BY c.spec", "ttdtdt");
   add("plan", "SELECT plan_hash, plan, plan_items, shard_index, shard_count FROM run_plans WHERE run_id = " + r, "ttttt");
   add("item", "SELECT item_key, domain, evalset_hash, item_hash, gold_answer FROM items WHERE run_id = " + r + " ORDER BY id",
       "ttttt");

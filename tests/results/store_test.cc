@@ -124,8 +124,7 @@ TEST_F(StoreTest, VersionFourDatabaseGainsRunLoad) {
         "'h', 'cpu', '', 'cpu', 'm', 's', 'suite:smoke', 'x', 0, 2, '0.1.0')");
   }
   Store store = Store::open(path_);
-  EXPECT_EQ(store.schema_version(), 6);
-  EXPECT_EQ(latest_schema_version(), 6);
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
   EXPECT_FALSE(store.find_run(1)->load.has_value());
   store.record_run_load(1, RunLoad{0.5, 2.25, 12.5, 7.0, 4});
   const std::optional<RunLoad> load = store.find_run(1)->load;
@@ -257,6 +256,32 @@ TEST_F(StoreTest, ResolveRunByIdAndLatest) {
   EXPECT_THROW(store.resolve_run("999"), Error);
   EXPECT_THROW(store.resolve_run("abc"), Error);
   EXPECT_THROW(store.resolve_run("-1"), Error);
+}
+
+// Migration 7 (configs as typed): a version-6 file's configs have no label and show by their
+// canonical spec; a new run's label reads back beside its spec.
+TEST_F(StoreTest, VersionSixDatabaseShowsConfigsByTheirSpecs) {
+  {
+    Connection c(path_, true);
+    for (size_t m = 0; m < 6; ++m) c.execute_script(schema_migrations()[m]);
+    c.execute_script("PRAGMA user_version = 6");
+    c.execute_script(
+        "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, model_path, "
+        "model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) VALUES ('complete', 't', 'c', 'g', 'b', "
+        "'h', 'cpu', '', 'cpu', 'm', 's', 'suite:smoke', 'x', 0, 2, '0.1.0');"
+        "INSERT INTO configs (spec, hash, bits_per_element) VALUES ('q4_0:rot=wht/q4_0:rot=wht', 'h', 4.5);"
+        "INSERT INTO run_configs (run_id, config_id, role, kv_bytes_per_token) VALUES (1, 1, 'candidate', 6480);");
+  }
+  Store store = Store::open(path_);
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+  ASSERT_EQ(store.run_configs(1).size(), 1u);
+  EXPECT_EQ(store.run_configs(1)[0].label, "q4_0:rot=wht/q4_0:rot=wht");
+  const int64_t run = store.begin_run(sample_run());
+  store.attach_config(run, 1, ConfigRole::candidate, 6480);
+  store.set_config_label(run, 1, "q4_0");
+  EXPECT_EQ(store.run_configs(run)[0].label, "q4_0");
+  EXPECT_EQ(store.run_configs(run)[0].spec, "q4_0:rot=wht/q4_0:rot=wht");
+  EXPECT_EQ(store.run_configs(1)[0].label, "q4_0:rot=wht/q4_0:rot=wht") << "a label belongs to one run";
 }
 
 TEST_F(StoreTest, ItemsMetricsAndResumePairs) {

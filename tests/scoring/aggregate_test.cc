@@ -78,6 +78,30 @@ TEST(Aggregate, DriftIsTheMeanOverSessionsPerTurn) {
   EXPECT_DOUBLE_EQ(drift.at(1), 0.04);
 }
 
+TEST(Aggregate, PerTurnMeansSkipWhatATurnDidNotMeasure) {
+  // Two sessions: the second has no turn 2, a one-token answer at turn 1 (TPOT 0) and no TTFT at turn 0.
+  const std::vector<SessionTurnScores> turns = {{0, 100, 0.01, 1.0, 10, 2},   {1, 200, 0.02, 0.5, 20, 4},
+                                                {2, 300, kNaN, 0.25, 30, 6},  {0, 120, 0.03, 0.0, kNaN, 4},
+                                                {1, 220, 0.06, 1.0, 40, 0}};
+  const auto m = means_over_sessions(turns);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m.at(0).sessions, 2u);
+  EXPECT_EQ(m.at(2).sessions, 1u);
+  EXPECT_DOUBLE_EQ(m.at(0).context_tokens, 110);
+  EXPECT_DOUBLE_EQ(m.at(0).same_top1, 0.5);
+  EXPECT_DOUBLE_EQ(m.at(0).ttft_ms, 10) << "the session without a TTFT is left out";
+  EXPECT_DOUBLE_EQ(m.at(0).tpot_ms, 3);
+  EXPECT_DOUBLE_EQ(m.at(1).tpot_ms, 4) << "a one-token answer has no TPOT";
+  EXPECT_TRUE(std::isnan(m.at(2).kld_mean));
+  EXPECT_DOUBLE_EQ(m.at(1).kld_mean, 0.04);
+  // drift_over_turns is its KLD column, bit for bit.
+  std::vector<SessionTurn> kld;
+  for (const SessionTurnScores& t : turns) kld.push_back({t.turn_index, t.kld_mean});
+  const auto drift = drift_over_turns(kld);
+  ASSERT_EQ(drift.size(), 2u);
+  EXPECT_EQ(drift.at(1), m.at(1).kld_mean);
+}
+
 TEST(GoldSignal, AReferenceThatCannotAnswerMakesAccuracyNotApplicable) {
   // The smoke suite on the 135M model: the reference answers none of 10 gold questions.
   EXPECT_FALSE(gold_signal(0, 10).informative());
