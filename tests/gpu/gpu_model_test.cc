@@ -42,7 +42,7 @@ RowDiff noise_floor(const std::string& path, const kernels::KvConfig& config, st
   // host CPU where they hit it here), so the floor is the largest of eight.
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     const auto noisy = Model::load(
-        perturbed_copy(path, seed, ::testing::TempDir() + "kvgate_noise_" + std::to_string(seed) + ".gguf"));
+        perturbed_copy(path, seed, own_temp_file("noise_" + std::to_string(seed))));
     const Trace t = cpu_trace(*noisy, config, steps);
     const RowDiff d = compare_rows(decode ? base.decode : base.prefill, decode ? t.decode : t.prefill, vocab);
     floor.max_logprob = std::max(floor.max_logprob, d.max_logprob);

@@ -25,7 +25,7 @@ RowDiff prefill_floor(const std::string& path, const char* spec) {
   RowDiff floor;
   for (uint64_t seed : {1, 2}) {
     const auto noisy =
-        Model::load(perturbed_copy(path, seed, ::testing::TempDir() + "kvgate_noise_cpu_" + std::to_string(seed) + ".gguf"));
+        Model::load(perturbed_copy(path, seed, own_temp_file("noise_" + std::to_string(seed))));
     std::vector<int32_t> same = steps;
     const Trace t = cpu_trace(*noisy, config, same);
     const RowDiff d = compare_rows(base.prefill, t.prefill, model->arch().n_vocab);
@@ -39,7 +39,7 @@ RowDiff prefill_floor(const std::string& path, const char* spec) {
 
 TEST(NoiseFloor, PerturbedCopyMovesOnlyTheNormWeightsByOneUlp) {
   const std::string path = write_small_llama();
-  const std::string copy = perturbed_copy(path, 1, ::testing::TempDir() + "kvgate_noise_check.gguf");
+  const std::string copy = perturbed_copy(path, 1, own_temp_file("noise_check"));
   const GgufFile a = GgufFile::open(path), b = GgufFile::open(copy);
   ASSERT_EQ(a.tensors().size(), b.tensors().size());
   int moved = 0;

@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -25,6 +28,17 @@
 #include "tests/runtime/gguf_writer.h"
 
 namespace kvgate::runtime::testing_small {
+
+// A temporary file name of this test process's own: ctest runs each test as a process, several
+// at once, and one test rewriting a GGUF another has mapped kills the other with SIGBUS.
+inline std::string own_temp_file(const std::string& stem) {
+  std::string test = "none";
+  if (const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info())
+    test = std::string(info->test_suite_name()) + "." + info->name();
+  for (char& c : test)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return ::testing::TempDir() + "kvgate_" + stem + "_" + test + "_" + std::to_string(::getpid()) + ".gguf";
+}
 
 inline std::vector<int32_t> prompt_ids(int n, int vocab) {
   std::vector<int32_t> ids(n);
@@ -173,7 +187,7 @@ inline std::string write_small_llama(bool llama_cpp_groups = false) {
     w.add_tensor(p + "ffn_down.weight", kTQ4_1, {F, E}, q4(static_cast<size_t>(E) * F, 1.0 / std::sqrt(F), true));
   }
   const std::string path =
-      ::testing::TempDir() + (llama_cpp_groups ? "kvgate_small_llama_groups.gguf" : "kvgate_small_llama.gguf");
+      own_temp_file(llama_cpp_groups ? "small_llama_groups" : "small_llama");
   write_file(path, w.finish());
   return path;
 }
