@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/report/position_report.h"
 #include "harness/report/stored_scores.h"
 #include "scoring/aggregate.h"
 
@@ -31,6 +32,7 @@ struct ConfigStats {
   double bits = kNaN, kv_bytes = kNaN;
   int64_t items = 0, tokens = 0, answered = 0, correct = 0;
   double kld_mean = kNaN, same_top1 = kNaN, kld_p99 = kNaN, kld_max = kNaN, accuracy = kNaN, divergence = kNaN;
+  double first_eos = kNaN, first_differs = kNaN;  // first-token checks, over turns with an answer
   double ttft_p50 = kNaN, ttft_p95 = kNaN, ttft_p99 = kNaN, tpot_p50 = kNaN, tpot_p95 = kNaN, tpot_p99 = kNaN;
 };
 
@@ -56,6 +58,7 @@ struct Analysis {
   std::vector<MovedItem> moved;
   scoring::GoldSignal gold;  // the reference's gold answers over the run: whether accuracy says anything
   std::string reference_spec;
+  std::vector<scoring::PositionCurve> positions;  // candidates' quality by position
 };
 
 Analysis analyze(const ReportInput& in) {
@@ -95,6 +98,8 @@ Analysis analyze(const ReportInput& in) {
     s.answered = x.gold_items;
     s.correct = x.gold_correct;
     s.divergence = x.divergence_rate;
+    s.first_eos = x.first_token_eos_rate;
+    s.first_differs = x.first_token_differs_rate;
     if (s.role == results::ConfigRole::reference) a.gold = scoring::gold_signal(x), a.reference_spec = s.spec;
     std::vector<scoring::TurnLatency> turns;
     for (const results::RunTurnMetrics& t : in.run.turns)
@@ -154,6 +159,7 @@ Analysis analyze(const ReportInput& in) {
   }
   for (const auto& [spec, turns] : session_turns) a.drift[spec] = scoring::drift_over_turns(turns);
   a.sessions = static_cast<int64_t>(sessions.size());
+  a.positions = run_position_curves(in.run);
   return a;
 }
 
@@ -361,6 +367,53 @@ std::string chart_drift(const Analysis& a) {
   return s + "</svg>";
 }
 
+// Degradation against position: x the position buckets any config reaches (evenly spaced, in
+// order), y the mean KLD of the tokens there, one line per candidate config. The legend stacks
+// down the right edge, one row per config, so no two labels share a place.
+std::string chart_positions(const Analysis& a) {
+  Frame f;
+  f.right = 170;
+  std::string s = svg_open("chart-positions", f, "Mean KLD by position in the context (absolute position of the scored token)");
+  std::set<int> present;
+  double ymax = 0;
+  for (const scoring::PositionCurve& c : a.positions)
+    for (const scoring::PositionPoint& p : c.points) {
+      present.insert(p.bucket);
+      if (std::isfinite(p.kld_mean)) ymax = std::max(ymax, p.kld_mean);
+    }
+  const std::vector<int> buckets(present.begin(), present.end());
+  const std::vector<double> yt = ticks(0, ymax);
+  f.x0 = -0.5, f.x1 = static_cast<double>(std::max<size_t>(buckets.size(), 1)) - 0.5, f.y0 = 0, f.y1 = yt.back();
+  s += axes(f, {}, yt, "positions (tokens before the scored token)", "mean KLD");
+  if (buckets.empty()) return s + empty_note(f, "no scored tokens by position in this run") + "</svg>";
+  auto x_of = [&](int bucket) {
+    return static_cast<double>(std::lower_bound(buckets.begin(), buckets.end(), bucket) - buckets.begin());
+  };
+  for (const int b : buckets)
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", f.px(x_of(b)), f.h - f.bottom + 16,
+                     scoring::position_bucket_name(b));
+  double ly = f.top + 4;
+  for (const scoring::PositionCurve& c : a.positions) {
+    const auto ci = a.config_index.find(c.config);
+    const std::string color = ci == a.config_index.end() ? "#777" : a.configs[ci->second].color;
+    std::string pts;
+    for (const scoring::PositionPoint& p : c.points)
+      if (std::isfinite(p.kld_mean)) pts += fmt::format("{:.1f},{:.1f} ", f.px(x_of(p.bucket)), f.py(p.kld_mean));
+    s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", pts, color);
+    for (const scoring::PositionPoint& p : c.points)
+      if (std::isfinite(p.kld_mean))
+        s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} at {}: mean KLD {}, same top-1 {}, "
+                         "{} tokens in {} items</title></circle>",
+                         f.px(x_of(p.bucket)), f.py(p.kld_mean), color, xml_escape(c.config),
+                         scoring::position_bucket_name(p.bucket), num(p.kld_mean), num(p.same_top1), p.tokens, p.items);
+    s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
+                     "class=\"pl\">{}</text>",
+                     f.w - f.right + 10, ly, color, f.w - f.right + 24, ly + 9, xml_escape(c.config));
+    ly += 14;
+  }
+  return s + "</svg>";
+}
+
 std::string th(const std::vector<std::string>& cols) {
   std::string s = "<tr>";
   for (const std::string& c : cols) s += "<th>" + xml_escape(c) + "</th>";
@@ -510,7 +563,7 @@ std::string changed_answers_anchor(const std::string& spec) {
 }
 
 const std::vector<std::string>& report_chart_ids() {
-  static const std::vector<std::string> ids = {"chart-quality-bits", "chart-domains", "chart-drift",
+  static const std::vector<std::string> ids = {"chart-quality-bits", "chart-domains", "chart-drift", "chart-positions",
                                                "chart-kld-tails",    "chart-latency", "chart-memory"};
   return ids;
 }
@@ -587,11 +640,11 @@ std::string render_report_html(const ReportInput& in) {
   h += verdicts_html(in.verdicts);
   h += "<h2>Summary per KV config</h2>\n<table>" +
        th({"kv config", "role", "bits", "items", "scored tokens", "mean KLD", "same top-1", "item KLD p99 (p99)",
-           "KLD max", "gold accuracy", "greedy divergence"});
+           "KLD max", "gold accuracy", "greedy divergence", "first token EOS", "first token differs"});
   for (const ConfigStats& c : a.configs)
     h += td({c.spec, results::config_role_name(c.role), num(c.bits), std::to_string(c.items), std::to_string(c.tokens), num(c.kld_mean),
              percent(c.same_top1), num(c.kld_p99), num(c.kld_max), gold_cell(a.gold, c.answered, c.accuracy),
-             percent(c.divergence)});
+             percent(c.divergence), percent(c.first_eos), percent(c.first_differs)});
   h += "</table>\n";
   if (!a.gold.note().empty()) h += "<p class=\"note\">Note: " + xml_escape(a.gold.note()) + ".</p>\n";
 
@@ -639,6 +692,18 @@ std::string render_report_html(const ReportInput& in) {
                    "sessions of that turn's mean KLD (context grows with the turn index).</p>\n",
                    a.sessions);
   h += chart_drift(a) + "\n";
+
+  h += "<h2>Quality by position</h2>\n<p class=\"note\">Each scored token counts in the range of its absolute position "
+       "in the item's context; KV quantization that fails at long context shows as a line that climbs to the right.</p>\n";
+  h += chart_positions(a) + "\n";
+  if (!a.positions.empty()) {
+    h += "<table>" + th({"kv config", "positions", "tokens", "items", "mean KLD", "mean Δp", "same top-1"});
+    for (const scoring::PositionCurve& c : a.positions)
+      for (const scoring::PositionPoint& p : c.points)
+        h += td({c.config, scoring::position_bucket_name(p.bucket), std::to_string(p.tokens), std::to_string(p.items),
+                 num(p.kld_mean), num(p.delta_p_mean), percent(p.same_top1)});
+    h += "</table>\n";
+  }
 
   h += "<h2>KLD distribution tails</h2>\n";
   {
@@ -714,12 +779,14 @@ std::string render_report_markdown(const ReportInput& in) {
     md += "\n";
   }
   if (in.baseline) md += fmt::format("Baseline: run {} ({}).\n\n", in.baseline->record.id, in.baseline->record.info.suite_name);
-  md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | TTFT p50 ms | TPOT p50 ms | KV B/token |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | first token EOS | first token differs | "
+        "TTFT p50 ms | TPOT p50 ms | KV B/token |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ConfigStats& c : a.configs)
-    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.spec, c.role == results::ConfigRole::reference ? " (ref)" : "",
-                      num(c.bits), num(c.kld_mean), num(c.kld_p99), percent(c.same_top1),
-                      gold_cell(a.gold, c.answered, c.accuracy), num(c.ttft_p50), num(c.tpot_p50), num(c.kv_bytes, 6));
+    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.spec,
+                      c.role == results::ConfigRole::reference ? " (ref)" : "", num(c.bits), num(c.kld_mean), num(c.kld_p99),
+                      percent(c.same_top1), gold_cell(a.gold, c.answered, c.accuracy), percent(c.first_eos),
+                      percent(c.first_differs), num(c.ttft_p50), num(c.tpot_p50), num(c.kv_bytes, 6));
   if (!a.gold.note().empty()) md += "\nNote: " + a.gold.note() + ".\n";
   if (!in.weights_kv.empty()) md += "\n" + weights_kv_markdown(in.weights_kv, in.budget);
   md += "\n**Per domain (mean KLD)**\n\n| domain |";
@@ -739,6 +806,7 @@ std::string render_report_markdown(const ReportInput& in) {
     }
     md += "\n";
   }
+  md += positions_markdown(a.positions);
   md += engine_markdown(in.engine) + cross_check_markdown(a, in.engine);
   md += changed_answers_markdown(in);
   if (in.baseline && !a.moved.empty()) {

@@ -212,6 +212,12 @@ nlohmann::json answers_json(const std::string& db, int64_t run, const std::strin
   return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
 }
 
+nlohmann::json show_json(const std::string& db, int64_t run) {
+  CliResult r = run_kvgate("runs show " + std::to_string(run) + " --json --db " + db);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
 // Every turn's answer is stored, and a run stopped by --limit and resumed holds the same answers,
 // byte for byte, as a run made in one go.
 TEST(EvalCli, AnswersAreStoredAndSurviveResume) {
@@ -240,6 +246,11 @@ TEST(EvalCli, AnswersAreStoredAndSurviveResume) {
     EXPECT_TRUE(t["gold"].is_string()) << "generated items have gold answers: " << t.dump();
   }
   EXPECT_EQ(a["turns"], b["turns"]) << "the resumed run's answers differ from the straight run's";
+  // The position buckets and first-token rates too.
+  const nlohmann::json sa = show_json(db, straight["run"].get<int64_t>()), sb = show_json(db, resumed_run);
+  ASSERT_EQ(sa["positions"].size(), 1u) << sa["positions"].dump();
+  EXPECT_EQ(sa["positions"], sb["positions"]);
+  EXPECT_EQ(sa["summary"], sb["summary"]);
 
   // --changed keeps only the turns whose answer changed; --config takes the name as typed.
   const nlohmann::json changed = answers_json(db, resumed_run, " --changed --config q4_0");
@@ -254,6 +265,40 @@ TEST(EvalCli, AnswersAreStoredAndSurviveResume) {
   CliResult bad = run_kvgate("runs show " + std::to_string(resumed_run) + " --answers --config fp8 --db " + db);
   EXPECT_EQ(bad.exit_code, 2) << "fp8 is not a config of the run";
   EXPECT_NE(bad.err.find("no such config"), std::string::npos) << bad.err;
+}
+
+// A long item (the long-cpu-ci suite's first, ~3-4k tokens) is scored by position: `runs show`
+// lists the candidate's buckets, whose tokens add up to its scored tokens and lie where the
+// item's scored span does (after the document), and the first-token rates per config.
+TEST(EvalCli, LongItemIsScoredByPosition) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  const std::string db = temp("positions.db");
+  std::remove(db.c_str());
+  const nlohmann::json run = eval_json("--suite long-cpu-ci --limit 1 --kv q4_0 --max-new-tokens 4 --db " + db);
+  const nlohmann::json show = show_json(db, run["run"].get<int64_t>());
+  ASSERT_EQ(show["positions"].size(), 1u) << show["positions"].dump();
+  const nlohmann::json& curve = show["positions"][0];
+  EXPECT_EQ(curve["spec"], "q4_0/q4_0");
+  int64_t tokens = 0;
+  for (const auto& b : curve["buckets"]) {
+    tokens += b["scored_tokens"].get<int64_t>();
+    EXPECT_GE(b["position_from"].get<int64_t>(), 2048) << "the scored span follows a 3-4k-token document: " << b.dump();
+    EXPECT_TRUE(b["kld_mean"].is_number()) << b.dump();
+    EXPECT_EQ(b["items"], 1);
+  }
+  int64_t scored = 0;
+  for (const auto& s : show["summary"]) {
+    if (s["spec"] == "q4_0/q4_0") scored = s["scored_tokens"].get<int64_t>();
+    EXPECT_TRUE(s["first_token_eos_rate"].is_number()) << s.dump();
+    EXPECT_TRUE(s["first_token_differs_rate"].is_number()) << s.dump();
+    if (s["role"] == "reference") EXPECT_EQ(s["first_token_differs_rate"], 0.0);
+  }
+  EXPECT_GT(scored, 0);
+  EXPECT_EQ(tokens, scored);
+  const CliResult text = run_kvgate("runs show latest --db " + db);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("by position"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("1st EOS %"), std::string::npos) << text.out;
 }
 
 // kill -9 in the middle of a run: the database keeps whole items only, the run is listed as
