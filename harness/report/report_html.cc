@@ -372,7 +372,9 @@ std::string chart_drift(const Analysis& a) {
 // down the right edge, one row per config, so no two labels share a place.
 std::string chart_positions(const Analysis& a) {
   Frame f;
-  f.right = 170;
+  size_t longest = 0;
+  for (const scoring::PositionCurve& c : a.positions) longest = std::max(longest, c.config.size());
+  f.right = std::min(320.0, std::max(170.0, 34 + label_width(std::string(longest, 'x'))));
   std::string s = svg_open("chart-positions", f, "Mean KLD by position in the context (absolute position of the scored token)");
   std::set<int> present;
   double ymax = 0;
