@@ -404,10 +404,10 @@ std::string chart_positions(const Analysis& a) {
     s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", pts, color);
     for (const scoring::PositionPoint& p : c.points)
       if (std::isfinite(p.kld_mean))
-        s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} at {}: mean KLD {}, same top-1 {}, "
+        s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} at {}: mean KLD {}, same top-1 {}%, "
                          "{} tokens in {} items</title></circle>",
                          f.px(x_of(p.bucket)), f.py(p.kld_mean), color, xml_escape(c.config),
-                         scoring::position_bucket_name(p.bucket), num(p.kld_mean), num(p.same_top1), p.tokens, p.items);
+                         scoring::position_bucket_name(p.bucket), num(p.kld_mean), num(100 * p.same_top1), p.tokens, p.items);
     s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
                      "class=\"pl\">{}</text>",
                      f.w - f.right + 10, ly, color, f.w - f.right + 24, ly + 9, xml_escape(c.config));

@@ -307,7 +307,8 @@ TEST(EvalCli, LongItemIsScoredByPosition) {
                                     std::string(KVGATE_SOURCE_DIR) + "/ci/gates/long.json --db " + db);
   ASSERT_EQ(gate.exit_code, 0) << gate.out << gate.err;
   size_t decided = 0;
-  for (const auto& c : nlohmann::json::parse(gate.out)["checks"]) {
+  const nlohmann::json verdict = nlohmann::json::parse(gate.out);
+  for (const auto& c : verdict["checks"]) {
     const std::string name = c["name"];
     if (name.rfind("position.regression.kld_mean@", 0) != 0) continue;
     EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
