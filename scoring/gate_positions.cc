@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -86,6 +85,7 @@ void add_position_checks(const GatePolicy& policy, const GateRun* baseline, cons
     const GateLimits limits = policy.limits_for(domain, config);
     if (!limits.positions) continue;
     for (const PositionLimit& pl : *limits.positions) {
+      if (!pl.limit && !baseline) continue;  // a regression needs a baseline (evaluate_gate notes its absence)
       const int first = *position_bucket_starting_at(pl.min_position);
       const bool upper = pl.metric != "same_top1";
       const double sign = upper ? 1.0 : -1.0;
