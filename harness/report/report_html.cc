@@ -373,16 +373,19 @@ std::string chart_drift(const Analysis& a) {
 std::string chart_positions(const Analysis& a) {
   Frame f;
   size_t longest = 0;
-  for (const scoring::PositionCurve& c : a.positions) longest = std::max(longest, c.config.size());
-  f.right = std::min(320.0, std::max(170.0, 34 + label_width(std::string(longest, 'x'))));
-  std::string s = svg_open("chart-positions", f, "Mean KLD by position in the context (absolute position of the scored token)");
   std::set<int> present;
   double ymax = 0;
-  for (const scoring::PositionCurve& c : a.positions)
+  for (const scoring::PositionCurve& c : a.positions) {
+    longest = std::max(longest, c.config.size());
     for (const scoring::PositionPoint& p : c.points) {
       present.insert(p.bucket);
       if (std::isfinite(p.kld_mean)) ymax = std::max(ymax, p.kld_mean);
     }
+  }
+  f.right = std::min(320.0, std::max(170.0, 34 + label_width(std::string(longest, 'x'))));
+  // Room for every bucket's label ("64-128k" is ~46 px) however long the legend's names.
+  f.w = std::max(f.w, f.left + f.right + 56.0 * static_cast<double>(present.size()));
+  std::string s = svg_open("chart-positions", f, "Mean KLD by position in the context (absolute position of the scored token)");
   const std::vector<int> buckets(present.begin(), present.end());
   const std::vector<double> yt = ticks(0, ymax);
   f.x0 = -0.5, f.x1 = static_cast<double>(std::max<size_t>(buckets.size(), 1)) - 0.5, f.y0 = 0, f.y1 = yt.back();
