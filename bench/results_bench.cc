@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 
 #include "core/rng.h"
 #include "results/store.h"
+#include "scoring/position_buckets.h"
 #include "scoring/stats.h"
 #include "scoring/token_metrics.h"
 
@@ -91,6 +93,19 @@ void BM_ComparePosition(benchmark::State& state) {
 }
 BENCHMARK(BM_ComparePosition);
 
+// What quality by position adds to each scored token (issue 32: at most 3 % of a run): its
+// bucket and four sums, beside the comparison above that every token costs anyway.
+void BM_PositionBookkeeping(benchmark::State& state) {
+  std::array<kvgate::scoring::PositionSums, kvgate::scoring::kPositionBuckets> buckets{};
+  int64_t position = 3000;
+  for (auto _ : state) {
+    buckets[static_cast<size_t>(kvgate::scoring::position_bucket(position))].add(0.01, -0.001, true);
+    position = position < 40000 ? position + 7 : 0;
+    benchmark::DoNotOptimize(buckets);
+  }
+}
+BENCHMARK(BM_PositionBookkeeping);
+
 // The bound: reading both logit vectors once.
 void BM_CopyLogitsBound(benchmark::State& state) {
   const auto ref = random_logits(1), q = random_logits(2);
@@ -137,13 +152,16 @@ void BM_WriteItem(benchmark::State& state) {
       for (const char* cls : {"digits", "hangul", "code_punct", "other"})
         writer.add_token_class({config, cls, 64, 1.0, 0.0, 60});
       writer.add_latency({config, 0, times});
+      // A turn's scored tokens in two position buckets (schema v7).
+      if (state.range(0) > 0)
+        for (int64_t b = 0; b < 2; ++b) writer.add_position({config, 0, 2048 * (b + 1), 2048 * (b + 2), 128, 1.0, 0.0, 120});
       writer.commit();
     }
     state.SetItemsProcessed(state.iterations());
   }
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
 }
-BENCHMARK(BM_WriteItem)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_WriteItem)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

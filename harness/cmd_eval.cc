@@ -117,6 +117,8 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                          {"same_top1", num(c.quality.same_top1)},
                          {"gold_accuracy", num(c.quality.gold_accuracy)},
                          {"gold_items", c.quality.gold_items},
+                         {"first_token_eos_rate", num(c.quality.first_token_eos_rate)},
+                         {"first_token_differs_rate", num(c.quality.first_token_differs_rate)},
                          {"ttft_p50_ms", num(c.latency.ttft_p50)},
                          {"tpot_p50_ms", num(c.latency.tpot_p50)},
                          {"endpoint", c.endpoint.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.endpoint)},

@@ -20,6 +20,7 @@
 #include "harness/report/config_labels.h"
 #include "harness/report/per_turn.h"
 #include "harness/report/engine_report.h"
+#include "harness/report/position_report.h"
 #include "harness/report/stored_scores.h"
 #include "harness/report/verdicts.h"
 #include "harness/weights_axis.h"
@@ -206,6 +207,7 @@ void run_show(const RunsArgs& a) {
   const scoring::GoldSignal gold = reference_gold(summary);
   const RunVerdicts verdicts = run_verdicts(store, run, a.policy);
   const PerTurn turns = per_turn(stored);
+  const std::vector<scoring::PositionCurve> positions = run_position_curves(stored);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
@@ -276,12 +278,16 @@ void run_show(const RunsArgs& a) {
                                 {"same_top1", number_or_null(s.items.same_top1)},
                                 {"gold_answered", s.items.gold_items},
                                 {"gold_correct", s.items.gold_correct},
-                                {"gold_accuracy", gold.informative() ? number_or_null(s.items.gold_accuracy) : nullptr}});
+                                {"gold_accuracy", gold.informative() ? number_or_null(s.items.gold_accuracy) : nullptr},
+                                {"answered_turns", s.items.answered_turns},
+                                {"first_token_eos_rate", number_or_null(s.items.first_token_eos_rate)},
+                                {"first_token_differs_rate", number_or_null(s.items.first_token_differs_rate)}});
     out["gold_accuracy"] = {{"informative", gold.informative()},
                             {"reference_correct", gold.reference_correct},
                             {"reference_answered", gold.reference_answered},
                             {"note", gold.note().empty() ? nlohmann::json(nullptr) : nlohmann::json(gold.note())}};
     out["per_turn"] = per_turn_json(turns);
+    out["positions"] = positions_json(positions);
     out.update(engine_json(engine));
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -317,14 +323,19 @@ void run_show(const RunsArgs& a) {
       if (gold.informative()) return fmt::format("{:.1f}", 100.0 * x.gold_accuracy);
       return x.gold_items == 0 ? std::string("-") : na;
     };
-    text += fmt::format("{:<{}} {:>6} {:>10} {:>12} {:>8} {:>{}}\n", "results", width + 2, "items", "tokens", "mean KLD",
-                        "top-1 %", "gold %", gold_width);
+    // First-token checks: answers that end at once (EOS at the first token) and answers whose
+    // first token already differs from the reference's, over the turns with an answer.
+    auto rate = [](double v) { return std::isfinite(v) ? fmt::format("{:.1f}", 100.0 * v) : std::string("-"); };
+    text += fmt::format("{:<{}} {:>6} {:>10} {:>12} {:>8} {:>{}} {:>10} {:>11}\n", "results", width + 2, "items", "tokens",
+                        "mean KLD", "top-1 %", "gold %", gold_width, "1st EOS %", "1st diff %");
     for (const auto& s : summary)
-      text += fmt::format("  {:<{}} {:>6} {:>10} {:>12.6f} {:>8.3f} {:>{}}\n", s.label, width, s.items.items,
-                          s.items.scored_tokens, s.items.kld_mean, 100.0 * s.items.same_top1, gold_cell(s.items), gold_width);
+      text += fmt::format("  {:<{}} {:>6} {:>10} {:>12.6f} {:>8.3f} {:>{}} {:>10} {:>11}\n", s.label, width, s.items.items,
+                          s.items.scored_tokens, s.items.kld_mean, 100.0 * s.items.same_top1, gold_cell(s.items), gold_width,
+                          rate(s.items.first_token_eos_rate), rate(s.items.first_token_differs_rate));
     if (!gold.note().empty()) text += "  note: " + gold.note() + "\n";
   }
   text += per_turn_text(turns);
+  text += positions_text(positions);
   if (!summary.empty()) text += weights_kv_text(weights_kv, budget);
   text += endpoints_text(engine) + failures_text(engine) + load_text(engine);
   std::fputs(text.c_str(), stdout);

@@ -25,6 +25,7 @@ struct ItemRows {
   std::vector<std::pair<std::string, TurnMetrics>> turns;
   std::vector<std::pair<std::string, TokenClassMetrics>> token_classes;
   std::vector<std::pair<std::string, LatencySamples>> latency;
+  std::vector<std::pair<std::string, PositionMetrics>> positions;
 };
 
 struct ShardRun {
@@ -103,6 +104,11 @@ std::string digest_of(const ShardRun& s) {
       d.add(spec).add(l.turn_index);
       for (double t : l.token_times_ms) d.add(t);
     }
+    // Only runs with position rows add to the digest, so a shard run made before them keeps its digest.
+    for (const auto& [spec, p] : it.positions) {
+      d.add(spec).add(p.turn_index).add(p.position_from).add(p.position_to).add(p.scored_tokens).add(p.kld_sum);
+      d.add(p.delta_p_sum).add(p.same_top1);
+    }
   }
   for (const RunConfigRecord& c : s.configs) d.add(c.spec).add(c.kld_estimator).add(c.top_k);
   for (const auto& [spec, e] : s.endpoints) {
@@ -144,6 +150,8 @@ ShardRun read_shard(Store& store, Connection& c, const std::string& path) {
     s.items[r.item_key].metrics.emplace_back(spec_of(r.metrics.config_id), r.metrics);
   for (const RunTurnMetrics& r : store.run_turn_metrics(s.run.id))
     s.items[r.item_key].turns.emplace_back(spec_of(r.turn.config_id), r.turn);
+  for (const RunPositionMetrics& r : store.run_position_metrics(s.run.id))
+    s.items[r.item_key].positions.emplace_back(spec_of(r.position.config_id), r.position);
   {
     Statement q(c,
                 "SELECT i.item_key, t.config_id, t.token_class, t.scored_tokens, t.kld_sum, t.delta_p_sum, t.same_top1 "
@@ -475,6 +483,10 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
     for (auto [spec, l] : rows.latency) {
       l.config_id = config_id.at(spec);
       writer.add_latency(l);
+    }
+    for (auto [spec, p] : rows.positions) {
+      p.config_id = config_id.at(spec);
+      writer.add_position(p);
     }
     writer.commit();
   }

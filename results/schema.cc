@@ -315,10 +315,29 @@ constexpr std::string_view kMigrationConfigLabels = R"sql(
 ALTER TABLE run_configs ADD COLUMN label TEXT;
 )sql";
 
+// Quality by position (docs/schema.md "Position buckets", issue 32): per turn of an item under a
+// config, the sums over its scored tokens in each bucket of absolute positions [position_from,
+// position_to) (NULL: open-ended), so a curve of KLD against position adds up exactly over
+// turns, items and shards. Only buckets holding a token have a row.
+constexpr std::string_view kMigrationPositionMetrics = R"sql(
+CREATE TABLE position_metrics (
+  item_id       INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+  config_id     INTEGER NOT NULL REFERENCES configs(id),
+  turn_index    INTEGER NOT NULL,
+  position_from INTEGER NOT NULL CHECK (position_from >= 0),
+  position_to   INTEGER CHECK (position_to IS NULL OR position_to > position_from),
+  scored_tokens INTEGER NOT NULL CHECK (scored_tokens > 0),
+  kld_sum       REAL NOT NULL,
+  delta_p_sum   REAL NOT NULL,
+  same_top1     INTEGER NOT NULL,
+  PRIMARY KEY (item_id, config_id, turn_index, position_from)
+);
+)sql";
+
 // Append only; a released migration is never edited or renumbered.
 constexpr std::string_view kMigrations[] = {kMigration1,       kMigrationShardedRuns, kMigrationEngineMode,
                                              kMigrationConfigModels, kMigrationRunLoad, kMigrationAnswers,
-                                             kMigrationConfigLabels};
+                                             kMigrationConfigLabels, kMigrationPositionMetrics};
 
 }  // namespace
 

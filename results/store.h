@@ -110,6 +110,10 @@ struct ItemMetrics {
   std::optional<int64_t> generated_tokens;
   std::optional<int64_t> first_divergence;  // nullopt: no divergence (or not generated)
   std::optional<bool> exact_match_ref, exact_match_gold;
+  // Not columns: derived from the item's turn rows (StoredRun::load, the runner's accumulator).
+  // Turns with a greedy answer, and of those the ones whose answer ended at its first token
+  // (answer_tokens == 0) or whose first token differs from the reference's (answer_divergence == 0).
+  int64_t answered_turns = 0, first_token_eos = 0, first_token_differs = 0;
 };
 
 struct TurnMetrics {
@@ -128,6 +132,23 @@ struct TurnMetrics {
   // the reference itself). nullopt answer: not generated (or a run made before answers were kept).
   std::optional<std::string> answer = std::nullopt;
   std::optional<int64_t> answer_tokens = std::nullopt, answer_divergence = std::nullopt;
+};
+
+// One position bucket of one turn under one config (docs/schema.md "Position buckets"): the sums
+// over the turn's scored tokens whose absolute position lies in [position_from, position_to).
+struct PositionMetrics {
+  int64_t config_id = 0;
+  int64_t turn_index = 0;
+  int64_t position_from = 0;
+  std::optional<int64_t> position_to;  // nullopt: the open-ended last bucket
+  int64_t scored_tokens = 0;
+  double kld_sum = 0, delta_p_sum = 0;
+  int64_t same_top1 = 0;
+};
+
+struct RunPositionMetrics {
+  std::string item_key, domain;
+  PositionMetrics position;
 };
 
 // Sums rather than means, so classes aggregate exactly over items and runs.
@@ -276,6 +297,7 @@ class ItemWriter {
   void add_metrics(const ItemMetrics& m);
   void add_turn(const TurnMetrics& t);
   void add_token_class(const TokenClassMetrics& c);
+  void add_position(const PositionMetrics& p);  // results/store_positions.cc
   void add_latency(const LatencySamples& s);
   void commit();
 
@@ -339,6 +361,9 @@ class Store {
   std::vector<RunItemMetrics> run_item_metrics(int64_t run_id);
   // Every per-turn row of a run, ordered by item key, config id, turn index.
   std::vector<RunTurnMetrics> run_turn_metrics(int64_t run_id);
+  // Every position-bucket row of a run, ordered by item key, config id, turn index, position
+  // (results/store_positions.cc).
+  std::vector<RunPositionMetrics> run_position_metrics(int64_t run_id);
   // Gate decisions stored with this run as the candidate, oldest first.
   std::vector<GateDecision> gate_decisions_for_candidate(int64_t candidate_run_id);
 

@@ -1,6 +1,7 @@
 #pragma once
 // A stored run read once: its record, its configs (reference first), and its item and turn
-// metrics with their items' keys and domains. `kvgate runs show`, the report, the gate and the
+// metrics with their items' keys and domains. Each item row's first-token counts are derived from
+// its turn rows here. `kvgate runs show`, the report, the gate and the
 // weights x KV table each take one, so they see the same rows joined the same way, and roles
 // and statuses arrive as the store's enums.
 #include <cstdint>
@@ -16,6 +17,7 @@ struct StoredRun {
   std::vector<RunConfigRecord> configs;  // the store's order: reference first, then by spec
   std::vector<RunItemMetrics> items;     // in item-key order
   std::vector<RunTurnMetrics> turns;
+  std::vector<RunPositionMetrics> positions;  // position buckets, per turn (empty before schema 7)
 
   static StoredRun load(Store& store, const RunRecord& run);
 
@@ -26,5 +28,8 @@ struct StoredRun {
   // The reference config; null when the run has none.
   const RunConfigRecord* reference() const;
 };
+
+// Counts one turn into its item row's first-token counts (ItemMetrics::answered_turns, ...).
+void add_first_tokens(ItemMetrics& m, const TurnMetrics& t);
 
 }  // namespace kvgate::results

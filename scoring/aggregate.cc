@@ -42,6 +42,9 @@ void ItemAggregator::add(const ItemScores& it) {
     generated_ += 1;
     diverged_ += *it.diverged ? 1 : 0;
   }
+  answered_turns_ += it.answered_turns;
+  first_token_eos_ += it.first_token_eos;
+  first_token_differs_ += it.first_token_differs;
 }
 
 ItemAggregate ItemAggregator::result() const {
@@ -56,6 +59,10 @@ ItemAggregate ItemAggregator::result() const {
   a.gold_correct = static_cast<int64_t>(correct_);
   a.gold_accuracy = answered_ > 0 ? correct_ / answered_ : kNaN;
   a.divergence_rate = generated_ > 0 ? diverged_ / generated_ : kNaN;
+  a.answered_turns = answered_turns_;
+  const double turns = static_cast<double>(answered_turns_);
+  a.first_token_eos_rate = answered_turns_ > 0 ? static_cast<double>(first_token_eos_) / turns : kNaN;
+  a.first_token_differs_rate = answered_turns_ > 0 ? static_cast<double>(first_token_differs_) / turns : kNaN;
   return a;
 }
 

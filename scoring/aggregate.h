@@ -12,6 +12,10 @@
 //   gold accuracy         gold exact-match rate over the items with a gold answer;
 //   divergence rate       fraction of the items with a greedy answer whose answer differs from
 //                         the reference config's;
+//   first-token EOS rate  fraction of the turns with a greedy answer whose first token ended
+//                         generation (an empty answer);
+//   first-token differs   fraction of those turns whose first token differs from the reference
+//   rate                  config's first token (answer_divergence == 0);
 //   TTFT, TPOT            percentiles over turns; a turn that emitted one token has no TPOT
 //                         (the store holds 0 there), so it is left out of the TPOT percentiles.
 // Percentiles are scoring/stats.h's. Sums run in the order the items are given: callers pass
@@ -32,6 +36,10 @@ struct ItemScores {
   double kld_mean = 0, kld_max = 0, kld_p99 = 0, same_top1 = 0;
   std::optional<bool> exact_match_gold;
   std::optional<bool> diverged;  // greedy answer differs from the reference config's; nullopt: not generated
+  // First-token checks (issue 32), over the item's turns that have a greedy answer: those whose
+  // first token ended generation (an empty answer: EOS or end-of-turn at once) and those whose
+  // first token differs from the reference config's first token.
+  int64_t answered_turns = 0, first_token_eos = 0, first_token_differs = 0;
 };
 
 // NaN where no item measured the quantity.
@@ -43,6 +51,9 @@ struct ItemAggregate {
   int64_t gold_items = 0;    // items with a gold answer
   int64_t gold_correct = 0;  // of those, answered correctly
   double divergence_rate = 0;
+  // Turn-weighted over the turns with a greedy answer; NaN without one.
+  int64_t answered_turns = 0;
+  double first_token_eos_rate = 0, first_token_differs_rate = 0;
 };
 
 // Accumulates items one at a time, for callers that group rows as they read them.
@@ -55,6 +66,7 @@ class ItemAggregator {
   int64_t items_ = 0, scored_tokens_ = 0;
   double kld_sum_ = 0, top1_sum_ = 0, weighted_tokens_ = 0;
   double correct_ = 0, answered_ = 0, diverged_ = 0, generated_ = 0;
+  int64_t answered_turns_ = 0, first_token_eos_ = 0, first_token_differs_ = 0;
   double kld_max_ = 0;
   bool has_max_ = false;
   std::vector<double> p99s_;

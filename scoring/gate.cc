@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "scoring/gate_positions.h"
 #include "scoring/stats.h"
 
 namespace kvgate::scoring {
@@ -21,6 +22,7 @@ const char* check_kind_name(CheckKind k) {
     case CheckKind::absolute: return "absolute";
     case CheckKind::regression: return "regression";
     case CheckKind::latency: return "latency";
+    case CheckKind::position: return "position";
   }
   return "unknown";
 }
@@ -72,6 +74,10 @@ double metric_value(const GateItem& item, const std::string& metric) {
   if (metric == "same_top1") return s.same_top1;
   if (metric == "gold_accuracy") return s.exact_match_gold ? (*s.exact_match_gold ? 1.0 : 0.0) : kNaN;
   if (metric == "divergence_rate") return s.diverged ? (*s.diverged ? 1.0 : 0.0) : kNaN;
+  const double turns = static_cast<double>(s.answered_turns);
+  if (metric == "first_token_eos_rate") return s.answered_turns > 0 ? static_cast<double>(s.first_token_eos) / turns : kNaN;
+  if (metric == "first_token_differs_rate")
+    return s.answered_turns > 0 ? static_cast<double>(s.first_token_differs) / turns : kNaN;
   return kNaN;
 }
 
@@ -91,6 +97,7 @@ ItemAggregate unmeasured() { return ItemAggregator().result(); }
 struct Measurable {
   int64_t scored_tokens = 0;
   bool gold = false, greedy = false;
+  bool answers = false;  // the reference config's turns have stored answers (first-token checks)
 };
 
 std::map<std::string, Measurable> measurable_by_domain(const GateRun& run) {
@@ -101,6 +108,7 @@ std::map<std::string, Measurable> measurable_by_domain(const GateRun& run) {
     if (it.config == run.reference_config) {
       m.gold = m.gold || it.scores.exact_match_gold.has_value();
       m.greedy = m.greedy || it.scores.diverged.has_value();
+      m.answers = m.answers || it.scores.answered_turns > 0;
     }
   }
   return out;
@@ -111,6 +119,8 @@ std::string not_applicable(const Measurable& m, const std::string& metric) {
   if (metric == "gold_accuracy" || metric == "gold_accuracy_drop")
     return m.gold ? "" : "no item of the domain has a gold answer the reference config answered";
   if (metric == "divergence_rate") return m.greedy ? "" : "the reference config generated no greedy answer in the domain";
+  if (metric.rfind("first_token_", 0) == 0)
+    return m.answers ? "" : "the reference config has no stored answer in the domain (a run made before answers were kept)";
   return m.scored_tokens > 0 ? "" : "no item of the domain has a scored token";
 }
 
@@ -178,6 +188,10 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
     check("same_top1", lim.same_top1_min, a.same_top1, b.same_top1, false, "same top-1 fraction");
     check("divergence_rate", lim.divergence_rate_max, a.divergence_rate, b.divergence_rate, true,
           "greedy divergence rate");
+    check("first_token_eos_rate", lim.first_token_eos_rate_max, a.first_token_eos_rate, b.first_token_eos_rate, true,
+          "rate of answers ending at their first token");
+    check("first_token_differs_rate", lim.first_token_differs_rate_max, a.first_token_differs_rate,
+          b.first_token_differs_rate, true, "rate of first tokens differing from the reference's");
 
     if (lim.gold_accuracy_drop_max) {
       // Accuracy drop is measured on the items both this config and the reference answered.
@@ -241,6 +255,7 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
     if (b != base_items.end()) pairs[{it.domain, it.config}].emplace_back(b->second, &it);
   }
   const std::map<std::string, Measurable> measurable = measurable_by_domain(cand);
+  const std::map<std::string, Measurable> base_measurable = measurable_by_domain(base);
   for (const auto& [key, group] : pairs) {
     const auto& [domain, config] = key;
     const GateLimits limits = policy.limits_for(domain, config);
@@ -248,12 +263,14 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
     const bool reference = config == cand.reference_config;
     const std::pair<const char*, std::optional<double>> metrics[] = {
         {"kld_mean", lim.kld_mean}, {"kld_p99", lim.kld_p99}, {"same_top1", lim.same_top1},
-        {"gold_accuracy", lim.gold_accuracy}, {"divergence_rate", lim.divergence_rate}};
+        {"gold_accuracy", lim.gold_accuracy}, {"divergence_rate", lim.divergence_rate},
+        {"first_token_eos_rate", lim.first_token_eos_rate}, {"first_token_differs_rate", lim.first_token_differs_rate}};
     for (const auto& [metric, floor] : metrics) {
       if (!floor) continue;
       // The reference config's KLD, agreement and divergence are against itself; only its
-      // answers can regress (a runtime change moves the reference too).
-      if (reference && std::string(metric) != "gold_accuracy") continue;
+      // answers can regress (a runtime change moves the reference too): gold accuracy, and
+      // answers that end at their first token.
+      if (reference && std::string(metric) != "gold_accuracy" && std::string(metric) != "first_token_eos_rate") continue;
       std::vector<double> bv, cv;
       std::vector<AffectedItem> moved;
       for (const auto& [b, c] : group) {
@@ -267,8 +284,13 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
       c.threshold = *floor;
       c.items = bv.size();
       if (bv.empty()) {
+        // A baseline made before answers were kept cannot say what the first tokens were.
+        std::string inapplicable = not_applicable(measurable.at(domain), metric);
+        if (inapplicable.empty() && std::string(metric).rfind("first_token_", 0) == 0)
+          if (const auto b = base_measurable.find(domain); b == base_measurable.end() || !b->second.answers)
+            inapplicable = "the baseline run has no stored answer in the domain (made before answers were kept)";
         settle_unmeasured(c, fmt::format("{}: no item of {} pairs measured it in both runs", metric, group.size()),
-                          not_applicable(measurable.at(domain), metric), limits.allow_unmeasured.value_or(false));
+                          inapplicable, limits.allow_unmeasured.value_or(false));
         out.push_back(std::move(c));
         continue;
       }
@@ -654,6 +676,13 @@ std::vector<std::string> pair_baseline_configs(GateRun& baseline, const std::vec
       turns.push_back(std::move(t));
     }
   baseline.turns = std::move(turns);
+  std::vector<PositionRow> positions;
+  for (PositionRow& p : baseline.positions)
+    if (const auto name = name_in_comparison(p.config)) {
+      p.config = *name;
+      positions.push_back(std::move(p));
+    }
+  baseline.positions = std::move(positions);
   return notes;
 }
 
@@ -667,6 +696,7 @@ GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, con
   }
   add_coverage_min_checks(policy, candidate, o.checks);
   add_absolute_checks(policy, baseline, candidate, o.checks);
+  add_position_checks(policy, baseline, candidate, o.checks);
   if (baseline) {
     add_regression_checks(policy, *baseline, candidate, o.checks);
     add_slowdown_checks(policy, *baseline, candidate, o.checks);

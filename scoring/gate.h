@@ -13,6 +13,7 @@
 
 #include "scoring/aggregate.h"
 #include "scoring/gate_policy.h"
+#include "scoring/position_buckets.h"
 
 namespace kvgate::scoring {
 
@@ -53,6 +54,10 @@ struct GateRun {
   std::vector<std::string> configs;  // every config of the run, reference included
   std::vector<GateItem> items;
   std::vector<GateTurn> turns;
+  // Per-position sums (scoring/position_buckets.h), one row per (item, config, bucket) or finer
+  // (turns): the position checks add up an item's rows per bucket. Empty for a run made before
+  // kvgate kept them.
+  std::vector<PositionRow> positions;
   std::optional<RunLoad> load;  // nullopt: not recorded (an older kvgate, or a killed invocation)
 };
 
@@ -61,11 +66,12 @@ struct AffectedItem {
   double baseline = 0, candidate = 0, delta = 0;
 };
 
-enum class CheckKind { comparability, coverage, absolute, regression, latency };
+enum class CheckKind { comparability, coverage, absolute, regression, latency, position };
 const char* check_kind_name(CheckKind k);
 
 struct CheckResult {
-  std::string name;    // unique and stable: "regression.kld_mean[tables/q4_0/q4_0]"
+  // unique and stable: "regression.kld_mean[tables, q4_0/q4_0]", "position.kld_mean@16-32k[long, q4_0/q4_0]"
+  std::string name;
   CheckKind kind = CheckKind::absolute;
   std::string domain;  // "*" for run-wide checks
   std::string config;  // "" for run-wide checks

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/json_input.h"
+#include "scoring/position_buckets.h"
 
 namespace kvgate::scoring {
 namespace {
@@ -49,6 +50,10 @@ const json& require_object(const json& value, const std::string& source, const s
 // nullopt.
 constexpr double kExplicitlyOff = std::numeric_limits<double>::quiet_NaN();
 
+void drop_explicit_off(std::optional<double>& v) {
+  if (v && std::isnan(*v)) v.reset();
+}
+
 // A limit: a finite number >= 0; null for "off"; absent for "inherit".
 std::optional<double> read_limit(const json& object, const char* key, const std::string& source,
                                  const std::string& where, double upper = INFINITY) {
@@ -65,7 +70,9 @@ std::optional<double> read_limit(const json& object, const char* key, const std:
 
 AbsoluteLimits read_absolute(const json& j, const std::string& source, const std::string& where) {
   require_object(j, source, where);
-  reject_unknown_keys(j, {"kld_mean_max", "kld_p99_max", "same_top1_min", "gold_accuracy_drop_max", "divergence_rate_max"},
+  reject_unknown_keys(j,
+                      {"kld_mean_max", "kld_p99_max", "same_top1_min", "gold_accuracy_drop_max", "divergence_rate_max",
+                       "first_token_eos_rate_max", "first_token_differs_rate_max"},
                       source, where);
   AbsoluteLimits a;
   a.kld_mean_max = read_limit(j, "kld_mean_max", source, where);
@@ -73,18 +80,25 @@ AbsoluteLimits read_absolute(const json& j, const std::string& source, const std
   a.same_top1_min = read_limit(j, "same_top1_min", source, where, 1.0);
   a.gold_accuracy_drop_max = read_limit(j, "gold_accuracy_drop_max", source, where, 1.0);
   a.divergence_rate_max = read_limit(j, "divergence_rate_max", source, where, 1.0);
+  a.first_token_eos_rate_max = read_limit(j, "first_token_eos_rate_max", source, where, 1.0);
+  a.first_token_differs_rate_max = read_limit(j, "first_token_differs_rate_max", source, where, 1.0);
   return a;
 }
 
 RegressionLimits read_regression(const json& j, const std::string& source, const std::string& where) {
   require_object(j, source, where);
-  reject_unknown_keys(j, {"kld_mean", "kld_p99", "same_top1", "gold_accuracy", "divergence_rate"}, source, where);
+  reject_unknown_keys(j,
+                      {"kld_mean", "kld_p99", "same_top1", "gold_accuracy", "divergence_rate", "first_token_eos_rate",
+                       "first_token_differs_rate"},
+                      source, where);
   RegressionLimits r;
   r.kld_mean = read_limit(j, "kld_mean", source, where);
   r.kld_p99 = read_limit(j, "kld_p99", source, where);
   r.same_top1 = read_limit(j, "same_top1", source, where, 1.0);
   r.gold_accuracy = read_limit(j, "gold_accuracy", source, where, 1.0);
   r.divergence_rate = read_limit(j, "divergence_rate", source, where, 1.0);
+  r.first_token_eos_rate = read_limit(j, "first_token_eos_rate", source, where, 1.0);
+  r.first_token_differs_rate = read_limit(j, "first_token_differs_rate", source, where, 1.0);
   return r;
 }
 
@@ -95,6 +109,39 @@ CoverageLimits read_coverage(const json& j, const std::string& source, const std
   c.items_min = read_limit(j, "items_min", source, where);
   c.scored_tokens_min = read_limit(j, "scored_tokens_min", source, where);
   return c;
+}
+
+// "positions": [{"metric": "kld_mean", "min_position": 16384, "regression": 0.002, "limit": 0.5}, ...]
+// or null (none here, overriding a less specific rule).
+std::vector<PositionLimit> read_positions(const json& j, const std::string& source, const std::string& where) {
+  if (j.is_null()) return {};
+  if (!j.is_array()) bad(source, where, "expected an array of position checks or null");
+  std::vector<PositionLimit> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const json& e = require_object(j[i], source, at);
+    reject_unknown_keys(e, {"metric", "min_position", "regression", "limit"}, source, at);
+    PositionLimit p;
+    if (!e.contains("metric") || !e["metric"].is_string() ||
+        (e["metric"] != "kld_mean" && e["metric"] != "same_top1"))
+      bad(source, at + ".metric", "expected \"kld_mean\" or \"same_top1\"");
+    p.metric = e["metric"].get<std::string>();
+    if (!e.contains("min_position") || !e["min_position"].is_number_integer() ||
+        !position_bucket_starting_at(e["min_position"].get<int64_t>())) {
+      std::string starts;
+      for (const int64_t s : kPositionBucketStart) starts += (starts.empty() ? "" : ", ") + std::to_string(s);
+      bad(source, at + ".min_position", "expected the start of a position bucket (" + starts + ")");
+    }
+    p.min_position = e["min_position"].get<int64_t>();
+    const double upper = p.metric == "same_top1" ? 1.0 : INFINITY;
+    p.regression = read_limit(e, "regression", source, at, upper);
+    p.limit = read_limit(e, "limit", source, at, upper);
+    drop_explicit_off(p.regression);
+    drop_explicit_off(p.limit);
+    if (!p.regression && !p.limit) bad(source, at, "sets neither \"regression\" nor \"limit\", so it checks nothing");
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 // null is false, stated (overriding a less specific rule), as a null limit is "off".
@@ -117,21 +164,22 @@ void overlay(std::optional<double>& into, const std::optional<double>& from) {
   if (from) into = from;
 }
 
-void drop_explicit_off(std::optional<double>& v) {
-  if (v && std::isnan(*v)) v.reset();
-}
-
 void overlay_limits(GateLimits& into, const GateLimits& from) {
   overlay(into.absolute.kld_mean_max, from.absolute.kld_mean_max);
   overlay(into.absolute.kld_p99_max, from.absolute.kld_p99_max);
   overlay(into.absolute.same_top1_min, from.absolute.same_top1_min);
   overlay(into.absolute.gold_accuracy_drop_max, from.absolute.gold_accuracy_drop_max);
   overlay(into.absolute.divergence_rate_max, from.absolute.divergence_rate_max);
+  overlay(into.absolute.first_token_eos_rate_max, from.absolute.first_token_eos_rate_max);
+  overlay(into.absolute.first_token_differs_rate_max, from.absolute.first_token_differs_rate_max);
   overlay(into.regression.kld_mean, from.regression.kld_mean);
   overlay(into.regression.kld_p99, from.regression.kld_p99);
   overlay(into.regression.same_top1, from.regression.same_top1);
   overlay(into.regression.gold_accuracy, from.regression.gold_accuracy);
   overlay(into.regression.divergence_rate, from.regression.divergence_rate);
+  overlay(into.regression.first_token_eos_rate, from.regression.first_token_eos_rate);
+  overlay(into.regression.first_token_differs_rate, from.regression.first_token_differs_rate);
+  if (from.positions) into.positions = from.positions;
   overlay(into.coverage.items_min, from.coverage.items_min);
   overlay(into.coverage.scored_tokens_min, from.coverage.scored_tokens_min);
   if (from.allow_unmeasured) into.allow_unmeasured = from.allow_unmeasured;
@@ -151,6 +199,8 @@ GateLimits GatePolicy::limits_for(const std::string& domain, const std::string& 
     }
   for (std::optional<double>* v : {&out.absolute.kld_mean_max, &out.absolute.kld_p99_max, &out.absolute.same_top1_min,
                                    &out.absolute.gold_accuracy_drop_max, &out.absolute.divergence_rate_max,
+                                   &out.absolute.first_token_eos_rate_max, &out.absolute.first_token_differs_rate_max,
+                                   &out.regression.first_token_eos_rate, &out.regression.first_token_differs_rate,
                                    &out.regression.kld_mean, &out.regression.kld_p99, &out.regression.same_top1,
                                    &out.regression.gold_accuracy, &out.regression.divergence_rate, &out.coverage.items_min,
                                    &out.coverage.scored_tokens_min})
@@ -190,14 +240,15 @@ GatePolicy parse_gate_policy(const std::string& text, const std::string& source)
   for (size_t i = 0; i < j["rules"].size(); ++i) {
     const std::string where = "rules[" + std::to_string(i) + "]";
     const json& r = require_object(j["rules"][i], source, where);
-    reject_unknown_keys(r, {"domain", "kv", "absolute", "regression", "coverage", "allow_unmeasured", "note"}, source,
-                        where);
+    reject_unknown_keys(r, {"domain", "kv", "absolute", "regression", "coverage", "positions", "allow_unmeasured", "note"},
+                        source, where);
     GateRule rule;
     rule.domain = read_name(r, "domain", source, where);
     rule.kv = read_name(r, "kv", source, where);
     if (r.contains("absolute")) rule.limits.absolute = read_absolute(r["absolute"], source, where + ".absolute");
     if (r.contains("regression")) rule.limits.regression = read_regression(r["regression"], source, where + ".regression");
     if (r.contains("coverage")) rule.limits.coverage = read_coverage(r["coverage"], source, where + ".coverage");
+    if (r.contains("positions")) rule.limits.positions = read_positions(r["positions"], source, where + ".positions");
     rule.limits.allow_unmeasured = read_bool(r, "allow_unmeasured", source, where);
     p.rules.push_back(std::move(rule));
   }

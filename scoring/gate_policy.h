@@ -17,11 +17,13 @@ namespace kvgate::scoring {
 
 // Limits on the candidate run alone.
 struct AbsoluteLimits {
-  std::optional<double> kld_mean_max;            // token-weighted mean KLD
-  std::optional<double> kld_p99_max;             // 99th percentile over items of each item's KLD p99
-  std::optional<double> same_top1_min;           // token-weighted top-1 agreement, fraction
-  std::optional<double> gold_accuracy_drop_max;  // reference config's gold accuracy minus this config's
-  std::optional<double> divergence_rate_max;     // items whose greedy answer diverged from the reference's
+  std::optional<double> kld_mean_max;                  // token-weighted mean KLD
+  std::optional<double> kld_p99_max;                   // 99th percentile over items of each item's KLD p99
+  std::optional<double> same_top1_min;                 // token-weighted top-1 agreement, fraction
+  std::optional<double> gold_accuracy_drop_max;        // reference config's gold accuracy minus this config's
+  std::optional<double> divergence_rate_max;           // items whose greedy answer diverged from the reference's
+  std::optional<double> first_token_eos_rate_max;      // turns whose greedy answer ends at its first token
+  std::optional<double> first_token_differs_rate_max;  // turns whose first token differs from the reference's
 };
 
 // Minimum magnitudes of a worsening against the baseline, per item paired. A regression fires
@@ -33,6 +35,20 @@ struct RegressionLimits {
   std::optional<double> same_top1;        // decrease (fraction)
   std::optional<double> gold_accuracy;    // decrease of gold exact match (fraction of items)
   std::optional<double> divergence_rate;  // increase (fraction of items)
+  std::optional<double> first_token_eos_rate;      // increase (fraction of turns, per item paired)
+  std::optional<double> first_token_differs_rate;  // increase (fraction of turns, per item paired)
+};
+
+// A per-position check (docs/gates.md "Checks by position"): `metric` (kld_mean or same_top1) in
+// every position bucket (scoring/position_buckets.h) from `min_position` on, which must be a
+// bucket's start. `regression`: the floor of a paired worsening against the baseline, per item
+// paired as the regression checks are; `limit`: an absolute maximum (kld_mean) or minimum
+// (same_top1) on the candidate. A bucket that no item reaches in either run is skipped with the
+// reason, never passed.
+struct PositionLimit {
+  std::string metric;
+  int64_t min_position = 0;
+  std::optional<double> regression, limit;
 };
 
 // How much of the candidate run a (domain, config) must hold for its checks to mean anything:
@@ -47,6 +63,9 @@ struct GateLimits {
   AbsoluteLimits absolute;
   RegressionLimits regression;
   CoverageLimits coverage;
+  // The per-position checks, all taken from the most specific rule that sets "positions" (an
+  // empty list: none, as `null` says in the file).
+  std::optional<std::vector<PositionLimit>> positions;
   // A check whose metric the data allows (the items have scored tokens, gold answers, greedy
   // answers) but that no item measured fails, unless this is true. Off by default.
   std::optional<bool> allow_unmeasured;

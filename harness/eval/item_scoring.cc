@@ -6,14 +6,16 @@
 #include <utility>
 
 #include "core/percentile.h"
+#include "results/stored_run.h"
 #include "scoring/latency.h"
 #include "scoring/sequence.h"
 #include "scoring/stats.h"
 
 namespace kvgate::harness {
 
-void ItemAccumulator::add_position(const scoring::PositionComparison& cmp, scoring::TokenClass cls, double& turn_kld,
-                                   int64_t& turn_same) {
+void ItemAccumulator::add_position(const scoring::PositionComparison& cmp, scoring::TokenClass cls, int64_t position,
+                                   double& turn_kld, int64_t& turn_same) {
+  turn_buckets[static_cast<size_t>(scoring::position_bucket(position))].add(cmp.kld, cmp.delta_p, cmp.same_top1);
   kld.push_back(cmp.kld);
   delta_p.push_back(cmp.delta_p);
   nll.push_back(cmp.nll_q);
@@ -52,6 +54,14 @@ void ItemAccumulator::add_turn(results::TurnMetrics turn, double turn_kld, int64
   turn.answer = std::exchange(turn_answer, std::nullopt);
   turn.answer_tokens = std::exchange(turn_answer_tokens, std::nullopt);
   turn.answer_divergence = std::exchange(turn_answer_divergence, std::nullopt);
+  for (int b = 0; b < scoring::kPositionBuckets; ++b) {
+    scoring::PositionSums& s = turn_buckets[static_cast<size_t>(b)];
+    if (s.tokens == 0) continue;
+    positions.push_back({0, turn.turn_index, scoring::kPositionBucketStart[static_cast<size_t>(b)],
+                         scoring::position_bucket_end(b), s.tokens, s.kld_sum, s.delta_p_sum, s.same_top1});
+    s = {};
+  }
+  results::add_first_tokens(first_tokens, turn);
   turns.push_back(turn);
 }
 
@@ -75,7 +85,11 @@ ConfigItemRecord ItemAccumulator::record() {
   m.first_divergence = first_divergence;
   m.exact_match_ref = !diverged_anywhere;
   m.exact_match_gold = gold_match;
+  m.answered_turns = first_tokens.answered_turns;
+  m.first_token_eos = first_tokens.first_token_eos;
+  m.first_token_differs = first_tokens.first_token_differs;
   r.turns = std::move(turns);
+  r.positions = std::move(positions);
   for (const auto& [cls, tc] : classes) r.token_classes.push_back(tc);
   r.latency = std::move(latency);
   return r;

@@ -3,6 +3,7 @@
 // reference, per-turn rows, greedy answers, latency — and the record it leaves in the store.
 // The in-process runner (full logits) and engine mode (top-k lists from a serving engine) feed
 // the same accumulator, so both land in the same rows with the same definitions.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "harness/eval/run_recorder.h"
 #include "results/store.h"
+#include "scoring/position_buckets.h"
 #include "scoring/token_class.h"
 #include "scoring/token_metrics.h"
 
@@ -29,9 +31,15 @@ struct ItemAccumulator {
   // The current turn's answer (add_greedy), moved onto its row by add_turn.
   std::optional<std::string> turn_answer;
   std::optional<int64_t> turn_answer_tokens, turn_answer_divergence;
+  // The current turn's sums per position bucket, moved into `positions` by add_turn.
+  std::array<scoring::PositionSums, scoring::kPositionBuckets> turn_buckets{};
+  std::vector<results::PositionMetrics> positions;
+  results::ItemMetrics first_tokens;  // only its first-token counts, summed by add_turn
 
-  // One scored position; `turn_kld` and `turn_same` collect the current turn's sums.
-  void add_position(const scoring::PositionComparison& cmp, scoring::TokenClass cls, double& turn_kld, int64_t& turn_same);
+  // One scored token at absolute position `position` of the item (the tokens before it);
+  // `turn_kld` and `turn_same` collect the current turn's sums.
+  void add_position(const scoring::PositionComparison& cmp, scoring::TokenClass cls, int64_t position, double& turn_kld,
+                    int64_t& turn_same);
   // One greedy answer probed after a scored span, compared with the reference config's; `text`
   // is the answer as a person reads it, kept on the turn's row by the next add_turn.
   void add_greedy(const std::vector<int32_t>& reference, const std::vector<int32_t>& greedy, std::string text);

@@ -202,6 +202,10 @@ void RunRecorder::record(ItemRecord item) {
       l.config_id = id;
       writer.add_latency(l);
     }
+    for (results::PositionMetrics& p : r.positions) {
+      p.config_id = id;
+      writer.add_position(p);
+    }
   }
   writer.commit();
   sample_load();

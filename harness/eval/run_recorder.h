@@ -22,6 +22,7 @@ struct ConfigItemRecord {
   std::vector<results::TurnMetrics> turns;
   std::vector<results::TokenClassMetrics> token_classes;
   std::vector<results::LatencySamples> latency;
+  std::vector<results::PositionMetrics> positions;
 };
 
 struct ItemRecord {

@@ -25,6 +25,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Scored tokens per teacher-forced pass in-process (ItemRun::score_segment).
+constexpr size_t kScorePiece = 32;
+
 // An item failed on config `config`'s endpoint.
 struct ItemFailure {
   size_t config = 0;
@@ -157,41 +160,63 @@ class ItemRun {
     base_turn.context_tokens = context_tokens;
     base_turn.scored_tokens = n;
     const size_t vocab = lm_.model->arch().n_vocab;
+    // In-process, the span is teacher-forced in pieces, every config one piece after the other,
+    // so only a piece's logit rows are held (for the reference and for the candidate being
+    // compared), however long the span: with Gemma's 262k vocabulary a 128-token span is 135 MB
+    // a buffer. Bit-identical to one pass (as the chunked prefill, docs/perf.md). An endpoint
+    // scores the whole span in one request (and the cross-check reads whole spans).
+    bool whole = false;
+    for (const auto& source : sources_) whole = whole || source->client() != nullptr;
+    const size_t piece = whole ? seg.tokens.size() : kScorePiece;
+    std::vector<double> turn_kld(n_configs, 0.0);
+    std::vector<int64_t> turn_same(n_configs, 0);
+    std::vector<char> turn_scored(n_configs, 1);
+    std::vector<int32_t> part;
+    for (size_t begin = 0; begin < seg.tokens.size();) {
+      size_t len = std::min(piece, seg.tokens.size() - begin);
+      if (seg.tokens.size() - begin - len == 1) ++len;  // a one-token pass would round as a decode step does
+      part.assign(seg.tokens.begin() + static_cast<std::ptrdiff_t>(begin),
+                  seg.tokens.begin() + static_cast<std::ptrdiff_t>(begin + len));
+      for (size_t c = 0; c < n_configs; ++c)
+        on_config(c, [&] {
+          SpanDistributions& mine = spans_[c];
+          // A candidate's full logits are compared as soon as they are made, so the candidates
+          // share one buffer beside the reference's.
+          if (c > 0) mine.rows.swap(scratch_rows_);
+          sources_[c]->score_span(part, mine);
+          const SpanDistributions& ref = spans_[0];
+          const bool scored = mine.scored() && ref.scored();
+          turn_scored[c] = turn_scored[c] && scored;
+          if (scored)
+            for (size_t jj = 0; jj < len; ++jj) {
+              const int64_t j = static_cast<int64_t>(begin + jj);  // the token's index in the span
+              const uint32_t target = static_cast<uint32_t>(part[jj]);
+              scoring::PositionComparison cmp;
+              try {
+                cmp = mine.top_k
+                          ? scoring::compare_topk(ref.lists[jj].view(), mine.lists[jj].view(), part[jj]).position
+                          : scoring::compare_position(std::span<const float>(ref.rows.data() + jj * vocab, vocab),
+                                                      std::span<const float>(mine.rows.data() + jj * vocab, vocab), target);
+              } catch (const scoring::NonFiniteLogits& e) {
+                throw NonFiniteAt{e.side() == scoring::LogitSide::reference ? 0 : c,
+                                  "item " + echo_user_text(item.id) + ", turn " + std::to_string(turn_index) +
+                                      ", scored token " + std::to_string(j),
+                                  e.what()};
+              }
+              accs_[c].add_position(cmp, token_classes[begin + jj], context_tokens + j, turn_kld[c], turn_same[c]);
+            }
+          if (c > 0) mine.rows.swap(scratch_rows_);
+        });
+      begin += len;
+    }
     for (size_t c = 0; c < n_configs; ++c)
       on_config(c, [&] {
-        SpanDistributions& mine = spans_[c];
-        // A candidate's full logits are compared as soon as they are made, so the candidates
-        // share one buffer beside the reference's.
-        if (c > 0) mine.rows.swap(scratch_rows_);
-        sources_[c]->score_span(seg.tokens, mine);
-        const SpanDistributions& ref = spans_[0];
-        double turn_kld = 0;
-        int64_t turn_same = 0;
-        const bool scored = mine.scored() && ref.scored();
-        if (scored)
-          for (int64_t j = 0; j < n; ++j) {
-            const size_t jj = static_cast<size_t>(j);
-            const uint32_t target = static_cast<uint32_t>(seg.tokens[jj]);
-            scoring::PositionComparison cmp;
-            try {
-              cmp = mine.top_k
-                        ? scoring::compare_topk(ref.lists[jj].view(), mine.lists[jj].view(), seg.tokens[jj]).position
-                        : scoring::compare_position(std::span<const float>(ref.rows.data() + jj * vocab, vocab),
-                                                    std::span<const float>(mine.rows.data() + jj * vocab, vocab), target);
-            } catch (const scoring::NonFiniteLogits& e) {
-              throw NonFiniteAt{e.side() == scoring::LogitSide::reference ? 0 : c,
-                                "item " + echo_user_text(item.id) + ", turn " + std::to_string(turn_index) +
-                                    ", scored token " + std::to_string(j),
-                                e.what()};
-            }
-            accs_[c].add_position(cmp, token_classes[jj], turn_kld, turn_same);
-          }
-        if (c > 0) mine.rows.swap(scratch_rows_);
+        const bool scored = turn_scored[c] != 0;
         scored_[c] = scored_[c] || scored;
         results::TurnMetrics turn = base_turn;
         turn.prompt_tokens = prompt_tokens[c];
         turn.cached_tokens = cached_tokens[c];
-        accs_[c].add_turn(turn, turn_kld, turn_same, scored);
+        accs_[c].add_turn(turn, turn_kld[c], turn_same[c], scored);
       });
     for (size_t p = 0; p < cross_.pairs(); ++p)
       on_config(cross_.engine_config(p), [&] { cross_.observe(p, spans_, seg.tokens, answers_); });

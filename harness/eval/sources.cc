@@ -91,6 +91,10 @@ EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm,
   return a;
 }
 
+// Context tokens per forward pass of a prefill: large enough that the batched matmuls run at
+// full speed, small enough that their activations stay a few MiB.
+constexpr size_t kPrefillChunk = 512;
+
 class InProcessSource final : public ConfigSource {
  public:
   InProcessSource(runtime::Backend& backend, const PlannedConfig& config, const LoadedModel& lm)
@@ -105,7 +109,19 @@ class InProcessSource final : public ConfigSource {
 
   void add_context(const std::vector<int32_t>& tokens) override {
     const auto t0 = Clock::now();
-    backend_.forward(*seq_, tokens, false, last_row_.data());
+    // A forward pass holds activations for every token it is given (and a sliding-window cache
+    // every token until the pass ends), so a 32k-token document in one pass would need as much
+    // memory again as its KV cache. Prefilled in chunks, as engines do (llama.cpp's ubatch,
+    // vLLM's chunked prefill), the peak stays flat in context length (docs/perf.md).
+    const std::span<const int32_t> all(tokens);
+    for (size_t begin = 0; begin < all.size();) {
+      size_t n = std::min(kPrefillChunk, all.size() - begin);
+      // Never leave one token alone: a one-token pass takes the decode path, whose rounding
+      // differs from the batched one, and a context's last token would depend on the chunking.
+      if (all.size() - begin - n == 1) ++n;
+      backend_.forward(*seq_, all.subspan(begin, n), false, last_row_.data());
+      begin += n;
+    }
     pending_prefill_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
 

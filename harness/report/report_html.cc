@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/report/position_report.h"
 #include "harness/report/stored_scores.h"
 #include "scoring/aggregate.h"
 
@@ -55,6 +56,7 @@ struct Analysis {
   std::vector<MovedItem> moved;
   scoring::GoldSignal gold;  // the reference's gold answers over the run: whether accuracy says anything
   std::string reference_spec;
+  std::vector<scoring::PositionCurve> positions;  // candidates' quality by position
   // A config's label (what tables show) from its spec.
   std::string label(const std::string& spec) const {
     const auto it = config_index.find(spec);
@@ -141,6 +143,7 @@ Analysis analyze(const ReportInput& in) {
   }
   for (const auto& [spec, turns] : session_turns) a.drift[spec] = scoring::drift_over_turns(turns);
   a.sessions = static_cast<int64_t>(sessions.size());
+  a.positions = run_position_curves(in.run);
   return a;
 }
 
@@ -349,6 +352,58 @@ std::string chart_drift(const Analysis& a) {
   return s + "</svg>";
 }
 
+// Degradation against position: x the position buckets any config reaches (evenly spaced, in
+// order), y the mean KLD of the tokens there, one line per candidate config. The legend stacks
+// down the right edge, one row per config, so no two labels share a place.
+std::string chart_positions(const Analysis& a) {
+  Frame f;
+  size_t longest = 0;
+  std::set<int> present;
+  double ymax = 0;
+  for (const scoring::PositionCurve& c : a.positions) {
+    longest = std::max(longest, c.config.size());
+    for (const scoring::PositionPoint& p : c.points) {
+      present.insert(p.bucket);
+      if (std::isfinite(p.kld_mean)) ymax = std::max(ymax, p.kld_mean);
+    }
+  }
+  f.right = std::min(320.0, std::max(170.0, 34 + label_width(std::string(longest, 'x'))));
+  // Room for every bucket's label ("64-128k" is ~46 px) however long the legend's names.
+  f.w = std::max(f.w, f.left + f.right + 56.0 * static_cast<double>(present.size()));
+  std::string s = svg_open("chart-positions", f, "Mean KLD by position in the context (absolute position of the scored token)");
+  const std::vector<int> buckets(present.begin(), present.end());
+  const std::vector<double> yt = ticks(0, ymax);
+  f.x0 = -0.5, f.x1 = static_cast<double>(std::max<size_t>(buckets.size(), 1)) - 0.5, f.y0 = 0, f.y1 = yt.back();
+  s += axes(f, {}, yt, "positions (tokens before the scored token)", "mean KLD");
+  if (buckets.empty()) return s + empty_note(f, "no scored tokens by position in this run") + "</svg>";
+  auto x_of = [&](int bucket) {
+    return static_cast<double>(std::lower_bound(buckets.begin(), buckets.end(), bucket) - buckets.begin());
+  };
+  for (const int b : buckets)
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", f.px(x_of(b)), f.h - f.bottom + 16,
+                     scoring::position_bucket_name(b));
+  double ly = f.top + 4;
+  for (const scoring::PositionCurve& c : a.positions) {
+    const auto ci = a.config_index.find(c.config);
+    const std::string color = ci == a.config_index.end() ? "#777" : a.configs[ci->second].color;
+    std::string pts;
+    for (const scoring::PositionPoint& p : c.points)
+      if (std::isfinite(p.kld_mean)) pts += fmt::format("{:.1f},{:.1f} ", f.px(x_of(p.bucket)), f.py(p.kld_mean));
+    s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", pts, color);
+    for (const scoring::PositionPoint& p : c.points)
+      if (std::isfinite(p.kld_mean))
+        s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} at {}: mean KLD {}, same top-1 {}%, "
+                         "{} tokens in {} items</title></circle>",
+                         f.px(x_of(p.bucket)), f.py(p.kld_mean), color, xml_escape(c.config),
+                         scoring::position_bucket_name(p.bucket), num(p.kld_mean), num(100 * p.same_top1), p.tokens, p.items);
+    s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
+                     "class=\"pl\">{}</text>",
+                     f.w - f.right + 10, ly, color, f.w - f.right + 24, ly + 9, xml_escape(c.config));
+    ly += 14;
+  }
+  return s + "</svg>";
+}
+
 std::string th(const std::vector<std::string>& cols) {
   std::string s = "<tr>";
   for (const std::string& c : cols) s += "<th>" + xml_escape(c) + "</th>";
@@ -499,7 +554,7 @@ std::string changed_answers_anchor(const std::string& spec) {
 }
 
 const std::vector<std::string>& report_chart_ids() {
-  static const std::vector<std::string> ids = {"chart-quality-bits", "chart-domains", "chart-drift",
+  static const std::vector<std::string> ids = {"chart-quality-bits", "chart-domains", "chart-drift", "chart-positions",
                                                "chart-kld-tails",    "chart-latency", "chart-memory"};
   return ids;
 }
@@ -576,12 +631,13 @@ std::string render_report_html(const ReportInput& in) {
   h += verdicts_html(in.verdicts);
   h += "<h2>Summary per KV config</h2>\n<table>" +
        th({"kv config", "role", "bits", "items", "scored tokens", "mean KLD", "same top-1", "item KLD p99 (p99)",
-           "KLD max", "gold accuracy", "greedy divergence", "canonical spec"});
+           "KLD max", "gold accuracy", "greedy divergence", "first token EOS", "first token differs", "canonical spec"});
   for (const ConfigStats& c : a.configs)
     h += td({c.label, results::config_role_name(c.role), num(c.bits), std::to_string(c.quality.items),
              std::to_string(c.quality.scored_tokens), num(c.quality.kld_mean), percent(c.quality.same_top1),
              num(c.quality.kld_p99), num(c.quality.kld_max), gold_cell(a.gold, c.quality.gold_items, c.quality.gold_accuracy),
-             percent(c.quality.divergence_rate), c.spec});
+             percent(c.quality.divergence_rate), percent(c.quality.first_token_eos_rate),
+             percent(c.quality.first_token_differs_rate), c.spec});
   h += "</table>\n";
   if (!a.gold.note().empty()) h += "<p class=\"note\">Note: " + xml_escape(a.gold.note()) + ".</p>\n";
 
@@ -631,6 +687,18 @@ std::string render_report_html(const ReportInput& in) {
                    "sessions of that turn's mean KLD (context grows with the turn index).</p>\n",
                    a.sessions);
   h += chart_drift(a) + "\n";
+
+  h += "<h2>Quality by position</h2>\n<p class=\"note\">Each scored token counts in the range of its absolute position "
+       "in the item's context; KV quantization that fails at long context shows as a line that climbs to the right.</p>\n";
+  h += chart_positions(a) + "\n";
+  if (!a.positions.empty()) {
+    h += "<table>" + th({"kv config", "positions", "tokens", "items", "mean KLD", "mean Δp", "same top-1"});
+    for (const scoring::PositionCurve& c : a.positions)
+      for (const scoring::PositionPoint& p : c.points)
+        h += td({c.config, scoring::position_bucket_name(p.bucket), std::to_string(p.tokens), std::to_string(p.items),
+                 num(p.kld_mean), num(p.delta_p_mean), percent(p.same_top1)});
+    h += "</table>\n";
+  }
 
   h += "<h2>KLD distribution tails</h2>\n";
   {
@@ -707,13 +775,16 @@ std::string render_report_markdown(const ReportInput& in) {
     md += "\n";
   }
   if (in.baseline) md += fmt::format("Baseline: run {} ({}).\n\n", in.baseline->record.id, in.baseline->record.info.suite_name);
-  md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | TTFT p50 ms | TPOT p50 ms | KV B/token |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | first token EOS | first token differs | "
+        "TTFT p50 ms | TPOT p50 ms | KV B/token |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const ConfigStats& c : a.configs)
-    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.label, c.role == results::ConfigRole::reference ? " (ref)" : "",
-                      num(c.bits), num(c.quality.kld_mean), num(c.quality.kld_p99), percent(c.quality.same_top1),
-                      gold_cell(a.gold, c.quality.gold_items, c.quality.gold_accuracy), num(c.latency.ttft_p50),
-                      num(c.latency.tpot_p50), num(c.kv_bytes, 6));
+    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.label,
+                      c.role == results::ConfigRole::reference ? " (ref)" : "", num(c.bits), num(c.quality.kld_mean),
+                      num(c.quality.kld_p99), percent(c.quality.same_top1),
+                      gold_cell(a.gold, c.quality.gold_items, c.quality.gold_accuracy),
+                      percent(c.quality.first_token_eos_rate), percent(c.quality.first_token_differs_rate),
+                      num(c.latency.ttft_p50), num(c.latency.tpot_p50), num(c.kv_bytes, 6));
   std::vector<ConfigName> names;
   for (const ConfigStats& c : a.configs) names.push_back({c.label, c.spec});
   if (const std::string legend = canonical_legend(names); !legend.empty()) md += "\nConfigs as typed; " + legend + ".\n";
@@ -736,6 +807,7 @@ std::string render_report_markdown(const ReportInput& in) {
     }
     md += "\n";
   }
+  md += positions_markdown(a.positions);
   md += engine_markdown(in.engine) + cross_check_markdown(a, in.engine);
   md += changed_answers_markdown(in);
   if (in.baseline && !a.moved.empty()) {

@@ -213,6 +213,12 @@ nlohmann::json answers_json(const std::string& db, int64_t run, const std::strin
   return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
 }
 
+nlohmann::json show_json(const std::string& db, int64_t run) {
+  CliResult r = run_kvgate("runs show " + std::to_string(run) + " --json --db " + db);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
 // Every turn's answer is stored, and a run stopped by --limit and resumed holds the same answers,
 // byte for byte, as a run made in one go.
 TEST(EvalCli, AnswersAreStoredAndSurviveResume) {
@@ -241,6 +247,11 @@ TEST(EvalCli, AnswersAreStoredAndSurviveResume) {
     EXPECT_TRUE(t["gold"].is_string()) << "generated items have gold answers: " << t.dump();
   }
   EXPECT_EQ(a["turns"], b["turns"]) << "the resumed run's answers differ from the straight run's";
+  // The position buckets and first-token rates too.
+  const nlohmann::json sa = show_json(db, straight["run"].get<int64_t>()), sb = show_json(db, resumed_run);
+  ASSERT_EQ(sa["positions"].size(), 1u) << sa["positions"].dump();
+  EXPECT_EQ(sa["positions"], sb["positions"]);
+  EXPECT_EQ(sa["summary"], sb["summary"]);
 
   // --changed keeps only the turns whose answer changed; --config takes the name as typed.
   const nlohmann::json changed = answers_json(db, resumed_run, " --changed --config q4_0");
@@ -329,6 +340,56 @@ TEST(EvalCli, ConfigsShowAsTypedWithTheirCanonicalSpecs) {
   const CliResult old_answers = run_kvgate("runs show 1 --answers --config q4_0 --db " + db);
   EXPECT_EQ(old_answers.exit_code, 0) << old_answers.err;
   EXPECT_EQ(old_answers.out.find("canonical specs:"), std::string::npos) << old_answers.out;
+}
+
+// A long item (the long-cpu-ci suite's first, ~3-4k tokens) is scored by position: `runs show`
+// lists the candidate's buckets, whose tokens add up to its scored tokens and lie where the
+// item's scored span does (after the document), and the first-token rates per config.
+TEST(EvalCli, LongItemIsScoredByPosition) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  const std::string db = temp("positions.db");
+  std::remove(db.c_str());
+  const nlohmann::json run = eval_json("--suite long-cpu-ci --limit 1 --kv q4_0 --max-new-tokens 4 --db " + db);
+  const nlohmann::json show = show_json(db, run["run"].get<int64_t>());
+  ASSERT_EQ(show["positions"].size(), 1u) << show["positions"].dump();
+  const nlohmann::json& curve = show["positions"][0];
+  EXPECT_EQ(curve["spec"].get<std::string>().rfind("q4_0", 0), 0u) << "only the candidate has a curve: " << curve.dump();
+  int64_t tokens = 0;
+  for (const auto& b : curve["buckets"]) {
+    tokens += b["scored_tokens"].get<int64_t>();
+    EXPECT_GE(b["position_from"].get<int64_t>(), 2048) << "the scored span follows a 3-4k-token document: " << b.dump();
+    EXPECT_TRUE(b["kld_mean"].is_number()) << b.dump();
+    EXPECT_EQ(b["items"], 1);
+  }
+  int64_t scored = 0;
+  for (const auto& s : show["summary"]) {
+    if (s["spec"] == curve["spec"]) scored = s["scored_tokens"].get<int64_t>();
+    EXPECT_TRUE(s["first_token_eos_rate"].is_number()) << s.dump();
+    EXPECT_TRUE(s["first_token_differs_rate"].is_number()) << s.dump();
+    if (s["role"] == "reference") EXPECT_EQ(s["first_token_differs_rate"], 0.0);
+  }
+  EXPECT_GT(scored, 0);
+  EXPECT_EQ(tokens, scored);
+  const CliResult text = run_kvgate("runs show latest --db " + db);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("by position"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("1st EOS %"), std::string::npos) << text.out;
+
+  // The long suites' policy checks the buckets the run reaches (the run against itself: passed,
+  // decided, not skipped) and skips, naming why, none of the reached ones.
+  const std::string id = std::to_string(run["run"].get<int64_t>());
+  const CliResult gate = run_kvgate("gate --json --no-store --baseline " + id + " --candidate " + id + " --policy " +
+                                    std::string(KVGATE_SOURCE_DIR) + "/ci/gates/long.json --db " + db);
+  ASSERT_EQ(gate.exit_code, 0) << gate.out << gate.err;
+  size_t decided = 0;
+  const nlohmann::json verdict = nlohmann::json::parse(gate.out);
+  for (const auto& c : verdict["checks"]) {
+    const std::string name = c["name"];
+    if (name.rfind("position.regression.kld_mean@", 0) != 0) continue;
+    EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
+    decided += c["skipped"].get<bool>() ? 0 : 1;
+  }
+  EXPECT_EQ(decided, curve["buckets"].size()) << gate.out;
 }
 
 // kill -9 in the middle of a run: the database keeps whole items only, the run is listed as

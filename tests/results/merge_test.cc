@@ -83,6 +83,9 @@ void write_item(Store& store, int64_t run, int64_t position, const std::vector<i
       LatencySamples l{config, turn, {}};
       for (int t = 0; t < (turn == 1 ? 1 : 4); ++t) l.token_times_ms.push_back(rng.uniform() * 100 + 10 * t);
       w.add_latency(l);
+      // Position buckets (schema v7): the turn's tokens in one or two buckets, the last open-ended.
+      w.add_position({config, turn, 1024 * turn, 1024 * (turn + 1), 2 + position, rng.uniform(), rng.uniform() - 0.5, 1});
+      if (turn == 2) w.add_position({config, turn, 131072, std::nullopt, 1, rng.uniform(), 0.0, 0});
     }
     for (const char* cls : {"digits", "other"})
       w.add_token_class({config, cls, 3 + position, rng.uniform() * 3, rng.uniform() - 0.5, 2});
@@ -155,6 +158,9 @@ std::vector<std::string> stored_rows(const std::string& path, int64_t run) {
                "FROM token_class_metrics x" + join + " ORDER BY 1, 2, 3", "ttttddt");
   add("latency", "SELECT i.item_key, c.spec, x.turn_index, x.token_index, x.t_ms FROM latency_samples x" + join +
                  " ORDER BY 1, 2, 3, 4", "ttttd");
+  add("position", "SELECT i.item_key, c.spec, x.turn_index, x.position_from, x.position_to, x.scored_tokens, x.kld_sum, "
+                  "x.delta_p_sum, x.same_top1 FROM position_metrics x" + join + " ORDER BY 1, 2, 3, 4",
+      "ttttttddt");
   return all;
 }
 
@@ -225,6 +231,9 @@ TEST_F(MergeTest, MergedRunHoldsExactlyTheRowsOfTheUnshardedRun) {
   EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM turn_metrics WHERE answer LIKE '전화 010-%'"), 10);
   EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM turn_metrics WHERE answer_divergence IS NOT NULL"), 2);
   EXPECT_EQ(count(db("merged"), "SELECT COUNT(*) FROM items WHERE gold_answer IS NOT NULL"), 3);
+  // The position buckets came along, the open-ended one included.
+  EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM position_metrics"), 20);
+  EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM position_metrics WHERE position_to IS NULL"), 0);
   // Items in the plan's order, as the unsharded run wrote them.
   EXPECT_EQ(sql_rows(db("merged"), "SELECT item_key FROM items ORDER BY id", "t"),
             sql_rows(whole, "SELECT item_key FROM items ORDER BY id", "t"));

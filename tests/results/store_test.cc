@@ -82,7 +82,8 @@ TEST_F(StoreTest, MigrationFromEmptyCreatesEveryTable) {
   Store store = Store::open(path_);
   EXPECT_EQ(store.schema_version(), latest_schema_version());
   for (const char* table : {"runs", "configs", "run_configs", "items", "item_metrics", "turn_metrics",
-                            "token_class_metrics", "latency_samples", "kernel_benchmarks", "gate_decisions"})
+                            "token_class_metrics", "latency_samples", "kernel_benchmarks", "gate_decisions",
+                            "position_metrics"})
     EXPECT_EQ(count(std::string("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '") + table + "'"), 1)
         << table;
   Connection c(path_, false);
@@ -550,6 +551,63 @@ TEST_F(StoreTest, GateDecisionsReferenceBothRuns) {
   EXPECT_EQ(count("SELECT COUNT(*) FROM gate_decisions WHERE passed = 0 AND candidate_run_id = " + std::to_string(cand)), 1);
   d.candidate_run_id = 12345;
   EXPECT_THROW(store.add_gate_decision(d), Error);
+}
+
+// Position buckets (schema v7): written with the item, read back in the store's order with the
+// open-ended bucket's NULL end; a resumed run adds its new items' rows beside the old ones; a
+// version-6 file gains the table and keeps its runs.
+TEST_F(StoreTest, PositionRowsRoundTripAndSurviveResume) {
+  {
+    Connection c(path_, true);
+    for (size_t m = 0; m < 6; ++m) c.execute_script(schema_migrations()[m]);
+    c.execute_script("PRAGMA user_version = 6");
+  }
+  Store store = Store::open(path_);
+  ASSERT_EQ(store.schema_version(), latest_schema_version());
+  const int64_t run = store.begin_run(sample_run());
+  const int64_t q4 = store.add_config({"q4_0/q4_0", "h", 4.5});
+  store.attach_config(run, q4, ConfigRole::candidate, 1.0);
+  {
+    ItemWriter w = store.begin_item(run, sample_item("b"));
+    w.add_metrics(sample_metrics(q4, 0.1));
+    w.add_position({q4, 0, 1024, 2048, 7, 0.7, -0.07, 6});
+    w.add_position({q4, 0, 0, 1024, 3, 0.03, 0.0, 3});
+    w.add_position({q4, 1, 131072, std::nullopt, 2, 4.0, -1.0, 0});
+    w.commit();
+  }
+  store.finish_run(run, RunStatus::interrupted);
+  store.resume_run(run);
+  {
+    ItemWriter w = store.begin_item(run, sample_item("a"));
+    w.add_metrics(sample_metrics(q4, 0.2));
+    w.add_position({q4, 0, 4096, 8192, 5, 0.5, 0.0, 5});
+    w.commit();
+  }
+  {
+    // An uncommitted item leaves no position rows.
+    ItemWriter w = store.begin_item(run, sample_item("c"));
+    w.add_position({q4, 0, 0, 1024, 1, 0.1, 0.0, 1});
+  }
+  store.finish_run(run, RunStatus::complete);
+  const std::vector<RunPositionMetrics> rows = store.run_position_metrics(run);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].item_key, "a");
+  EXPECT_EQ(rows[0].position.position_from, 4096);
+  EXPECT_EQ(rows[1].item_key, "b");
+  EXPECT_EQ(rows[1].position.position_from, 0);
+  EXPECT_EQ(rows[2].position.position_from, 1024);
+  EXPECT_EQ(*rows[2].position.position_to, 2048);
+  EXPECT_EQ(rows[2].position.scored_tokens, 7);
+  EXPECT_EQ(rows[2].position.kld_sum, 0.7);
+  EXPECT_EQ(rows[2].position.delta_p_sum, -0.07);
+  EXPECT_EQ(rows[2].position.same_top1, 6);
+  EXPECT_EQ(rows[3].position.turn_index, 1);
+  EXPECT_FALSE(rows[3].position.position_to.has_value());
+  EXPECT_EQ(rows[3].position.config_id, q4);
+  // A bucket without tokens, or one that ends before it starts, is not a row the schema takes.
+  ItemWriter w = store.begin_item(run, sample_item("d"));
+  EXPECT_THROW(w.add_position({q4, 0, 0, 1024, 0, 0.0, 0.0, 0}), Error);
+  EXPECT_THROW(w.add_position({q4, 0, 2048, 1024, 1, 0.0, 0.0, 0}), Error);
 }
 
 TEST(ResolveDbPath, FlagThenEnvironmentThenDefault) {

@@ -1,0 +1,32 @@
+// Position buckets (docs/schema.md "Position buckets"): written with the item's transaction,
+// read back in the store's order.
+#include "results/store.h"
+
+namespace kvgate::results {
+
+void ItemWriter::add_position(const PositionMetrics& p) {
+  Statement s(connection_,
+              "INSERT INTO position_metrics (item_id, config_id, turn_index, position_from, position_to, scored_tokens, "
+              "kld_sum, delta_p_sum, same_top1) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+  s.bind(1, item_row_id_).bind(2, p.config_id).bind(3, p.turn_index).bind(4, p.position_from).bind(5, p.position_to);
+  s.bind(6, p.scored_tokens).bind(7, p.kld_sum).bind(8, p.delta_p_sum).bind(9, p.same_top1);
+  s.run();
+}
+
+std::vector<RunPositionMetrics> Store::run_position_metrics(int64_t run_id) {
+  Statement s(*connection_,
+              "SELECT i.item_key, i.domain, p.config_id, p.turn_index, p.position_from, p.position_to, p.scored_tokens, "
+              "p.kld_sum, p.delta_p_sum, p.same_top1 FROM position_metrics p JOIN items i ON i.id = p.item_id "
+              "WHERE i.run_id = ?1 ORDER BY i.item_key, p.config_id, p.turn_index, p.position_from");
+  s.bind(1, run_id);
+  std::vector<RunPositionMetrics> out;
+  while (s.step()) {
+    RunPositionMetrics r{s.column_text(0), s.column_text(1), {}};
+    r.position = {s.column_int(2), s.column_int(3), s.column_int(4), s.column_optional_int(5),
+                  s.column_int(6), s.column_double(7), s.column_double(8), s.column_int(9)};
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace kvgate::results

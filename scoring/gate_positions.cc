@@ -1,0 +1,187 @@
+#include "scoring/gate_positions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/hash.h"
+#include "scoring/stats.h"
+
+namespace kvgate::scoring {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+using ItemConfig = std::pair<std::string, std::string>;  // (item_key, config)
+using Buckets = std::map<int, PositionSums>;
+
+// Per (item, config), its rows summed per bucket (the rows come per turn).
+std::map<ItemConfig, Buckets> item_buckets(const GateRun& run) {
+  std::map<ItemConfig, Buckets> out;
+  for (const PositionRow& r : run.positions) out[{r.item_key, r.config}][r.bucket].add(r.sums);
+  return out;
+}
+
+double value_of(const PositionSums& s, const std::string& metric) {
+  return metric == "same_top1" ? s.same_top1_rate() : s.kld_mean();
+}
+
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "n/a"; }
+
+// "16k+": positions from 16384 on.
+std::string from_name(int64_t position) { return position == 0 ? "0+" : std::to_string(position / 1024) + "k+"; }
+
+// "position.absolute.kld_mean@16-32k[long, q4_0/q4_0]"; `what` absolute | regression | "".
+CheckResult make(const std::string& what, const std::string& metric, const std::string& domain, const std::string& config) {
+  CheckResult c;
+  c.kind = CheckKind::position;
+  c.metric = metric;
+  c.domain = domain;
+  c.config = config;
+  c.name = std::string(check_kind_name(c.kind)) + "." + (what.empty() ? "" : what + ".") + metric + "[" + domain + ", " +
+           config + "]";
+  c.baseline_value = c.candidate_value = c.delta = c.ci_low = c.ci_high = c.threshold = kNaN;
+  return c;
+}
+
+// One group's items in one run, with their buckets (an item without position rows has none).
+struct GroupRun {
+  std::vector<std::pair<std::string, const Buckets*>> items;  // item-key order
+  PositionSums in_bucket(int b) const {
+    PositionSums s;
+    for (const auto& [key, buckets] : items)
+      if (const auto it = buckets->find(b); it != buckets->end()) s.add(it->second);
+    return s;
+  }
+};
+
+}  // namespace
+
+void add_position_checks(const GatePolicy& policy, const GateRun* baseline, const GateRun& cand,
+                         std::vector<CheckResult>& out) {
+  static const Buckets kNone;
+  const std::map<ItemConfig, Buckets> cand_rows = item_buckets(cand);
+  const std::map<ItemConfig, Buckets> base_rows = baseline ? item_buckets(*baseline) : std::map<ItemConfig, Buckets>{};
+  // (domain, config) -> its items in each run.
+  std::map<std::pair<std::string, std::string>, std::pair<GroupRun, GroupRun>> groups;
+  auto add_items = [&](const GateRun& run, const std::map<ItemConfig, Buckets>& rows, bool is_cand) {
+    for (const GateItem& it : run.items) {
+      if (it.config == cand.reference_config) continue;  // its KLD is against itself
+      const auto r = rows.find({it.item_key, it.config});
+      auto& g = groups[{it.domain, it.config}];
+      (is_cand ? g.first : g.second).items.emplace_back(it.item_key, r == rows.end() ? &kNone : &r->second);
+    }
+  };
+  add_items(cand, cand_rows, true);
+  if (baseline) add_items(*baseline, base_rows, false);
+
+  for (const auto& [key, runs] : groups) {
+    const auto& [domain, config] = key;
+    const GroupRun &c_run = runs.first, &b_run = runs.second;
+    if (c_run.items.empty()) continue;  // only the baseline has it: the coverage checks say so
+    const GateLimits limits = policy.limits_for(domain, config);
+    if (!limits.positions) continue;
+    for (const PositionLimit& pl : *limits.positions) {
+      if (!pl.limit && !baseline) continue;  // a regression needs a baseline (evaluate_gate notes its absence)
+      const int first = *position_bucket_starting_at(pl.min_position);
+      const bool upper = pl.metric != "same_top1";
+      const double sign = upper ? 1.0 : -1.0;
+      int last = -1;  // the last bucket from `first` on that either run reaches
+      for (int b = first; b < kPositionBuckets; ++b)
+        if (c_run.in_bucket(b).tokens > 0 || b_run.in_bucket(b).tokens > 0) last = b;
+      if (last < 0) {
+        CheckResult c = make("", pl.metric + "@" + from_name(pl.min_position), domain, config);
+        c.passed = c.skipped = true;
+        c.threshold = pl.limit.value_or(pl.regression.value_or(kNaN));
+        c.items = c_run.items.size();
+        c.detail = fmt::format("{} from position {} on: no scored token of {} reaches position {} in {}; not checked",
+                               pl.metric, pl.min_position, domain, pl.min_position,
+                               baseline ? "either run" : "the candidate run");
+        out.push_back(std::move(c));
+        continue;
+      }
+      for (int b = first; b <= last; ++b) {
+        const std::string bucket = position_bucket_name(b);
+        const std::string metric = pl.metric + "@" + bucket;
+        const PositionSums cs = c_run.in_bucket(b), bs = b_run.in_bucket(b);
+        if (pl.limit) {
+          CheckResult c = make("absolute", metric, domain, config);
+          c.threshold = *pl.limit;
+          c.candidate_value = value_of(cs, pl.metric);
+          c.baseline_value = value_of(bs, pl.metric);
+          c.items = c_run.items.size();
+          if (cs.tokens == 0) {
+            c.passed = c.skipped = true;
+            c.detail = fmt::format("{} at positions {}: the candidate has no scored token there ({} in the baseline); "
+                                   "not checked",
+                                   pl.metric, bucket, bs.tokens);
+          } else {
+            c.passed = upper ? c.candidate_value <= *pl.limit : c.candidate_value >= *pl.limit;
+            c.detail = fmt::format("{} at positions {}: {} {} limit {} over {} tokens (baseline {})", pl.metric, bucket,
+                                   num(c.candidate_value), c.passed ? (upper ? "<=" : ">=") : (upper ? ">" : "<"),
+                                   num(*pl.limit), cs.tokens, num(c.baseline_value));
+          }
+          out.push_back(std::move(c));
+        }
+        if (!pl.regression || !baseline) continue;
+        CheckResult c = make("regression", metric, domain, config);
+        c.threshold = *pl.regression;
+        std::map<std::string, const Buckets*> base_items(b_run.items.begin(), b_run.items.end());
+        std::vector<double> bv, cv;
+        std::vector<AffectedItem> moved;
+        for (const auto& [item, buckets] : c_run.items) {
+          const auto bi = base_items.find(item);
+          if (bi == base_items.end()) continue;
+          const auto x = bi->second->find(b), y = buckets->find(b);
+          if (x == bi->second->end() || y == buckets->end() || x->second.tokens == 0 || y->second.tokens == 0) continue;
+          const double xv = value_of(x->second, pl.metric), yv = value_of(y->second, pl.metric);
+          bv.push_back(xv);
+          cv.push_back(yv);
+          moved.push_back({item, xv, yv, yv - xv});
+        }
+        c.items = bv.size();
+        if (bv.empty()) {
+          c.passed = c.skipped = true;
+          c.detail = fmt::format("{} at positions {}: no item has scored tokens there in both runs (baseline {} tokens, "
+                                 "candidate {}); not checked",
+                                 pl.metric, bucket, bs.tokens, cs.tokens);
+          out.push_back(std::move(c));
+          continue;
+        }
+        const uint64_t seed = policy.bootstrap.seed ^ xxhash64(c.name);
+        const BootstrapCi ci = paired_bootstrap_ci(bv, cv, policy.bootstrap.resamples, policy.bootstrap.confidence, seed);
+        double bsum = 0, csum = 0;
+        for (size_t i = 0; i < bv.size(); ++i) bsum += bv[i], csum += cv[i];
+        c.baseline_value = bsum / static_cast<double>(bv.size());
+        c.candidate_value = csum / static_cast<double>(cv.size());
+        c.delta = ci.mean_delta;
+        c.ci_low = ci.low;
+        c.ci_high = ci.high;
+        const bool real = sign > 0 ? ci.low > 0 : ci.high < 0;
+        const bool large = sign * ci.mean_delta > *pl.regression;
+        c.passed = !(real && large);
+        std::sort(moved.begin(), moved.end(), [sign](const AffectedItem& x, const AffectedItem& y) {
+          if (sign * x.delta != sign * y.delta) return sign * x.delta > sign * y.delta;
+          return x.item_key < y.item_key;
+        });
+        while (!moved.empty() && sign * moved.back().delta <= 0) moved.pop_back();
+        if (moved.size() > 5) moved.resize(5);
+        c.most_affected = moved;
+        const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
+        c.detail = fmt::format("{} at positions {}: mean delta {:+.6g} ({}% CI [{:+.6g}, {:+.6g}], {} items; baseline {} -> "
+                               "candidate {}): {}",
+                               pl.metric, bucket, ci.mean_delta, pct, ci.low, ci.high, bv.size(), num(c.baseline_value),
+                               num(c.candidate_value),
+                               c.passed ? (real ? fmt::format("real but within the {} floor", num(*pl.regression))
+                                                : std::string("interval includes no worsening"))
+                                        : fmt::format("worse by more than the {} floor", num(*pl.regression)));
+        out.push_back(std::move(c));
+      }
+    }
+  }
+}
+
+}  // namespace kvgate::scoring

@@ -1,0 +1,17 @@
+#pragma once
+// The gate's checks by position (docs/gates.md "Checks by position"), apart from gate.cc so the
+// per-bucket logic reads in one place. Called by evaluate_gate.
+#include <vector>
+
+#include "scoring/gate.h"
+
+namespace kvgate::scoring {
+
+// Per (domain, config) of the candidate and per position bucket from each PositionLimit's
+// min_position on: the absolute limit on the candidate's token-weighted bucket mean and, with a
+// baseline, the paired regression of the per-item bucket means. Buckets that no item of the
+// group reaches in either run give one skipped check naming the range, never a pass.
+void add_position_checks(const GatePolicy& policy, const GateRun* baseline, const GateRun& candidate,
+                         std::vector<CheckResult>& out);
+
+}  // namespace kvgate::scoring
