@@ -71,7 +71,9 @@ struct PositionPoint {
 // Rows are summed in the order given: callers pass them in the store's order (item key, config,
 // turn), so every consumer of the same rows gets the same bits.
 struct PositionCurve {
-  std::string config;
+  std::string config;  // the canonical spec rows are keyed by
+  std::string label;   // what tables show (the config as typed, results' label); empty: the spec
+  const std::string& shown() const { return label.empty() ? config : label; }
   std::vector<PositionPoint> points;
 };
 std::vector<PositionCurve> position_curves(std::span<const PositionRow> rows);

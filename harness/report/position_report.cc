@@ -24,7 +24,10 @@ std::vector<scoring::PositionCurve> run_position_curves(const results::StoredRun
   for (const results::RunConfigRecord& c : run.configs) {
     if (c.role == results::ConfigRole::reference) continue;
     for (scoring::PositionCurve& curve : curves)
-      if (curve.config == c.spec && !curve.points.empty()) out.push_back(std::move(curve));
+      if (curve.config == c.spec && !curve.points.empty()) {
+        curve.label = c.label;
+        out.push_back(std::move(curve));
+      }
   }
   return out;
 }
@@ -32,14 +35,14 @@ std::vector<scoring::PositionCurve> run_position_curves(const results::StoredRun
 std::string positions_text(const std::vector<scoring::PositionCurve>& curves) {
   if (curves.empty()) return "";
   size_t width = 24;
-  for (const scoring::PositionCurve& c : curves) width = std::max(width, c.config.size());
+  for (const scoring::PositionCurve& c : curves) width = std::max(width, c.shown().size());
   std::string text = fmt::format("by position (scored tokens by their absolute position in the context; against the "
                                  "reference)\n  {:<{}} {:>9} {:>8} {:>6} {:>11} {:>11} {:>8}\n",
                                  "config", width, "positions", "tokens", "items", "mean KLD", "mean Δp", "top-1 %");
   for (const scoring::PositionCurve& c : curves)
     for (size_t i = 0; i < c.points.size(); ++i) {
       const scoring::PositionPoint& p = c.points[i];
-      text += fmt::format("  {:<{}} {:>9} {:>8} {:>6} {:>11} {:>11} {:>8}\n", i == 0 ? c.config : "", width,
+      text += fmt::format("  {:<{}} {:>9} {:>8} {:>6} {:>11} {:>11} {:>8}\n", i == 0 ? c.shown() : "", width,
                           scoring::position_bucket_name(p.bucket), p.tokens, p.items, cell(p.kld_mean, "{:.6f}"),
                           cell(p.delta_p_mean, "{:+.5f}"), cell(100 * p.same_top1, "{:.2f}"));
     }
@@ -61,7 +64,7 @@ nlohmann::json positions_json(const std::vector<scoring::PositionCurve>& curves)
                          {"delta_p_mean", number_or_null(p.delta_p_mean)},
                          {"same_top1", number_or_null(p.same_top1)}});
     }
-    out.push_back({{"spec", c.config}, {"buckets", buckets}});
+    out.push_back({{"spec", c.config}, {"label", c.shown()}, {"buckets", buckets}});
   }
   return out;
 }
@@ -73,7 +76,7 @@ std::string positions_markdown(const std::vector<scoring::PositionCurve>& curves
     for (const scoring::PositionPoint& p : c.points) buckets.insert(p.bucket);
   std::string md = "\n**By position** (mean KLD of the scored tokens in each range of absolute positions; top-1 "
                    "agreement in brackets)\n\n| positions |";
-  for (const scoring::PositionCurve& c : curves) md += " " + c.config + " |";
+  for (const scoring::PositionCurve& c : curves) md += " " + c.shown() + " |";
   md += "\n|---|";
   for (size_t k = 0; k < curves.size(); ++k) md += "---:|";
   md += "\n";

@@ -361,7 +361,7 @@ std::string chart_positions(const Analysis& a) {
   std::set<int> present;
   double ymax = 0;
   for (const scoring::PositionCurve& c : a.positions) {
-    longest = std::max(longest, c.config.size());
+    longest = std::max(longest, c.shown().size());
     for (const scoring::PositionPoint& p : c.points) {
       present.insert(p.bucket);
       if (std::isfinite(p.kld_mean)) ymax = std::max(ymax, p.kld_mean);
@@ -394,11 +394,11 @@ std::string chart_positions(const Analysis& a) {
       if (std::isfinite(p.kld_mean))
         s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} at {}: mean KLD {}, same top-1 {}%, "
                          "{} tokens in {} items</title></circle>",
-                         f.px(x_of(p.bucket)), f.py(p.kld_mean), color, xml_escape(c.config),
+                         f.px(x_of(p.bucket)), f.py(p.kld_mean), color, xml_escape(c.shown()),
                          scoring::position_bucket_name(p.bucket), num(p.kld_mean), num(100 * p.same_top1), p.tokens, p.items);
     s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
                      "class=\"pl\">{}</text>",
-                     f.w - f.right + 10, ly, color, f.w - f.right + 24, ly + 9, xml_escape(c.config));
+                     f.w - f.right + 10, ly, color, f.w - f.right + 24, ly + 9, xml_escape(c.shown()));
     ly += 14;
   }
   return s + "</svg>";
@@ -695,7 +695,7 @@ std::string render_report_html(const ReportInput& in) {
     h += "<table>" + th({"kv config", "positions", "tokens", "items", "mean KLD", "mean Δp", "same top-1"});
     for (const scoring::PositionCurve& c : a.positions)
       for (const scoring::PositionPoint& p : c.points)
-        h += td({c.config, scoring::position_bucket_name(p.bucket), std::to_string(p.tokens), std::to_string(p.items),
+        h += td({c.shown(), scoring::position_bucket_name(p.bucket), std::to_string(p.tokens), std::to_string(p.items),
                  num(p.kld_mean), num(p.delta_p_mean), percent(p.same_top1)});
     h += "</table>\n";
   }
