@@ -354,6 +354,7 @@ TEST(EvalCli, LongItemIsScoredByPosition) {
   ASSERT_EQ(show["positions"].size(), 1u) << show["positions"].dump();
   const nlohmann::json& curve = show["positions"][0];
   EXPECT_EQ(curve["spec"].get<std::string>().rfind("q4_0", 0), 0u) << "only the candidate has a curve: " << curve.dump();
+  EXPECT_EQ(curve["label"], "q4_0") << "the curve names the config as typed: " << curve.dump();
   int64_t tokens = 0;
   for (const auto& b : curve["buckets"]) {
     tokens += b["scored_tokens"].get<int64_t>();
@@ -373,6 +374,7 @@ TEST(EvalCli, LongItemIsScoredByPosition) {
   const CliResult text = run_kvgate("runs show latest --db " + db);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("by position"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("\n  q4_0 "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("1st EOS %"), std::string::npos) << text.out;
 
   // The long suites' policy checks the buckets the run reaches (the run against itself: passed,
