@@ -407,7 +407,7 @@ void note_given(CLI::App* command, EvalArgs& a) {
 void add_eval_commands(CLI::App& app, CommandContext& ctx) {
   auto ev = std::make_shared<EvalArgs>();
   CLI::App* e = app.add_subcommand("eval", "Run eval sets through the reference and candidate KV configs, store and summarize");
-  e->add_option("--suite", ev->plan.suite, "Built-in suite name (smoke, nightly, long-cpu, long-cpu-ci, long) or a suite JSON file");
+  e->add_option("--suite", ev->plan.suite, "Built-in suite name (smoke, nightly, long-cpu, long-cpu-ci, long-cpu-sweep, long) or a suite JSON file");
   e->add_option("--evalset", ev->plan.evalset, "Eval items JSONL file");
   add_common(e, *ev);
   e->callback([ev, e, &ctx] {

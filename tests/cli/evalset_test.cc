@@ -108,7 +108,7 @@ TEST(EvalsetCli, GeneratesALongItemAtADepthThatValidates) {
   r = run_kvgate("evalset validate " + out + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["hash"], summary["hash"]);
-  for (const std::string name : {"long-cpu", "long-cpu-ci", "long"}) {
+  for (const std::string name : {"long-cpu", "long-cpu-ci", "long-cpu-sweep", "long"}) {
     r = run_kvgate("evalset validate " + name + " --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["suite"], name);

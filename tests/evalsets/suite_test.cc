@@ -115,6 +115,25 @@ TEST(Suite, BadSuitesNameTheProblem) {
   EXPECT_EQ(suite_error(R"({"name":"x","evalsets":[{"domain":"all","seed":1,"n":1}],"kv":["fp8"]})"), "");
 }
 
+// long-cpu-sweep is long-cpu's short end: every long domain at ~0.7-0.9k and ~1.4-1.8k estimated
+// tokens, so the default model's curve by position has points at 0-1k and 1-2k (long-cpu's
+// answers land at 2-8k).
+TEST(Suite, LongSweepCoversEveryLongDomainBelowTwoThousandTokens) {
+  const Suite s = load_suite(std::string(KVGATE_SOURCE_DIR) + "/ci/suites/long-cpu-sweep.json");
+  EXPECT_EQ(s.name, "long-cpu-sweep");
+  const Suite full = load_suite(std::string(KVGATE_SOURCE_DIR) + "/ci/suites/long-cpu.json");
+  EXPECT_EQ(s.kv, full.kv);
+  EXPECT_EQ(s.ref, full.ref);
+  const auto items = materialize_suite(s);
+  ASSERT_EQ(items.size(), 12u);
+  std::map<std::string, size_t> domains;
+  for (const EvalItem& item : items) {
+    ++domains[item.domain];
+    EXPECT_LE(estimate_tokens(item), 2000u) << item.id;
+  }
+  for (const std::string& d : long_generator_domains()) EXPECT_EQ(domains[d], 2u) << d;
+}
+
 TEST(Suite, LongSuitesMixTheLongDomainsWithinTheirContexts) {
   for (const std::string name : {"long-cpu", "long"}) {
     const Suite s = load_suite(std::string(KVGATE_SOURCE_DIR) + "/ci/suites/" + name + ".json");
