@@ -92,7 +92,9 @@ EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm,
 }
 
 // Context tokens per forward pass of a prefill: large enough that the batched matmuls run at
-// full speed, small enough that their activations stay a few MiB.
+// full speed, small enough that their activations stay a few MiB. The chunking is part of the
+// arithmetic (a context past it gives other bits than one pass would: docs/perf.md), so it is
+// a constant, never sized by the machine, or runs on two machines would not compare.
 constexpr size_t kPrefillChunk = 512;
 
 class InProcessSource final : public ConfigSource {
