@@ -28,29 +28,6 @@ namespace {
 
 using namespace testing_small;
 
-// The noise floor of a config on a model: the largest difference between the CPU runtime's
-// logits on the model and on each of eight perturbed copies (small_llama.h perturbed_copy: every
-// norm weight one ulp off), on the same script. Smooth configs sit near 1e-5 there; where a
-// config rounds to a coarse grid (4-bit and 2-bit codes, llama.cpp's q8 matmul inputs), a
-// change that small moves a value across a rounding boundary now and then and the logits by up
-// to a whole step, and so does the GPU's summation order.
-RowDiff noise_floor(const std::string& path, const kernels::KvConfig& config, std::vector<int32_t> steps,
-                    const Trace& base, bool decode) {
-  RowDiff floor;
-  const size_t vocab = Model::load(path)->arch().n_vocab;
-  // A boundary crossing is a rare event per perturbation (two seeds missed u2/u3's on an H200's
-  // host CPU where they hit it here), so the floor is the largest of eight.
-  for (uint64_t seed = 1; seed <= 8; ++seed) {
-    const auto noisy = Model::load(
-        perturbed_copy(path, seed, own_temp_file("noise_" + std::to_string(seed))));
-    const Trace t = cpu_trace(*noisy, config, steps);
-    const RowDiff d = compare_rows(decode ? base.decode : base.prefill, decode ? t.decode : t.prefill, vocab);
-    floor.max_logprob = std::max(floor.max_logprob, d.max_logprob);
-    floor.top1_mismatch = std::max(floor.top1_mismatch, d.top1_mismatch);
-  }
-  return floor;
-}
-
 // The checks' script (small_llama.h cpu_trace) on both backends: the GPU matches the CPU within
 // 0.02 in top-20 log-probs and on every clear top-1, or, where the config's noise floor on this
 // model is higher, within twice that floor (the floor printed beside it); it leaves the
@@ -83,7 +60,9 @@ void expect_gpu_matches_cpu(const std::string& path, const Model& model, const G
     const RowDiff d = compare_rows(decode ? cpu.decode : cpu.prefill, decode ? gpu.decode : gpu.prefill, vocab);
     RowDiff floor;
     const bool over = d.max_logprob >= 0.02 || d.top1_mismatch > 0;
-    if (over) floor = noise_floor(path, config, steps, cpu, decode);
+    // A boundary crossing is a rare event per perturbation (two missed u2/u3's on an H200's host
+    // CPU where they hit it here), so the floor is the largest of eight.
+    if (over) floor = noise_floor(path, config, steps, cpu, decode, 8);
     const double bound = std::max(0.02, 2 * floor.max_logprob);
     std::printf("%s %s: max top-20 log-prob difference %.5f, top-1 mismatches %d", spec, phase, d.max_logprob,
                 d.top1_mismatch);

@@ -22,16 +22,7 @@ RowDiff prefill_floor(const std::string& path, const char* spec) {
   const auto model = Model::load(path);
   std::vector<int32_t> steps;
   const Trace base = cpu_trace(*model, config, steps);
-  RowDiff floor;
-  for (uint64_t seed : {1, 2}) {
-    const auto noisy =
-        Model::load(perturbed_copy(path, seed, own_temp_file("noise_" + std::to_string(seed))));
-    std::vector<int32_t> same = steps;
-    const Trace t = cpu_trace(*noisy, config, same);
-    const RowDiff d = compare_rows(base.prefill, t.prefill, model->arch().n_vocab);
-    floor.max_logprob = std::max(floor.max_logprob, d.max_logprob);
-    floor.top1_mismatch = std::max(floor.top1_mismatch, d.top1_mismatch);
-  }
+  const RowDiff floor = noise_floor(path, config, steps, base, false, 2);
   std::printf("%-40s noise floor: max top-20 log-prob difference %.5f, top-1 mismatches %d\n", spec,
               floor.max_logprob, floor.top1_mismatch);
   return floor;

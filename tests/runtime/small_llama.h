@@ -249,4 +249,27 @@ inline std::string perturbed_copy(const std::string& path, uint64_t seed, const 
   return out;
 }
 
+// The noise floor of a config on a model: the largest difference between the CPU runtime's
+// logits on the model (`base`, from cpu_trace with `steps`) and on each of `seeds` perturbed
+// copies (every norm weight one ulp off), on the same script; the prefill's rows, or with
+// `decode` the decode steps'. Smooth configs sit near 1e-5 there; where a config rounds to a
+// coarse grid (4-bit and 2-bit codes, llama.cpp's q8 matmul inputs), a change that small moves
+// a value across a rounding boundary now and then and the logits by up to a whole step, and so
+// does another backend's summation order.
+inline RowDiff noise_floor(const std::string& path, const kernels::KvConfig& config, const std::vector<int32_t>& steps,
+                           const Trace& base, bool decode, int seeds) {
+  RowDiff floor;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    const auto noisy = Model::load(perturbed_copy(path, static_cast<uint64_t>(seed),
+                                                  own_temp_file("noise_" + std::to_string(seed))));
+    std::vector<int32_t> same = steps;
+    const Trace t = cpu_trace(*noisy, config, same);
+    const RowDiff d = compare_rows(decode ? base.decode : base.prefill, decode ? t.decode : t.prefill,
+                                   noisy->arch().n_vocab);
+    floor.max_logprob = std::max(floor.max_logprob, d.max_logprob);
+    floor.top1_mismatch = std::max(floor.top1_mismatch, d.top1_mismatch);
+  }
+  return floor;
+}
+
 }  // namespace kvgate::runtime::testing_small
