@@ -419,17 +419,6 @@ void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const Ga
         out.push_back(std::move(c));
         continue;
       }
-      // A bootstrap over a handful of turns has no interval worth the name: two turns timed
-      // while something else woke up moved q4_0 x1.7 against f16 between two identical real
-      // runs. Below this many paired turns the check says so instead of judging.
-      if (bv.size() < kMinSlowdownTurns) {
-        c.passed = c.skipped = true;
-        c.detail = fmt::format("{} relative to the reference config {}: only {} turn{} timed under both in both runs; "
-                               "at least {} are needed to tell a slowdown from timing noise; not checked",
-                               what, cand.reference_config, bv.size(), bv.size() == 1 ? "" : "s", kMinSlowdownTurns);
-        out.push_back(std::move(c));
-        continue;
-      }
       const uint64_t seed = policy.bootstrap.seed ^ xxhash64(c.name);
       const BootstrapCi ci = paired_bootstrap_ci(bv, cv, policy.bootstrap.resamples, policy.bootstrap.confidence, seed);
       double bsum = 0, csum = 0;
