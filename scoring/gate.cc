@@ -240,6 +240,38 @@ std::map<std::string, ItemAggregator> reference_gold(const GateRun& run) {
   return out;
 }
 
+}  // namespace
+
+bool decide_paired_regression(CheckResult& c, const std::vector<double>& bv, const std::vector<double>& cv,
+                              std::vector<AffectedItem> moved, double sign, double floor, const GatePolicy& policy) {
+  const uint64_t seed = policy.bootstrap.seed ^ xxhash64(c.name);
+  const BootstrapCi ci = paired_bootstrap_ci(bv, cv, policy.bootstrap.resamples, policy.bootstrap.confidence, seed);
+  double bsum = 0, csum = 0;
+  for (size_t i = 0; i < bv.size(); ++i) {
+    bsum += bv[i];
+    csum += cv[i];
+  }
+  c.baseline_value = bsum / static_cast<double>(bv.size());
+  c.candidate_value = csum / static_cast<double>(cv.size());
+  c.delta = ci.mean_delta;
+  c.ci_low = ci.low;
+  c.ci_high = ci.high;
+  const bool real = sign > 0 ? ci.low > 0 : ci.high < 0;
+  const bool large = sign * ci.mean_delta > floor;
+  c.passed = !(real && large);
+  // Worst first; ties by item key so the list is deterministic.
+  std::sort(moved.begin(), moved.end(), [sign](const AffectedItem& a, const AffectedItem& b) {
+    if (sign * a.delta != sign * b.delta) return sign * a.delta > sign * b.delta;
+    return a.item_key < b.item_key;
+  });
+  while (!moved.empty() && sign * moved.back().delta <= 0) moved.pop_back();
+  if (moved.size() > 5) moved.resize(5);
+  c.most_affected = std::move(moved);
+  return real;
+}
+
+namespace {
+
 void add_regression_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand,
                            std::vector<CheckResult>& out) {
   const std::map<std::string, ItemAggregator> base_gold = reference_gold(base), cand_gold = reference_gold(cand);
@@ -310,34 +342,13 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
         }
       }
       const double sign = worse_sign(metric);
-      const uint64_t seed = policy.bootstrap.seed ^ xxhash64(c.name);
-      const BootstrapCi ci = paired_bootstrap_ci(bv, cv, policy.bootstrap.resamples, policy.bootstrap.confidence, seed);
-      double bsum = 0, csum = 0;
-      for (size_t i = 0; i < bv.size(); ++i) {
-        bsum += bv[i];
-        csum += cv[i];
-      }
-      c.baseline_value = bsum / static_cast<double>(bv.size());
-      c.candidate_value = csum / static_cast<double>(cv.size());
-      c.delta = ci.mean_delta;
-      c.ci_low = ci.low;
-      c.ci_high = ci.high;
-      const bool real = sign > 0 ? ci.low > 0 : ci.high < 0;
-      const bool large = sign * ci.mean_delta > *floor;
-      c.passed = !(real && large);
-      // Worst first; ties by item key so the list is deterministic.
-      std::sort(moved.begin(), moved.end(), [sign](const AffectedItem& a, const AffectedItem& b) {
-        if (sign * a.delta != sign * b.delta) return sign * a.delta > sign * b.delta;
-        return a.item_key < b.item_key;
-      });
-      while (!moved.empty() && sign * moved.back().delta <= 0) moved.pop_back();
-      if (moved.size() > 5) moved.resize(5);
-      c.most_affected = moved;
+      const bool real = decide_paired_regression(c, bv, cv, std::move(moved), sign, *floor, policy);
       std::string items;
-      for (const AffectedItem& m : moved) items += (items.empty() ? "" : ", ") + fmt::format("{} {:+.4g}", m.item_key, m.delta);
+      for (const AffectedItem& m : c.most_affected)
+        items += (items.empty() ? "" : ", ") + fmt::format("{} {:+.4g}", m.item_key, m.delta);
       const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
       c.detail = fmt::format("{} mean delta {:+.6g} ({}% CI [{:+.6g}, {:+.6g}], {} pairs; baseline {} -> candidate {}): {}",
-                             metric, ci.mean_delta, pct, ci.low, ci.high, bv.size(), num(c.baseline_value),
+                             metric, c.delta, pct, c.ci_low, c.ci_high, bv.size(), num(c.baseline_value),
                              num(c.candidate_value),
                              c.passed ? (real ? fmt::format("real but within the {} floor", num(*floor))
                                               : std::string("interval includes no worsening"))

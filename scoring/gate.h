@@ -88,6 +88,15 @@ struct CheckResult {
   std::vector<AffectedItem> most_affected;  // worst deltas first (regression checks)
 };
 
+// The decision of a paired regression check (gate.cc's per-metric checks and gate_positions.cc's
+// per-bucket ones share it): `bv`/`cv` the baseline's and candidate's values per paired item,
+// `moved` those pairs; `sign` +1 where higher is worse, -1 where lower is. Fills the means, the
+// seeded bootstrap interval of candidate - baseline (seed from the policy and c.name), `passed`
+// (unless the worsening is both real, the interval excluding 0, and beyond `floor`) and the five
+// items that worsened most. Returns whether the worsening is real, for the detail line.
+bool decide_paired_regression(CheckResult& c, const std::vector<double>& bv, const std::vector<double>& cv,
+                              std::vector<AffectedItem> moved, double sign, double floor, const GatePolicy& policy);
+
 struct GateOutcome {
   std::vector<CheckResult> checks;
   std::vector<std::string> notes;  // things a reader should know that are not failures

@@ -7,8 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "core/hash.h"
-#include "scoring/stats.h"
 
 namespace kvgate::scoring {
 namespace {
@@ -151,29 +149,11 @@ void add_position_checks(const GatePolicy& policy, const GateRun* baseline, cons
           out.push_back(std::move(c));
           continue;
         }
-        const uint64_t seed = policy.bootstrap.seed ^ xxhash64(c.name);
-        const BootstrapCi ci = paired_bootstrap_ci(bv, cv, policy.bootstrap.resamples, policy.bootstrap.confidence, seed);
-        double bsum = 0, csum = 0;
-        for (size_t i = 0; i < bv.size(); ++i) bsum += bv[i], csum += cv[i];
-        c.baseline_value = bsum / static_cast<double>(bv.size());
-        c.candidate_value = csum / static_cast<double>(cv.size());
-        c.delta = ci.mean_delta;
-        c.ci_low = ci.low;
-        c.ci_high = ci.high;
-        const bool real = sign > 0 ? ci.low > 0 : ci.high < 0;
-        const bool large = sign * ci.mean_delta > *pl.regression;
-        c.passed = !(real && large);
-        std::sort(moved.begin(), moved.end(), [sign](const AffectedItem& x, const AffectedItem& y) {
-          if (sign * x.delta != sign * y.delta) return sign * x.delta > sign * y.delta;
-          return x.item_key < y.item_key;
-        });
-        while (!moved.empty() && sign * moved.back().delta <= 0) moved.pop_back();
-        if (moved.size() > 5) moved.resize(5);
-        c.most_affected = moved;
+        const bool real = decide_paired_regression(c, bv, cv, std::move(moved), sign, *pl.regression, policy);
         const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
         c.detail = fmt::format("{} at positions {}: mean delta {:+.6g} ({}% CI [{:+.6g}, {:+.6g}], {} items; baseline {} -> "
                                "candidate {}): {}",
-                               pl.metric, bucket, ci.mean_delta, pct, ci.low, ci.high, bv.size(), num(c.baseline_value),
+                               pl.metric, bucket, c.delta, pct, c.ci_low, c.ci_high, bv.size(), num(c.baseline_value),
                                num(c.candidate_value),
                                c.passed ? (real ? fmt::format("real but within the {} floor", num(*pl.regression))
                                                 : std::string("interval includes no worsening"))
