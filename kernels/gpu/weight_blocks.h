@@ -46,6 +46,32 @@ KVGATE_HD int weight_block_bytes(WeightType t) {
   return 0;
 }
 
+// How a weight of type t sits on the device (weight_planes.h): each ggml block split into its
+// quant bytes, which go to a plane of 16-byte units, and the rest (scales, minima, high bits),
+// which goes to a meta plane. ggml's 18-byte q4_0 blocks cannot be read with 128-bit loads; the
+// planes can. The float types are their own quant plane (no meta). Q6_K's quants are also
+// reordered there, so one unit holds every bit of the elements it decodes.
+struct PlaneLayout {
+  int quant_offset;  // where the quant bytes start in the ggml block (Q6_K: 0, they come first)
+  int quant_bytes;   // a multiple of 16: the block's bytes in the quant plane
+  int meta_bytes;    // the block's other bytes, in their ggml order, in the meta plane
+};
+KVGATE_HD PlaneLayout plane_layout(WeightType t) {
+  switch (t) {
+    case WeightType::f32:
+    case WeightType::f16:
+    case WeightType::bf16: return {0, weight_block_bytes(t), 0};
+    case WeightType::q4_0: return {2, 16, 2};
+    case WeightType::q4_1: return {4, 16, 4};
+    case WeightType::q5_0: return {6, 16, 6};
+    case WeightType::q5_1: return {8, 16, 8};
+    case WeightType::q8_0: return {2, 32, 2};
+    case WeightType::q4_k: return {16, 128, 16};
+    case WeightType::q6_k: return {0, 192, 18};
+  }
+  return {0, 0, 0};
+}
+
 // Element i of a weight row stored as `t` (row: the row's first byte).
 KVGATE_HD float weight_element(WeightType t, const uint8_t* row, int64_t i) {
   const int elems = weight_block_elems(t);
