@@ -30,15 +30,17 @@ struct DeviceBuffer {
   ~DeviceBuffer() { release(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  // Stream-ordered (as gpu_ops.h DeviceMemory): growing a buffer inside a forward, as the
+  // attention's split scratch does when the cache grows, does not wait for the device.
   void release() {
-    if (ptr) (void)gpuFree(ptr);  // nothing useful to do with a failure here
+    if (ptr) (void)gpuFreeAsync(ptr, 0);  // nothing useful to do with a failure here
     ptr = nullptr;
     bytes = 0;
   }
   void resize(size_t n) {
     if (n <= bytes && ptr) return;
     release();
-    check(gpuMalloc(&ptr, n ? n : 1), "malloc");
+    check(gpuMallocAsync(&ptr, n ? n : 1, 0), "malloc");
     bytes = n;
   }
   template <class T>

@@ -398,12 +398,11 @@ void matmul(MatmulPath path, const float* x, int n, const DeviceWeight& w, float
   gemm_xwt(x, n, w, y, accumulate);
 }
 
-void round_input_like_llama_cpp(const DeviceWeight& w, float* x, int n) {
-  const ggml::DotInput t = llama_cpp_dot_input(w.type);
+void round_matmul_input(ggml::DotInput t, const DeviceWeight& w, float* x, int n) {
   if (n <= 0 || t == ggml::DotInput::f32) return;
   const int block = ggml::dot_input_block(t);
   if (w.cols % block != 0)
-    throw_usage_error("GPU llama.cpp input rounding: rows of " + std::to_string(w.cols) + " are not whole blocks of " +
+    throw_usage_error("GPU matmul input rounding: rows of " + std::to_string(w.cols) + " are not whole blocks of " +
                       std::to_string(block));
   const size_t blocks = static_cast<size_t>(n) * w.cols / block;
   round_dot_input_kernel<<<blocks_for(blocks, kThreads), kThreads>>>(t, block, x, blocks);

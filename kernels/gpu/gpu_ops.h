@@ -149,12 +149,12 @@ void matmul_flag_fetch();
 bool matmul_flag_raised();
 int* matmul_flag_device();  // for gpu_blas.cu's kernels
 
-// x[n][w.cols] rounded in place as llama.cpp's CPU mul_mat converts its input before it meets
-// weights of w's type (llama_cpp_dot_input: q8_1 blocks next to Q4_1/Q5_1, q8_0 next to
-// Q4_0/Q5_0/Q8_0, q8_K next to the k-quants, f16/bf16 next to F16/BF16), with the very function
-// the CPU runtime's round_input_like_llama_cpp runs (ggml_blocks.h round_dot_input): the GPU
-// forward's matmul inputs under @engine=llama.cpp. One thread per block.
-void round_input_like_llama_cpp(const DeviceWeight& w, float* x, int n);
+// x[n][w.cols] rounded in place to `t` (weight_blocks.h engine_dot_input: what the config's
+// engine rounds a matmul input to next to w's type) with the very function the CPU runtime's
+// round_input_like_engine runs (ggml_blocks.h round_dot_input): q8_1/q8_0/q8_K blocks as
+// ggml-cpu converts them under @engine=llama.cpp, f16/bf16 under the CUDA engines. One thread per
+// rounding unit; nothing for f32.
+void round_matmul_input(ggml::DotInput t, const DeviceWeight& w, float* x, int n);
 // Rotates adjacent pairs (v[2p], v[2p+1]) of each head's first n_rot elements by
 // (pos0 + token) * inv_freq[p]; angles in double, as the CPU runtime computes them.
 void rope_pairs(float* x, int n, int heads, int head_dim, int n_rot, int64_t pos0, const float* inv_freq);

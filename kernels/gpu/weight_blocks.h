@@ -12,6 +12,7 @@
 
 #include "core/float_convert.h"
 #include "core/host_device.h"
+#include "kernels/arithmetic.h"
 #include "kernels/ggml_blocks.h"
 
 namespace kvgate::kernels::gpu {
@@ -107,6 +108,22 @@ KVGATE_HD ggml::DotInput llama_cpp_dot_input(WeightType t) {
     case WeightType::q8_0: return ggml::DotInput::q8_0;
     case WeightType::q4_k:
     case WeightType::q6_k: return ggml::DotInput::q8_k;
+  }
+  return ggml::DotInput::f32;
+}
+
+// What an engine rounds a matmul input to before it meets weights of type t (the forward rounds
+// it so; runtime/weights.h round_input_like_engine is the CPU's side): llama.cpp's CPU mul_mat
+// converts to the dot type above; llama.cpp's CUDA cuBLAS path and vLLM multiply 16-bit
+// activations with 16-bit weights (their GEMMs take f16/bf16 operands); exact keeps f32, and so do
+// quantized weights under the CUDA engines (llama.cpp CUDA's MMQ rounding is not reproduced).
+KVGATE_HD ggml::DotInput engine_dot_input(Arithmetic a, WeightType t) {
+  switch (a) {
+    case Arithmetic::exact: return ggml::DotInput::f32;
+    case Arithmetic::llama_cpp: return llama_cpp_dot_input(t);
+    case Arithmetic::llama_cpp_cuda:
+    case Arithmetic::vllm_fa3:
+      return t == WeightType::f16 ? ggml::DotInput::f16 : t == WeightType::bf16 ? ggml::DotInput::bf16 : ggml::DotInput::f32;
   }
   return ggml::DotInput::f32;
 }
