@@ -271,11 +271,12 @@ void GpuModel::run(GpuSequence& seq, std::span<const int32_t> tokens, bool all_l
     KVGATE_CHECK(dot_input(w.wk) == dot_input(w.wq) && dot_input(w.wv) == dot_input(w.wq),
                  "engine input rounding: Q, K and V weights whose inputs the engine rounds differently");
     round_input(w.wq, xn_.floats(), n);
-    matmul(xn_.floats(), n, w.wq, q_.floats());
-    matmul(xn_.floats(), n, w.wk, k_.floats());
-    matmul(xn_.floats(), n, w.wv, v_.floats());
-    gpu::rope_pairs(q_.floats(), n, H, D, n_rot_, pos0, rope_inv_freq_.floats());
-    gpu::rope_pairs(k_.floats(), n, KV, D, n_rot_, pos0, rope_inv_freq_.floats());
+    {
+      const gpu::DeviceWeight* qkv[] = {&w.wq.view, &w.wk.view, &w.wv.view};
+      float* out[] = {q_.floats(), k_.floats(), v_.floats()};
+      gpu::matmul_many(path, xn_.floats(), n, 3, qkv, out);
+    }
+    gpu::rope_pairs(q_.floats(), H, k_.floats(), KV, n, D, n_rot_, pos0, rope_inv_freq_.floats());
     // Keys are quantized after RoPE and the chunk attends to its own quantized K/V, as on the CPU.
     seq.layers_[l]->append_device(k_.floats(), v_.floats(), n);
     seq.layers_[l]->attention_device(H, q_.floats(), n, softmax_scale, att_.floats());
@@ -286,8 +287,11 @@ void GpuModel::run(GpuSequence& seq, std::span<const int32_t> tokens, bool all_l
     KVGATE_CHECK(dot_input(w.w_up) == dot_input(w.w_gate),
                  "engine input rounding: gate and up weights whose inputs the engine rounds differently");
     round_input(w.w_gate, xn_.floats(), n);
-    matmul(xn_.floats(), n, w.w_gate, gate_.floats());
-    matmul(xn_.floats(), n, w.w_up, up_.floats());
+    {
+      const gpu::DeviceWeight* gate_up[] = {&w.w_gate.view, &w.w_up.view};
+      float* out[] = {gate_.floats(), up_.floats()};
+      gpu::matmul_many(path, xn_.floats(), n, 2, gate_up, out);
+    }
     gpu::silu_mul(gate_.floats(), up_.floats(), static_cast<size_t>(n) * F);
     round_input(w.w_down, gate_.floats(), n);
     matmul(gate_.floats(), n, w.w_down, x_.floats(), true);

@@ -26,24 +26,45 @@ constexpr int kRows = 2;
 
 // kMaxTokens: 1 for decode steps (a kernel whose registers are not sized for 8 tokens), else
 // kGemvMaxTokens.
+// Up to three weights of one type and width multiplied by the same x in one launch (Q, K and V;
+// gate and up): a decode step launches fewer kernels. Blocks [first_block, next's) serve segment i.
+constexpr int kMaxSegments = 3;
+struct GemvSegment {
+  const uint8_t* quants;
+  const uint8_t* meta;
+  size_t quant_row, meta_row;
+  int rows, first_block;
+  float* y;
+};
+struct GemvSegments {
+  GemvSegment s[kMaxSegments];
+  int count;
+};
+
 template <WeightType T, int kMaxTokens>
 __global__ void __launch_bounds__(kThreads)
-    gemv_planes_kernel(const float* __restrict__ x, int n, const uint8_t* __restrict__ quants, size_t quant_row,
-                       const uint8_t* __restrict__ meta, size_t meta_row, int rows, int cols, float* __restrict__ y,
-                       int accumulate) {
+    gemv_planes_kernel(const float* __restrict__ x, int n, int cols, GemvSegments segments, int accumulate) {
   using U = Units<T>;
   constexpr int kWords = U::kUnitBytes / 4;
   const int meta_bytes = plane_layout(T).meta_bytes;
   const int units = cols / U::kBlockElems * U::kUnitsPerBlock;
-  const int r0 = static_cast<int>(blockIdx.x) * kRows;
+  // The block's segment, picked field by field with constant indices (a dynamic index into the
+  // parameter struct would copy it to local memory).
+  GemvSegment S = segments.s[0];
+#pragma unroll
+  for (int i = 1; i < kMaxSegments; ++i)
+    if (i < segments.count && static_cast<int>(blockIdx.x) >= segments.s[i].first_block) S = segments.s[i];
+  const int rows = S.rows;
+  float* __restrict__ y = S.y;
+  const int r0 = (static_cast<int>(blockIdx.x) - S.first_block) * kRows;
   const uint8_t* qr[kRows];
   const uint8_t* mr[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     // A block past the last row reads the last row again and writes nothing for it.
     const size_t row = static_cast<size_t>(min(r0 + r, rows - 1));
-    qr[r] = quants + row * quant_row;
-    mr[r] = meta + row * meta_row;
+    qr[r] = S.quants + row * S.quant_row;
+    mr[r] = S.meta + row * S.meta_row;
   }
   float acc[kRows][kMaxTokens];
 #pragma unroll
@@ -119,20 +140,29 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-bool gemv_planes(const float* x, int n, const DeviceWeight& w, float* y, bool accumulate) {
+bool gemv_planes(const float* x, int n, int count, const DeviceWeight* const* w, float* const* y, bool accumulate) {
   // float4 loads of x: its rows must start 16-byte aligned (cols a multiple of 4 does the rest).
-  if (n < 1 || n > kGemvMaxTokens || reinterpret_cast<uintptr_t>(x) % 16 != 0) return false;
+  if (n < 1 || n > kGemvMaxTokens || count < 1 || count > kMaxSegments || reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    return false;
+  for (int i = 1; i < count; ++i)
+    if (w[i]->type != w[0]->type || w[i]->cols != w[0]->cols) return false;
   bool launched = false;
-  with_weight_type(w.type, [&](auto type) {
+  with_weight_type(w[0]->type, [&](auto type) {
     constexpr WeightType T = decltype(type)::value;
-    if (w.cols % Units<T>::kBlockElems != 0) return;  // a float row that is not whole 16-byte units
-    const unsigned blocks = static_cast<unsigned>((w.rows + kRows - 1) / kRows);
+    if (w[0]->cols % Units<T>::kBlockElems != 0) return;  // a float row that is not whole 16-byte units
+    GemvSegments segments{};
+    segments.count = count;
+    int blocks = 0;
+    for (int i = 0; i < count; ++i) {
+      segments.s[i] = {w[i]->data, w[i]->meta, w[i]->row_bytes, w[i]->meta_row_bytes, w[i]->rows, blocks, y[i]};
+      blocks += (w[i]->rows + kRows - 1) / kRows;
+    }
+    if (blocks == 0) return;
     if (n == 1)
-      gemv_planes_kernel<T, 1><<<blocks, kThreads>>>(x, n, w.data, w.row_bytes, w.meta, w.meta_row_bytes, w.rows, w.cols,
-                                                     y, accumulate ? 1 : 0);
+      gemv_planes_kernel<T, 1><<<static_cast<unsigned>(blocks), kThreads>>>(x, n, w[0]->cols, segments, accumulate ? 1 : 0);
     else
-      gemv_planes_kernel<T, kGemvMaxTokens><<<blocks, kThreads>>>(x, n, w.data, w.row_bytes, w.meta, w.meta_row_bytes,
-                                                                  w.rows, w.cols, y, accumulate ? 1 : 0);
+      gemv_planes_kernel<T, kGemvMaxTokens>
+          <<<static_cast<unsigned>(blocks), kThreads>>>(x, n, w[0]->cols, segments, accumulate ? 1 : 0);
     launched = true;
   });
   if (launched) {

@@ -145,13 +145,20 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   }
 }
 
-__global__ void rope_pairs_kernel(float* x, int n, int heads, int head_dim, int half_rot, int64_t pos0,
-                                  const float* inv_freq) {
+// Queries (heads_q heads) and keys (heads_k) of the same tokens in one launch: item e < the
+// queries' count rotates a query pair, the rest key pairs.
+__global__ void rope_pairs_kernel(float* q, int heads_q, float* k, int heads_k, int n, int head_dim, int half_rot,
+                                  int64_t pos0, const float* inv_freq) {
   const size_t e = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= static_cast<size_t>(n) * half_rot * heads) return;
-  const int h = static_cast<int>(e % heads);
-  const int p = static_cast<int>((e / heads) % half_rot);
-  const size_t i = e / (static_cast<size_t>(heads) * half_rot);
+  const size_t q_items = static_cast<size_t>(n) * half_rot * heads_q;
+  if (e >= q_items + static_cast<size_t>(n) * half_rot * heads_k) return;
+  const bool is_q = e < q_items;
+  const size_t item = is_q ? e : e - q_items;
+  const int heads = is_q ? heads_q : heads_k;
+  float* x = is_q ? q : k;
+  const int h = static_cast<int>(item % heads);
+  const int p = static_cast<int>((item / heads) % half_rot);
+  const size_t i = item / (static_cast<size_t>(heads) * half_rot);
   const double angle = static_cast<double>(pos0 + static_cast<int64_t>(i)) * static_cast<double>(inv_freq[p]);
   const float c = static_cast<float>(cos(angle)), s = static_cast<float>(sin(angle));
   float* v = x + (i * heads + h) * head_dim + 2 * p;
@@ -344,7 +351,9 @@ void gemm_xwt(const float* x, int n, const DeviceWeight& w, float* y, bool accum
   if (n <= 0 || w.rows <= 0) return;
   if (w.cols % weight_block_elems(w.type) != 0)
     throw_usage_error("GPU GEMM: " + std::to_string(w.cols) + " columns are not whole blocks of the weight type");
-  if (n <= kGemvMaxTokens && gemv_planes(x, n, w, y, accumulate)) return;
+  const DeviceWeight* ws[] = {&w};
+  float* ys[] = {y};
+  if (n <= kGemvMaxTokens && gemv_planes(x, n, 1, ws, ys, accumulate)) return;
   with_weight_type(w.type, [&](auto type) {
     constexpr WeightType T = decltype(type)::value;
     if (n <= kGemvMaxTokens) {
@@ -398,6 +407,11 @@ void matmul(MatmulPath path, const float* x, int n, const DeviceWeight& w, float
   gemm_xwt(x, n, w, y, accumulate);
 }
 
+void matmul_many(MatmulPath path, const float* x, int n, int count, const DeviceWeight* const* w, float* const* y) {
+  if (n > 0 && n <= kGemvMaxTokens && gemv_planes(x, n, count, w, y, false)) return;
+  for (int i = 0; i < count; ++i) matmul(path, x, n, *w[i], y[i]);
+}
+
 void round_matmul_input(ggml::DotInput t, const DeviceWeight& w, float* x, int n) {
   if (n <= 0 || t == ggml::DotInput::f32) return;
   const int block = ggml::dot_input_block(t);
@@ -409,10 +423,12 @@ void round_matmul_input(ggml::DotInput t, const DeviceWeight& w, float* x, int n
   check(gpuGetLastError(), "input rounding launch");
 }
 
-void rope_pairs(float* x, int n, int heads, int head_dim, int n_rot, int64_t pos0, const float* inv_freq) {
-  const size_t items = static_cast<size_t>(n) * (n_rot / 2) * heads;
+void rope_pairs(float* q, int heads_q, float* k, int heads_k, int n, int head_dim, int n_rot, int64_t pos0,
+                const float* inv_freq) {
+  const size_t items = static_cast<size_t>(n) * (n_rot / 2) * (heads_q + heads_k);
   if (items == 0) return;
-  rope_pairs_kernel<<<blocks_for(items, kThreads), kThreads>>>(x, n, heads, head_dim, n_rot / 2, pos0, inv_freq);
+  rope_pairs_kernel<<<blocks_for(items, kThreads), kThreads>>>(q, heads_q, k, heads_k, n, head_dim, n_rot / 2, pos0,
+                                                               inv_freq);
   check(gpuGetLastError(), "rope launch");
 }
 

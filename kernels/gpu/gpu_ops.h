@@ -104,9 +104,10 @@ void rms_norm_rows(const float* x, int n, int dim, const float* weight, float ep
 // sum each output in a fixed order, so a forward pass is the same every run.
 inline constexpr int kGemvMaxTokens = 8;
 void gemm_xwt(const float* x, int n, const DeviceWeight& w, float* y, bool accumulate = false);
-// gpu_gemv.cu: the planes GEMV of gemm_xwt; false (nothing launched) when the shape or x's
-// alignment does not suit it.
-bool gemv_planes(const float* x, int n, const DeviceWeight& w, float* y, bool accumulate);
+// gpu_gemv.cu: the planes GEMV of gemm_xwt, y[i] = x . w[i]^T for `count` (1..3) weights of one
+// type and width in one launch; false (nothing launched) when the shapes or x's alignment do not
+// suit it.
+bool gemv_planes(const float* x, int n, int count, const DeviceWeight* const* w, float* const* y, bool accumulate);
 
 // True when this build multiplies prefill-sized batches on tensor cores: CUDA with cuBLASLt
 // (KVGATE_HAVE_CUBLAS, when CMake finds it). Other builds run every matmul on gemm_xwt.
@@ -142,6 +143,10 @@ double tensor_core_gemm_gflop_s(int rows, int cols, int n, int iterations);
 // bandwidth ratio kvgate's GPU tables print (one convention: bytes read, not a copy's read + write).
 double device_read_gbps(size_t bytes, int iterations);
 
+// y[i] = x . w[i]^T for `count` weights that share an input (Q, K and V; gate and up): one GEMV
+// launch for decode-sized batches when they have one type and width, else one matmul each.
+void matmul_many(MatmulPath path, const float* x, int n, int count, const DeviceWeight* const* w, float* const* y);
+
 // The exact path's flag: reset it before a forward (queued), fetch it after the forward's last
 // matmul (queued copy to pinned host memory), read it after the next blocking call.
 void matmul_flag_reset();
@@ -157,7 +162,9 @@ int* matmul_flag_device();  // for gpu_blas.cu's kernels
 void round_matmul_input(ggml::DotInput t, const DeviceWeight& w, float* x, int n);
 // Rotates adjacent pairs (v[2p], v[2p+1]) of each head's first n_rot elements by
 // (pos0 + token) * inv_freq[p]; angles in double, as the CPU runtime computes them.
-void rope_pairs(float* x, int n, int heads, int head_dim, int n_rot, int64_t pos0, const float* inv_freq);
+// q: [n][heads_q][head_dim] and k: [n][heads_k][head_dim], in one launch.
+void rope_pairs(float* q, int heads_q, float* k, int heads_k, int n, int head_dim, int n_rot, int64_t pos0,
+                const float* inv_freq);
 // gate[i] = silu(gate[i]) * up[i].
 void silu_mul(float* gate, const float* up, size_t n);
 // y[i] += x[i].

@@ -117,10 +117,14 @@ TEST(GpuForwardStub, PrefillAndDecodeOfThe8BShapeWaitForTheDeviceOnceEach) {
     EXPECT_EQ(decode.waits, 1) << ggml_type_name(type) << " decode";
     EXPECT_TRUE(decode.last_is_the_logits_download) << ggml_type_name(type);
     EXPECT_EQ(seq->length(), 513);
-    // 7 matmuls per layer and the head; the residual adds ride on wo and w_down.
-    ASSERT_EQ(decode.matmuls.size(), 32u * 7 + 1) << ggml_type_name(type);
+    // A decode step: 4 matmul launches per layer (Q/K/V in one, wo, gate/up in one, w_down) and
+    // the head; the residual adds ride on wo and w_down. A prefill chunk: 7 per layer.
+    ASSERT_EQ(decode.matmuls.size(), 32u * 4 + 1) << ggml_type_name(type);
+    EXPECT_NE(decode.matmuls[0].find("(3 weights)"), std::string::npos) << decode.matmuls[0];
+    EXPECT_NE(decode.matmuls[1].find("+="), std::string::npos) << decode.matmuls[1];
+    EXPECT_NE(decode.matmuls[2].find("(2 weights)"), std::string::npos) << decode.matmuls[2];
     EXPECT_NE(decode.matmuls[3].find("+="), std::string::npos) << decode.matmuls[3];
-    EXPECT_NE(decode.matmuls[6].find("+="), std::string::npos) << decode.matmuls[6];
+    ASSERT_EQ(prefill.matmuls.size(), 32u * 7 + 1) << ggml_type_name(type);
     for (const std::string& m : prefill.matmuls) EXPECT_EQ(m.rfind("exact ", 0), 0u) << m;
     std::printf("%s weights: a decode step queues %d kernel launches (%.1f per layer), a 512-token chunk %d\n",
                 ggml_type_name(type), decode.launches, decode.launches / 32.0, prefill.launches);

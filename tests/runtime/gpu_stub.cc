@@ -101,17 +101,26 @@ void rms_norm_rows(const float*, int, int, const float*, float, float*) { record
 void gemm_xwt(const float*, int n, const DeviceWeight& w, float*, bool) {
   record("launch:matmul", false, "f32 " + std::to_string(n) + "x" + std::to_string(w.rows));
 }
-bool gemv_planes(const float*, int, const DeviceWeight&, float*, bool) { return true; }
+bool gemv_planes(const float*, int, int, const DeviceWeight* const*, float* const*, bool) { return true; }
 bool have_tensor_core_gemm() { return true; }
 void matmul(MatmulPath path, const float*, int n, const DeviceWeight& w, float*, bool accumulate) {
   const char* name = path == MatmulPath::exact ? "exact" : path == MatmulPath::engine ? "engine" : "f32";
   record("launch:matmul", false,
          std::string(name) + " " + std::to_string(n) + "x" + std::to_string(w.rows) + (accumulate ? " +=" : ""));
 }
+void matmul_many(MatmulPath path, const float*, int n, int count, const DeviceWeight* const* w, float* const*) {
+  // As the real one: one launch for decode-sized batches, else one matmul each.
+  const char* name = path == MatmulPath::exact ? "exact" : path == MatmulPath::engine ? "engine" : "f32";
+  const int launches = n <= kGemvMaxTokens ? 1 : count;
+  for (int i = 0; i < launches; ++i)
+    record("launch:matmul", false,
+           std::string(name) + " " + std::to_string(n) + "x" + std::to_string(w[i]->rows) +
+               (launches == 1 && count > 1 ? " (" + std::to_string(count) + " weights)" : ""));
+}
 void round_matmul_input(ggml::DotInput t, const DeviceWeight&, float*, int) {
   if (t != ggml::DotInput::f32) record("launch:round_input", false);
 }
-void rope_pairs(float*, int, int, int, int, int64_t, const float*) { record("launch:rope", false); }
+void rope_pairs(float*, int, float*, int, int, int, int, int64_t, const float*) { record("launch:rope", false); }
 void silu_mul(float*, const float*, size_t) { record("launch:silu_mul", false); }
 void add_into(float*, const float*, size_t) { record("launch:add", false); }
 void matmul_flag_reset() { record("memset_async:flag", false); }

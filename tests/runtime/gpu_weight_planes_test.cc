@@ -113,7 +113,9 @@ TEST(GpuWeightPlanes, QuantPlanesAreWhole16ByteUnits) {
   for (const TypePair& p : kTypes) {
     const gpu::PlaneLayout L = gpu::plane_layout(p.gpu);
     EXPECT_EQ(L.quant_bytes + L.meta_bytes, gpu::weight_block_bytes(p.gpu)) << ggml_type_name(p.cpu);
-    if (gpu::weight_block_elems(p.gpu) > 1) EXPECT_EQ(L.quant_bytes % 16, 0) << ggml_type_name(p.cpu);
+    if (gpu::weight_block_elems(p.gpu) > 1) {
+      EXPECT_EQ(L.quant_bytes % 16, 0) << ggml_type_name(p.cpu);
+    }
   }
 }
 
