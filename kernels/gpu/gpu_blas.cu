@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "kernels/gpu/gpu_ops.h"
+#include "kernels/gpu/gpu_timing.h"
 #include "kernels/gpu/split_columns.h"
 #include "kernels/gpu/vendor.h"
 #include "kernels/gpu/weight_dispatch.h"
@@ -334,19 +335,8 @@ double tensor_core_gemm_gflop_s(int rows, int cols, int n, int iterations) {
       c(static_cast<size_t>(n) * rows * sizeof(float));
   check(cudaMemset(a.bytes(), 0x38, a.size()), "memset");  // 0x3838: f16 0.5274
   check(cudaMemset(x.bytes(), 0x34, x.size()), "memset");
-  b.run(p, a.bytes(), x.bytes(), c.floats(), false);
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  check(cudaEventRecord(start, 0), "event record");
-  for (int i = 0; i < iterations; ++i) b.run(p, a.bytes(), x.bytes(), c.floats(), false);
-  check(cudaEventRecord(stop, 0), "event record");
-  check(cudaEventSynchronize(stop), "event sync");
-  float ms = 0.0f;
-  check(cudaEventElapsedTime(&ms, start, stop), "event time");
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
-  return 2.0 * rows * cols * static_cast<double>(n) * iterations / (static_cast<double>(ms) * 1e-3) / 1e9;
+  const double ms = time_ms(iterations, [&] { b.run(p, a.bytes(), x.bytes(), c.floats(), false); });
+  return 2.0 * rows * cols * static_cast<double>(n) / (ms * 1e-3) / 1e9;
 }
 
 }  // namespace kvgate::kernels::gpu

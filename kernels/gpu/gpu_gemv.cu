@@ -17,18 +17,11 @@
 #include "kernels/gpu/weight_planes.h"
 
 namespace kvgate::kernels::gpu {
-namespace {
 
-constexpr int kThreads = 128, kWarps = kThreads / 32;
-// Rows per block: each x load feeds two rows, and a 1024-row K/V projection still makes 512
-// blocks (four waves of 132 SMs at 1 block each; several blocks fit per SM).
-constexpr int kRows = 2;
-
-// kMaxTokens: 1 for decode steps (a kernel whose registers are not sized for 8 tokens), else
-// kGemvMaxTokens.
 // Up to three weights of one type and width multiplied by the same x in one launch (Q, K and V;
 // gate and up): a decode step launches fewer kernels. Blocks [first_block, next's) serve segment i.
-constexpr int kMaxSegments = 3;
+// Outside the anonymous namespace: nvcc's host stubs cannot name a kernel parameter type in one.
+inline constexpr int kMaxSegments = 3;
 struct GemvSegment {
   const uint8_t* quants;
   const uint8_t* meta;
@@ -41,11 +34,23 @@ struct GemvSegments {
   int count;
 };
 
+namespace {
+
+constexpr int kThreads = 128, kWarps = kThreads / 32;
+// Rows per block: each x load feeds two rows, and a 1024-row K/V projection still makes 512
+// blocks (four waves of 132 SMs at 1 block each; several blocks fit per SM). Q6_K's units are
+// 48 bytes and 64 elements: one row, or its registers spill.
+template <WeightType T>
+inline constexpr int kRowsPerBlock = T == WeightType::q6_k ? 1 : 2;
+
+// kMaxTokens: 1 for decode steps (a kernel whose registers are not sized for 8 tokens), else
+// kGemvMaxTokens.
 template <WeightType T, int kMaxTokens>
 __global__ void __launch_bounds__(kThreads)
     gemv_planes_kernel(const float* __restrict__ x, int n, int cols, GemvSegments segments, int accumulate) {
   using U = Units<T>;
   constexpr int kWords = U::kUnitBytes / 4;
+  constexpr int kRows = kRowsPerBlock<T>;
   const int meta_bytes = plane_layout(T).meta_bytes;
   const int units = cols / U::kBlockElems * U::kUnitsPerBlock;
   // The block's segment, picked field by field with constant indices (a dynamic index into the
@@ -155,7 +160,7 @@ bool gemv_planes(const float* x, int n, int count, const DeviceWeight* const* w,
     int blocks = 0;
     for (int i = 0; i < count; ++i) {
       segments.s[i] = {w[i]->data, w[i]->meta, w[i]->row_bytes, w[i]->meta_row_bytes, w[i]->rows, blocks, y[i]};
-      blocks += (w[i]->rows + kRows - 1) / kRows;
+      blocks += (w[i]->rows + kRowsPerBlock<T> - 1) / kRowsPerBlock<T>;
     }
     if (blocks == 0) return;
     if (n == 1)

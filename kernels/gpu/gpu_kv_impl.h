@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "kernels/gpu/gpu_kv.h"
+#include "kernels/gpu/gpu_timing.h"
 #include "kernels/gpu/vendor.h"
 
 namespace kvgate::kernels::gpu {
@@ -165,24 +166,5 @@ struct DevicePagedKv::Impl {
                         float softmax_scale, float* out);
   std::vector<uint8_t> download_unit(const SideStore& s, int token, int kv_head) const;
 };
-
-// Mean milliseconds per call of `launch` over `iterations`, after one warm-up call.
-template <class Fn>
-inline double time_ms(int iterations, Fn&& launch) {
-  launch();
-  check(gpuDeviceSynchronize(), "warm-up");
-  gpuEvent_t start, stop;
-  check(gpuEventCreate(&start), "event");
-  check(gpuEventCreate(&stop), "event");
-  check(gpuEventRecord(start, 0), "event record");
-  for (int i = 0; i < iterations; ++i) launch();
-  check(gpuEventRecord(stop, 0), "event record");
-  check(gpuEventSynchronize(stop), "event sync");
-  float ms = 0.0f;
-  check(gpuEventElapsedTime(&ms, start, stop), "event time");
-  (void)gpuEventDestroy(start);
-  (void)gpuEventDestroy(stop);
-  return static_cast<double>(ms) / std::max(iterations, 1);
-}
 
 }  // namespace kvgate::kernels::gpu

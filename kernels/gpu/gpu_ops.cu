@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/gpu/gpu_timing.h"
 #include "kernels/gpu/vendor.h"
 #include "kernels/gpu/weight_dispatch.h"
 #include "kernels/gpu/weight_planes.h"
@@ -383,21 +384,11 @@ double device_read_gbps(size_t bytes, int iterations) {
   check(gpuGetDeviceProperties(&prop, 0), "device properties");
   const unsigned blocks = static_cast<unsigned>(std::min(4096, prop.multiProcessorCount * 8));
   const size_t words = bytes / 16;
-  auto launch = [&] { read_kernel<<<blocks, kThreads>>>(reinterpret_cast<const uint4*>(buffer.bytes()), words, reinterpret_cast<uint32_t*>(out.bytes())); };
-  launch();
-  check(gpuDeviceSynchronize(), "warm-up");
-  gpuEvent_t start, stop;
-  check(gpuEventCreate(&start), "event");
-  check(gpuEventCreate(&stop), "event");
-  check(gpuEventRecord(start, 0), "event record");
-  for (int i = 0; i < iterations; ++i) launch();
-  check(gpuEventRecord(stop, 0), "event record");
-  check(gpuEventSynchronize(stop), "event sync");
-  float ms = 0.0f;
-  check(gpuEventElapsedTime(&ms, start, stop), "event time");
-  (void)gpuEventDestroy(start);
-  (void)gpuEventDestroy(stop);
-  return static_cast<double>(words * 16) * iterations / (static_cast<double>(ms) * 1e-3) / 1e9;
+  const double ms = time_ms(iterations, [&] {
+    read_kernel<<<blocks, kThreads>>>(reinterpret_cast<const uint4*>(buffer.bytes()), words,
+                                      reinterpret_cast<uint32_t*>(out.bytes()));
+  });
+  return static_cast<double>(words * 16) / (ms * 1e-3) / 1e9;
 }
 
 void matmul(MatmulPath path, const float* x, int n, const DeviceWeight& w, float* y, bool accumulate) {
