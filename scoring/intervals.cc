@@ -181,4 +181,27 @@ double items_to_decide(double estimate, double spread, double margin, double qua
   return (quantile * spread / gap) * (quantile * spread / gap);
 }
 
+double items_to_decide_t(double estimate, double spread, double margin, double confidence) {
+  check_confidence(confidence);
+  const double p = 0.5 + confidence / 2;
+  const double large = items_to_decide(estimate, spread, margin, normal_quantile(p));
+  if (!std::isfinite(large)) return large;
+  // n - (t(n-1) × spread / gap)² grows with n, and t > z, so the answer is at least the normal one.
+  auto enough = [&](int64_t n) { return static_cast<double>(n) >= items_to_decide(estimate, spread, margin, student_t_quantile(p, n - 1)); };
+  int64_t lo = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(large))), hi = lo;
+  while (!enough(hi)) {
+    if (hi > (int64_t{1} << 40)) return kInf;
+    lo = hi + 1;
+    hi *= 2;
+  }
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (enough(mid))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return static_cast<double>(hi);
+}
+
 }  // namespace kvgate::scoring

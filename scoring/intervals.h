@@ -57,5 +57,9 @@ Interval clustered_ratio_interval(std::span<const ItemRatio> items, RatioKind ki
 // `margin` at `quantile` (the large-sample normal one): (quantile × spread / (margin −
 // estimate))². Infinite when the estimate sits on the margin, NaN when the spread is unknown.
 double items_to_decide(double estimate, double spread, double margin, double quantile);
+// The same for the clustered intervals, whose quantile is Student's t at items − 1 degrees of
+// freedom at two-sided `confidence`: the smallest whole item count n with n >= (t(n − 1) ×
+// spread / (margin − estimate))², so that a few items are not promised what only many give.
+double items_to_decide_t(double estimate, double spread, double margin, double confidence);
 
 }  // namespace kvgate::scoring

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/digits.h"
 #include "scoring/intervals.h"
 
 namespace kvgate::scoring {
@@ -247,7 +248,9 @@ std::vector<ConfigVerdict> config_verdicts(const RolloutPolicy& policy, const Ga
         c.outcome = CheckOutcome::undecided;
         ++v.undecided;
         c.toward_harm = higher ? c.estimate > c.margin : c.estimate < c.margin;
-        double n = items_to_decide(c.estimate, c.spread, c.margin, c.toward_harm ? z_strict : z_safe);
+        double n = m.shape == ItemShape::paired_binary
+                       ? items_to_decide(c.estimate, c.spread, c.margin, c.toward_harm ? z_strict : z_safe)
+                       : items_to_decide_t(c.estimate, c.spread, c.margin, c.toward_harm ? v.strict_confidence : v.confidence);
         // Undecided at its own count, it needs more than that whatever the large-sample formula says.
         if (std::isfinite(n)) n = std::ceil(std::max(n, static_cast<double>(c.items) + 1));
         c.items_to_decide = n;
@@ -299,12 +302,7 @@ std::string item_count_text(double items) {
     const double unit = std::pow(10.0, std::floor(std::log10(n)) - 1);
     n = std::ceil(n / unit) * unit;
   }
-  std::string digits = fmt::format("{:.0f}", n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
+  return grouped_digits(static_cast<int64_t>(n));
 }
 
 std::vector<std::string> verdict_conclusion(const std::vector<ConfigVerdict>& verdicts, const RolloutPolicy& policy,
@@ -318,18 +316,18 @@ std::vector<std::string> verdict_conclusion(const std::vector<ConfigVerdict>& ve
     return s;
   };
   const std::string safe = names(Verdict::safe), unsafe = names(Verdict::unsafe);
-  const std::string bounds = fmt::format("the margins of {} ({} bounds)", policy.source, percent_text(verdicts.front().confidence));
+  const std::string margins = "the margins of " + policy.source, bounds = percent_text(verdicts.front().confidence) + " bounds";
   std::vector<std::string> out;
   std::vector<std::string> found;
   if (!safe.empty()) found.push_back("clears " + safe + " to replace " + reference);
   if (!unsafe.empty()) found.push_back("shows " + unsafe + " worse than " + reference + " beyond a margin");
   if (found.empty())
-    out.push_back(fmt::format("This run ({} items) can neither clear nor rule out any config against {} at {}: its bounds "
-                              "are wider than the margins.",
-                              items, reference, bounds));
+    out.push_back(fmt::format("This run ({} items) can neither clear nor rule out any config against {} at {}: its {} are "
+                              "wider than the margins.",
+                              items, reference, margins, bounds));
   else
-    out.push_back(fmt::format("This run ({} items) {} at {}.", items,
-                              found.size() == 1 ? found[0] : found[0] + " and " + found[1], bounds));
+    out.push_back(fmt::format("This run ({} items) {} ({}, {}).", items,
+                              found.size() == 1 ? found[0] : found[0] + " and " + found[1], margins, bounds));
   std::string undecided;
   for (const ConfigVerdict& v : verdicts) {
     if (v.verdict != Verdict::inconclusive) continue;

@@ -99,6 +99,13 @@ TEST(ItemsToDecide, ScalesWithTheSquareOfTheGap) {
   EXPECT_DOUBLE_EQ(items_to_decide(0.05, 0.5, 0.1, 2.0), 400.0);
   EXPECT_TRUE(std::isinf(items_to_decide(0.1, 0.5, 0.1, 2.0)));
   EXPECT_TRUE(std::isnan(items_to_decide(0.0, std::nan(""), 0.1, 2.0)));
+  // With t at n - 1 degrees of freedom: 7 items (t_6 = 2.447, 2.447² <= 7), where the normal
+  // quantile alone would promise 4; at large counts the two agree.
+  EXPECT_DOUBLE_EQ(items_to_decide_t(0.0, 1.0, 1.0, 0.95), 7.0);
+  const double z = normal_quantile(0.975);
+  const double large = items_to_decide(0.0, 1.0, 0.01, z);
+  EXPECT_GE(items_to_decide_t(0.0, 1.0, 0.01, 0.95), std::ceil(large));
+  EXPECT_LE(items_to_decide_t(0.0, 1.0, 0.01, 0.95), std::ceil(large) + 3);
 }
 
 // The fraction of `runs` simulated data sets whose 95 % interval covers `truth` (printed, for the record).
