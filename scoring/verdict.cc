@@ -316,17 +316,18 @@ std::vector<std::string> verdict_conclusion(const std::vector<ConfigVerdict>& ve
     return s;
   };
   const std::string safe = names(Verdict::safe), unsafe = names(Verdict::unsafe);
+  const std::string items_text = grouped_digits(static_cast<int64_t>(items)) + (items == 1 ? " item" : " items");
   const std::string margins = "the margins of " + policy.source, bounds = percent_text(verdicts.front().confidence) + " bounds";
   std::vector<std::string> out;
   std::vector<std::string> found;
   if (!safe.empty()) found.push_back("clears " + safe + " to replace " + reference);
   if (!unsafe.empty()) found.push_back("shows " + unsafe + " worse than " + reference + " beyond a margin");
   if (found.empty())
-    out.push_back(fmt::format("This run ({} items) can neither clear nor rule out any config against {} at {}: its {} are "
+    out.push_back(fmt::format("This run ({}) can neither clear nor rule out any config against {} at {}: its {} are "
                               "wider than the margins.",
-                              items, reference, margins, bounds));
+                              items_text, reference, margins, bounds));
   else
-    out.push_back(fmt::format("This run ({} items) {} ({}, {}).", items,
+    out.push_back(fmt::format("This run ({}) {} ({}, {}).", items_text,
                               found.size() == 1 ? found[0] : found[0] + " and " + found[1], margins, bounds));
   std::string undecided;
   for (const ConfigVerdict& v : verdicts) {
