@@ -70,5 +70,6 @@ void add_eval_commands(CLI::App& app, CommandContext& ctx);
 void add_workload_commands(CLI::App& app, CommandContext& ctx);
 void add_gate_commands(CLI::App& app, CommandContext& ctx);
 void add_report_commands(CLI::App& app, CommandContext& ctx);
+void add_compare_commands(CLI::App& app, CommandContext& ctx);
 
 }  // namespace kvgate::harness
