@@ -26,6 +26,7 @@
 #include "harness/eval/runner.h"
 #include "harness/eval/run_recorder.h"
 #include "harness/report/config_labels.h"
+#include "harness/report/engine_report.h"
 #include "harness/report/per_turn.h"
 #include "harness/weights_axis.h"
 #include "results/store.h"
@@ -359,6 +360,8 @@ void run_eval_cmd(EvalArgs a) {
   std::optional<PerTurn> turns;
   if (a.plan.replay) turns = per_turn(results::StoredRun::load(*store, *store->find_run(recorder.run_id())));
   print_summary(r, plan, recorder.plan_hash(), db_path, a.json, turns ? &*turns : nullptr);
+  if (!a.json && plan.has_endpoints())
+    for (const std::string& note : read_engine_view(*store, recorder.run_id()).notes) std::printf("note: %s\n", note.c_str());
 }
 
 void add_common(CLI::App* c, EvalArgs& a) {
