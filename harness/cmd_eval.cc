@@ -27,6 +27,7 @@
 #include "harness/eval/runner.h"
 #include "harness/eval/run_recorder.h"
 #include "harness/report/config_labels.h"
+#include "harness/report/engine_report.h"
 #include "harness/report/per_turn.h"
 #include "harness/report/verdicts.h"
 #include "harness/weights_axis.h"
@@ -359,6 +360,8 @@ int64_t run_eval_cmd(EvalArgs a) {
     if (a.verdicts) verdicts = run_verdicts(stored, a.policy);
   }
   print_summary(r, plan, recorder.plan_hash(), db_path, a.json, turns ? &*turns : nullptr, verdicts ? &*verdicts : nullptr);
+  if (!a.json && plan.has_endpoints())
+    for (const std::string& note : read_engine_view(*store, recorder.run_id()).notes) std::printf("note: %s\n", note.c_str());
   return recorder.run_id();
 }
 

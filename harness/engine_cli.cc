@@ -173,13 +173,13 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   const std::vector<std::vector<int32_t>> prompts = synthesize_prompts(trace, lm.tokenizer, o.seed);
   for (size_t c = 0; c < plan.configs.size(); ++c) {
     const auto& info = endpoints.clients[c]->info();
-    if (!info || !info->context_length) continue;
+    if (!info) continue;
     for (size_t i = 0; i < trace.requests.size(); ++i)
-      if (trace.requests[i].input_tokens + trace.requests[i].output_tokens > *info->context_length)
-        throw_input_error(fmt::format("{}: request {} needs {} + {} tokens, more than the {} tokens of context endpoint '{}' "
-                                      "serves (use --max-output-tokens or a larger server context)",
-                                      flags.trace, i, trace.requests[i].input_tokens, trace.requests[i].output_tokens,
-                                      *info->context_length, plan.configs[c].endpoint->name));
+      if (const std::string problem = serving::context_problem(*info, trace.requests[i].input_tokens, trace.requests[i].output_tokens);
+          !problem.empty())
+        throw_input_error(fmt::format("{}: request {} does not fit endpoint '{}': {} (use --max-output-tokens or a larger "
+                                      "server context)",
+                                      flags.trace, i, plan.configs[c].endpoint->name, problem));
   }
   const std::string predict_model = o.model_arch.empty() ? lm.model->path() : o.model_arch;
   const workloads::ModelShape model = looks_like_model_file(predict_model) ? model_from_gguf(predict_model)
@@ -258,6 +258,7 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("run %lld  db %s\n%s", static_cast<long long>(recorder.run_id()), store.path().c_str(), load_text(view).c_str());
+    for (const std::string& note : view.notes) std::printf("note: %s\n", note.c_str());
   }
   if (!connect_failures.empty())
     throw serving::EndpointError(serving::Failure::connect,
