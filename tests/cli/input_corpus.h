@@ -250,7 +250,8 @@ inline const char* corpus_extension(const std::string& kind) {
 // Targeted cases (issue 40): one or more per hole the attack on 403acac found, each the command
 // that reached it and what kvgate must answer. In `args`: {file} is this case's bytes written to
 // `name`; {db} a copy of the seed database ({resumable} of the resumable one; an empty file with
-// `fresh_db`) with `sql` applied first; {items} the seed items; {model} the tiny qwen2 model;
+// `fresh_db`) with `sql` applied first; {items} the seed items that need no chat template (the
+// tiny models have none); {model} the tiny qwen2 model;
 // {trace} a small shape trace; {scratch} a database path that must still not exist afterwards.
 struct CorpusCase {
   int finding = 0;

@@ -205,7 +205,7 @@ TEST_F(InputFuzz, EveryFindingOfIssue40IsAnsweredAsPromised) {
     const std::pair<std::string, std::string> fill[] = {{"{file}", file},
                                                        {"{db}", db},
                                                        {"{resumable}", resumable},
-                                                       {"{items}", *items_},
+                                                       {"{items}", *dir_ + "/seed-text-items.jsonl"},
                                                        {"{model}", tiny("tiny-qwen2.gguf")},
                                                        {"{trace}", *trace_},
                                                        {"{scratch}", scratch}};
