@@ -277,8 +277,10 @@ int64_t run_eval_cmd(EvalArgs a) {
   // A new run's inputs (suite, flags, endpoints, models) are all checked before the database is
   // opened, so rejected input never leaves an empty results database behind; a resumed run's
   // plan is in the database.
+  // A resumed run's database must be there (never created) and sound: the same quick_check and
+  // row digests every reader checks, before anything is written into it.
   std::optional<results::Store> store;
-  if (a.resume > 0) store.emplace(results::Store::open(db_path));
+  if (a.resume > 0) store.emplace(results::Store::open(db_path, results::Store::Mode::update));
   EvalPlan plan =
       a.resume > 0 ? RunRecorder::plan_to_resume(*store, a.resume, flags.limit, flags.shard) : std::move(*new_plan);
   if (a.resume > 0) apply_resumed_endpoints(plan, a.plan);
@@ -322,9 +324,12 @@ int64_t run_eval_cmd(EvalArgs a) {
                               kGitSha,
                               plan.weights_run ? weights_sha256 : std::vector<std::string>{}};
   const std::string plan_text = describe_plan(plan, settings);
-  if (!store) store.emplace(results::Store::open(db_path));
-  check_shard_plan(*store, plan, plan_text);
-  RunRecorder recorder(*store, plan, info, plan_text);
+  if (store) check_shard_plan(*store, plan, plan_text);
+  // A new run's database is opened (or created) only when the run opens, once its items are
+  // prepared and checked (run_eval).
+  std::optional<RunRecorder> recorder_storage;
+  RunRecorder& recorder = store ? recorder_storage.emplace(*store, plan, info, plan_text)
+                                : recorder_storage.emplace(db_path, plan, info, plan_text);
 
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   auto progress = [&](const std::string& what) {
@@ -337,7 +342,7 @@ int64_t run_eval_cmd(EvalArgs a) {
     r = run_eval(plan, models, endpoints, recorder, a.options, progress);
   } catch (const Interrupted& e) {
     if (live) std::fprintf(stderr, "\n");
-    const std::optional<results::RunRecord> run = store->find_run(recorder.run_id());
+    const std::optional<results::RunRecord> run = recorder.store().find_run(recorder.run_id());
     throw Interrupted(e.signal(),
                       fmt::format("{} stopped run {} between items: it is marked interrupted with {} of its {} "
                                   "items stored; resume it with: kvgate {} --resume {}{}",
@@ -355,13 +360,13 @@ int64_t run_eval_cmd(EvalArgs a) {
   std::optional<PerTurn> turns;
   std::optional<RunVerdicts> verdicts;
   if (a.plan.replay || a.verdicts) {
-    const results::StoredRun stored = results::StoredRun::load(*store, *store->find_run(recorder.run_id()));
+    const results::StoredRun stored = results::StoredRun::load(recorder.store(), *recorder.store().find_run(recorder.run_id()));
     if (a.plan.replay) turns = per_turn(stored);
     if (a.verdicts) verdicts = run_verdicts(stored, a.policy);
   }
   print_summary(r, plan, recorder.plan_hash(), db_path, a.json, turns ? &*turns : nullptr, verdicts ? &*verdicts : nullptr);
   if (!a.json && plan.has_endpoints())
-    for (const std::string& note : read_engine_view(*store, recorder.run_id()).notes) std::printf("note: %s\n", note.c_str());
+    for (const std::string& note : read_engine_view(recorder.store(), recorder.run_id()).notes) std::printf("note: %s\n", note.c_str());
   return recorder.run_id();
 }
 
@@ -406,7 +411,7 @@ void add_eval_run_options(CLI::App* c, EvalArgs& a) {
       ->check(whole_number_at_least(1, "omit --limit to run every item"));
   c->add_option("--max-new-tokens", a.options.max_new_tokens, "Greedy tokens per scored span")
       ->capture_default_str()
-      ->check(whole_number_at_least(0, "greedy tokens per scored span"));
+      ->check(whole_number_at_least(1, "greedy tokens per scored span: every span's answer is compared"));
   c->add_flag("--allow-synthetic", a.allow_synthetic,
               "Run on a synthetic model (`kvgate model synth`, random weights) although its quality figures mean nothing");
 }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <thread>
 #include <tuple>
 
@@ -15,6 +14,7 @@
 #include "core/hash.h"
 #include "core/mapped_file.h"
 #include "harness/build_info.h"
+#include "harness/commands.h"
 #include "harness/report/engine_report.h"
 #include "harness/inference.h"
 #include "harness/eval/load_replay.h"
@@ -128,16 +128,20 @@ void add_load_replay_options(CLI::App* r, LoadReplayOptions& o) {
   r->add_option("--slo-tpot-ms", o.slo_tpot_ms, "Load replay: TPOT bound of a good request (goodput)")->capture_default_str();
   r->add_option("--gpu", o.gpu, "Load replay: GPU preset of the capacity prediction stored beside it")->capture_default_str();
   r->add_option("--model-arch", o.model_arch, "Load replay: model preset or GGUF for the prediction (default: --model)");
-  r->add_option("--seed", o.seed, "Load replay: seed of the synthetic prompt tokens")->capture_default_str();
+  r->add_option("--seed", o.seed, "Load replay: seed of the synthetic prompt tokens")->capture_default_str()->check(seed_check());
 }
 
 bool is_load_replay(const PlanFlags& f) {
   if (f.trace.empty() || (f.endpoints.empty() && f.endpoints_file.empty())) return false;
   // Session traces are eval items (messages scored per turn); anything else is a shape trace.
-  std::ifstream in(f.trace);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+  // Mapped: a regular file only, read no further than its first line (never /dev/zero's).
+  const MappedFile file(f.trace);
+  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     return !(j.is_object() && (j.contains("messages") || j.contains("text")));
   }
@@ -161,7 +165,7 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   EvalPlan plan;
   plan.workload.source = "load:" + flags.trace;
   plan.workload.name = flags.trace;
-  plan.workload.hash = hex_u64(xxhash64(read_whole_file(flags.trace) + "#limit=" + std::to_string(limit) +
+  plan.workload.hash = hex_u64(xxhash64(read_whole_file(flags.trace, kMaxDataFileBytes) + "#limit=" + std::to_string(limit) +
                                         "#max-output=" + std::to_string(o.max_output_tokens)));
   plan.models = {PlannedModel{flags.model, ""}};
   // The first endpoint is the run's reference: the baseline the others are read against.

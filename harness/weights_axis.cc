@@ -187,7 +187,7 @@ results::ConfigModel weights_identity(const runtime::Model& model, const std::st
 void add_gpu_flags(CLI::App* command, GpuFlags& flags) {
   command->add_option("--gpu", flags.gpu, "GPU the weights x KV table fits sessions on: a capacity preset (H100, H200, MI300X, MI355X)")
       ->capture_default_str();
-  command->add_option("--gpu-mem-gib", flags.mem_gib, "Override that GPU's memory (GiB)");
+  command->add_option("--gpu-mem-gib", flags.mem_gib, "Override that GPU's memory (GiB)")->check(positive_number("GiB"));
   command->add_option("--mem-util", flags.mem_util, "Share of GPU memory for weights + KV")->capture_default_str();
   command->add_option("--context", flags.context, "Tokens per session in the weights x KV table")->capture_default_str();
 }

@@ -484,26 +484,38 @@ EvalPlan plan_from_stored_run(int64_t run_id, const std::string& source, const s
   if (ref == configs.end()) throw_input_error("run " + std::to_string(run_id) + " has no reference config to resume with");
   plan.weights_run = !ref->model_label.empty();
   if (plan.weights_run) plan.models = {PlannedModel{ref->model_path, ref->model_label}};
+  // A stored spec is read as stored (kernels::parse_stored_kv_config: a bare llama.cpp type an
+  // older kvgate wrote is unrotated) and keeps its stored name, which the run's rows are keyed by.
+  auto stored_kv = [&](const std::string& spec) {
+    try {
+      return kernels::parse_stored_kv_config(spec);
+    } catch (const Error& e) {
+      throw_input_error("run " + std::to_string(run_id) + ": stored config '" + echo_user_text(spec) +
+                        "' is not a KV config this kvgate can run (" + e.what() + ")");
+    }
+  };
   auto add_stored = [&](const StoredConfig& c) {
     if (c.endpoint) {
       PlannedConfig p;
       p.role = c.role;
-      p.kv = kernels::parse_kv_config(c.kv);
+      p.kv = stored_kv(c.kv);
       p.kv_source = c.kv_source;
       p.spec = c.spec;
       p.label = std::string(kEndpointSpecPrefix) + c.endpoint->name;
       p.endpoint = c.endpoint;
       add_planned(plan, std::move(p));
     } else if (!plan.weights_run) {
-      add_config(plan, c.role, kernels::parse_kv_config(c.spec));
+      add_config(plan, c.role, stored_kv(c.spec));
+      plan.configs.back().spec = c.spec;
     } else {
       if (c.model_label.empty())
         throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " has no model recorded");
       const size_t m = add_model(plan, PlannedModel{c.model_path, c.model_label}, "run " + std::to_string(run_id));
-      add_config(plan, c.role, kernels::parse_kv_config(c.kv_spec), m);
-      if (plan.configs.back().spec != c.spec)
-        throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " is stored with KV spec " + c.kv_spec +
-                          ", which is now " + plan.configs.back().spec);
+      add_config(plan, c.role, stored_kv(c.kv_spec), m);
+      if (c.spec != c.model_label + "+" + c.kv_spec)
+        throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " is stored with model " +
+                          c.model_label + " and KV spec " + c.kv_spec + ", which do not make its name");
+      plan.configs.back().spec = c.spec;
     }
     plan.configs.back().top_k = c.top_k;
     // The resumed run shows its configs as they were typed when it began.

@@ -14,17 +14,35 @@
 namespace kvgate::harness {
 
 scoring::GatePolicy load_policy_or_default(const std::string& path) {
-  scoring::GatePolicy policy =
-      path.empty() ? scoring::parse_gate_policy(kDefaultGatePolicy, kDefaultGatePolicySource) : scoring::load_gate_policy(path);
-  const std::string source = path.empty() ? kDefaultGatePolicySource : path;
-  scoring::canonicalize_policy_kv(policy, [&](const std::string& spec) {
-    try {
-      return kernels::parse_kv_config(spec).canonical();
-    } catch (const Error& e) {
-      throw_input_error(source + ": rule kv '" + spec + "': " + e.what());
+  return path.empty() ? scoring::parse_gate_policy(kDefaultGatePolicy, kDefaultGatePolicySource)
+                      : scoring::load_gate_policy(path);
+}
+
+scoring::GatePolicy bind_policy(const scoring::GatePolicy& policy, const std::vector<results::RunConfigRecord>& configs,
+                                int64_t run_id, std::vector<std::string>* notes) {
+  scoring::GatePolicy bound = policy;
+  scoring::canonicalize_policy_kv(bound, [&](const scoring::GateRule& rule) {
+    const ConfigMatcher matcher(rule.kv);
+    std::vector<std::string> specs;
+    for (const results::RunConfigRecord& c : configs)
+      if (matcher.names(c)) specs.push_back(c.spec);
+    if (!specs.empty()) return specs;
+    const std::string where = fmt::format("{}: rules[{}] (kv '{}')", policy.source, rule.index, echo_user_text(rule.kv));
+    if (rule.optional) {
+      if (notes)
+        notes->push_back(fmt::format("{} names no config of run {} (its configs: {}); the rule is optional and was not "
+                                     "applied",
+                                     where, run_id, config_list(configs)));
+      return specs;
     }
+    throw_input_error(fmt::format(
+        "{} names no config of run {} (its configs: {}){}; a rule that applies to nothing would let the run pass "
+        "without its limits. Name a config as `kvgate runs show` prints it, or give the rule \"optional\": true if it "
+        "is meant only for runs that have that config",
+        where, run_id, config_list(configs),
+        matcher.parse_problem().empty() ? "" : "; as a KV spec: " + matcher.parse_problem()));
   });
-  return policy;
+  return bound;
 }
 
 scoring::GateRun load_gate_run(const results::StoredRun& stored) {

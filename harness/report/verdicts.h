@@ -17,9 +17,17 @@
 
 namespace kvgate::harness {
 
-// `path` "" gives the built-in default gate policy. Rules' KV names are canonicalized as runs
-// store them; a rule naming a KV spec that does not parse is an input error naming the file.
+// `path` "" gives the built-in default policy, as parsed: its rules' `kv` names are bound to a
+// run's configs by bind_policy.
 scoring::GatePolicy load_policy_or_default(const std::string& path);
+
+// The policy's rules bound to run `run_id`'s configs, each `kv` rule keyed by the stored spec of
+// every config it names (ConfigMatcher: by label, spec as written, or meaning), as the checks
+// look limits up. A rule that names no config of the run is an input error naming the policy,
+// the rule and the run's configs, unless it is "optional"; then `notes` (if given) gets a line
+// saying it was not applied.
+scoring::GatePolicy bind_policy(const scoring::GatePolicy& policy, const std::vector<results::RunConfigRecord>& configs,
+                                int64_t run_id, std::vector<std::string>* notes);
 
 // A stored run as the gate's checks (and the verdicts) read it.
 scoring::GateRun load_gate_run(const results::StoredRun& stored);
