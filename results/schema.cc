@@ -334,10 +334,20 @@ CREATE TABLE position_metrics (
 );
 )sql";
 
+// The latency yardstick (docs/gates.md, "How latency is gated"): per run the calibration
+// workload as text, per item its times just around the item, so the gate can compare TTFT and
+// TPOT between runs made under different machine load. NULL: not calibrated (engine mode, a GPU
+// backend, or a run made before).
+constexpr std::string_view kMigrationCalibration = R"sql(
+ALTER TABLE runs ADD COLUMN calibration TEXT;
+ALTER TABLE items ADD COLUMN calibration_compute_ms REAL;
+ALTER TABLE items ADD COLUMN calibration_memory_ms REAL;
+)sql";
+
 // Append only; a released migration is never edited or renumbered.
 constexpr std::string_view kMigrations[] = {kMigration1,       kMigrationShardedRuns, kMigrationEngineMode,
                                              kMigrationConfigModels, kMigrationRunLoad, kMigrationAnswers,
-                                             kMigrationConfigLabels, kMigrationPositionMetrics};
+                                             kMigrationConfigLabels, kMigrationPositionMetrics, kMigrationCalibration};
 
 }  // namespace
 

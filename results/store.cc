@@ -51,7 +51,7 @@ constexpr const char* kRunColumns =
     "r.id, r.status, r.started_at, r.finished_at, r.command, r.git_sha, r.build_flags, r.host, r.cpu, r.gpu, "
     "r.backend, r.model_path, r.model_sha256, r.suite_name, r.suite_hash, r.seed, r.threads, r.kvgate_version, "
     "(SELECT COUNT(DISTINCT i.id) FROM items i JOIN item_metrics m ON m.item_id = i.id WHERE i.run_id = r.id), "
-    "r.load_avg_start, r.load_avg_max, r.cpu_seconds, r.wall_seconds, r.cores";
+    "r.load_avg_start, r.load_avg_max, r.cpu_seconds, r.wall_seconds, r.cores, r.calibration";
 
 RunRecord read_run(const Statement& s) {
   RunRecord r;
@@ -76,6 +76,7 @@ RunRecord read_run(const Statement& s) {
   r.items = s.column_int(18);
   if (!s.is_null(19) && !s.is_null(20) && !s.is_null(21) && !s.is_null(22) && !s.is_null(23))
     r.load = RunLoad{s.column_double(19), s.column_double(20), s.column_double(21), s.column_double(22), s.column_int(23)};
+  r.info.calibration = s.column_text(24);
   return r;
 }
 
@@ -206,11 +207,13 @@ int Store::schema_version() { return read_user_version(*connection_); }
 int64_t Store::begin_run(const RunInfo& i) {
   Statement s(*connection_,
               "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, "
-              "model_path, model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) "
-              "VALUES ('running', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) RETURNING id");
+              "model_path, model_sha256, suite_name, suite_hash, seed, threads, kvgate_version, calibration) "
+              "VALUES ('running', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) RETURNING id");
   s.bind(1, now_utc()).bind(2, i.command).bind(3, i.git_sha).bind(4, i.build_flags).bind(5, i.host);
   s.bind(6, i.cpu).bind(7, i.gpu).bind(8, i.backend).bind(9, i.model_path).bind(10, i.model_sha256);
   s.bind(11, i.suite_name).bind(12, i.suite_hash).bind(13, i.seed).bind(14, i.threads).bind(15, i.kvgate_version);
+  if (i.calibration.empty()) s.bind_null(16);
+  else s.bind(16, i.calibration);
   s.step();
   return s.column_int(0);
 }
@@ -227,6 +230,14 @@ void Store::resume_run(int64_t run_id) {
               "UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?1 RETURNING status");
   s.bind(1, run_id);
   if (!s.step()) throw_input_error(path() + ": no run " + std::to_string(run_id) + " to resume");
+}
+
+void Store::record_run_calibration(int64_t run_id, const std::string& calibration) {
+  Statement s(*connection_, "UPDATE runs SET calibration = ?1 WHERE id = ?2 RETURNING id");
+  if (calibration.empty()) s.bind_null(1);
+  else s.bind(1, calibration);
+  s.bind(2, run_id);
+  if (!s.step()) throw_internal_error(path() + ": record_run_calibration: no run " + std::to_string(run_id));
 }
 
 void Store::record_run_load(int64_t run_id, const std::optional<RunLoad>& load) {
@@ -294,10 +305,13 @@ ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
   Transaction tx(*connection_);
   // A resumed run revisits items it already has: the row is shared by all its configs.
   Statement upsert(*connection_,
-                   "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash, gold_answer) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (run_id, item_key) DO NOTHING");
+                   "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash, gold_answer, "
+                   "calibration_compute_ms, calibration_memory_ms) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (run_id, item_key) DO NOTHING");
   upsert.bind(1, run_id).bind(2, item.item_key).bind(3, item.domain).bind(4, item.evalset_hash).bind(5, item.item_hash);
   upsert.bind(6, item.gold_answer);
+  if (item.calibration) upsert.bind(7, item.calibration->compute_ms).bind(8, item.calibration->memory_ms);
+  else upsert.bind_null(7).bind_null(8);
   upsert.run();
   Statement find(*connection_, "SELECT id, item_hash FROM items WHERE run_id = ?1 AND item_key = ?2");
   find.bind(1, run_id).bind(2, item.item_key);
@@ -518,12 +532,14 @@ std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
 
 std::vector<ItemInfo> Store::run_items(int64_t run_id) {
   Statement s(*connection_,
-              "SELECT item_key, domain, evalset_hash, item_hash, gold_answer FROM items WHERE run_id = ?1 ORDER BY item_key");
+              "SELECT item_key, domain, evalset_hash, item_hash, gold_answer, calibration_compute_ms, calibration_memory_ms "
+              "FROM items WHERE run_id = ?1 ORDER BY item_key");
   s.bind(1, run_id);
   std::vector<ItemInfo> out;
   while (s.step()) {
     ItemInfo info{s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3)};
     if (!s.is_null(4)) info.gold_answer = s.column_text(4);
+    if (!s.is_null(5) && !s.is_null(6)) info.calibration = ItemCalibration{s.column_double(5), s.column_double(6)};
     out.push_back(std::move(info));
   }
   return out;

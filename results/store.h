@@ -38,6 +38,10 @@ struct RunInfo {
   int64_t seed = 0;
   int64_t threads = 0;
   std::string kvgate_version;
+  // The latency yardstick its items were timed against (harness/eval/calibration.h), as text;
+  // empty: not calibrated (engine mode, a GPU backend, or a run made before v9). Two runs'
+  // calibrated latencies compare only when this is the same.
+  std::string calibration;
 };
 
 // What else the machine ran during a run: 1-minute load averages at its start and the highest
@@ -91,12 +95,19 @@ struct RunConfigRecord {
   std::string label;
 };
 
+// The calibration workload's times around one item (docs/gates.md, "How latency is gated"): the
+// geometric mean of the samples timed just before and just after it, in wall milliseconds.
+struct ItemCalibration {
+  double compute_ms = 0, memory_ms = 0;
+};
+
 struct ItemInfo {
   std::string item_key;  // the eval item's id, or the session id of a replayed trace
   std::string domain;
   std::string evalset_hash;
   std::string item_hash;
   std::optional<std::string> gold_answer = std::nullopt;  // the eval item's gold answer, if it has one
+  std::optional<ItemCalibration> calibration = std::nullopt;  // nullopt: the run was not calibrated
 };
 
 // One item under one config. Metrics that were not measured are NaN / nullopt (NULL).
@@ -335,6 +346,8 @@ class Store {
   void resume_run(int64_t run_id);
   // Records the run's machine load (nullopt: unknown, stored as NULL).
   void record_run_load(int64_t run_id, const std::optional<RunLoad>& load);
+  // A resumed run timed with another yardstick than it was begun with records both (RunInfo::calibration).
+  void record_run_calibration(int64_t run_id, const std::string& calibration);
 
   int64_t add_config(const ConfigInfo& config);  // returns the existing id for a known spec
   void attach_config(int64_t run_id, int64_t config_id, ConfigRole role, double kv_bytes_per_token);

@@ -108,7 +108,7 @@ void RunRecorder::record_plan() {
   store_.record_plan(run_id_, record, items);
 }
 
-void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
+void RunRecorder::open(const std::vector<ConfigSetup>& setups, const std::string& calibration) {
   KVGATE_CHECK(setups.size() == plan_.configs.size(), "one setup per config of the plan");
   if (plan_.resume_run > 0) {
     run_id_ = plan_.resume_run;
@@ -120,7 +120,12 @@ void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
         throw_internal_error(store_.path() + ": run " + std::to_string(run_id_) + " lost its config " + c.spec);
       config_ids_.push_back(it->second);
     }
-    earlier_load_ = store_.find_run(run_id_)->load;
+    const results::RunRecord stored = *store_.find_run(run_id_);
+    earlier_load_ = stored.load;
+    // Items stored without a calibration (a run begun before v9) are simply not calibrated.
+    const std::string& before = stored.info.calibration;
+    if (!calibration.empty() && before != calibration)
+      store_.record_run_calibration(run_id_, before.empty() ? calibration : before + "; then " + calibration);
     store_.resume_run(run_id_);
     record_plan();
     stored_ = store_.finished_pairs(run_id_);
@@ -128,6 +133,7 @@ void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
     sample_load();
     return;
   }
+  info_.calibration = calibration;
   run_id_ = store_.begin_run(info_);
   for (size_t i = 0; i < plan_.configs.size(); ++i) {
     const PlannedConfig& c = plan_.configs[i];

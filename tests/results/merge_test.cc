@@ -40,6 +40,7 @@ RunInfo shard_info(const std::string& host) {
   r.suite_hash = "00000000deadbeef";
   r.threads = 1;
   r.kvgate_version = "0.1.0";
+  r.calibration = "kvgate calibration 1: test workload; 1 thread";
   return r;
 }
 
@@ -51,6 +52,8 @@ void write_item(Store& store, int64_t run, int64_t position, const std::vector<i
   Rng rng(seed * 1000 + static_cast<uint64_t>(position));
   ItemInfo info{item_key(position), position % 2 ? "korean" : "tables", "set-hash", "content-" + std::to_string(position)};
   if (position % 2) info.gold_answer = "010-" + std::to_string(1000 + position);
+  // The yardstick's times around the item (schema v9); one item timed against none.
+  if (position != 2) info.calibration = ItemCalibration{20 + rng.uniform(), 10 + rng.uniform()};
   ItemWriter w = store.begin_item(run, info);
   for (const int64_t config : config_ids) {
     ItemMetrics m;
@@ -139,12 +142,13 @@ std::vector<std::string> stored_rows(const std::string& path, int64_t run) {
     for (std::string& row : sql_rows(path, sql, kinds)) all.push_back(table + ": " + row);
   };
   add("run", "SELECT status, git_sha, build_flags, cpu, gpu, backend, model_path, model_sha256, suite_name, "
-             "suite_hash, seed, threads, kvgate_version FROM runs WHERE id = " + r, "ttttttttttttt");
+             "suite_hash, seed, threads, kvgate_version, calibration FROM runs WHERE id = " + r, "tttttttttttttt");
   add("config", "SELECT c.spec, c.hash, c.bits_per_element, rc.role, rc.kv_bytes_per_token, rc.label FROM run_configs rc "
                 "JOIN configs c ON c.id = rc.config_id WHERE rc.run_id = " + r + " ORDER BY c.spec", "ttdtdt");
   add("plan", "SELECT plan_hash, plan, plan_items, shard_index, shard_count FROM run_plans WHERE run_id = " + r, "ttttt");
-  add("item", "SELECT item_key, domain, evalset_hash, item_hash, gold_answer FROM items WHERE run_id = " + r + " ORDER BY id",
-      "ttttt");
+  add("item", "SELECT item_key, domain, evalset_hash, item_hash, gold_answer, calibration_compute_ms, calibration_memory_ms "
+              "FROM items WHERE run_id = " + r + " ORDER BY id",
+      "tttttdd");
   const std::string join = " JOIN items i ON i.id = x.item_id JOIN configs c ON c.id = x.config_id WHERE i.run_id = " + r;
   add("metrics", "SELECT i.item_key, c.spec, x.scored_tokens, x.kld_mean, x.kld_max, x.kld_p99, x.delta_p_mean, "
                  "x.delta_p_rms, x.top1_agreement, x.nll_mean, x.nll_ref_mean, x.generated_tokens, x.first_divergence, "
@@ -231,6 +235,10 @@ TEST_F(MergeTest, MergedRunHoldsExactlyTheRowsOfTheUnshardedRun) {
   EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM turn_metrics WHERE answer LIKE '전화 010-%'"), 10);
   EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM turn_metrics WHERE answer_divergence IS NOT NULL"), 2);
   EXPECT_EQ(count(db("merged"), "SELECT COUNT(*) FROM items WHERE gold_answer IS NOT NULL"), 3);
+  // The calibration came along, per item and the run's workload.
+  EXPECT_EQ(count(db("merged"), "SELECT COUNT(*) FROM items WHERE calibration_compute_ms > 20 AND calibration_memory_ms > 10"),
+            plan.items - 1);
+  EXPECT_EQ(count(db("merged"), "SELECT COUNT(*) FROM runs WHERE calibration LIKE 'kvgate calibration 1: %'"), 1);
   // The position buckets came along, the open-ended one included.
   EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM position_metrics"), 20);
   EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM position_metrics WHERE position_to IS NULL"), 0);

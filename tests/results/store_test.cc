@@ -139,6 +139,42 @@ TEST_F(StoreTest, VersionFourDatabaseGainsRunLoad) {
   EXPECT_FALSE(store.list_runs().front().load.has_value());
 }
 
+// Migration 9 (the latency yardstick): a version-8 file keeps its runs and items, which read back
+// as not calibrated; a new run records its workload and each item its times, and a resumed run
+// timed against another workload records both.
+TEST_F(StoreTest, VersionEightDatabaseGainsCalibration) {
+  {
+    Connection c(path_, true);
+    for (size_t m = 0; m < 8; ++m) c.execute_script(schema_migrations()[m]);
+    c.execute_script("PRAGMA user_version = 8");
+    c.execute_script(
+        "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, model_path, "
+        "model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) VALUES ('complete', 't', 'c', 'g', 'b', "
+        "'h', 'cpu', '', 'cpu', 'm', 's', 'suite:smoke', 'x', 0, 2, '0.1.0');"
+        "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash) VALUES (1, 'old', 'tables', 'e', 'h')");
+  }
+  Store store = Store::open(path_);
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+  EXPECT_EQ(store.find_run(1)->info.calibration, "");
+  ASSERT_EQ(store.run_items(1).size(), 1u);
+  EXPECT_FALSE(store.run_items(1)[0].calibration.has_value());
+
+  RunInfo info = store.find_run(1)->info;
+  info.calibration = "kvgate calibration 1: w; 2 threads";
+  const int64_t run = store.begin_run(info);
+  ItemInfo item{"new", "tables", "e", "h"};
+  item.calibration = ItemCalibration{21.5, 9.25};
+  store.begin_item(run, item).commit();
+  EXPECT_EQ(store.find_run(run)->info.calibration, info.calibration);
+  const std::vector<ItemInfo> items = store.run_items(run);
+  ASSERT_EQ(items.size(), 1u);
+  ASSERT_TRUE(items[0].calibration.has_value());
+  EXPECT_EQ(items[0].calibration->compute_ms, 21.5);
+  EXPECT_EQ(items[0].calibration->memory_ms, 9.25);
+  store.record_run_calibration(run, "a; then b");
+  EXPECT_EQ(store.find_run(run)->info.calibration, "a; then b");
+}
+
 TEST_F(StoreTest, NewerSchemaIsAClearInputError) {
   Store::open(path_);
   {
