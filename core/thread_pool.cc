@@ -27,20 +27,50 @@ inline void cpu_relax() {
 // short enough that an idle pool costs nothing measurable between forward passes.
 constexpr auto kSpinFor = std::chrono::microseconds(50);
 
+// Polling time per thread, nanoseconds: one cache line per slot, a thread's slot fixed at its
+// first poll (threads beyond the slots share, still exactly, through the atomic add).
+constexpr size_t kPollSlots = 64;
+struct alignas(64) PollSlot {
+  std::atomic<int64_t> ns{0};
+};
+PollSlot g_polled[kPollSlots];
+std::atomic<size_t> g_next_slot{0};
+
+PollSlot& my_poll_slot() {
+  thread_local PollSlot& slot = g_polled[g_next_slot.fetch_add(1, std::memory_order_relaxed) % kPollSlots];
+  return slot;
+}
+
 // Polls until `done()` holds or the spin time is over; true when it holds.
 template <class Done>
 bool spin_until(Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpinFor;
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (done()) return true;
-      cpu_relax();
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + kSpinFor;
+  bool held = false;
+  for (bool polling = true; polling;) {
+    for (int i = 0; i < 64 && !held; ++i) {
+      held = done();
+      if (!held) cpu_relax();
     }
-    if (std::chrono::steady_clock::now() >= deadline) return done();
+    const auto now = std::chrono::steady_clock::now();
+    if (held || now >= deadline) {
+      held = held || done();
+      const auto polled = std::min<std::chrono::steady_clock::duration>(now - start, kSpinFor);
+      my_poll_slot().ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(polled).count(),
+                                  std::memory_order_relaxed);
+      polling = false;
+    }
   }
+  return held;
 }
 
 }  // namespace
+
+double ThreadPool::polled_seconds() {
+  int64_t ns = 0;
+  for (const PollSlot& s : g_polled) ns += s.ns.load(std::memory_order_relaxed);
+  return 1e-9 * static_cast<double>(ns);
+}
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -306,11 +306,11 @@ ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
   // A resumed run revisits items it already has: the row is shared by all its configs.
   Statement upsert(*connection_,
                    "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash, gold_answer, "
-                   "calibration_compute_ms, calibration_memory_ms) "
+                   "calibration_prefill_ms, calibration_decode_ms) "
                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (run_id, item_key) DO NOTHING");
   upsert.bind(1, run_id).bind(2, item.item_key).bind(3, item.domain).bind(4, item.evalset_hash).bind(5, item.item_hash);
   upsert.bind(6, item.gold_answer);
-  if (item.calibration) upsert.bind(7, item.calibration->compute_ms).bind(8, item.calibration->memory_ms);
+  if (item.calibration) upsert.bind(7, item.calibration->prefill_ms).bind(8, item.calibration->decode_ms);
   else upsert.bind_null(7).bind_null(8);
   upsert.run();
   Statement find(*connection_, "SELECT id, item_hash FROM items WHERE run_id = ?1 AND item_key = ?2");
@@ -343,12 +343,13 @@ void ItemWriter::add_metrics(const ItemMetrics& m) {
 void ItemWriter::add_turn(const TurnMetrics& t) {
   Statement s(connection_,
               "INSERT INTO turn_metrics (item_id, config_id, turn_index, context_tokens, scored_tokens, kld_mean, "
-              "top1_agreement, ttft_ms, tpot_ms, prompt_tokens, cached_tokens, answer, answer_tokens, answer_divergence) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+              "top1_agreement, ttft_ms, tpot_ms, prompt_tokens, cached_tokens, answer, answer_tokens, answer_divergence, "
+              "ttft_cpu_ms, tpot_cpu_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
   s.bind(1, item_row_id_).bind(2, t.config_id).bind(3, t.turn_index).bind(4, t.context_tokens);
   s.bind(5, t.scored_tokens).bind(6, t.kld_mean).bind(7, t.same_top1).bind(8, t.ttft_ms).bind(9, t.tpot_ms);
   s.bind(10, t.prompt_tokens).bind(11, t.cached_tokens);
   s.bind(12, t.answer).bind(13, t.answer_tokens).bind(14, t.answer_divergence);
+  s.bind(15, t.ttft_cpu_ms).bind(16, t.tpot_cpu_ms);
   s.run();
 }
 
@@ -532,7 +533,7 @@ std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
 
 std::vector<ItemInfo> Store::run_items(int64_t run_id) {
   Statement s(*connection_,
-              "SELECT item_key, domain, evalset_hash, item_hash, gold_answer, calibration_compute_ms, calibration_memory_ms "
+              "SELECT item_key, domain, evalset_hash, item_hash, gold_answer, calibration_prefill_ms, calibration_decode_ms "
               "FROM items WHERE run_id = ?1 ORDER BY item_key");
   s.bind(1, run_id);
   std::vector<ItemInfo> out;
@@ -549,7 +550,7 @@ std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
   Statement s(*connection_,
               "SELECT i.item_key, i.domain, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean, "
               "t.top1_agreement, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens, t.answer, t.answer_tokens, "
-              "t.answer_divergence FROM turn_metrics t "
+              "t.answer_divergence, t.ttft_cpu_ms, t.tpot_cpu_ms FROM turn_metrics t "
               "JOIN items i ON i.id = t.item_id WHERE i.run_id = ?1 ORDER BY i.item_key, t.config_id, t.turn_index");
   s.bind(1, run_id);
   std::vector<RunTurnMetrics> out;
@@ -561,6 +562,8 @@ std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
     if (!s.is_null(12)) r.turn.answer = s.column_text(12);
     r.turn.answer_tokens = s.column_optional_int(13);
     r.turn.answer_divergence = s.column_optional_int(14);
+    r.turn.ttft_cpu_ms = s.column_double(15);
+    r.turn.tpot_cpu_ms = s.column_double(16);
     out.push_back(std::move(r));
   }
   return out;

@@ -7,6 +7,7 @@
 // run killed at any point leaves whole items only, and its run row still says 'running'.
 // finished_pairs() tells a resumed run which (item, config) pairs it can skip.
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -98,7 +99,7 @@ struct RunConfigRecord {
 // The calibration workload's times around one item (docs/gates.md, "How latency is gated"): the
 // geometric mean of the samples timed just before and just after it, in wall milliseconds.
 struct ItemCalibration {
-  double compute_ms = 0, memory_ms = 0;
+  double prefill_ms = 0, decode_ms = 0;
 };
 
 struct ItemInfo {
@@ -143,6 +144,9 @@ struct TurnMetrics {
   // the reference itself). nullopt answer: not generated (or a run made before answers were kept).
   std::optional<std::string> answer = std::nullopt;
   std::optional<int64_t> answer_tokens = std::nullopt, answer_divergence = std::nullopt;
+  // TTFT and TPOT in CPU time of the work (core/cpu_time.h), in-process only; NaN (NULL): not
+  // measured (an endpoint's, or a run made before v9).
+  double ttft_cpu_ms = std::numeric_limits<double>::quiet_NaN(), tpot_cpu_ms = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One position bucket of one turn under one config (docs/schema.md "Position buckets"): the sums

@@ -475,9 +475,9 @@ void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const Ga
 // interval.
 constexpr size_t kMinCalibratedItems = 5;
 
-// What a latency is divided by: TTFT is the turn's prefill (matmuls over a block of tokens:
-// compute), TPOT a decode step (every weight read once per token: memory).
-double yardstick(const ItemCalibration& c, bool ttft) { return ttft ? c.compute_ms : c.memory_ms; }
+// What a latency is divided by: TTFT is the turn's prefill (few long compute-bound matmuls), TPOT
+// a decode step (many short hand-offs reading every weight once): the yardstick's part of each kind.
+double yardstick(const ItemCalibration& c, bool ttft) { return ttft ? c.prefill_ms : c.decode_ms; }
 
 // Why the two runs' calibrated latencies cannot be compared, or "".
 std::string not_calibrated(const GateRun& base, const GateRun& cand) {
@@ -492,12 +492,12 @@ std::string not_calibrated(const GateRun& base, const GateRun& cand) {
   return "";
 }
 
-// Per (item, turn) of `config` timed in `run` whose item has a yardstick: log(latency) and
-// log(the yardstick).
+// Per (item, turn) of `config` timed in `run` whose item has a yardstick: log(latency in CPU
+// time of the work) and log(the yardstick's CPU time).
 std::map<TurnKey, std::pair<double, double>> calibrated_logs(const GateRun& run, const std::string& config, bool ttft) {
   std::map<TurnKey, std::pair<double, double>> out;
   for (const GateTurn& t : run.turns) {
-    const double v = ttft ? t.latency.ttft_ms : t.latency.tpot_ms;
+    const double v = ttft ? t.latency.ttft_cpu_ms : t.latency.tpot_cpu_ms;
     if (t.config != config || !timed(v)) continue;
     const auto cal = run.item_calibration.find(t.item_key);
     if (cal == run.item_calibration.end() || !timed(yardstick(cal->second, ttft))) continue;
@@ -524,7 +524,7 @@ void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const 
     for (const Spec& spec : specs) {
       if (!spec.limit) continue;
       const char* what = spec.ttft ? "TTFT" : "TPOT";
-      const char* workload = spec.ttft ? "compute" : "memory";
+      const char* workload = spec.ttft ? "prefill" : "decode";
       CheckResult c = make_check(CheckKind::latency, spec.metric, "*", config);
       c.threshold = *spec.limit;
       if (!why_not.empty()) {
@@ -566,8 +566,8 @@ void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const 
       if (items.empty()) {
         c.passed = policy.latency.allow_unmeasured;
         c.skipped = c.passed;
-        c.detail = fmt::format("{} against the calibration workload: no turn timed in both runs whose item has the "
-                               "workload's times in both ({} in the baseline, {} in the candidate){}",
+        c.detail = fmt::format("{} against the calibration workload: no turn timed in CPU time in both runs whose item "
+                               "has the workload's times in both ({} in the baseline, {} in the candidate){}",
                                what, b.size(), v.size(),
                                c.passed ? "; not checked (the policy allows it unmeasured)"
                                         : "; fails (set latency.allow_unmeasured in the policy to accept that)");
@@ -582,13 +582,13 @@ void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const 
         out.push_back(std::move(c));
         continue;
       }
-      // Values: geometric means of latency / yardstick (ms per ms); delta: their ratio.
+      // Values: geometric means of CPU latency / yardstick (ms per ms); delta: their ratio.
       const bool real = decide_latency_ratio(c, bv, cv, *spec.limit, policy);
       const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
       const double n = static_cast<double>(items.size());
-      c.detail = fmt::format("{} per ms of the {} workload timed around each item: x{:.4g} in the candidate over the "
-                             "baseline ({}% CI [x{:.4g}, x{:.4g}], {} items, {} turns; {} itself x{:.4g}, the workload "
-                             "x{:.4g}) {}",
+      c.detail = fmt::format("{} in CPU time per CPU ms of the calibration workload's {} part timed around each item: "
+                             "x{:.4g} in the candidate over the baseline ({}% CI [x{:.4g}, x{:.4g}], {} items, {} turns; "
+                             "{} in CPU time itself x{:.4g}, the workload x{:.4g}) {}",
                              what, workload, c.delta, pct, c.ci_low, c.ci_high, items.size(), turns, what,
                              std::exp(raw / n), std::exp(yard / n), ratio_verdict(c, real, *spec.limit));
       out.push_back(std::move(c));

@@ -47,9 +47,9 @@ struct RunLoad {
 // the run's threads) / cores. A resumed run counts its worst invocation.
 double other_load_per_core(const RunLoad& load);
 
-// The calibration workload's times around one item (results::ItemCalibration), ms.
+// The calibration workload's CPU times around one item (results::ItemCalibration), ms.
 struct ItemCalibration {
-  double compute_ms = 0, memory_ms = 0;
+  double prefill_ms = 0, decode_ms = 0;
 };
 
 struct GateRun {

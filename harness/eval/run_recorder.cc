@@ -1,6 +1,5 @@
 #include "harness/eval/run_recorder.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "core/cpu_time.h"
 #include "core/error.h"
 #include "core/hash.h"
 
@@ -18,13 +18,6 @@ namespace {
 double load_average() {
   double one = 0;
   return ::getloadavg(&one, 1) == 1 ? one : 0.0;
-}
-
-double cpu_seconds() {
-  struct rusage u {};
-  ::getrusage(RUSAGE_SELF, &u);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
-  return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
 double wall_seconds() {
@@ -159,7 +152,7 @@ void RunRecorder::sample_load() {
   if (wall_start_ == 0) {
     load_.load_avg_start = load_.load_avg_max = now;
     load_.cores = std::max<int64_t>(1, ::sysconf(_SC_NPROCESSORS_ONLN));
-    cpu_start_ = cpu_seconds();
+    cpu_start_ = process_cpu_seconds();
     wall_start_ = wall_seconds();
     return;
   }
@@ -170,7 +163,7 @@ void RunRecorder::record_load() {
   if (run_id_ == 0 || wall_start_ == 0) return;
   sample_load();
   results::RunLoad load = load_;
-  load.cpu_seconds = cpu_seconds() - cpu_start_;
+  load.cpu_seconds = process_cpu_seconds() - cpu_start_;
   load.wall_seconds = wall_seconds() - wall_start_;
   if (earlier_load_) {
     load.load_avg_start = std::max(load.load_avg_start, earlier_load_->load_avg_start);

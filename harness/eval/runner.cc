@@ -73,7 +73,7 @@ ConfigSummaryRow summary_row(const PlannedConfig& config, const ConfigTotals& to
 // The yardstick of one item: the geometric mean of the samples just before and just after it,
 // so load that came or went while the item ran counts half.
 results::ItemCalibration around(const results::ItemCalibration& before, const results::ItemCalibration& after) {
-  return {std::sqrt(before.compute_ms * after.compute_ms), std::sqrt(before.memory_ms * after.memory_ms)};
+  return {std::sqrt(before.prefill_ms * after.prefill_ms), std::sqrt(before.decode_ms * after.decode_ms)};
 }
 
 std::string where(const serving::EndpointConfig& e) {
@@ -151,6 +151,7 @@ class ItemRun {
         Answer a = sources_[c]->answer(max_new);
         ItemAccumulator& acc = accs_[c];
         acc.latency.push_back({0, turn_index, std::move(a.token_ms)});
+        acc.turn_token_cpu_ms = std::move(a.token_cpu_ms);
         answers_[c] = std::move(a.tokens);
         if (seg.final_answer && item.has_answer) acc.gold_match = matches_gold(a.text, item.answer);
         acc.add_greedy(answers_[0], answers_[c], std::move(a.text));
@@ -285,7 +286,7 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, E
   if (!plan.has_endpoints() && options.backend == "cpu") {
     const runtime::ModelArch& arch = lm.model->arch();
     const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-    calibration.emplace(CalibrationShape{arch.n_embd, models.front().identity.weight_bytes, threads});
+    calibration.emplace(CalibrationShape{arch.n_embd, arch.n_layers, models.front().identity.weight_bytes, threads});
   }
   recorder.open(setups, calibration ? calibration->workload() : std::string());
   for (size_t c = 0; c < plan.configs.size(); ++c)

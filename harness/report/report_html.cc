@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -17,8 +19,11 @@ namespace kvgate::harness {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-// Colour-blind-safe (Okabe–Ito) palette; configs keep their colour across every chart.
-constexpr const char* kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
+// Colour-blind-safe (Okabe–Ito) palette, then Paul Tol's muted colours, so a run of up to 16
+// configs gives each its own; configs keep their colour across every chart.
+constexpr const char* kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9",
+                                    "#F0E442", "#000000", "#882255", "#44AA99", "#999933", "#332288",
+                                    "#AA4499", "#117733", "#88CCEE", "#DDCC77"};
 
 
 std::string num(double v, int digits = 4) {
@@ -217,14 +222,23 @@ bool overlaps(const LabelBox& a, const LabelBox& b) {
   return a.lx < b.lx + b.w && b.lx < a.lx + a.w && a.ly - h < b.ly && b.ly - h < a.ly;
 }
 
-// The first candidate place beside the point that no placed label (or point) takes.
+// The first candidate place beside the point that no placed label (or point) takes, inside the
+// plot. With every place taken (ten configs in one corner), the first one inside the plot; a
+// label too long for any is pulled inside: a label may cover another, never leave the chart.
 void place_label(LabelBox& box, const std::vector<LabelBox>& all, const Frame& f) {
   const std::pair<double, double> offsets[] = {{9, -6},  {9, 12},  {9, -20}, {9, 26},  {-9, -6}, {-9, 12},
-                                               {9, -34}, {9, 40},  {-9, -20}, {-9, 26}, {9, -48}, {9, 54}};
+                                               {9, -34}, {9, 40},  {-9, -20}, {-9, 26}, {9, -48}, {9, 54},
+                                               {-9, -34}, {-9, 40}, {9, -62}, {9, 68}, {-9, -48}, {-9, 54}};
+  auto inside = [&] {
+    return box.lx >= f.left && box.lx + box.w <= f.w - 2 && box.ly - 11 >= f.top - 8 && box.ly <= f.h - f.bottom - 2;
+  };
+  std::optional<std::pair<double, double>> first_inside;
+  bool found = false;
   for (const auto& [dx, dy] : offsets) {
     box.lx = dx > 0 ? box.px + dx : box.px + dx - box.w;
     box.ly = box.py + dy;
-    if (box.lx < f.left || box.lx + box.w > f.w - 2 || box.ly - 11 < f.top - 8 || box.ly > f.h - f.bottom - 2) continue;
+    if (!inside()) continue;
+    if (!first_inside) first_inside = {box.lx, box.ly};
     bool free = true;
     for (const LabelBox& other : all) {
       if (&other == &box) continue;
@@ -233,13 +247,24 @@ void place_label(LabelBox& box, const std::vector<LabelBox>& all, const Frame& f
       const LabelBox dot{0, 0, 12, other.px - 6, other.py + 6.5, true};
       if (overlaps(box, dot)) free = false;
     }
-    if (free) break;
+    if (free) {
+      found = true;
+      break;
+    }
+  }
+  if (!found && first_inside) std::tie(box.lx, box.ly) = *first_inside;
+  if (!found && !first_inside) {
+    box.lx = std::clamp(box.px + 9, f.left, std::max(f.left, f.w - 2 - box.w));
+    box.ly = std::clamp(box.py - 6, f.top + 3, f.h - f.bottom - 2);
   }
   box.set = true;
 }
 
 std::string chart_quality_bits(const Analysis& a) {
   Frame f;
+  // Every config's label sits beside its point: past six configs the plot grows taller, so ten
+  // near-lossless configs crowded at the bottom still find free places.
+  f.h += 18 * static_cast<double>(std::max<ptrdiff_t>(0, static_cast<ptrdiff_t>(a.configs.size()) - 6));
   std::string s = svg_open("chart-quality-bits", f, "Mean KLD vs effective bits per element (each point a KV config)");
   double xmax = 0, ymax = 0;
   for (const ConfigStats& c : a.configs)
@@ -276,11 +301,36 @@ struct BarSeries {
   std::vector<double> values;  // one per row
 };
 
-// Horizontal grouped bars: one group per row label, one bar per series.
+// `text` cut to `width` px with an ellipsis (the whole of it stays in the element's tooltip).
+std::string fit_label(const std::string& text, double width) {
+  const size_t chars = static_cast<size_t>(std::max(4.0, width / 6.5));
+  if (text.size() <= chars) return text;
+  size_t cut = chars - 1;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return text.substr(0, cut) + "\u2026";
+}
+
+// Horizontal grouped bars: one group per row label, one bar per series. The row labels' margin
+// fits the longest label (up to 300 px; a longer one is cut, whole in its tooltip) and the chart
+// widens by as much, so the bars keep their 460 px; the legend wraps onto as many lines as it
+// needs, so no series goes unnamed.
 std::string grouped_bars(const std::string& id, const std::string& title, const std::vector<std::string>& rows,
                          const std::vector<BarSeries>& series, const std::string& xlabel) {
   Frame f;
-  f.left = 200;
+  size_t longest = 0;
+  for (const std::string& r : rows) longest = std::max(longest, r.size());
+  f.left = std::clamp(label_width(std::string(longest, 'x')) + 16, 120.0, 300.0);
+  f.w = f.left + 460 + f.right;
+  // The legend's entries, line by line, from the plot's left edge to its right.
+  std::vector<std::pair<double, double>> legend;  // (x, y of the swatch's top) per series
+  double lx = f.left, ly = 28;
+  for (const BarSeries& b : series) {
+    const double entry = 24 + 7 * static_cast<double>(b.name.size());
+    if (lx > f.left && lx + entry > f.w - f.right) lx = f.left, ly += 14;
+    legend.emplace_back(lx, ly);
+    lx += entry;
+  }
+  f.top += ly - 28;
   const double bar = 12, gap = 10;
   const double group = bar * static_cast<double>(series.size()) + gap;
   f.h = f.top + f.bottom + 20 + group * static_cast<double>(std::max<size_t>(rows.size(), 1));
@@ -296,17 +346,16 @@ std::string grouped_bars(const std::string& id, const std::string& title, const 
                      "class=\"xl\">{}</text>",
                      f.px(x), f.top + 20, f.px(x), f.h - f.bottom, f.px(x), f.h - f.bottom + 16, num(x, 6));
   s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", (f.left + f.w - f.right) / 2, f.h - 12, xml_escape(xlabel));
-  // Legend on one line under the title.
-  double lx = f.left;
-  for (const BarSeries& b : series) {
-    s += fmt::format("<rect x=\"{:.1f}\" y=\"28\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"37\" class=\"pl\">{}</text>",
-                     lx, b.color, lx + 14, xml_escape(b.name));
-    lx += 24 + 7 * static_cast<double>(b.name.size());
-  }
+  for (size_t k = 0; k < series.size(); ++k)
+    s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
+                     "class=\"pl\">{}</text>",
+                     legend[k].first, legend[k].second, series[k].color, legend[k].first + 14, legend[k].second + 9,
+                     xml_escape(series[k].name));
   if (rows.empty()) return s + empty_note(f, "no data") + "</svg>";
   for (size_t r = 0; r < rows.size(); ++r) {
     const double gy = f.top + 24 + group * static_cast<double>(r);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"yl\">{}</text>", f.left - 6, gy + group / 2, xml_escape(rows[r]));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"yl\">{}<title>{}</title></text>", f.left - 6, gy + group / 2,
+                     xml_escape(fit_label(rows[r], f.left - 10)), xml_escape(rows[r]));
     for (size_t k = 0; k < series.size(); ++k) {
       const double v = series[k].values[r];
       const double y = gy + bar * static_cast<double>(k);
@@ -325,6 +374,13 @@ std::string grouped_bars(const std::string& id, const std::string& title, const 
 
 std::string chart_drift(const Analysis& a) {
   Frame f;
+  // The legend stacks down a right margin as wide as the longest name, as the position chart's.
+  size_t longest = 0;
+  for (const auto& [spec, turns] : a.drift) longest = std::max(longest, a.label(spec).size());
+  if (!a.drift.empty()) {
+    f.right = std::min(320.0, std::max(170.0, 34 + label_width(std::string(longest, 'x'))));
+    f.w += f.right - 20;
+  }
   std::string s = svg_open("chart-drift", f, "Drift over turns: mean KLD per assistant turn of replayed sessions");
   int64_t tmax = 0;
   double ymax = 0;
@@ -346,7 +402,8 @@ std::string chart_drift(const Analysis& a) {
                        f.px(static_cast<double>(t)), f.py(kld), color, xml_escape(a.label(spec)), t, num(kld));
     s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
                      "class=\"pl\">{}</text>",
-                     f.w - f.right - 150, ly, color, f.w - f.right - 136, ly + 9, xml_escape(a.label(spec)));
+                     f.w - f.right + 10, ly, color, f.w - f.right + 24, ly + 9,
+                     xml_escape(fit_label(a.label(spec), f.right - 28)));
     ly += 14;
   }
   return s + "</svg>";
@@ -410,9 +467,22 @@ std::string th(const std::vector<std::string>& cols) {
   return s + "</tr>";
 }
 
+// A cell that is one long word (a config as typed, a canonical spec) may wrap after each '/' (K
+// from V) and '+' (weights from KV): ten configs' tables then fit a laptop's width.
+std::string cell(const std::string& text) {
+  std::string out = xml_escape(text);
+  if (text.size() <= 16 || text.find_first_of(" \t\n") != std::string::npos) return out;
+  std::string broken;
+  for (const char ch : out) {
+    broken += ch;
+    if (ch == '/' || ch == '+') broken += "<wbr/>";
+  }
+  return broken;
+}
+
 std::string td(const std::vector<std::string>& cols) {
   std::string s = "<tr>";
-  for (const std::string& c : cols) s += "<td>" + xml_escape(c) + "</td>";
+  for (const std::string& c : cols) s += "<td>" + cell(c) + "</td>";
   return s + "</tr>";
 }
 
@@ -617,7 +687,8 @@ std::string render_report_html(const ReportInput& in) {
       "svg{display:block;margin:8px 0;border:1px solid #ddd}svg .t{font-size:13px;font-weight:600}"
       "svg .xl{font-size:11px;text-anchor:middle;fill:#333}svg .yl{font-size:11px;text-anchor:end;fill:#333}"
       "svg .pl{font-size:11px;fill:#222}svg .g{stroke:#eee}svg .a{stroke:#555}.note{color:#666;font-size:13px}"
-      "table.answers td{text-align:left;white-space:pre-wrap;max-width:320px}mark{background:#fdd}"
+      "table.answers td,table.answers th{text-align:left}table.answers td{white-space:pre-wrap;max-width:320px}"
+      "mark{background:#fdd}"
       ".v-unsafe b{color:#b00}.v-watch b{color:#a60}.v-safe b{color:#070}\n"
       "</style>\n</head>\n<body>\n";
   h += fmt::format("<h1>kvgate report: run {}</h1>\n<p>{} &#183; status {} &#183; {} items &#183; model {} (sha256 {}) &#183; "

@@ -14,13 +14,14 @@
 namespace kvgate::harness {
 namespace {
 
-TEST(Calibration, TimesBothPhasesOnEveryThreadCount) {
+// Each part's CPU time, every thread's, net of polling: positive and finite on any thread count.
+TEST(Calibration, TimesBothPartsOnEveryThreadCount) {
   for (const int threads : {1, 2, 3}) {
-    Calibration c(CalibrationShape{64, 1 << 20, threads});
+    Calibration c(CalibrationShape{64, 2, 1 << 20, threads});
     for (int i = 0; i < 2; ++i) {
       const results::ItemCalibration s = c.sample();
-      EXPECT_TRUE(std::isfinite(s.compute_ms) && s.compute_ms > 0) << threads;
-      EXPECT_TRUE(std::isfinite(s.memory_ms) && s.memory_ms > 0) << threads;
+      EXPECT_TRUE(std::isfinite(s.prefill_ms) && s.prefill_ms > 0) << threads;
+      EXPECT_TRUE(std::isfinite(s.decode_ms) && s.decode_ms > 0) << threads;
     }
   }
 }
@@ -28,14 +29,16 @@ TEST(Calibration, TimesBothPhasesOnEveryThreadCount) {
 // The text two runs must share for their calibrated latencies to compare: fixed by the shape
 // and the threads, never by how fast the machine happens to be.
 TEST(Calibration, WorkloadIsFixedByTheShapeAndThreads) {
-  const std::string a = Calibration(CalibrationShape{576, 100'000'000, 2}).workload();
-  EXPECT_EQ(a, Calibration(CalibrationShape{576, 100'000'000, 2}).workload());
-  EXPECT_NE(a, Calibration(CalibrationShape{576, 100'000'000, 1}).workload());
-  EXPECT_NE(a, Calibration(CalibrationShape{960, 100'000'000, 2}).workload());
+  const std::string a = Calibration(CalibrationShape{576, 30, 100'000'000, 2}).workload();
+  EXPECT_EQ(a, Calibration(CalibrationShape{576, 30, 100'000'000, 2}).workload());
+  EXPECT_NE(a, Calibration(CalibrationShape{576, 30, 100'000'000, 1}).workload());
+  EXPECT_NE(a, Calibration(CalibrationShape{960, 30, 100'000'000, 2}).workload());
+  EXPECT_NE(a, Calibration(CalibrationShape{576, 32, 100'000'000, 2}).workload());
   EXPECT_NE(a.find("8x576x256"), std::string::npos) << a;
+  EXPECT_NE(a.find("4 steps of 121 hand-offs"), std::string::npos) << "4 per layer and the output: " << a;
   EXPECT_NE(a.find("(64.0 MiB)"), std::string::npos) << "capped: " << a;
   EXPECT_NE(a.find("; 2 threads"), std::string::npos) << a;
-  const std::string small = Calibration(CalibrationShape{576, 8 << 20, 1}).workload();
+  const std::string small = Calibration(CalibrationShape{576, 30, 8 << 20, 1}).workload();
   EXPECT_NE(small.find("(8.0 MiB)"), std::string::npos) << "as large as the weights: " << small;
   EXPECT_NE(small.find("; 1 thread"), std::string::npos) << small;
 }

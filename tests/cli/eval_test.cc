@@ -133,8 +133,8 @@ TEST(EvalCli, LimitedRunIsResumedAsItsPlan) {
     ASSERT_EQ(items.size(), 2u);
     for (const results::ItemInfo& item : items) {
       ASSERT_TRUE(item.calibration.has_value()) << item.item_key;
-      EXPECT_GT(item.calibration->compute_ms, 0) << item.item_key;
-      EXPECT_GT(item.calibration->memory_ms, 0) << item.item_key;
+      EXPECT_GT(item.calibration->prefill_ms, 0) << item.item_key;
+      EXPECT_GT(item.calibration->decode_ms, 0) << item.item_key;
     }
   }
   CliResult again = run_kvgate("eval --resume " + run + " --db " + db);

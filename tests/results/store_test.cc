@@ -169,8 +169,8 @@ TEST_F(StoreTest, VersionEightDatabaseGainsCalibration) {
   const std::vector<ItemInfo> items = store.run_items(run);
   ASSERT_EQ(items.size(), 1u);
   ASSERT_TRUE(items[0].calibration.has_value());
-  EXPECT_EQ(items[0].calibration->compute_ms, 21.5);
-  EXPECT_EQ(items[0].calibration->memory_ms, 9.25);
+  EXPECT_EQ(items[0].calibration->prefill_ms, 21.5);
+  EXPECT_EQ(items[0].calibration->decode_ms, 9.25);
   store.record_run_calibration(run, "a; then b");
   EXPECT_EQ(store.find_run(run)->info.calibration, "a; then b");
 }

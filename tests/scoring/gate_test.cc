@@ -50,8 +50,9 @@ GateRun make_run(int64_t id, int n, double kld_scale) {
       GateItem q{key, domain, "q4_0/q4_0", {100, kld, kld_scale * 0.3, kld_scale * 0.2, 0.95, true, i % 3 == 0}};
       r.items.push_back(ref);
       r.items.push_back(q);
-      r.turns.push_back({"f16/f16", {45.0 + i, 9.0 + 0.1 * i}, key, 0});
-      r.turns.push_back({"q4_0/q4_0", {50.0 + i, 10.0 + 0.1 * i}, key, 0});
+      // Wall time, and CPU time of the work (two threads' worth of the wall time).
+      r.turns.push_back({"f16/f16", {45.0 + i, 9.0 + 0.1 * i, 90.0 + 2 * i, 18.0 + 0.2 * i}, key, 0});
+      r.turns.push_back({"q4_0/q4_0", {50.0 + i, 10.0 + 0.1 * i, 100.0 + 2 * i, 20.0 + 0.2 * i}, key, 0});
     }
   return r;
 }
@@ -429,13 +430,18 @@ GatePolicy calibrated_policy() {
   return p;
 }
 
-// `run`, timed against the yardstick: each item's calibration times `load` (what the machine
-// did to the yardstick while it ran), and each turn's latency `load` x `slowdown` times the
-// make_run figure, as a slower kvgate under that load would take.
-GateRun calibrated(GateRun run, double load, double slowdown, const std::string& workload = "w1") {
+// `run`, timed against the yardstick: each item's calibration CPU times `contention` (what the
+// machine did to the yardstick's CPU time while it ran: shared caches, a slower host), each
+// turn's CPU latencies `contention` x `slowdown` times the make_run figure, as a slower kvgate
+// there would take, and its wall latencies also x `share` (the wall time the load added).
+GateRun calibrated(GateRun run, double contention, double slowdown, const std::string& workload = "w1",
+                   double share = 1.0) {
   run.calibration = workload;
-  for (const GateItem& it : run.items) run.item_calibration[it.item_key] = {20.0 * load, 10.0 * load};
-  for (GateTurn& t : run.turns) t.latency.ttft_ms *= load * slowdown, t.latency.tpot_ms *= load * slowdown;
+  for (const GateItem& it : run.items) run.item_calibration[it.item_key] = {20.0 * contention, 10.0 * contention};
+  for (GateTurn& t : run.turns) {
+    t.latency.ttft_cpu_ms *= contention * slowdown, t.latency.tpot_cpu_ms *= contention * slowdown;
+    t.latency.ttft_ms *= share * contention * slowdown, t.latency.tpot_ms *= share * contention * slowdown;
+  }
   return run;
 }
 
@@ -444,9 +450,9 @@ GateRun calibrated(GateRun run, double load, double slowdown, const std::string&
 TEST(Gate, CalibratedRatioPassesLoadAndFailsAGlobalSlowdown) {
   const GatePolicy p = calibrated_policy();
   const GateRun base = calibrated(make_run(1, 5, 1.0), 1.0, 1.0);
-  for (const double load : {1.0, 1.8, 4.0}) {
-    SCOPED_TRACE("load x" + std::to_string(load));
-    const GateOutcome same = evaluate_gate(p, &base, calibrated(make_run(2, 5, 1.0), load, 1.0));
+  for (const auto& [load, share] : {std::pair{1.0, 1.0}, {1.3, 3.0}, {1.8, 12.0}}) {
+    SCOPED_TRACE("CPU time x" + std::to_string(load) + ", wall time x" + std::to_string(share * load));
+    const GateOutcome same = evaluate_gate(p, &base, calibrated(make_run(2, 5, 1.0), load, 1.0, "w1", share));
     EXPECT_TRUE(same.passed());
     for (const char* name : {"latency.tpot_calibrated_ratio[*, q4_0/q4_0]", "latency.tpot_calibrated_ratio[*, f16/f16]",
                              "latency.ttft_calibrated_ratio[*, f16/f16]"}) {
@@ -457,7 +463,7 @@ TEST(Gate, CalibratedRatioPassesLoadAndFailsAGlobalSlowdown) {
       EXPECT_NEAR(c->delta, 1.0, 1e-12) << c->detail;
       EXPECT_EQ(c->items, 10u) << "per item, both domains";
     }
-    const GateOutcome slow = evaluate_gate(p, &base, calibrated(make_run(2, 5, 1.0), load, 1.3));
+    const GateOutcome slow = evaluate_gate(p, &base, calibrated(make_run(2, 5, 1.0), load, 1.3, "w1", share));
     for (const char* name : {"latency.tpot_calibrated_ratio[*, q4_0/q4_0]", "latency.tpot_calibrated_ratio[*, f16/f16]",
                              "latency.ttft_calibrated_ratio[*, q4_0/q4_0]", "latency.ttft_calibrated_ratio[*, f16/f16]"}) {
       const CheckResult* c = find(slow, name);
@@ -473,24 +479,30 @@ TEST(Gate, CalibratedRatioPassesLoadAndFailsAGlobalSlowdown) {
   EXPECT_TRUE(evaluate_gate(p, &base, calibrated(make_run(2, 5, 1.0), 2.0, 1.1)).passed());
   GateRun noisy = calibrated(make_run(2, 5, 1.0), 1.0, 1.0);
   int k = 0;
-  for (auto& [key, c] : noisy.item_calibration) c.memory_ms *= (k++ % 2) ? 1.5 : 1 / 1.5;
+  for (auto& [key, c] : noisy.item_calibration) c.decode_ms *= (k++ % 2) ? 1.5 : 1 / 1.5;
   const CheckResult* n = find(evaluate_gate(p, &base, noisy), "latency.tpot_calibrated_ratio[*, q4_0/q4_0]");
   ASSERT_NE(n, nullptr);
   EXPECT_TRUE(n->passed) << n->detail;
 }
 
-// TTFT is divided by the compute workload's time, TPOT by the memory workload's: a machine whose
+// TTFT is divided by the yardstick's prefill part, TPOT by its decode part: a machine whose
 // memory slowed (another job streaming) but whose compute did not moves TPOT's yardstick only.
-TEST(Gate, CalibratedRatioDividesTtftByComputeAndTpotByMemory) {
+// Wall time does not enter: a run whose wall latencies tripled while its CPU times held passes.
+TEST(Gate, CalibratedRatioDividesCpuTtftByPrefillAndCpuTpotByDecode) {
   const GatePolicy p = calibrated_policy();
   const GateRun base = calibrated(make_run(1, 5, 1.0), 1.0, 1.0);
-  GateRun cand = calibrated(make_run(2, 5, 1.0), 1.0, 1.0);
-  for (auto& [key, c] : cand.item_calibration) c.memory_ms *= 2;
-  for (GateTurn& t : cand.turns) t.latency.tpot_ms *= 2;
+  GateRun cand = calibrated(make_run(2, 5, 1.0), 1.0, 1.0, "w1", 3.0);
+  for (auto& [key, c] : cand.item_calibration) c.decode_ms *= 2;
+  for (GateTurn& t : cand.turns) t.latency.tpot_cpu_ms *= 2;
   const GateOutcome o = evaluate_gate(p, &base, cand);
   EXPECT_NEAR(find(o, "latency.tpot_calibrated_ratio[*, q4_0/q4_0]")->delta, 1.0, 1e-12);
   EXPECT_NEAR(find(o, "latency.ttft_calibrated_ratio[*, q4_0/q4_0]")->delta, 1.0, 1e-12);
-  EXPECT_NE(find(o, "latency.tpot_calibrated_ratio[*, q4_0/q4_0]")->detail.find("TPOT itself x2"), std::string::npos);
+  EXPECT_NE(find(o, "latency.tpot_calibrated_ratio[*, q4_0/q4_0]")->detail.find("TPOT in CPU time itself x2"),
+            std::string::npos);
+  // A config whose turns have no CPU time (an endpoint's) has nothing to compare.
+  GateRun wall_only = calibrated(make_run(3, 5, 1.0), 1.0, 1.0);
+  for (GateTurn& t : wall_only.turns) t.latency.tpot_cpu_ms = std::nan("");
+  EXPECT_FALSE(find(evaluate_gate(p, &base, wall_only), "latency.tpot_calibrated_ratio[*, q4_0/q4_0]")->passed);
 }
 
 // A run without a yardstick, or with another one, or too few items: skipped with the reason,
@@ -519,7 +531,7 @@ TEST(Gate, CalibratedRatioSkipsWhatItCannotCompare) {
   EXPECT_TRUE(f->skipped && f->passed) << f->detail;
   EXPECT_NE(f->detail.find("only 4 items"), std::string::npos) << f->detail;
   GateRun untimed = calibrated(make_run(2, 5, 1.0), 1.0, 1.0);
-  for (GateTurn& t : untimed.turns) t.latency.tpot_ms = 0;
+  for (GateTurn& t : untimed.turns) t.latency.tpot_cpu_ms = 0;
   const CheckResult u = check(untimed, p);
   EXPECT_FALSE(u.passed) << u.detail;
   GatePolicy allow = p;
