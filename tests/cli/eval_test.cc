@@ -538,6 +538,12 @@ TEST(EvalCli, ReplayScoresEveryAssistantTurnWithGrowingContext) {
   CliResult bad = run_kvgate("replay --trace " + small_evalset() + " --kv q4_0 --db " + db);
   EXPECT_EQ(bad.exit_code, 2) << "single-answer items are not sessions";
   EXPECT_NE(bad.err.find("not a session"), std::string::npos) << bad.err;
+
+  // The report of a replay: its drift chart has a line per config, and the page renders.
+  const std::string html = temp("replay.html");
+  ASSERT_EQ(run_kvgate("report --run latest --html " + html + " --db " + db).exit_code, 0);
+  EXPECT_EQ(slurp(html).find("no multi-turn sessions in this run"), std::string::npos);
+  EXPECT_REPORT_RENDERS(html);
 }
 
 // The smoke suite: every domain produces rows, and damage follows the bits thrown away.
