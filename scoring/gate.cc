@@ -470,9 +470,8 @@ void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const Ga
   }
 }
 
-// Items needed in both runs before a calibrated ratio is judged: load changes from item to item
-// (the yardstick is timed per item), so the interval is over items, and over fewer it is no
-// interval.
+// Items needed in both runs before a calibrated ratio is judged: load changes from item to item,
+// so the interval is over items, and over fewer it is no interval.
 constexpr size_t kMinCalibratedItems = 5;
 
 // What a latency is divided by: TTFT is the turn's prefill (few long compute-bound matmuls), TPOT
@@ -492,16 +491,28 @@ std::string not_calibrated(const GateRun& base, const GateRun& cand) {
   return "";
 }
 
-// Per (item, turn) of `config` timed in `run` whose item has a yardstick: log(latency in CPU
-// time of the work) and log(the yardstick's CPU time).
-std::map<TurnKey, std::pair<double, double>> calibrated_logs(const GateRun& run, const std::string& config, bool ttft) {
-  std::map<TurnKey, std::pair<double, double>> out;
+// The log of the run's yardstick: the median over its items of the part's CPU time (of the
+// two middle ones, their geometric mean); NaN when no item has one. One figure per run, not one
+// per item: on a saturated machine the CPU time of 40 ms of yardstick and of the seconds of
+// work beside it move apart from item to item (measured in bench/latency-gate-bench: the
+// per-item quotient was noisier than the CPU time alone), while the run's median follows what
+// changes slowly, such as a slower or throttled host, and one burst cannot move it.
+double run_yardstick_log(const GateRun& run, bool ttft) {
+  std::vector<double> logs;
+  for (const auto& [key, c] : run.item_calibration)
+    if (timed(yardstick(c, ttft))) logs.push_back(std::log(yardstick(c, ttft)));
+  if (logs.empty()) return std::nan("");
+  std::sort(logs.begin(), logs.end());
+  const size_t n = logs.size();
+  return n % 2 ? logs[n / 2] : (logs[n / 2 - 1] + logs[n / 2]) / 2;
+}
+
+// Per (item, turn) of `config` timed in CPU time in `run`: log(latency in CPU time of the work).
+std::map<TurnKey, double> cpu_latency_logs(const GateRun& run, const std::string& config, bool ttft) {
+  std::map<TurnKey, double> out;
   for (const GateTurn& t : run.turns) {
     const double v = ttft ? t.latency.ttft_cpu_ms : t.latency.tpot_cpu_ms;
-    if (t.config != config || !timed(v)) continue;
-    const auto cal = run.item_calibration.find(t.item_key);
-    if (cal == run.item_calibration.end() || !timed(yardstick(cal->second, ttft))) continue;
-    out[{t.item_key, t.turn_index}] = {std::log(v), std::log(yardstick(cal->second, ttft))};
+    if (t.config == config && timed(v)) out[{t.item_key, t.turn_index}] = std::log(v);
   }
   return out;
 }
@@ -533,42 +544,39 @@ void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const 
         out.push_back(std::move(c));
         continue;
       }
-      // Per item, over its turns timed in both runs, the mean log of latency / yardstick (and of
-      // each alone, for the detail): the interval is over items, whose load differs.
+      // Per item, over its turns timed in both runs, the mean log of CPU latency over the run's
+      // yardstick: the interval is over items, whose load differs.
+      const double yard_b = run_yardstick_log(base, spec.ttft), yard_c = run_yardstick_log(cand, spec.ttft);
       struct Sums {
-        double base = 0, cand = 0, raw = 0, yard = 0;
+        double base = 0, cand = 0;
         size_t turns = 0;
       };
       std::map<std::string, Sums> items;
-      const auto b = calibrated_logs(base, config, spec.ttft), v = calibrated_logs(cand, config, spec.ttft);
+      const auto b = cpu_latency_logs(base, config, spec.ttft), v = cpu_latency_logs(cand, config, spec.ttft);
       size_t turns = 0;
-      for (const auto& [key, cl] : v)
-        if (const auto it = b.find(key); it != b.end()) {
-          const auto& bl = it->second;
-          Sums& s = items[key.first];
-          s.base += bl.first - bl.second;
-          s.cand += cl.first - cl.second;
-          s.raw += cl.first - bl.first;
-          s.yard += cl.second - bl.second;
-          ++s.turns;
-          ++turns;
-        }
+      if (std::isfinite(yard_b) && std::isfinite(yard_c))
+        for (const auto& [key, cl] : v)
+          if (const auto it = b.find(key); it != b.end()) {
+            Sums& s = items[key.first];
+            s.base += it->second - yard_b;
+            s.cand += cl - yard_c;
+            ++s.turns;
+            ++turns;
+          }
       std::vector<double> bv, cv;
-      double raw = 0, yard = 0;
       for (const auto& [key, s] : items) {
         const double n = static_cast<double>(s.turns);
         bv.push_back(s.base / n);
         cv.push_back(s.cand / n);
-        raw += s.raw / n;
-        yard += s.yard / n;
       }
       c.items = items.size();
       if (items.empty()) {
         c.passed = policy.latency.allow_unmeasured;
         c.skipped = c.passed;
-        c.detail = fmt::format("{} against the calibration workload: no turn timed in CPU time in both runs whose item "
-                               "has the workload's times in both ({} in the baseline, {} in the candidate){}",
+        c.detail = fmt::format("{} against the calibration workload: no turn timed in CPU time in both runs ({} in the "
+                               "baseline, {} in the candidate{}){}",
                                what, b.size(), v.size(),
+                               std::isfinite(yard_b) && std::isfinite(yard_c) ? "" : "; a run holds no yardstick time",
                                c.passed ? "; not checked (the policy allows it unmeasured)"
                                         : "; fails (set latency.allow_unmeasured in the policy to accept that)");
         out.push_back(std::move(c));
@@ -585,12 +593,12 @@ void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const 
       // Values: geometric means of CPU latency / yardstick (ms per ms); delta: their ratio.
       const bool real = decide_latency_ratio(c, bv, cv, *spec.limit, policy);
       const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
-      const double n = static_cast<double>(items.size());
-      c.detail = fmt::format("{} in CPU time per CPU ms of the calibration workload's {} part timed around each item: "
+      const double yard_ratio = std::exp(yard_c - yard_b);
+      c.detail = fmt::format("{} in CPU time per CPU ms of the calibration workload's {} part (the run's median): "
                              "x{:.4g} in the candidate over the baseline ({}% CI [x{:.4g}, x{:.4g}], {} items, {} turns; "
                              "{} in CPU time itself x{:.4g}, the workload x{:.4g}) {}",
                              what, workload, c.delta, pct, c.ci_low, c.ci_high, items.size(), turns, what,
-                             std::exp(raw / n), std::exp(yard / n), ratio_verdict(c, real, *spec.limit));
+                             c.delta * yard_ratio, yard_ratio, ratio_verdict(c, real, *spec.limit));
       out.push_back(std::move(c));
     }
   }

@@ -365,8 +365,9 @@ TEST_F(GateCli, ShippedPolicyCatchesAGlobalSlowdownOnABusyRunner) {
 
   r = run_kvgate(gate("--baseline 4 --candidate 3 --json"));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  j = nlohmann::json::parse(r.out);
   std::string notes;
-  for (const auto& n : nlohmann::json::parse(r.out)["notes"]) notes += n.get<std::string>() + "\n";
+  for (const auto& n : j["notes"]) notes += n.get<std::string>() + "\n";
   EXPECT_NE(notes.find("calibrated run-to-run latency was not checked: the baseline run 4 timed no calibration workload"),
             std::string::npos)
       << notes;
