@@ -390,6 +390,14 @@ std::map<TurnKey, double> log_ratios_to_reference(const GateRun& run, const std:
 
 constexpr size_t kMinSlowdownTurns = 8;
 
+// A latency check with no timed turn to compare: `what` says what is missing; it fails unless
+// the policy's latency.allow_unmeasured lets it pass (skipped, never read as a pass).
+void settle_untimed(CheckResult& c, const std::string& what, const GatePolicy& policy) {
+  c.passed = c.skipped = policy.latency.allow_unmeasured;
+  c.detail = what + (c.passed ? "; not checked (the policy allows it unmeasured)"
+                              : "; fails (set latency.allow_unmeasured in the policy to accept that)");
+}
+
 // The decision of a latency ratio check from paired logarithms (`bv`, `cv`: the baseline's and
 // the candidate's, pair by pair): the geometric means, the seeded bootstrap interval of the
 // ratio candidate / baseline in c.delta, c.ci_low and c.ci_high, and `passed` unless the
@@ -437,12 +445,11 @@ void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const Ga
         }
       c.items = bv.size();
       if (bv.empty()) {
-        c.passed = policy.latency.allow_unmeasured;
-        c.detail = fmt::format("{} relative to the reference config {}: no turn timed under both it and this config in "
-                               "both runs ({} in the baseline, {} in the candidate){}",
-                               what, cand.reference_config, b.size(), v.size(),
-                               c.passed ? "; not checked (the policy allows it unmeasured)"
-                                        : "; fails (set latency.allow_unmeasured in the policy to accept that)");
+        settle_untimed(c,
+                       fmt::format("{} relative to the reference config {}: no turn timed under both it and this config in "
+                                   "both runs ({} in the baseline, {} in the candidate)",
+                                   what, cand.reference_config, b.size(), v.size()),
+                       policy);
         out.push_back(std::move(c));
         continue;
       }
@@ -571,14 +578,12 @@ void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const 
       }
       c.items = items.size();
       if (items.empty()) {
-        c.passed = policy.latency.allow_unmeasured;
-        c.skipped = c.passed;
-        c.detail = fmt::format("{} against the calibration workload: no turn timed in CPU time in both runs ({} in the "
-                               "baseline, {} in the candidate{}){}",
-                               what, b.size(), v.size(),
-                               std::isfinite(yard_b) && std::isfinite(yard_c) ? "" : "; a run holds no yardstick time",
-                               c.passed ? "; not checked (the policy allows it unmeasured)"
-                                        : "; fails (set latency.allow_unmeasured in the policy to accept that)");
+        settle_untimed(c,
+                       fmt::format("{} against the calibration workload: no turn timed in CPU time in both runs ({} in "
+                                   "the baseline, {} in the candidate{})",
+                                   what, b.size(), v.size(),
+                                   std::isfinite(yard_b) && std::isfinite(yard_c) ? "" : "; a run holds no yardstick time"),
+                       policy);
         out.push_back(std::move(c));
         continue;
       }
@@ -654,11 +659,8 @@ void add_run_to_run_checks(const GatePolicy& policy, const GateRun& base, const 
         c.skipped = true;
         c.detail = fmt::format("{}: not checked, the machines were not both quiet: {}", spec.metric, noisy);
       } else if (base_turns == 0 || cand_turns == 0) {
-        c.passed = policy.latency.allow_unmeasured;
-        c.skipped = c.passed;
-        c.detail = fmt::format("{}: no timed turns in {}{}", spec.metric, base_turns == 0 ? "the baseline" : "the candidate",
-                               c.passed ? "; not checked (the policy allows it unmeasured)"
-                                        : "; fails (set latency.allow_unmeasured in the policy to accept that)");
+        settle_untimed(c, fmt::format("{}: no timed turns in {}", spec.metric, base_turns == 0 ? "the baseline" : "the candidate"),
+                       policy);
       } else {
         c.baseline_value = b.*spec.value;
         c.candidate_value = v.*spec.value;

@@ -557,6 +557,10 @@ TEST_F(GateCli, ReportOfTenConfigsWithLongLabelsFitsALaptop) {
     EXPECT_NE(page.find("<b>" + label(c) + "</b>"), std::string::npos) << label(c);
   }
   EXPECT_NE(page.find("<h2>Quality by position</h2>"), std::string::npos);
+  // The charts leave out what every name shares, and say so; the tables keep the whole name.
+  EXPECT_NE(page.find("without the start its name shares with every other: <code>Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf+</code>"),
+            std::string::npos);
+  EXPECT_NE(page.find(">tq3/3 (rollout candidate 7)<"), std::string::npos);
   EXPECT_REPORT_RENDERS(html);
   std::remove(html.c_str());
 }
