@@ -3,6 +3,12 @@
 #include <algorithm>
 #include <chrono>
 
+#ifdef KVGATE_SLOWDOWN_SWITCH
+#include <time.h>
+
+#include <cstdlib>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -64,6 +70,42 @@ bool spin_until(Done done) {
   return held;
 }
 
+#ifdef KVGATE_SLOWDOWN_SWITCH
+// A global slowdown on demand, for the latency gate's benchmark (bench/latency-gate-bench): with
+// KVGATE_SLOWDOWN=F each part of every job, on its own thread, spins on that thread's CPU clock
+// until it has used F times the CPU time its work took, as a runtime F times slower would (the
+// forward pass's matmuls, attention and norms all run as jobs here). Only a build configured
+// with -DKVGATE_SLOWDOWN_SWITCH=ON has it.
+double thread_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+class InjectedSlowdown {
+ public:
+  InjectedSlowdown() : start_(factor() > 1 ? thread_cpu_seconds() : 0) {}
+  ~InjectedSlowdown() {
+    if (factor() <= 1) return;
+    const double until = start_ + factor() * (thread_cpu_seconds() - start_);
+    while (thread_cpu_seconds() < until) {
+    }
+  }
+
+ private:
+  static double factor() {
+    static const double f = [] {
+      const char* v = std::getenv("KVGATE_SLOWDOWN");
+      return v ? std::atof(v) : 1.0;
+    }();
+    return f;
+  }
+  double start_;
+};
+#else
+struct InjectedSlowdown {};
+#endif
+
 }  // namespace
 
 double ThreadPool::polled_seconds() {
@@ -89,6 +131,7 @@ void ThreadPool::run_part(int part) {
   try {
     size_t b, e;
     part_range(n_, size(), part, b, e);
+    [[maybe_unused]] const InjectedSlowdown slowdown{};
     job_.call(job_.fn, part, b, e);
   } catch (...) {
     errors_[static_cast<size_t>(part)] = std::current_exception();
@@ -101,7 +144,10 @@ void ThreadPool::run_job(size_t n, Job job) {
     for (int p = 0; p < parts; ++p) {
       size_t b, e;
       part_range(n, parts, p, b, e);
-      if (b < e || p == 0) job.call(job.fn, p, b, e);
+      if (b < e || p == 0) {
+        [[maybe_unused]] const InjectedSlowdown slowdown{};
+        job.call(job.fn, p, b, e);
+      }
     }
     return;
   }

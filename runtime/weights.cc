@@ -2,12 +2,6 @@
 
 #include <cblas.h>
 
-#ifdef KVGATE_MATMUL_SLOWDOWN_SWITCH
-#include <time.h>
-
-#include <cstdlib>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -192,40 +186,6 @@ void use_one_blas_thread() {
 
 constexpr int64_t kTile = 64;
 
-#ifdef KVGATE_MATMUL_SLOWDOWN_SWITCH
-// A global slowdown on demand, for the latency gate's benchmark (bench/latency-gate-bench): with
-// KVGATE_MATMUL_SLOWDOWN=F each part of every matmul, on its own thread, spins on that thread's
-// CPU clock until it has used F times the CPU time its work took, as a kernel F times slower
-// would. Only a build configured with -DKVGATE_MATMUL_SLOWDOWN_SWITCH=ON has it.
-double thread_cpu_seconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-class InjectedSlowdown {
- public:
-  InjectedSlowdown() : start_(factor() > 1 ? thread_cpu_seconds() : 0) {}
-  ~InjectedSlowdown() {
-    if (factor() <= 1) return;
-    const double until = start_ + factor() * (thread_cpu_seconds() - start_);
-    while (thread_cpu_seconds() < until) {
-    }
-  }
-
- private:
-  static double factor() {
-    static const double f = [] {
-      const char* v = std::getenv("KVGATE_MATMUL_SLOWDOWN");
-      return v ? std::atof(v) : 1.0;
-    }();
-    return f;
-  }
-  double start_;
-};
-#else
-struct InjectedSlowdown {};
-#endif
 
 }  // namespace
 
@@ -260,7 +220,6 @@ void matmul_many(ThreadPool& pool, std::span<const WeightMatrix* const> ws, cons
     }
     const std::vector<float> block_sums = needs_block_sums ? block_sums_of(x, cols) : std::vector<float>();
     pool.run(first.back(), [&](int, size_t b, size_t e) {
-      [[maybe_unused]] const InjectedSlowdown slowdown{};
       size_t m = 0;
       for (size_t r = b; r < e; ++r) {
         while (r >= first[m + 1]) ++m;
@@ -278,7 +237,6 @@ void matmul_many(ThreadPool& pool, std::span<const WeightMatrix* const> ws, cons
     for (int64_t r0 = 0; r0 < ws[m]->rows; r0 += kTile) tiles.emplace_back(m, r0);
   pool.run(tiles.size(), [&](int, size_t b, size_t e) {
     if (b >= e) return;
-    [[maybe_unused]] const InjectedSlowdown slowdown{};
     std::vector<float> tile(static_cast<size_t>(kTile * cols));
     for (size_t t = b; t < e; ++t) {
       const WeightMatrix& w = *ws[tiles[t].first];
