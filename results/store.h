@@ -44,7 +44,7 @@ struct RunInfo {
   int64_t threads = 0;
   std::string kvgate_version;
   // The latency yardstick its items were timed against (harness/eval/calibration.h), as text;
-  // empty: not calibrated (engine mode, a GPU backend, or a run made before v9). Two runs'
+  // empty: not calibrated (engine mode, a GPU backend, or a run made before v10). Two runs'
   // calibrated latencies compare only when this is the same.
   std::string calibration;
 };
@@ -149,7 +149,7 @@ struct TurnMetrics {
   std::optional<std::string> answer = std::nullopt;
   std::optional<int64_t> answer_tokens = std::nullopt, answer_divergence = std::nullopt;
   // TTFT and TPOT in CPU time of the work (core/cpu_time.h), in-process only; NaN (NULL): not
-  // measured (an endpoint's, or a run made before v9).
+  // measured (an endpoint's, or a run made before v10).
   double ttft_cpu_ms = std::numeric_limits<double>::quiet_NaN(), tpot_cpu_ms = std::numeric_limits<double>::quiet_NaN();
 };
 
