@@ -212,7 +212,8 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   recorder.open(std::vector<ConfigSetup>(
       plan.configs.size(),
       ConfigSetup{{static_cast<int>(arch.n_layers), static_cast<int>(arch.n_kv_heads), static_cast<int>(arch.head_dim)},
-                  std::nullopt}));
+                  std::nullopt}),
+      std::string());  // an engine's latency is the server's: no yardstick of this machine's applies
   const bool live = !json && ::isatty(STDERR_FILENO);
   std::vector<std::string> connect_failures;
   try {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/cpu_time.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
@@ -94,12 +95,6 @@ double measure_gpu_gemm_gflop_s(int rows, int cols, int n) {
 }  // namespace
 
 namespace {
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 // Random tokens as llama-bench uses (uniform over the vocabulary), from a fixed seed.
 std::vector<int32_t> random_tokens(Rng& rng, size_t n, uint32_t vocab) {

@@ -406,6 +406,9 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
   info.cpu = joined_distinct(shards, &RunInfo::cpu);
   info.gpu = joined_distinct(shards, &RunInfo::gpu);
   info.build_flags = joined_distinct(shards, &RunInfo::build_flags);
+  // Each item keeps the yardstick of the shard that timed it; shards timed with other
+  // workloads (another thread count) join theirs, which then matches no single run's.
+  info.calibration = joined_distinct(shards, &RunInfo::calibration);
   const int64_t run_id = out.begin_run(info);
   result.run_id = run_id;
   // The merged run's machine load is its worst shard's (the highest loads over the fewest cores),

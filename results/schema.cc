@@ -362,10 +362,23 @@ ALTER TABLE config_models ADD COLUMN row_digest INTEGER;
 ALTER TABLE position_metrics ADD COLUMN row_digest INTEGER;
 )sql";
 
+// Latency that load does not move (docs/gates.md, "How latency is gated"): per turn TTFT and
+// TPOT in CPU time of the work, per run the calibration workload as text and per item its CPU
+// times just around the item, so the gate can compare latency between runs made under different
+// machine load. NULL: not measured (engine mode, a GPU backend, or a run made before).
+constexpr std::string_view kMigrationCalibration = R"sql(
+ALTER TABLE turn_metrics ADD COLUMN ttft_cpu_ms REAL;
+ALTER TABLE turn_metrics ADD COLUMN tpot_cpu_ms REAL;
+ALTER TABLE runs ADD COLUMN calibration TEXT;
+ALTER TABLE items ADD COLUMN calibration_prefill_ms REAL;
+ALTER TABLE items ADD COLUMN calibration_decode_ms REAL;
+)sql";
+
 // Append only; a released migration is never edited or renumbered.
 constexpr std::string_view kMigrations[] = {kMigration1,       kMigrationShardedRuns, kMigrationEngineMode,
                                              kMigrationConfigModels, kMigrationRunLoad, kMigrationAnswers,
-                                             kMigrationConfigLabels, kMigrationPositionMetrics, kMigrationRowDigests};
+                                             kMigrationConfigLabels, kMigrationPositionMetrics, kMigrationRowDigests,
+                                             kMigrationCalibration};
 
 }  // namespace
 

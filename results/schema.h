@@ -14,7 +14,8 @@ inline int latest_schema_version() { return static_cast<int>(schema_migrations()
 // The version whose migration added row digests. A file brought forward from below it has every
 // row sealed with the digests of its values as they are then (results/row_digest.h). A later
 // migration that changes a digested table's columns changes what its digests cover: it raises
-// this to its own version, so rows written before it are sealed again.
-inline constexpr int kRowDigestsSince = 9;
+// this to its own version, so rows written before it are sealed again: 10 added the CPU
+// latencies and the calibration (runs, items, turn_metrics).
+inline constexpr int kRowDigestsSince = 10;
 
 }  // namespace kvgate::results

@@ -68,6 +68,7 @@ RunRecord read_run(Connection& c, const Statement& s) {
   r.info.seed = s.column_int(at("seed"));
   r.info.threads = s.column_int(at("threads"));
   r.info.kvgate_version = s.column_text(at("kvgate_version"));
+  r.info.calibration = s.column_text(at("calibration"));  // NULL: not calibrated
   r.items = s.column_int(static_cast<int>(t.columns.size()) + 1);
   const int load = at("load_avg_start");
   bool known = true;
@@ -264,7 +265,8 @@ int64_t Store::begin_run(const RunInfo& i) {
                          .insert_new_id({std::nullopt, "running", now_utc(), std::nullopt, i.command, i.git_sha,
                                          i.build_flags, i.host, i.cpu, i.gpu, i.backend, i.model_path, i.model_sha256,
                                          i.suite_name, i.suite_hash, i.seed, i.threads, i.kvgate_version, std::nullopt,
-                                         std::nullopt, std::nullopt, std::nullopt, std::nullopt, int64_t{0}, int64_t{0}});
+                                         std::nullopt, std::nullopt, std::nullopt, std::nullopt, int64_t{0}, int64_t{0},
+                                         i.calibration.empty() ? SqlValue() : SqlValue(i.calibration)});
   tx.commit();
   return id;
 }
@@ -292,6 +294,15 @@ void Store::resume_run(int64_t run_id) {
       },
       run_id);
   if (!found) throw_input_error(path() + ": no run " + std::to_string(run_id) + " to resume");
+}
+
+void Store::record_run_calibration(int64_t run_id, const std::string& calibration) {
+  const DigestedTable& t = runs_table();
+  const bool found = update_row(
+      *connection_, t, "id = ?1", {run_id},
+      [&](Row& r) { r[column_index(t, "calibration")] = calibration.empty() ? SqlValue() : SqlValue(calibration); },
+      run_id);
+  if (!found) throw_internal_error(path() + ": record_run_calibration: no run " + std::to_string(run_id));
 }
 
 void Store::record_run_load(int64_t run_id, const std::optional<RunLoad>& load) {
@@ -378,7 +389,8 @@ ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
     int64_t digest = 0;
     id = RowInserter(*connection_, t)
              .insert_new_id({std::nullopt, run_id, item.item_key, item.domain, item.evalset_hash, item.item_hash,
-                             item.gold_answer},
+                             item.gold_answer, item.calibration ? SqlValue(item.calibration->prefill_ms) : SqlValue(),
+                             item.calibration ? SqlValue(item.calibration->decode_ms) : SqlValue()},
                             &digest);
     seal.add(digest);
   }
@@ -400,7 +412,7 @@ void ItemWriter::add_turn(const TurnMetrics& t) {
   seal_.add(RowInserter(connection_, digested_table("turn_metrics"))
                 .insert({item_row_id_, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean,
                          t.same_top1, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens, t.answer, t.answer_tokens,
-                         t.answer_divergence}));
+                         t.answer_divergence, t.ttft_cpu_ms, t.tpot_cpu_ms}));
 }
 
 void ItemWriter::add_token_class(const TokenClassMetrics& c) {
@@ -584,12 +596,14 @@ std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
 std::vector<ItemInfo> Store::run_items(int64_t run_id) {
   check_run(run_id);
   Statement s(*connection_,
-              "SELECT item_key, domain, evalset_hash, item_hash, gold_answer FROM items WHERE run_id = ?1 ORDER BY item_key");
+              "SELECT item_key, domain, evalset_hash, item_hash, gold_answer, calibration_prefill_ms, calibration_decode_ms "
+              "FROM items WHERE run_id = ?1 ORDER BY item_key");
   s.bind(1, run_id);
   std::vector<ItemInfo> out;
   while (s.step()) {
     ItemInfo info{s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3)};
     if (!s.is_null(4)) info.gold_answer = s.column_text(4);
+    if (!s.is_null(5) && !s.is_null(6)) info.calibration = ItemCalibration{s.column_double(5), s.column_double(6)};
     out.push_back(std::move(info));
   }
   return out;
@@ -600,7 +614,7 @@ std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
   Statement s(*connection_,
               "SELECT i.item_key, i.domain, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean, "
               "t.top1_agreement, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens, t.answer, t.answer_tokens, "
-              "t.answer_divergence FROM turn_metrics t "
+              "t.answer_divergence, t.ttft_cpu_ms, t.tpot_cpu_ms FROM turn_metrics t "
               "JOIN items i ON i.id = t.item_id WHERE i.run_id = ?1 ORDER BY i.item_key, t.config_id, t.turn_index");
   s.bind(1, run_id);
   std::vector<RunTurnMetrics> out;
@@ -612,6 +626,8 @@ std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
     if (!s.is_null(12)) r.turn.answer = s.column_text(12);
     r.turn.answer_tokens = s.column_optional_int(13);
     r.turn.answer_divergence = s.column_optional_int(14);
+    r.turn.ttft_cpu_ms = s.column_double(15);
+    r.turn.tpot_cpu_ms = s.column_double(16);
     out.push_back(std::move(r));
   }
   return out;

@@ -7,6 +7,7 @@
 // run killed at any point leaves whole items only, and its run row still says 'running'.
 // finished_pairs() tells a resumed run which (item, config) pairs it can skip.
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -42,6 +43,10 @@ struct RunInfo {
   int64_t seed = 0;
   int64_t threads = 0;
   std::string kvgate_version;
+  // The latency yardstick its items were timed against (harness/eval/calibration.h), as text;
+  // empty: not calibrated (engine mode, a GPU backend, or a run made before v10). Two runs'
+  // calibrated latencies compare only when this is the same.
+  std::string calibration;
 };
 
 // What else the machine ran during a run: 1-minute load averages at its start and the highest
@@ -95,12 +100,19 @@ struct RunConfigRecord {
   std::string label;
 };
 
+// The calibration workload's times around one item (docs/gates.md, "How latency is gated"): the
+// geometric mean of the samples timed just before and just after it, in wall milliseconds.
+struct ItemCalibration {
+  double prefill_ms = 0, decode_ms = 0;
+};
+
 struct ItemInfo {
   std::string item_key;  // the eval item's id, or the session id of a replayed trace
   std::string domain;
   std::string evalset_hash;
   std::string item_hash;
   std::optional<std::string> gold_answer = std::nullopt;  // the eval item's gold answer, if it has one
+  std::optional<ItemCalibration> calibration = std::nullopt;  // nullopt: the run was not calibrated
 };
 
 // One item under one config. Metrics that were not measured are NaN / nullopt (NULL).
@@ -136,6 +148,9 @@ struct TurnMetrics {
   // the reference itself). nullopt answer: not generated (or a run made before answers were kept).
   std::optional<std::string> answer = std::nullopt;
   std::optional<int64_t> answer_tokens = std::nullopt, answer_divergence = std::nullopt;
+  // TTFT and TPOT in CPU time of the work (core/cpu_time.h), in-process only; NaN (NULL): not
+  // measured (an endpoint's, or a run made before v10).
+  double ttft_cpu_ms = std::numeric_limits<double>::quiet_NaN(), tpot_cpu_ms = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One position bucket of one turn under one config (docs/schema.md "Position buckets"): the sums
@@ -350,6 +365,8 @@ class Store {
   void resume_run(int64_t run_id);
   // Records the run's machine load (nullopt: unknown, stored as NULL).
   void record_run_load(int64_t run_id, const std::optional<RunLoad>& load);
+  // A resumed run timed with another yardstick than it was begun with records both (RunInfo::calibration).
+  void record_run_calibration(int64_t run_id, const std::string& calibration);
 
   int64_t add_config(const ConfigInfo& config);  // returns the existing id for a known spec
   void attach_config(int64_t run_id, int64_t config_id, ConfigRole role, double kv_bytes_per_token);

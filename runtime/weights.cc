@@ -186,6 +186,7 @@ void use_one_blas_thread() {
 
 constexpr int64_t kTile = 64;
 
+
 }  // namespace
 
 void matvec(ThreadPool& pool, const WeightMatrix& w, const float* x, float* y) {

@@ -260,26 +260,27 @@ GatePolicy parse_gate_policy(const std::string& text, const std::string& source)
   }
   if (j.contains("latency")) {
     const json& l = require_object(j["latency"], source, "latency");
-    reject_unknown_keys(l,
-                        {"ttft_slowdown_max", "tpot_slowdown_max", "ttft_p50_ratio_max", "ttft_p95_ratio_max",
-                         "tpot_p50_ratio_max", "tpot_p95_ratio_max", "quiet_load_max", "allow_unmeasured"},
-                        source, "latency");
-    p.latency.ttft_slowdown_max = read_limit(l, "ttft_slowdown_max", source, "latency");
-    p.latency.tpot_slowdown_max = read_limit(l, "tpot_slowdown_max", source, "latency");
-    p.latency.ttft_p50_ratio_max = read_limit(l, "ttft_p50_ratio_max", source, "latency");
-    p.latency.ttft_p95_ratio_max = read_limit(l, "ttft_p95_ratio_max", source, "latency");
-    p.latency.tpot_p50_ratio_max = read_limit(l, "tpot_p50_ratio_max", source, "latency");
-    p.latency.tpot_p95_ratio_max = read_limit(l, "tpot_p95_ratio_max", source, "latency");
-    // Latency limits have no rules to inherit from: null and absent both mean off.
-    for (std::optional<double>* v : {&p.latency.ttft_slowdown_max, &p.latency.tpot_slowdown_max,
-                                     &p.latency.ttft_p50_ratio_max, &p.latency.ttft_p95_ratio_max,
-                                     &p.latency.tpot_p50_ratio_max, &p.latency.tpot_p95_ratio_max})
-      drop_explicit_off(*v);
-    // A ratio limit below 1 would fail identical runs.
-    for (const char* key : {"ttft_slowdown_max", "tpot_slowdown_max", "ttft_p50_ratio_max", "ttft_p95_ratio_max",
-                            "tpot_p50_ratio_max", "tpot_p95_ratio_max"})
-      if (l.contains(key) && l[key].is_number() && l[key].get<double>() < 1.0)
-        bad(source, std::string("latency.") + key, "a ratio limit must be >= 1 (1 means no slower)");
+    // Every latency limit is a ratio: no slower is 1.
+    const std::pair<const char*, std::optional<double> LatencyLimits::*> ratio_limits[] = {
+        {"ttft_slowdown_max", &LatencyLimits::ttft_slowdown_max},
+        {"tpot_slowdown_max", &LatencyLimits::tpot_slowdown_max},
+        {"ttft_calibrated_ratio_max", &LatencyLimits::ttft_calibrated_ratio_max},
+        {"tpot_calibrated_ratio_max", &LatencyLimits::tpot_calibrated_ratio_max},
+        {"ttft_p50_ratio_max", &LatencyLimits::ttft_p50_ratio_max},
+        {"ttft_p95_ratio_max", &LatencyLimits::ttft_p95_ratio_max},
+        {"tpot_p50_ratio_max", &LatencyLimits::tpot_p50_ratio_max},
+        {"tpot_p95_ratio_max", &LatencyLimits::tpot_p95_ratio_max}};
+    std::set<std::string> known{"quiet_load_max", "allow_unmeasured"};
+    for (const auto& [key, member] : ratio_limits) known.insert(key);
+    reject_unknown_keys(l, known, source, "latency");
+    for (const auto& [key, member] : ratio_limits) {
+      std::optional<double>& v = p.latency.*member;
+      v = read_limit(l, key, source, "latency");
+      // Latency limits have no rules to inherit from: null and absent both mean off.
+      drop_explicit_off(v);
+      // A ratio limit below 1 would fail identical runs.
+      if (v && *v < 1.0) bad(source, std::string("latency.") + key, "a ratio limit must be >= 1 (1 means no slower)");
+    }
     if (l.contains("quiet_load_max")) {
       // null: no machine counts as quiet, so run-to-run ratios are never checked.
       const std::optional<double> q = read_limit(l, "quiet_load_max", source, "latency");

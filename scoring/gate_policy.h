@@ -92,11 +92,17 @@ struct GateRule {
 // with a bootstrap interval. It fails when the interval excludes 1 on the slow side and the
 // slowdown exceeds the limit. Load slows a config and its reference alike, so it cannot fail.
 //
+// Calibrated, run to run: per config, reference included, each turn's TTFT/TPOT divided by the
+// calibration workload timed just around its item (harness/eval/calibration.h), which load slows
+// as it slows the items and a slower kvgate does not; candidate against baseline, per item
+// paired, as a geometric mean with a bootstrap interval over items. Fails as the slowdown does.
+//
 // Run to run: per-config percentiles candidate / baseline, which load does move; checked only
 // when both runs recorded a quiet machine (at most quiet_load_max other runnable tasks per
 // core; null: no machine is quiet), otherwise passed with a detail saying why not checked.
 struct LatencyLimits {
   std::optional<double> ttft_slowdown_max, tpot_slowdown_max;
+  std::optional<double> ttft_calibrated_ratio_max, tpot_calibrated_ratio_max;
   std::optional<double> ttft_p50_ratio_max, ttft_p95_ratio_max;
   std::optional<double> tpot_p50_ratio_max, tpot_p95_ratio_max;
   std::optional<double> quiet_load_max = 0.25;

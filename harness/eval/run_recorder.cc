@@ -1,6 +1,5 @@
 #include "harness/eval/run_recorder.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "core/cpu_time.h"
 #include "core/error.h"
 #include "core/hash.h"
 
@@ -18,13 +18,6 @@ namespace {
 double load_average() {
   double one = 0;
   return ::getloadavg(&one, 1) == 1 ? one : 0.0;
-}
-
-double cpu_seconds() {
-  struct rusage u {};
-  ::getrusage(RUSAGE_SELF, &u);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
-  return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
 double wall_seconds() {
@@ -126,7 +119,7 @@ void RunRecorder::record_plan() {
   store_->record_plan(run_id_, record, items);
 }
 
-void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
+void RunRecorder::open(const std::vector<ConfigSetup>& setups, const std::string& calibration) {
   KVGATE_CHECK(setups.size() == plan_.configs.size(), "one setup per config of the plan");
   if (!store_) store_ = &owned_store_.emplace(results::Store::open(db_path_));
   if (plan_.resume_run > 0) {
@@ -139,7 +132,12 @@ void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
         throw_internal_error(store_->path() + ": run " + std::to_string(run_id_) + " lost its config " + c.spec);
       config_ids_.push_back(it->second);
     }
-    earlier_load_ = store_->find_run(run_id_)->load;
+    const results::RunRecord stored = *store_->find_run(run_id_);
+    earlier_load_ = stored.load;
+    // Items stored without a calibration (a run begun before schema 10) are simply not calibrated.
+    const std::string& before = stored.info.calibration;
+    if (!calibration.empty() && before != calibration)
+      store_->record_run_calibration(run_id_, before.empty() ? calibration : before + "; then " + calibration);
     store_->resume_run(run_id_);
     record_plan();
     stored_ = store_->finished_pairs(run_id_);
@@ -147,6 +145,7 @@ void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
     sample_load();
     return;
   }
+  info_.calibration = calibration;
   run_id_ = store_->begin_run(info_);
   for (size_t i = 0; i < plan_.configs.size(); ++i) {
     const PlannedConfig& c = plan_.configs[i];
@@ -172,7 +171,7 @@ void RunRecorder::sample_load() {
   if (wall_start_ == 0) {
     load_.load_avg_start = load_.load_avg_max = now;
     load_.cores = std::max<int64_t>(1, ::sysconf(_SC_NPROCESSORS_ONLN));
-    cpu_start_ = cpu_seconds();
+    cpu_start_ = process_cpu_seconds();
     wall_start_ = wall_seconds();
     return;
   }
@@ -183,7 +182,7 @@ void RunRecorder::record_load() {
   if (run_id_ == 0 || wall_start_ == 0) return;
   sample_load();
   results::RunLoad load = load_;
-  load.cpu_seconds = cpu_seconds() - cpu_start_;
+  load.cpu_seconds = process_cpu_seconds() - cpu_start_;
   load.wall_seconds = wall_seconds() - wall_start_;
   if (earlier_load_) {
     load.load_avg_start = std::max(load.load_avg_start, earlier_load_->load_avg_start);

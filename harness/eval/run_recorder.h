@@ -62,9 +62,11 @@ class RunRecorder {
   // Writes the new run, attaches the plan's configs (their sizes and models from `setups`, one
   // per config in the plan's order) and records the plan (a shard also lists the plan's items
   // and their shards), or puts the resumed run back to 'running' with its plan brought up to
-  // date. Nothing is written before this: call it only once everything that can be checked
-  // without writing has been.
-  void open(const std::vector<ConfigSetup>& setups);
+  // date. `calibration`: the workload its items are timed against (Calibration::workload(); ""
+  // for none); a resumed run timed against another one than it began with records both, so its
+  // calibrated latencies compare with no other run's. Nothing is written before this: call it
+  // only once everything that can be checked without writing has been.
+  void open(const std::vector<ConfigSetup>& setups, const std::string& calibration);
   int64_t run_id() const { return run_id_; }
   // The store the run is written to (for a new run: once open() has opened it).
   results::Store& store();

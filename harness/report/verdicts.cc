@@ -67,6 +67,8 @@ scoring::GateRun load_gate_run(const results::StoredRun& stored) {
   for (const results::RunTurnMetrics& t : stored.turns)
     g.turns.push_back({spec(t.turn.config_id), turn_latency(t.turn), t.item_key, t.turn.turn_index});
   g.positions = position_rows(stored);
+  g.calibration = run.info.calibration;
+  for (const auto& [key, c] : stored.calibration) g.item_calibration[key] = {c.prefill_ms, c.decode_ms};
   if (run.load)
     g.load = scoring::RunLoad{run.load->load_avg_start, run.load->load_avg_max, run.load->cpu_seconds,
                               run.load->wall_seconds, run.load->cores, run.info.threads};

@@ -461,6 +461,10 @@ TEST_F(EngineLlamaServerCli, CrossCheckComparesEmulationWithTheEngine) {
   const std::string md = temp("cross.md");
   ASSERT_EQ(run_kvgate("report --run latest --md " + md + " --db " + db).exit_code, 0);
   EXPECT_NE(slurp(md).find("Cross-check: q4_0:rot=wht/q4_0:rot=wht emulated"), std::string::npos);
+  // The report of an engine-mode run: its endpoints and the cross-check beside the charts.
+  const std::string html = temp("cross.html");
+  ASSERT_EQ(run_kvgate("report --run latest --html " + html + " --db " + db).exit_code, 0);
+  EXPECT_REPORT_RENDERS(html);
 }
 
 // Replayed sessions resend each turn's growing prefix; the engine's own counters show it cached.
@@ -598,6 +602,7 @@ TEST_F(EngineLlamaServerCli, LoadReplayOfAShapeTrace) {
   const std::string html = temp("load.html");
   ASSERT_EQ(run_kvgate("report --run " + std::to_string(run) + " --html " + html + " --db " + db).exit_code, 0);
   EXPECT_NE(slurp(html).find("<h2>Load replay</h2>"), std::string::npos);
+  EXPECT_REPORT_RENDERS(html);
 }
 
 }  // namespace

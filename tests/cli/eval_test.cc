@@ -122,6 +122,21 @@ TEST(EvalCli, LimitedRunIsResumedAsItsPlan) {
   EXPECT_EQ(extended["run"], first["run"]);
   EXPECT_EQ(extended["items_skipped"], 1);
   EXPECT_EQ(extended["items_run"], 1);
+  {
+    // Each item carries the latency yardstick timed around it, the first by the first invocation
+    // and the second by the resumed one, and the run names the workload (docs/gates.md).
+    results::Store store = results::Store::open(db, results::Store::Mode::existing);
+    const std::string workload = store.find_run(first["run"].get<int64_t>())->info.calibration;
+    EXPECT_EQ(workload.rfind("kvgate calibration 1: ", 0), 0u) << workload;
+    EXPECT_NE(workload.find("; 2 threads"), std::string::npos) << workload;
+    const std::vector<results::ItemInfo> items = store.run_items(first["run"].get<int64_t>());
+    ASSERT_EQ(items.size(), 2u);
+    for (const results::ItemInfo& item : items) {
+      ASSERT_TRUE(item.calibration.has_value()) << item.item_key;
+      EXPECT_GT(item.calibration->prefill_ms, 0) << item.item_key;
+      EXPECT_GT(item.calibration->decode_ms, 0) << item.item_key;
+    }
+  }
   CliResult again = run_kvgate("eval --resume " + run + " --db " + db);
   EXPECT_EQ(again.exit_code, 2) << "a complete run cannot be resumed";
 }
@@ -540,6 +555,12 @@ TEST(EvalCli, ReplayScoresEveryAssistantTurnWithGrowingContext) {
   CliResult bad = run_kvgate("replay --trace " + small_evalset() + " --kv q4_0 --db " + db);
   EXPECT_EQ(bad.exit_code, 2) << "single-answer items are not sessions";
   EXPECT_NE(bad.err.find("not a session"), std::string::npos) << bad.err;
+
+  // The report of a replay: its drift chart has a line per config, and the page renders.
+  const std::string html = temp("replay.html");
+  ASSERT_EQ(run_kvgate("report --run latest --html " + html + " --db " + db).exit_code, 0);
+  EXPECT_EQ(slurp(html).find("no multi-turn sessions in this run"), std::string::npos);
+  EXPECT_REPORT_RENDERS(html);
 }
 
 // The smoke suite: every domain produces rows, and damage follows the bits thrown away.

@@ -140,6 +140,44 @@ TEST_F(StoreTest, VersionFourDatabaseGainsRunLoad) {
   EXPECT_FALSE(store.list_runs().front().load.has_value());
 }
 
+// Migration 10 (CPU latencies and the latency yardstick): a version-9 file keeps its runs and
+// items, which read back as not calibrated and are sealed again (their digests now cover the new
+// columns); a new run records its workload and each item its times, and a resumed run timed
+// against another workload records both.
+TEST_F(StoreTest, VersionNineDatabaseGainsCalibration) {
+  {
+    Connection c(path_, true);
+    for (size_t m = 0; m < 9; ++m) c.execute_script(schema_migrations()[m]);
+    c.execute_script("PRAGMA user_version = 9");
+    c.execute_script(
+        "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, model_path, "
+        "model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) VALUES ('complete', 't', 'c', 'g', 'b', "
+        "'h', 'cpu', '', 'cpu', 'm', 's', 'suite:smoke', 'x', 0, 2, '0.1.0');"
+        "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash) VALUES (1, 'old', 'tables', 'e', 'h')");
+  }
+  Store store = Store::open(path_);
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+  EXPECT_NO_THROW(store.check_run(1));
+  EXPECT_EQ(store.find_run(1)->info.calibration, "");
+  ASSERT_EQ(store.run_items(1).size(), 1u);
+  EXPECT_FALSE(store.run_items(1)[0].calibration.has_value());
+
+  RunInfo info = store.find_run(1)->info;
+  info.calibration = "kvgate calibration 1: w; 2 threads";
+  const int64_t run = store.begin_run(info);
+  ItemInfo item{"new", "tables", "e", "h"};
+  item.calibration = ItemCalibration{21.5, 9.25};
+  store.begin_item(run, item).commit();
+  EXPECT_EQ(store.find_run(run)->info.calibration, info.calibration);
+  const std::vector<ItemInfo> items = store.run_items(run);
+  ASSERT_EQ(items.size(), 1u);
+  ASSERT_TRUE(items[0].calibration.has_value());
+  EXPECT_EQ(items[0].calibration->prefill_ms, 21.5);
+  EXPECT_EQ(items[0].calibration->decode_ms, 9.25);
+  store.record_run_calibration(run, "a; then b");
+  EXPECT_EQ(store.find_run(run)->info.calibration, "a; then b");
+}
+
 TEST_F(StoreTest, NewerSchemaIsAClearInputError) {
   Store::open(path_);
   {
@@ -681,6 +719,9 @@ TEST_F(RowDigestTest, EveryTableOfTheRunIsCovered) {
       {"run_configs", "UPDATE run_configs SET role = 'reference' WHERE config_id = 2"},
       {"items", "UPDATE items SET domain = 'policy' WHERE item_key = 't-1'"},
       {"turn_metrics", "UPDATE turn_metrics SET answer = 'another answer' WHERE item_id = 1 AND config_id = 2"},
+      {"turn_metrics", "UPDATE turn_metrics SET tpot_cpu_ms = 3.5 WHERE item_id = 1 AND config_id = 2"},
+      {"items", "UPDATE items SET calibration_decode_ms = 1.0 WHERE item_key = 't-1'"},
+      {"runs", "UPDATE runs SET calibration = 'another workload'"},
       {"token_class_metrics", "UPDATE token_class_metrics SET same_top1 = 10 WHERE item_id = 1 AND config_id = 2"},
       {"latency_samples", "UPDATE latency_samples SET t_ms = 1.25 WHERE token_index = 0 AND item_id = 2 AND config_id = 2"},
       {"position_metrics", "UPDATE position_metrics SET kld_sum = 1.0 WHERE item_id = 1 AND config_id = 2"},
