@@ -13,7 +13,8 @@
 
 #include "core/error.h"
 #include "harness/commands.h"
-#include "runtime/gguf.h"
+#include "runtime/hf_checkpoint.h"
+#include "runtime/model_files.h"
 #include "runtime/model_store.h"
 #include "runtime/synthetic_model.h"
 
@@ -66,12 +67,14 @@ void run_info(const std::string& model_flag, bool json) {
   // The default model's digest is already verified (and cached) by resolve_model_path; other
   // files are not hashed, which would cost seconds per GB on every call.
   const bool is_default = model_flag.empty();
-  const rt::GgufFile file = rt::GgufFile::open(path);
-  const rt::ModelArch arch = rt::read_model_arch(file);
+  const std::unique_ptr<rt::ModelFiles> files = rt::ModelFiles::open(path);
+  const rt::ModelFiles& file = *files;
+  const rt::ModelArch& arch = file.arch();
+  const rt::GgufFile* gguf = file.gguf();
 
   std::map<uint32_t, TypeUsage> by_type;  // ordered by ggml type number for stable output
   uint64_t weight_bytes = 0;
-  for (const rt::GgufTensor& t : file.tensors()) {
+  for (const rt::ModelTensor& t : file.tensors()) {
     TypeUsage& u = by_type[static_cast<uint32_t>(t.type)];
     ++u.count;
     u.bytes += t.n_bytes;
@@ -83,7 +86,8 @@ void run_info(const std::string& model_flag, bool json) {
   std::vector<uint64_t> contexts = {4096};
   if (arch.n_ctx_train > 4096) contexts.push_back(arch.n_ctx_train);
   const char* layout = arch.rope_layout == rt::RopeLayout::halves ? "halves" : "adjacent pairs";
-  const bool synthetic = rt::is_synthetic(file);
+  const bool synthetic = file.synthetic();
+  const char* format = rt::model_format_name(file.format());
 
   if (json) {
     nlohmann::json types = nlohmann::json::array();
@@ -91,9 +95,10 @@ void run_info(const std::string& model_flag, bool json) {
       types.push_back({{"type", rt::ggml_type_name(static_cast<rt::GgmlType>(type))}, {"count", u.count}, {"bytes", u.bytes}});
     nlohmann::json j = {
         {"file", path},
-        {"size_bytes", file.file_size()},
+        {"format", format},
+        {"size_bytes", file.file_bytes()},
         {"sha256", is_default ? nlohmann::json(rt::default_model().sha256) : nlohmann::json(nullptr)},
-        {"gguf_version", file.version()},
+        {"gguf_version", gguf ? nlohmann::json(gguf->version()) : nlohmann::json(nullptr)},
         {"synthetic", synthetic},
         {"arch",
          {{"architecture", arch.arch}, {"name", arch.name}, {"n_layers", arch.n_layers}, {"n_heads", arch.n_heads},
@@ -115,15 +120,15 @@ void run_info(const std::string& model_flag, bool json) {
 
   auto row = [](const char* label, const std::string& value) { std::printf("%-22s %s\n", label, value.c_str()); };
   row("file", path);
-  row("size", grouped(file.file_size()) + " bytes");
+  row("format", gguf ? fmt::format("gguf (version {})", gguf->version())
+                     : fmt::format("hf (Hugging Face directory, {} safetensors file(s))",
+                                   static_cast<const rt::HfCheckpoint&>(file).shards().size()));
+  row("size", grouped(file.file_bytes()) + " bytes");
   if (is_default) row("sha256", rt::default_model().sha256 + " (verified)");
-  row("gguf version", std::to_string(file.version()));
   if (synthetic)
-    row("synthetic", fmt::format("yes: random weights ({}, {} weights, seed {}); for speed only, its quality figures mean "
+    row("synthetic", fmt::format("yes: random weights ({}); for speed only, its quality figures mean "
                                  "nothing (eval and replay refuse it without --allow-synthetic)",
-                                 file.get_string("kvgate.synthetic.shape").value_or("?"),
-                                 file.get_string("kvgate.synthetic.weights").value_or("?"),
-                                 file.get_u32("kvgate.synthetic.seed").value_or(0)));
+                                 file.synthetic_description()));
   row("architecture", arch.arch);
   if (!arch.name.empty()) row("name", arch.name);
   row("layers", std::to_string(arch.n_layers));

@@ -20,7 +20,7 @@
 #include "harness/commands.h"
 #include "harness/workload_models.h"
 #include "kernels/kv_config.h"
-#include "runtime/gguf.h"
+#include "runtime/model_files.h"
 #include "workloads/generate.h"
 #include "workloads/presets.h"
 #include "workloads/profile.h"
@@ -35,8 +35,8 @@ bool looks_like_model_file(const std::string& s) {
 
 // A GGUF file's shape and what its tensors really occupy: weights stay in their stored types.
 workloads::ModelShape model_from_gguf(const std::string& path) {
-  const runtime::GgufFile file = runtime::GgufFile::open(path);
-  const runtime::ModelArch arch = runtime::read_model_arch(file);
+  const std::unique_ptr<runtime::ModelFiles> file = runtime::ModelFiles::open(path);
+  const runtime::ModelArch& arch = file->arch();
   workloads::ModelShape m;
   m.name = arch.name.empty() ? std::filesystem::path(path).filename().string() : arch.name;
   m.n_layers = static_cast<int>(arch.n_layers);
@@ -47,13 +47,13 @@ workloads::ModelShape model_from_gguf(const std::string& path) {
   m.sliding_window = arch.sliding_window;
   m.layer_swa = arch.layer_swa;
   double params = 0, bytes = 0;
-  for (const auto& t : file.tensors()) {
+  for (const auto& t : file->tensors()) {
     params += static_cast<double>(t.n_elements);
     bytes += static_cast<double>(t.n_bytes);
   }
   m.n_params = params;
   m.weight_bytes = bytes;
-  m.weight_dtype = "gguf";
+  m.weight_dtype = runtime::model_format_name(file->format());
   if (arch.head_dim_v != arch.head_dim)
     throw_input_error(path + ": key and value head sizes differ (" + std::to_string(arch.head_dim) + " vs " +
                       std::to_string(arch.head_dim_v) + "); the capacity planner assumes equal sizes");

@@ -57,7 +57,13 @@ ChatTemplate ChatTemplate::gemma() {
   return t;
 }
 
-ChatTemplate ChatTemplate::from_template_text(std::string_view tpl, const std::string& source) {
+ChatTemplate ChatTemplate::from_template_text(std::string_view tpl, const std::string& source, const std::string& bos_text) {
+  ChatTemplate t = recognise(tpl, source);
+  if (tpl.find("bos_token") != std::string_view::npos) t.bos_text_ = bos_text;
+  return t;
+}
+
+ChatTemplate ChatTemplate::recognise(std::string_view tpl, const std::string& source) {
   if (tpl.find("<start_of_turn>") != std::string_view::npos) return gemma();
   if (tpl.find(kStart) == std::string_view::npos || tpl.find(kEnd) == std::string_view::npos) {
     std::string head(tpl.substr(0, 60));
@@ -87,6 +93,11 @@ ChatTemplate ChatTemplate::from_gguf(const GgufFile& file) {
     throw_input_error(file.name() + ": tokenizer.chat_template: missing; cannot format chat messages for this model");
   }
   return from_template_text(*tpl, file.name() + ": tokenizer.chat_template");
+}
+
+std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  return bos_text_ + (style_ == Style::gemma ? apply_gemma(messages, add_generation_prompt)
+                                             : apply_chatml(messages, add_generation_prompt));
 }
 
 std::string ChatTemplate::apply_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
@@ -119,8 +130,7 @@ std::string ChatTemplate::apply_gemma(const std::vector<ChatMessage>& messages, 
   return out;
 }
 
-std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  if (style_ == Style::gemma) return apply_gemma(messages, add_generation_prompt);
+std::string ChatTemplate::apply_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
   std::string out;
   // The SmolLM2 template adds it inside its message loop, so an empty conversation gets none.
   if (default_system_ && !messages.empty() && messages.front().role != "system") {

@@ -46,8 +46,12 @@ class ChatTemplate {
   // ChatML with the given default system prompt (none when nullopt).
   static ChatTemplate chatml(std::optional<std::string> default_system = std::nullopt);
   static ChatTemplate gemma();
-  // Recognises `template_text` (a Jinja source); `source` names it in errors.
-  static ChatTemplate from_template_text(std::string_view template_text, const std::string& source);
+  // Recognises `template_text` (a Jinja source); `source` names it in errors. A template that
+  // writes {{ bos_token }} (Hugging Face's Gemma, Llama, Mistral templates) renders `bos_text`
+  // first, as transformers' apply_chat_template does; callers then add no second BOS
+  // (starts_with_bos).
+  static ChatTemplate from_template_text(std::string_view template_text, const std::string& source,
+                                         const std::string& bos_text = "");
   // Reads tokenizer.chat_template.
   static ChatTemplate from_gguf(const GgufFile& file);
 
@@ -57,13 +61,18 @@ class ChatTemplate {
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
 
   const std::optional<std::string>& default_system() const { return default_system_; }
+  // The BOS text the template renders first (empty when it renders none).
+  const std::string& bos_text() const { return bos_text_; }
   Style style() const { return style_; }
 
  private:
+  static ChatTemplate recognise(std::string_view template_text, const std::string& source);
   std::string apply_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  std::string apply_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
 
   Style style_ = Style::chatml;
   std::optional<std::string> default_system_;
+  std::string bos_text_;
 };
 
 // ChatTemplate::from_gguf(file).apply(messages, add_generation_prompt).

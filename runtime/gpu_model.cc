@@ -103,7 +103,7 @@ gpu::WeightType gpu_weight_type(GgmlType type, const std::string& tensor) {
 }
 
 // The matrix's bytes as stored ([rows][row_bytes], row-major as ggml stores it).
-GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total) {
+GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total, const uint8_t* bytes_override) {
   const gpu::WeightType type = gpu_weight_type(w.type, w.name);
   const int64_t block_elems = gpu::weight_block_elems(type);
   if (w.rows > std::numeric_limits<int>::max() || w.cols > std::numeric_limits<int>::max() ||
@@ -114,7 +114,7 @@ GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total)
   const size_t bytes = static_cast<size_t>(w.rows) * w.row_bytes;
   Weight out;
   out.memory = gpu::DeviceMemory(bytes);
-  out.memory.upload(w.data, bytes);
+  out.memory.upload(bytes_override ? bytes_override : w.data, bytes);
   out.view.data = out.memory.bytes();
   out.view.type = type;
   out.view.rows = static_cast<int>(w.rows);
@@ -168,8 +168,15 @@ std::unique_ptr<GpuModel> GpuModel::upload(const Model& model) {
   for (const LayerWeights& w : model.layers()) {
     Layer l;
     l.attn_norm = upload_floats(w.attn_norm);
-    l.wq = upload_weight(w.wq, total);
-    l.wk = upload_weight(w.wk, total);
+    if (model.arch().rope_layout == RopeLayout::halves) {
+      // The kernels rotate adjacent pairs: a Hugging Face Llama's Q/K rows are reordered once here.
+      const int head_dim = static_cast<int>(model.arch().head_dim);
+      l.wq = upload_weight(w.wq, total, rows_for_adjacent_pairs(w.wq, head_dim).data());
+      l.wk = upload_weight(w.wk, total, rows_for_adjacent_pairs(w.wk, head_dim).data());
+    } else {
+      l.wq = upload_weight(w.wq, total);
+      l.wk = upload_weight(w.wk, total);
+    }
     l.wv = upload_weight(w.wv, total);
     l.wo = upload_weight(w.wo, total);
     l.ffn_norm = upload_floats(w.ffn_norm);
