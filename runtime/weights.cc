@@ -160,6 +160,7 @@ struct RowKernel {
     if (block_dot) return block_dot(w->row(row), w->cols / 32, x, block_sums);
     if (simd && w->type == GgmlType::F32) return avx2::dot_f32(reinterpret_cast<const float*>(w->row(row)), w->cols, x);
     if (simd && w->type == GgmlType::F16) return avx2::dot_f16(w->row(row), w->cols, x);
+    if (simd && w->type == GgmlType::BF16) return avx2::dot_bf16(w->row(row), w->cols, x);
     return dot_weight_row(*w, row, x);
   }
 };
