@@ -99,14 +99,7 @@ std::string runtime_tensor_name(const std::string& hf, bool gemma, uint32_t n_la
   return "";
 }
 
-Json read_json_file(const fs::path& p) {
-  const std::string text = read_whole_file(p.string());
-  try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    throw_input_error_at(p.string(), e.byte > 0 ? e.byte - 1 : 0, std::string("not valid JSON: ") + e.what());
-  }
-}
+Json read_json_file(const fs::path& p) { return read_hf_json(p.string()); }
 
 // config.json's keys, read by name; what is left unread at the end is checked against the keys
 // known not to change the forward pass.

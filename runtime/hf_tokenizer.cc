@@ -22,14 +22,7 @@ constexpr const char* kLlama3Pattern =
 constexpr const char* kQwen2Pattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-Json read_json(const fs::path& p) {
-  const std::string text = read_whole_file(p.string());
-  try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    throw_input_error_at(p.string(), e.byte > 0 ? e.byte - 1 : 0, std::string("not valid JSON: ") + e.what());
-  }
-}
+Json read_json(const fs::path& p) { return read_hf_json(p.string()); }
 
 // A template or token given as a string or as {"content": ...}.
 std::optional<std::string> token_text(const Json& j, const std::string& key) {
@@ -168,6 +161,15 @@ std::optional<std::string> template_bos(const TokenizerJson& tj, const Json& p) 
 
 }  // namespace
 
+Json read_hf_json(const std::string& path) {
+  const std::string text = read_whole_file(path);
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw_input_error_at(path, e.byte > 0 ? e.byte - 1 : 0, std::string("not valid JSON: ") + e.what());
+  }
+}
+
 Tokenizer hf_tokenizer(const std::string& dir, const std::vector<int32_t>& eos_ids) {
   const fs::path path = fs::path(dir) / "tokenizer.json";
   if (!fs::exists(path))
@@ -194,6 +196,7 @@ Tokenizer hf_tokenizer(const std::string& dir, const std::vector<int32_t>& eos_i
   d.byte_fallback = model.value("byte_fallback", false);
   d.fuse_unk = model.value("fuse_unk", false);
   d.ignore_merges = model.value("ignore_merges", false);
+  d.drop_missing_bytes = true;
 
   // Ids: the model's vocabulary, then the added tokens (which may extend it).
   std::map<int64_t, std::string> by_id;

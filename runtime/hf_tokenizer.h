@@ -19,12 +19,17 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/chat_template.h"
 #include "runtime/tokenizer.h"
 
 namespace kvgate::runtime {
 
 Tokenizer hf_tokenizer(const std::string& dir, const std::vector<int32_t>& eos_ids);
+
+// A JSON file of the directory; input error naming the file and byte offset when it is not JSON.
+nlohmann::json read_hf_json(const std::string& path);
 ChatTemplate hf_chat_template(const std::string& dir);
 
 }  // namespace kvgate::runtime

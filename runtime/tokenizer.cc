@@ -317,6 +317,7 @@ Tokenizer Tokenizer::from_vocab(VocabData data) {
   // llama.cpp sets ignore_merges for llama3 vocabularies; a tokenizer.json says so itself.
   t.ignore_merges_ = data.ignore_merges || *pre == PreTokenizer::llama3;
   t.fuse_unk_ = data.fuse_unk;
+  t.drop_missing_bytes_ = data.drop_missing_bytes;
   t.nfc_ = data.nfc;
   t.space_replacement_ = data.space_replacement;
   t.prepend_ = data.prepend;
@@ -534,6 +535,8 @@ void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const
         out.push_back(byte_token);
       } else if (unk_) {
         out.push_back(*unk_);
+      } else if (drop_missing_bytes_) {
+        continue;  // tokenizers' BPE without an unk_token drops a byte it has no token for
       } else {
         throw_input_error("tokenizer vocabulary has no token for byte " + std::to_string(static_cast<uint8_t>(c)) +
                           " and no unknown token");
@@ -569,9 +572,11 @@ void Tokenizer::char_symbols(std::string_view word, std::vector<int32_t>& symbol
       for (char c : ch) symbols.push_back(spm_byte_token_[static_cast<uint8_t>(c)]);
       continue;
     }
-    if (!unk_)
+    if (!unk_) {
+      if (drop_missing_bytes_) continue;  // as tokenizers' BPE without an unk_token
       throw_input_error("tokenizer vocabulary has no token for the character '" + std::string(ch) +
                         "', no byte fallback and no unknown token");
+    }
     if (fuse_unk_ && !symbols.empty() && symbols.back() == *unk_) continue;
     symbols.push_back(*unk_);
   }
@@ -624,7 +629,11 @@ std::string Tokenizer::fingerprint() const {
     put(symbol_text(static_cast<int32_t>(pair >> 32)));
     put(symbol_text(static_cast<int32_t>(pair & 0xFFFFFFFFu)));
   }
-  text += "unk " + (unk_ ? std::to_string(*unk_) : std::string("-"));
+  // Left out for byte-level vocabularies: there the unknown token only stands in for bytes the
+  // vocabulary lacks (SmolLM2's: six control characters, lead bytes of planes 4+), which
+  // llama.cpp writes as it and tokenizers drops; a GGUF names one where the tokenizer.json
+  // it was converted from does not.
+  if (!(byte_level_ && model_ == TokenizerModel::bpe)) text += "unk " + (unk_ ? std::to_string(*unk_) : std::string("-"));
   text += " bos " + (add_bos_ && bos_ ? std::to_string(*bos_) : std::string("-"));
   return hex_u64(xxhash64(text));
 }

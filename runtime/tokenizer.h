@@ -91,6 +91,9 @@ struct VocabData {
   // (first: only a fragment at the start of the text; first and always never to a fragment that
   // already starts with it), or its Prepend normalizer (unconditional).
   Prepend prepend = Prepend::never;
+  // A byte the vocabulary lacks, with no unknown token, is dropped (tokenizers' BPE) rather than
+  // refused (an input error, the GGUF path's rule: llama.cpp would need an unknown token).
+  bool drop_missing_bytes = false;
   // More end-of-generation ids (generation_config.json may list several).
   std::vector<int32_t> more_end_of_generation;
 };
@@ -202,6 +205,7 @@ class Tokenizer {
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
   bool fuse_unk_ = false;
+  bool drop_missing_bytes_ = false;
   bool nfc_ = false;
   std::string space_replacement_;
   VocabData::Prepend prepend_ = VocabData::Prepend::never;

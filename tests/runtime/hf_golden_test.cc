@@ -184,6 +184,14 @@ TEST(DefaultHf, TokensAndLogitsMatchTransformers) {
   const std::unique_ptr<Model> model = Model::load(dir.string());
   const Tokenizer tok = model->files().tokenizer();
   check_tokens(tok, golden);
+  // SmolLM2's ChatML template (with its default system prompt) renders as transformers does.
+  const std::vector<ChatMessage> messages = {{"system", "You are terse."},
+                                             {"user", "What is the capital of France?"},
+                                             {"assistant", "Paris."},
+                                             {"user", "And of Korea?"}};
+  const std::string text = model->files().chat_template().apply(messages, true);
+  EXPECT_EQ(text, golden["prompts"][0]["rendered"].get<std::string>());
+  EXPECT_EQ(with_bos(tok, tok.encode(text, true)), golden["prompts"][0]["ids"].get<std::vector<int32_t>>());
   const Deviation d = compare_logits(*model, golden, 0.05);
   std::printf("  default model (bf16 directory): %d positions, top-20 log-prob %.3g, lse %.3g, top-1 mismatches %d\n",
               d.positions, d.max_logprob, d.max_lse, d.top1_mismatch);
