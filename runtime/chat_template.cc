@@ -2,8 +2,11 @@
 
 #include <cctype>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "runtime/gguf.h"
+#include "runtime/jinja.h"
 
 namespace kvgate::runtime {
 
@@ -57,9 +60,16 @@ ChatTemplate ChatTemplate::gemma() {
   return t;
 }
 
-ChatTemplate ChatTemplate::from_template_text(std::string_view tpl, const std::string& source, const std::string& bos_text) {
-  ChatTemplate t = recognise(tpl, source);
-  if (tpl.find("bos_token") != std::string_view::npos) t.bos_text_ = bos_text;
+ChatTemplate ChatTemplate::from_template_text(std::string_view tpl, const std::string& source) {
+  return recognise(tpl, source);
+}
+
+ChatTemplate ChatTemplate::from_jinja(std::string_view tpl, const std::string& source,
+                                      std::vector<std::pair<std::string, std::string>> special_tokens) {
+  ChatTemplate t;
+  t.style_ = Style::jinja;
+  t.jinja_ = std::make_shared<const jinja::Template>(jinja::Template::parse(tpl, source));
+  t.special_tokens_ = std::move(special_tokens);
   return t;
 }
 
@@ -96,8 +106,21 @@ ChatTemplate ChatTemplate::from_gguf(const GgufFile& file) {
 }
 
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  return bos_text_ + (style_ == Style::gemma ? apply_gemma(messages, add_generation_prompt)
-                                             : apply_chatml(messages, add_generation_prompt));
+  if (style_ == Style::jinja) {
+    // What transformers' apply_chat_template passes: the messages, no tools or documents, the
+    // flag and the tokenizer's special tokens.
+    nlohmann::ordered_json context = nlohmann::ordered_json::object();
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+    context["messages"] = std::move(list);
+    context["tools"] = nullptr;
+    context["documents"] = nullptr;
+    context["add_generation_prompt"] = add_generation_prompt;
+    for (const auto& [name, text] : special_tokens_) context[name] = text;
+    return jinja_->render(context);
+  }
+  return style_ == Style::gemma ? apply_gemma(messages, add_generation_prompt)
+                                : apply_chatml(messages, add_generation_prompt);
 }
 
 std::string ChatTemplate::apply_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {

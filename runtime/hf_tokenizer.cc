@@ -288,21 +288,22 @@ ChatTemplate hf_chat_template(const std::string& dir) {
   Json config = Json::object();
   if (fs::exists(config_path)) config = read_json(config_path);
   if (!config.is_object()) throw_input_error(config_path.string() + ": not a JSON object");
-  // Templates write {{ bos_token }} as text, which tokenizes back to the BOS id.
-  const std::string bos = token_text(config, "bos_token").value_or("");
+  // transformers passes tokenizer.special_tokens_map to the template: the named special tokens
+  // that are set.
+  std::vector<std::pair<std::string, std::string>> special;
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"})
+    if (auto text = token_text(config, key)) special.emplace_back(key, *text);
   const fs::path jinja = fs::path(dir) / "chat_template.jinja";
-  if (fs::exists(jinja)) return ChatTemplate::from_template_text(read_whole_file(jinja.string()), jinja.string(), bos);
-  {
-    if (config.contains("chat_template")) {
-      const Json& t = config["chat_template"];
-      const std::string source = config_path.string() + ": chat_template";
-      if (t.is_string()) return ChatTemplate::from_template_text(t.get<std::string>(), source, bos);
-      if (t.is_array())
-        for (const Json& named : t)
-          if (named.is_object() && named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
-            return ChatTemplate::from_template_text(named["template"].get<std::string>(), source + " (default)", bos);
-      throw_input_error(source + ": neither a template string nor a list with a \"default\" template");
-    }
+  if (fs::exists(jinja)) return ChatTemplate::from_jinja(read_whole_file(jinja.string()), jinja.string(), special);
+  if (config.contains("chat_template")) {
+    const Json& t = config["chat_template"];
+    const std::string source = config_path.string() + ": chat_template";
+    if (t.is_string()) return ChatTemplate::from_jinja(t.get<std::string>(), source, special);
+    if (t.is_array())
+      for (const Json& named : t)
+        if (named.is_object() && named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
+          return ChatTemplate::from_jinja(named["template"].get<std::string>(), source + " (default)", special);
+    throw_input_error(source + ": neither a template string nor a list with a \"default\" template");
   }
   throw_input_error(dir + ": no chat template (chat_template.jinja, or chat_template in tokenizer_config.json); "
                           "cannot format chat messages for this model");

@@ -15,7 +15,8 @@
 // generation), else tokenizer_config.json's eos_token.
 //
 // The chat template comes from chat_template.jinja or tokenizer_config.json's chat_template
-// and is recognised by ChatTemplate::from_template_text (ChatML and Gemma families).
+// (the "default" one of a list) and runs as written (ChatTemplate::from_jinja), with the
+// special tokens tokenizer_config.json names.
 #include <string>
 #include <vector>
 

@@ -616,7 +616,8 @@ class Lexer {
         }
         if (op == "(" || op == "[" || op == "{") ++depth;
         if (op == ")" || op == "]" || op == "}") {
-          if (depth == 0) fail(p, "unbalanced '" + op + "'");
+          if (depth == 0)
+            fail(p, "'" + op + "' without its opening bracket (a tag's close is '" + std::string(1, close) + "}')");
           --depth;
         }
         t.t = Token::T::op;

@@ -106,6 +106,36 @@ TEST(HfCli, DamagedDirectoriesExit2NamingTheFileAndProblem) {
   }
 }
 
+// A directory's chat template runs as written (runtime/jinja.h): the real Llama 3.1 template on
+// the Llama 3 fixture; a malformed template and a template's raise_exception exit 2 naming the
+// template file, line and column.
+TEST(HfCli, ChatTemplatesRunAsWrittenAndBadOnesExit2) {
+  const std::string llama = copy_fixture("llama3", "llama31_chat");
+  fs::copy_file(fixture("chat/llama3.1-instruct.jinja"), fs::path(llama) / "chat_template.jinja");
+  CliResult r = run_kvgate("tokenize --chat --json --model " + llama + " --text 'Name a prime.'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json pieces = nlohmann::json::parse(r.out)["pieces"];
+  ASSERT_GT(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0], "<|begin_of_text|>");
+  EXPECT_EQ(pieces[1], "<|start_header_id|>");
+  r = run_kvgate("generate --threads 1 -n 2 --chat --prompt hi --json --model " + llama);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  write_file(llama + "/chat_template.jinja", "{% for m in messages %}\n  {{ m.content }\n{% endfor %}");
+  r = run_kvgate("generate -n 1 --chat --prompt hi --model " + llama);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_HAS(r.err, llama + "/chat_template.jinja:2:16: '}' without its opening bracket (a tag's close is '}}')");
+
+  const std::string mistral = copy_fixture("mistral", "mistral_chat");
+  fs::copy_file(fixture("chat/mistral-7b-instruct-v0.3.jinja"), fs::path(mistral) / "chat_template.jinja");
+  const std::string messages = scratch_path("hf", "two_users.json");
+  write_file(messages, R"([{"role": "user", "content": "one"}, {"role": "user", "content": "two"}])");
+  r = run_kvgate("generate -n 1 --messages " + messages + " --model " + mistral);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_HAS(r.err, mistral + "/chat_template.jinja:");
+  EXPECT_HAS(r.err, "raise_exception: After the optional system message, conversation roles must alternate");
+}
+
 TEST(HfCli, SynthWritesADirectoryTheRuntimeLoads) {
   const std::string out = scratch_path("hf", "synth");
   CliResult r = run_kvgate("model synth --format hf --shape qwen2.5-7b-layers=1 --weights bf16 --tokenizer " +

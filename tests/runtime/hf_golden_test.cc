@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kv_config.h"
 #include "runtime/hf_checkpoint.h"
+#include "runtime/hf_tokenizer.h"
 #include "runtime/model.h"
 #include "runtime/tokenizer.h"
 
@@ -172,6 +173,29 @@ TEST(TinyHf, AdjacentPairRowsEqualHalvesRope) {
     dequantize_weight_row(wq, head * hd + in_head / 2 + (in_head % 2) * (hd / 2), b.data());
     ASSERT_EQ(a, b) << "row " << r;
   }
+}
+
+// The Llama 3 and Mistral fixtures with their family's real chat template (Llama 3.1 Instruct,
+// Mistral 7B Instruct v0.3) as chat_template.jinja: the rendering and ids of transformers'
+// apply_chat_template (tests/golden/hf/chat/golden.json, fixture_chats).
+TEST(TinyHfChat, RealTemplatesRenderAndTokenizeAsTransformers) {
+  const nlohmann::json golden = load_json(fixture("chat/golden.json"));
+  int checked = 0;
+  for (const auto& c : golden["fixture_chats"]) {
+    const fs::path dir = fs::path(::testing::TempDir()) / ("kvgate_hf_chat_" + c["fixture"].get<std::string>());
+    fs::remove_all(dir);
+    fs::copy(fixture(c["fixture"].get<std::string>()), dir, fs::copy_options::recursive);
+    fs::copy_file(fixture("chat/" + c["template"].get<std::string>()), dir / "chat_template.jinja");
+    std::vector<ChatMessage> messages;
+    for (const auto& m : c["messages"]) messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    const std::string text = hf_chat_template(dir.string()).apply(messages, true);
+    EXPECT_EQ(text, c["text"].get<std::string>()) << c["fixture"];
+    const Tokenizer tok = hf_tokenizer(dir.string(), {});
+    EXPECT_EQ(with_bos(tok, tok.encode(text, true)), c["ids"].get<std::vector<int32_t>>()) << c["fixture"];
+    fs::remove_all(dir);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
 }
 
 TEST(DefaultHf, TokensAndLogitsMatchTransformers) {

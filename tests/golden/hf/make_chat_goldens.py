@@ -129,6 +129,13 @@ REFUSALS = [
 ]
 
 
+# The tiny Llama 3 and Mistral fixtures (tests/golden/hf) with their family's real template:
+# the ids transformers' apply_chat_template gives, for the test that loads such a directory.
+FIXTURE_CHATS = {"llama3": "llama3.1-instruct.jinja", "mistral": "mistral-7b-instruct-v0.3.jinja"}
+FIXTURE_MESSAGES = [SYSTEM, {"role": "user", "content": "Name a prime."}, {"role": "assistant", "content": "7"},
+                    {"role": "user", "content": "Another one?"}]
+
+
 def main():
     out = {"transformers": transformers.__version__, "jinja2": jinja2.__version__, "templates": [],
            "constructs": [], "errors": [],
@@ -148,6 +155,18 @@ def main():
                     case["error"] = str(e)
                 entry["renders"].append(case)
         out["templates"].append(entry)
+    out["fixture_chats"] = []
+    for fixture, name in FIXTURE_CHATS.items():
+        with open(os.path.join(HERE, name), encoding="utf-8") as f:
+            source = f.read()
+        tok = transformers.AutoTokenizer.from_pretrained(os.path.join(HERE, "..", fixture))
+        tok.chat_template = source
+        text = tok.apply_chat_template(FIXTURE_MESSAGES, add_generation_prompt=True, tokenize=False)
+        ids = tok.apply_chat_template(FIXTURE_MESSAGES, add_generation_prompt=True, tokenize=True)
+        if hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        out["fixture_chats"].append({"fixture": fixture, "template": name, "messages": FIXTURE_MESSAGES,
+                                     "text": text, "ids": list(ids)})
     for source, context in CONSTRUCTS:
         out["constructs"].append({"template": source, "context": context,
                                   "text": _compile_jinja_template(source).render(**context)})
