@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "runtime/unicode.h"
 
 namespace kvgate::runtime::jinja {
 
@@ -97,7 +98,13 @@ Value from_json(const nlohmann::ordered_json& j) {
     case nlohmann::json::value_t::number_integer: return Value::integer(j.get<int64_t>());
     case nlohmann::json::value_t::number_unsigned: return Value::integer(static_cast<int64_t>(j.get<uint64_t>()));
     case nlohmann::json::value_t::number_float: return Value::floating(j.get<double>());
-    case nlohmann::json::value_t::string: return Value::string(j.get<std::string>());
+    case nlohmann::json::value_t::string: {
+      std::string text = j.get<std::string>();
+      if (auto bad = unicode::find_invalid_utf8(text))
+        throw_input_error("chat template input: at byte " + std::to_string(*bad) + " of \"" + echo_user_text(text) +
+                          "\": not valid UTF-8");
+      return Value::string(std::move(text));
+    }
     case nlohmann::json::value_t::array: {
       Array a;
       for (const auto& e : j) a.push_back(from_json(e));
@@ -112,63 +119,28 @@ Value from_json(const nlohmann::ordered_json& j) {
   }
 }
 
-// Python's str.isspace() set, as str.strip() and the trim filter use it.
+// Python's str.isspace() set, as str.strip() and the trim filter use it (unicode::is_whitespace
+// plus the separators U+001C..U+001F).
 bool is_py_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-// Python strings index code points; these are the byte offsets of each code point, plus the end.
+// Python strings index code points; these are the byte offsets of each code point, plus the end
+// (every string here is well-formed UTF-8: the template and the context are checked first).
 std::vector<size_t> code_point_offsets(std::string_view s) {
   std::vector<size_t> at;
-  for (size_t i = 0; i < s.size();) {
-    at.push_back(i);
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
-    i += std::min(n, s.size() - i);
-  }
-  at.push_back(s.size());
+  unicode::decode_utf8(s, &at);
   return at;
-}
-
-char32_t decode_at(std::string_view s, size_t at, size_t end) {
-  const unsigned char c = static_cast<unsigned char>(s[at]);
-  const size_t n = end - at;
-  if (n == 1) return c;
-  char32_t cp = c & (0x7F >> n);
-  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[at + k]) & 0x3F);
-  return cp;
-}
-
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 // str.strip/lstrip/rstrip: `chars` (code points) or, without it, Python whitespace.
 std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
-  const std::vector<size_t> at = code_point_offsets(s);
-  std::vector<char32_t> set;
-  if (chars) {
-    const std::vector<size_t> c = code_point_offsets(*chars);
-    for (size_t k = 0; k + 1 < c.size(); ++k) set.push_back(decode_at(*chars, c[k], c[k + 1]));
-  }
+  std::vector<size_t> at;
+  const std::vector<uint32_t> cps = unicode::decode_utf8(s, &at);
+  const std::vector<uint32_t> set = chars ? unicode::decode_utf8(*chars) : std::vector<uint32_t>{};
   auto strip_it = [&](size_t k) {
-    const char32_t cp = decode_at(s, at[k], at[k + 1]);
-    return chars ? std::find(set.begin(), set.end(), cp) != set.end() : is_py_space(cp);
+    return chars ? std::find(set.begin(), set.end(), cps[k]) != set.end() : is_py_space(cps[k]);
   };
   size_t b = 0, e = at.size() - 1;
   if (left)
@@ -654,7 +626,7 @@ class Lexer {
         }
         k += static_cast<size_t>(n);
         if (cp > 0x10FFFF) fail(k, "escape beyond U+10FFFF in a string literal");
-        append_utf8(value, cp);
+        unicode::append_utf8(cp, value);
       };
       switch (e) {
         case 'n': value.push_back('\n'); break;
@@ -912,20 +884,14 @@ class Parser {
     }
     return left;
   }
-  NodeP parse_or() {
-    NodeP left = parse_and();
-    while (is_name("or")) {
-      auto n = make(Node::K::or_, next());
-      n->c = {left, parse_and()};
-      left = n;
-    }
-    return left;
-  }
-  NodeP parse_and() {
-    NodeP left = parse_not();
-    while (is_name("and")) {
-      auto n = make(Node::K::and_, next());
-      n->c = {left, parse_not()};
+  // `or` over `and` over `not`: the same left-associative loop at two levels.
+  NodeP parse_or() { return parse_logical("or", Node::K::or_, &Parser::parse_and); }
+  NodeP parse_and() { return parse_logical("and", Node::K::and_, &Parser::parse_not); }
+  NodeP parse_logical(const char* word, Node::K kind, NodeP (Parser::*operand)()) {
+    NodeP left = (this->*operand)();
+    while (is_name(word)) {
+      auto n = make(kind, next());
+      n->c = {left, (this->*operand)()};
       left = n;
     }
     return left;
@@ -1809,18 +1775,19 @@ class Renderer {
       int64_t maxsplit = maxsplit_v && maxsplit_v->kind == Value::Kind::integer ? maxsplit_v->i : -1;
       Array out;
       if (!sep || sep->kind == Value::Kind::none) {  // runs of whitespace, no empty pieces
-        const std::vector<size_t> at = code_point_offsets(s);
+        std::vector<size_t> at;
+        const std::vector<uint32_t> cp = unicode::decode_utf8(s, &at);
         size_t k = 0;
-        const size_t cps = at.size() - 1;
+        const size_t cps = cp.size();
         while (true) {
-          while (k < cps && is_py_space(decode_at(s, at[k], at[k + 1]))) ++k;
+          while (k < cps && is_py_space(cp[k])) ++k;
           if (k >= cps) break;
           if (maxsplit == 0) {
             out.push_back(Value::string(py_strip(s.substr(at[k]), std::nullopt, false, true)));
             break;
           }
           size_t e = k;
-          while (e < cps && !is_py_space(decode_at(s, at[e], at[e + 1]))) ++e;
+          while (e < cps && !is_py_space(cp[e])) ++e;
           out.push_back(Value::string(s.substr(at[k], at[e] - at[k])));
           if (maxsplit > 0) --maxsplit;
           k = e;
@@ -2023,6 +1990,8 @@ class Renderer {
 Template Template::parse(std::string_view source, std::string name) {
   Template t;
   t.name_ = std::move(name);
+  if (auto bad = unicode::find_invalid_utf8(source))
+    throw_input_error(t.name_ + ": at byte " + std::to_string(*bad) + ": the template is not valid UTF-8");
   const std::string src = normalize_source(source);
   Lexer lexer(src, t.name_);
   Parser parser(src, t.name_, lexer.run());

@@ -123,6 +123,8 @@ TEST(Jinja, ErrorPositionIsTheConstructsLineAndColumn) {
   EXPECT_EQ(error.rfind("tpl.jinja:3:", 0), 0u) << error;
   const std::string syntax = render_error("ok\n\n  {% for x in %}", Json::object(), &text);
   EXPECT_EQ(syntax.rfind("tpl.jinja:3:15: expected an expression", 0), 0u) << syntax;
+  const std::string bytes = render_error("ok \xff{{ 1 }}", Json::object(), &text);
+  EXPECT_EQ(bytes, "tpl.jinja: at byte 3: the template is not valid UTF-8");
 }
 
 }  // namespace
