@@ -162,7 +162,7 @@ std::optional<std::string> template_bos(const TokenizerJson& tj, const Json& p) 
 }  // namespace
 
 Json read_hf_json(const std::string& path) {
-  const std::string text = read_whole_file(path);
+  const std::string text = read_whole_file(path, kMaxConfigFileBytes);
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
@@ -294,7 +294,7 @@ ChatTemplate hf_chat_template(const std::string& dir) {
   for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"})
     if (auto text = token_text(config, key)) special.emplace_back(key, *text);
   const fs::path jinja = fs::path(dir) / "chat_template.jinja";
-  if (fs::exists(jinja)) return ChatTemplate::from_jinja(read_whole_file(jinja.string()), jinja.string(), special);
+  if (fs::exists(jinja)) return ChatTemplate::from_jinja(read_whole_file(jinja.string(), kMaxConfigFileBytes), jinja.string(), special);
   if (config.contains("chat_template")) {
     const Json& t = config["chat_template"];
     const std::string source = config_path.string() + ": chat_template";
