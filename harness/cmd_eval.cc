@@ -33,7 +33,7 @@
 #include "harness/weights_axis.h"
 #include "results/store.h"
 #include "results/stored_run.h"
-#include "runtime/gguf.h"
+#include "runtime/model_files.h"
 #include "runtime/model_store.h"
 #include "runtime/synthetic_model.h"
 #include "scoring/aggregate.h"
@@ -46,7 +46,7 @@ namespace {
 void refuse_synthetic(const std::string& model_flag, bool allowed) {
   if (allowed) return;
   const std::string path = runtime::resolve_model_path(model_flag);
-  if (runtime::is_synthetic(runtime::GgufFile::open(path)))
+  if (runtime::ModelFiles::open(path)->synthetic())
     throw_usage_error(path + ": a synthetic model (random weights from `kvgate model synth`); its quality figures mean "
                       "nothing. Pass --allow-synthetic to run it anyway (timings only)");
 }
@@ -306,7 +306,7 @@ int64_t run_eval_cmd(EvalArgs a) {
     backends.push_back(plan.has_in_process_configs() ? make_backend(a.options.backend, *loaded[m].model, a.options.threads)
                                                      : nullptr);
     const std::string& path = loaded[m].model->path();
-    weights_sha256.push_back(sha256_file_hex(path));
+    weights_sha256.push_back(loaded[m].model->files().sha256());
     const std::string label = plan.weights_run ? plan.models[m].label : std::filesystem::path(path).stem().string();
     models.push_back({&loaded[m], backends.back().get(), weights_identity(*loaded[m].model, label, weights_sha256.back())});
   }

@@ -20,8 +20,8 @@
 #include "harness/commands.h"
 #include "harness/workload_models.h"
 #include "kernels/kv_config.h"
-#include "runtime/gguf.h"
 #include "runtime/model.h"
+#include "runtime/model_files.h"
 #include "workloads/generate.h"
 #include "workloads/presets.h"
 #include "workloads/profile.h"
@@ -39,7 +39,7 @@ workloads::ModelShape model_from_gguf(const std::string& path) {
   // The checks `generate` makes (every tensor against the metadata): a file relabelled with more
   // layers than it holds must not be planned with their KV bytes.
   const std::unique_ptr<runtime::Model> model = runtime::Model::load(path);
-  const runtime::GgufFile& file = model->gguf();
+  const runtime::ModelFiles* file = &model->files();
   const runtime::ModelArch& arch = model->arch();
   workloads::ModelShape m;
   m.name = arch.name.empty() ? std::filesystem::path(path).filename().string() : arch.name;
@@ -51,13 +51,13 @@ workloads::ModelShape model_from_gguf(const std::string& path) {
   m.sliding_window = arch.sliding_window;
   m.layer_swa = arch.layer_swa;
   double params = 0, bytes = 0;
-  for (const auto& t : file.tensors()) {
+  for (const auto& t : file->tensors()) {
     params += static_cast<double>(t.n_elements);
     bytes += static_cast<double>(t.n_bytes);
   }
   m.n_params = params;
   m.weight_bytes = bytes;
-  m.weight_dtype = "gguf";
+  m.weight_dtype = runtime::model_format_name(file->format());
   if (arch.head_dim_v != arch.head_dim)
     throw_input_error(path + ": key and value head sizes differ (" + std::to_string(arch.head_dim) + " vs " +
                       std::to_string(arch.head_dim_v) + "); the capacity planner assumes equal sizes");

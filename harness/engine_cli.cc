@@ -200,7 +200,7 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   info.cpu = "";
   info.backend = "endpoint";
   info.model_path = lm.model->path();
-  info.model_sha256 = sha256_file_hex(lm.model->path());
+  info.model_sha256 = lm.model->files().sha256();
   info.suite_name = plan.workload.source;
   info.suite_hash = plan.workload.hash;
   info.seed = static_cast<int64_t>(o.seed);

@@ -15,7 +15,7 @@ namespace kvgate::harness {
 LoadedModel load_model(const std::string& model_flag) {
   LoadedModel lm;
   lm.model = runtime::Model::load(runtime::resolve_model_path(model_flag));
-  lm.tokenizer = runtime::Tokenizer::from_gguf(lm.model->gguf());
+  lm.tokenizer = lm.model->files().tokenizer();
   return lm;
 }
 

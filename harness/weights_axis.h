@@ -17,10 +17,10 @@
 
 namespace kvgate::harness {
 
-// xxHash64 (hex) of every tokenizer.ggml.* value of the file (model, pre-tokenizer, tokens,
-// token types, scores, merges, special token ids, add_bos/eos flags): equal fingerprints
-// tokenize every text to the same ids.
-std::string tokenizer_fingerprint(const runtime::GgufFile& file);
+// The tokenizer's fingerprint (runtime::Tokenizer::fingerprint: pipeline, tokens, types,
+// scores, merges, unknown token, BOS): equal fingerprints tokenize every text to the same ids,
+// whether the model is a GGUF file or a Hugging Face directory.
+std::string tokenizer_fingerprint(const runtime::ModelFiles& files);
 
 // Input error (exit 2) naming both files when `other` tokenizes differently from `reference`
 // or has another vocabulary size: their logits could not be compared token by token.

@@ -105,7 +105,7 @@ gpu::WeightType gpu_weight_type(GgmlType type, const std::string& tensor) {
 
 // The matrix's bytes as stored ([rows][row_bytes], row-major as ggml stores it), repacked into
 // the device's planes.
-GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total) {
+GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total, const uint8_t* bytes_override) {
   const gpu::WeightType type = gpu_weight_type(w.type, w.name);
   const int64_t block_elems = gpu::weight_block_elems(type);
   if (w.rows > std::numeric_limits<int>::max() || w.cols > std::numeric_limits<int>::max() ||
@@ -114,7 +114,7 @@ GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total)
     throw_usage_error("tensor '" + w.name + "': a " + std::to_string(w.rows) + " x " + std::to_string(w.cols) + " " +
                       ggml_type_name(w.type) + " matrix the GPU kernels cannot address");
   total += static_cast<uint64_t>(w.rows) * w.row_bytes;
-  return gpu::upload_weight(type, w.data, static_cast<int>(w.rows), static_cast<int>(w.cols), w.row_bytes);
+  return gpu::upload_weight(type, bytes_override ? bytes_override : w.data, static_cast<int>(w.rows), static_cast<int>(w.cols), w.row_bytes);
 }
 
 gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch& arch, int layer) {
@@ -173,8 +173,15 @@ std::unique_ptr<GpuModel> GpuModel::upload(const GpuModelSource& source) {
   for (const LayerWeights& w : *source.layers) {
     Layer l;
     l.attn_norm = upload_floats(w.attn_norm);
-    l.wq = upload_weight(w.wq, total);
-    l.wk = upload_weight(w.wk, total);
+    if (source.arch.rope_layout == RopeLayout::halves) {
+      // The kernels rotate adjacent pairs: a Hugging Face Llama's Q/K rows are reordered once here.
+      const int head_dim = static_cast<int>(source.arch.head_dim);
+      l.wq = upload_weight(w.wq, total, rows_for_adjacent_pairs(w.wq, head_dim).data());
+      l.wk = upload_weight(w.wk, total, rows_for_adjacent_pairs(w.wk, head_dim).data());
+    } else {
+      l.wq = upload_weight(w.wq, total);
+      l.wk = upload_weight(w.wk, total);
+    }
     l.wv = upload_weight(w.wv, total);
     l.wo = upload_weight(w.wo, total);
     l.ffn_norm = upload_floats(w.ffn_norm);

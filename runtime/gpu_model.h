@@ -90,7 +90,8 @@ class GpuModel {
     Weight wq, wk, wv, wo, w_gate, w_up, w_down;
   };
   GpuModel() = default;
-  static Weight upload_weight(const WeightMatrix& w, uint64_t& total);
+  // `bytes`: the matrix's data as uploaded, when not w.data (Q/K rows reordered).
+  static Weight upload_weight(const WeightMatrix& w, uint64_t& total, const uint8_t* bytes = nullptr);
   // Token ids on their way to ids_ (pinned, sized at upload so no forward waits to grow it).
   mutable kernels::gpu::PinnedHost staging_;
 

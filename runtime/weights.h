@@ -32,6 +32,8 @@ struct WeightMatrix {
 bool weight_type_supported(GgmlType type);
 // Wraps a GGUF tensor; an input error naming the tensor when its type or shape is unusable.
 WeightMatrix weight_from_tensor(const GgufFile& file, const GgufTensor& tensor);
+struct ModelTensor;
+WeightMatrix weight_from_tensor(const ModelTensor& tensor);
 
 // out[0..cols) = row r of w, in float.
 void dequantize_weight_row(const WeightMatrix& w, int64_t r, float* out);

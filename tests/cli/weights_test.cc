@@ -186,8 +186,8 @@ TEST(WeightsTokenizer, TheFingerprintSeparatesVocabulariesAndTheCheckNamesBothFi
   KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const auto smol = runtime::Model::load(default_model_file());
   const auto tiny = runtime::Model::load(tiny_model("tiny-qwen2.gguf"));
-  EXPECT_EQ(harness::tokenizer_fingerprint(smol->gguf()), harness::tokenizer_fingerprint(smol->gguf()));
-  EXPECT_NE(harness::tokenizer_fingerprint(smol->gguf()), harness::tokenizer_fingerprint(tiny->gguf()));
+  EXPECT_EQ(harness::tokenizer_fingerprint(smol->files()), harness::tokenizer_fingerprint(smol->files()));
+  EXPECT_NE(harness::tokenizer_fingerprint(smol->files()), harness::tokenizer_fingerprint(tiny->files()));
   EXPECT_NO_THROW(harness::check_same_tokenizer(*smol, *smol));
   try {
     harness::check_same_tokenizer(*smol, *tiny);
