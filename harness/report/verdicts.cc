@@ -54,7 +54,9 @@ RunVerdicts run_verdicts(results::Store& store, const results::RunRecord& run, c
   RunVerdicts v;
   v.policy = policy_path.empty() ? kDefaultGatePolicySource : policy_path;
   const results::StoredRun stored = results::StoredRun::load(store, run);
-  v.configs = scoring::config_verdicts(load_policy_or_default(policy_path), load_gate_run(stored));
+  const scoring::GatePolicy policy = load_policy_or_default(policy_path);
+  v.bootstrap = policy.bootstrap;
+  v.configs = scoring::config_verdicts(policy, load_gate_run(stored));
   v.names = config_names(stored.configs);
   return v;
 }

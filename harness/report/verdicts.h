@@ -22,6 +22,7 @@ scoring::GateRun load_gate_run(const results::StoredRun& stored);
 
 struct RunVerdicts {
   std::string policy;  // where the policy came from
+  scoring::BootstrapSettings bootstrap;  // the policy's: the intervals a report shows use it too
   std::vector<scoring::ConfigVerdict> configs;  // `config` is the canonical spec
   std::vector<ConfigName> names;                // the run's configs: labels beside specs
   std::string label(const scoring::ConfigVerdict& c) const;
