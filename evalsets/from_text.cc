@@ -129,6 +129,9 @@ ImportReport items_from_text(const FromTextOptions& options) {
   std::error_code ec;
   if (!fs::is_directory(options.dir, ec)) throw_input_error(options.dir + ": not a directory");
   if (options.context_tokens < 16) throw_usage_error("--context-tokens must be at least 16");
+  if (options.sweep && options.context_tokens < 4 * kSweepWarmupTokens)
+    throw_usage_error("--context-tokens must be at least " + std::to_string(4 * kSweepWarmupTokens) +
+                      " with --sweep (four times the sweep's warm-up)");
   std::vector<fs::path> files;
   for (auto it = fs::recursive_directory_iterator(options.dir, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {

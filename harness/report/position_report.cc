@@ -74,6 +74,12 @@ std::vector<scoring::PositionCurve> run_position_curves(const results::StoredRun
   return out;
 }
 
+bool PositionView::has_depth() const {
+  for (const scoring::PositionCurve& c : curves)
+    if (c.points.size() > 1) return true;
+  return false;
+}
+
 PositionView run_positions(const results::StoredRun& run, const scoring::BootstrapSettings& bootstrap) {
   PositionView v;
   v.bootstrap = bootstrap;
@@ -128,6 +134,7 @@ std::string positions_text(const PositionView& view) {
                           cell(100 * p.same_top1, "{:.2f}"), d ? ratio_cell(d->vs_shallow) : "-");
     }
   }
+  if (!view.has_depth()) return text;
   text += "depth effect (the deepest bucket that at least " + std::to_string(scoring::kDepthMinDocuments) +
           " items share with the shallowest, paired on those items):\n";
   for (size_t k = 0; k < view.curves.size(); ++k)
@@ -200,6 +207,7 @@ std::string positions_markdown(const PositionView& view) {
     }
     md += "\n";
   }
+  if (!view.has_depth()) return md;
   md += "\nDepth effect (the deepest bucket that at least " + std::to_string(scoring::kDepthMinDocuments) +
         " items share with the shallowest, paired on those items):\n\n";
   for (size_t k = 0; k < view.curves.size(); ++k)

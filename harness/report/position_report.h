@@ -27,6 +27,9 @@ struct PositionView {
   std::vector<scoring::DepthCurve> depth;
   scoring::BootstrapSettings bootstrap;
   bool empty() const { return curves.empty(); }
+  // Whether any config reaches more than one bucket: otherwise there is no depth to compare
+  // (a run of short items), and the depth-effect lines are left out.
+  bool has_depth() const;
 };
 PositionView run_positions(const results::StoredRun& run, const scoring::BootstrapSettings& bootstrap);
 

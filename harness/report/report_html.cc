@@ -743,13 +743,16 @@ std::string render_report_html(const ReportInput& in) {
                  num(p.kld_mean), ci, num(p.delta_p_mean), percent(p.same_top1), vs});
       }
     }
-    h += "</table>\n<p>Depth effect (the deepest bucket that at least " + std::to_string(scoring::kDepthMinDocuments) +
-         " items share with the shallowest, paired on those items):</p>\n<ul>\n";
-    for (size_t k = 0; k < a.positions.curves.size(); ++k)
-      h += "<li>" +
-           xml_escape(depth_effect_line(a.positions.curves[k].shown(), a.positions.depth[k].effect, a.positions.bootstrap)) +
-           "</li>\n";
-    h += "</ul>\n";
+    h += "</table>\n";
+    if (a.positions.has_depth()) {
+      h += "<p>Depth effect (the deepest bucket that at least " + std::to_string(scoring::kDepthMinDocuments) +
+           " items share with the shallowest, paired on those items):</p>\n<ul>\n";
+      for (size_t k = 0; k < a.positions.curves.size(); ++k)
+        h += "<li>" +
+             xml_escape(depth_effect_line(a.positions.curves[k].shown(), a.positions.depth[k].effect, a.positions.bootstrap)) +
+             "</li>\n";
+      h += "</ul>\n";
+    }
   }
   if (!a.depth_accuracy.empty()) {
     const DepthAccuracy& d = a.depth_accuracy;

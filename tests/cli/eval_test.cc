@@ -356,7 +356,7 @@ TEST(EvalCli, DepthSweepPutsTheSameDocumentsInEveryBucket) {
   const char* verbs[] = {"repaired", "counted", "painted", "moved", "inspected", "cleaned"};
   for (int f = 0; f < 3; ++f) {
     std::ofstream out(dir + "/doc" + std::to_string(f) + ".txt");
-    for (int p = 0; p < 16; ++p)
+    for (int p = 0; p < 32; ++p)
       out << "In the " << p + 1 << "th week the " << topics[f] << " team " << verbs[(p + f) % 6]
           << " the old sheds near the river, while the council argued about the budget and the weather stayed "
              "grey. Several neighbours wrote letters asking when the work would end, and the answers were "
