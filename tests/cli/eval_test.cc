@@ -427,7 +427,8 @@ TEST(EvalCli, DepthSweepPutsTheSameDocumentsInEveryBucket) {
                                       " --db " + db);
     ASSERT_EQ(gate.exit_code, 0) << gate.out << gate.err;
     size_t depth_checks = 0, decided = 0;
-    for (const auto& c : nlohmann::json::parse(gate.out)["checks"]) {
+    const nlohmann::json verdict = nlohmann::json::parse(gate.out);  // alive while its checks are walked
+    for (const auto& c : verdict["checks"]) {
       const std::string name = c["name"];
       if (name.rfind("position.depth.", 0) == 0) ++depth_checks;
       if (name.rfind("position.depth.kld_mean@", 0) != 0 && name.rfind("position.regression.kld_mean@", 0) != 0) continue;
