@@ -363,12 +363,17 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
   std::vector<float> up(static_cast<size_t>(n) * F);      // [n][F]
 
   for (int i = 0; i < n; ++i) embed(tokens[static_cast<size_t>(i)], x.data() + static_cast<size_t>(i) * E);
-  // llama.cpp's CPU matmuls convert their input to the weights' dot type (q8_1 next to Q4_1
-  // weights, ...); under @engine=llama.cpp kvgate rounds each input the same way. Every buffer
-  // rounded here is read only by the matmul that follows.
-  const bool llama_cpp_inputs = cache.arithmetic() == kernels::Arithmetic::llama_cpp;
+  // Engines round matmul inputs (llama.cpp's CPU matmuls convert theirs to the weights' dot
+  // type, q8_1 next to Q4_1 weights, ...; llama.cpp's cuBLAS path and vLLM multiply 16-bit
+  // activations with 16-bit weights); under @engine= kvgate rounds each input the same way
+  // (round_input_like_engine). Every buffer rounded here is read only by the matmuls that follow.
+  const kernels::Arithmetic engine = cache.arithmetic();
   const auto round_input = [&](const WeightMatrix& w, float* in, int rows) {
-    if (llama_cpp_inputs) round_input_like_llama_cpp(w.type, in, rows, w.cols);
+    round_input_like_engine(engine, w.type, in, rows, w.cols);
+  };
+  // One rounded input feeds several matmuls (Q, K, V; gate, up): they must round it alike.
+  const auto same_rounding = [&](const WeightMatrix& a, const WeightMatrix& b) {
+    return engine_dot_input(engine, a.type) == engine_dot_input(engine, b.type);
   };
 
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -378,8 +383,8 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
     {
       const WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
       float* out[] = {q.data(), k.data(), v.data()};
-      KVGATE_CHECK(!llama_cpp_inputs || (w.wk.type == w.wq.type && w.wv.type == w.wq.type),
-                   "llama.cpp input rounding: Q, K and V weights of different types");
+      KVGATE_CHECK(same_rounding(w.wk, w.wq) && same_rounding(w.wv, w.wq),
+                   "engine input rounding: Q, K and V weights whose inputs the engine rounds differently");
       round_input(w.wq, xn.data(), n);
       matmul_many(pool, qkv, xn.data(), n, out);
     }
@@ -411,8 +416,8 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
     {
       const WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
       float* out[] = {gate.data(), up.data()};
-      KVGATE_CHECK(!llama_cpp_inputs || w.w_up.type == w.w_gate.type,
-                   "llama.cpp input rounding: gate and up weights of different types");
+      KVGATE_CHECK(same_rounding(w.w_up, w.w_gate),
+                   "engine input rounding: gate and up weights whose inputs the engine rounds differently");
       round_input(w.w_gate, xn.data(), n);
       matmul_many(pool, gate_up, xn.data(), n, out);
     }

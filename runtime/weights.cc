@@ -277,15 +277,35 @@ ggml::DotInput llama_cpp_dot_input(GgmlType type) {
 
 }  // namespace
 
-void round_input_like_llama_cpp(GgmlType type, float* x, int64_t n, int64_t cols) {
-  const ggml::DotInput dot = llama_cpp_dot_input(type);
+namespace {
+void round_input_to(ggml::DotInput dot, GgmlType type, float* x, int64_t n, int64_t cols) {
   if (dot == ggml::DotInput::f32) return;
   const int block = ggml::dot_input_block(dot);
-  KVGATE_CHECK(cols % block == 0, std::string("llama.cpp input rounding: a row of ") + std::to_string(cols) +
+  KVGATE_CHECK(cols % block == 0, std::string("matmul input rounding: a row of ") + std::to_string(cols) +
                                       " is not whole blocks of " + std::to_string(block) + " for weight type " +
                                       ggml_type_name(type));
   const int64_t count = n * cols;
   for (int64_t i = 0; i < count; i += block) ggml::round_dot_input(dot, x + i);
+}
+}  // namespace
+
+void round_input_like_llama_cpp(GgmlType type, float* x, int64_t n, int64_t cols) {
+  round_input_to(llama_cpp_dot_input(type), type, x, n, cols);
+}
+
+ggml::DotInput engine_dot_input(kernels::Arithmetic arithmetic, GgmlType type) {
+  switch (arithmetic) {
+    case kernels::Arithmetic::exact: return ggml::DotInput::f32;
+    case kernels::Arithmetic::llama_cpp: return llama_cpp_dot_input(type);
+    case kernels::Arithmetic::llama_cpp_cuda:
+    case kernels::Arithmetic::vllm_fa3:
+      return type == GgmlType::F16 ? ggml::DotInput::f16 : type == GgmlType::BF16 ? ggml::DotInput::bf16 : ggml::DotInput::f32;
+  }
+  return ggml::DotInput::f32;
+}
+
+void round_input_like_engine(kernels::Arithmetic arithmetic, GgmlType type, float* x, int64_t n, int64_t cols) {
+  round_input_to(engine_dot_input(arithmetic, type), type, x, n, cols);
 }
 
 }  // namespace kvgate::runtime
