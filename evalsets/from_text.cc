@@ -70,9 +70,9 @@ std::string lower_extension(const fs::path& p) {
 }
 
 // --sweep: the file's paragraphs (normalized as split_paragraphs does) cut into consecutive
-// documents of at most context_tokens estimated tokens. A document under 90 % of that (a file's
-// tail, or a short file) is skipped as short, so that every document reaches the same depth and
-// every position bucket up to it holds all of them.
+// documents of at most context_tokens estimated tokens. A document under kSweepMinFillPercent of
+// that (a file's tail, or a short file) is skipped as short, so that every document reaches the
+// same depth and every position bucket up to it holds all of them.
 void add_sweep_items(const std::string& text, size_t file_index, const std::string& relative,
                      const FromTextOptions& options, ImportReport& report) {
   std::string document;
@@ -87,7 +87,8 @@ void add_sweep_items(const std::string& text, size_t file_index, const std::stri
       ++report.skipped_huge;
     } else {
       std::string piece = document.substr(from, cut - from);
-      if (estimate_tokens(piece) * 10 < options.context_tokens * 9 || sweep_begin(piece) == std::string::npos) {
+      if (estimate_tokens(piece) * 100 < options.context_tokens * kSweepMinFillPercent ||
+          sweep_begin(piece) == std::string::npos) {
         ++report.skipped_short;
       } else {
         nlohmann::json meta = {{"source", "text"}, {"file", relative}, {"rule", "sweep"}, {"chunk", chunk}, {"offset", from}};

@@ -58,9 +58,9 @@ size_t sweep_cut(std::string_view text, size_t from, size_t max_tokens) {
     e.add(static_cast<unsigned char>(c));
   }
   if (e.tokens() <= max_tokens) return text.size();
-  // A paragraph break unless it leaves more than a quarter of the budget unused; then a line or
-  // sentence end on the same terms; then the last space.
-  const size_t enough = max_tokens - max_tokens / 4;
+  // A paragraph break unless it leaves the piece short of kSweepMinFillPercent (from-text would
+  // then drop it); then a line or sentence end on the same terms; then the last space.
+  const size_t enough = max_tokens * kSweepMinFillPercent / 100;
   if (paragraph.at > from && paragraph.tokens >= enough) return paragraph.at;
   if (line.at > from && line.tokens >= enough) return line.at;
   return space.at;

@@ -25,9 +25,15 @@ inline constexpr size_t kSweepWarmupTokens = 64;
 // npos when the text ends first.
 size_t sweep_begin(std::string_view text, size_t warmup_tokens = kSweepWarmupTokens);
 
+// A document cut from a longer text for a sweep is kept only if it holds at least this share
+// (percent) of its target length, so that every document reaches about the same depth; and a
+// cut is placed no earlier than that, so that a cut never makes a document it then drops.
+inline constexpr size_t kSweepMinFillPercent = 90;
+
 // The end of the longest prefix of `text` from byte `from` that holds at most `max_tokens`
 // estimated tokens and ends at a paragraph break (a blank line), else at a line or sentence end,
-// else before a space; `from` when not even one word fits.
+// else before a space, each taken only where it keeps kSweepMinFillPercent of `max_tokens`;
+// `from` when not even one word fits.
 size_t sweep_cut(std::string_view text, size_t from, size_t max_tokens);
 
 // A sweep item over `text`: scored from sweep_begin(text) to its end. `meta` gains

@@ -121,6 +121,13 @@ int64_t read_bucket_start(const json& e, const char* key, const std::string& sou
   return e[key].get<int64_t>();
 }
 
+// The metric of a position or depth check: "kld_mean" or "same_top1", the two a bucket sums.
+std::string read_position_metric(const json& e, const std::string& source, const std::string& at) {
+  if (!e.contains("metric") || !e["metric"].is_string() || (e["metric"] != "kld_mean" && e["metric"] != "same_top1"))
+    bad(source, at + ".metric", "expected \"kld_mean\" or \"same_top1\"");
+  return e["metric"].get<std::string>();
+}
+
 // "positions": [{"metric": "kld_mean", "min_position": 16384, "regression": 0.002, "limit": 0.5}, ...]
 // or null (none here, overriding a less specific rule).
 std::vector<PositionLimit> read_positions(const json& j, const std::string& source, const std::string& where) {
@@ -132,10 +139,7 @@ std::vector<PositionLimit> read_positions(const json& j, const std::string& sour
     const json& e = require_object(j[i], source, at);
     reject_unknown_keys(e, {"metric", "min_position", "regression", "limit"}, source, at);
     PositionLimit p;
-    if (!e.contains("metric") || !e["metric"].is_string() ||
-        (e["metric"] != "kld_mean" && e["metric"] != "same_top1"))
-      bad(source, at + ".metric", "expected \"kld_mean\" or \"same_top1\"");
-    p.metric = e["metric"].get<std::string>();
+    p.metric = read_position_metric(e, source, at);
     p.min_position = read_bucket_start(e, "min_position", source, at);
     const double upper = p.metric == "same_top1" ? 1.0 : INFINITY;
     p.regression = read_limit(e, "regression", source, at, upper);
@@ -159,10 +163,7 @@ std::vector<DepthLimit> read_depth(const json& j, const std::string& source, con
     const json& e = require_object(j[i], source, at);
     reject_unknown_keys(e, {"metric", "shallow", "min_position", "ratio_max", "floor"}, source, at);
     DepthLimit d;
-    if (!e.contains("metric") || !e["metric"].is_string() ||
-        (e["metric"] != "kld_mean" && e["metric"] != "same_top1"))
-      bad(source, at + ".metric", "expected \"kld_mean\" or \"same_top1\"");
-    d.metric = e["metric"].get<std::string>();
+    d.metric = read_position_metric(e, source, at);
     d.shallow = e.contains("shallow") ? read_bucket_start(e, "shallow", source, at) : 0;
     d.min_position = read_bucket_start(e, "min_position", source, at);
     if (d.min_position <= d.shallow) bad(source, at + ".min_position", "must be deeper than \"shallow\"");

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "core/hash.h"
 #include "scoring/depth_effect.h"
 
 namespace kvgate::scoring {
@@ -198,7 +197,7 @@ void add_depth_checks(const GatePolicy& policy, const GateRun& cand, std::vector
         CheckResult c = make("depth", dl.metric + "@" + position_bucket_name(b) + "/" + position_bucket_name(shallow),
                              "*", config);
         c.threshold = threshold;
-        const DepthEffect e = depth_effect(docs, shallow, b, policy.bootstrap, policy.bootstrap.seed ^ xxhash64(c.name));
+        const DepthEffect e = depth_effect(docs, shallow, b, policy.bootstrap, estimate_seed(policy.bootstrap, c.name));
         c.items = static_cast<size_t>(e.documents);
         if (!e.measured()) {
           c.passed = c.skipped = true;

@@ -48,7 +48,7 @@ TEST(Sweep, CutsAtAParagraphBreakWithinTheBudget) {
   const std::string text = prose(40);
   const size_t cut = sweep_cut(text, 0, 1000);
   EXPECT_LE(estimate_tokens(std::string_view(text).substr(0, cut)), 1000u);
-  EXPECT_GE(estimate_tokens(std::string_view(text).substr(0, cut)), 750u);
+  EXPECT_GE(estimate_tokens(std::string_view(text).substr(0, cut)), 1000u * kSweepMinFillPercent / 100);
   EXPECT_EQ(text.substr(cut, 2), "\n\n");
   EXPECT_EQ(sweep_cut(text, 0, 1000000), text.size());
   // One long paragraph: a sentence end instead.
@@ -116,6 +116,33 @@ TEST(FromTextSweep, EveryDocumentReachesTheSameDepth) {
   EXPECT_EQ(parse_items(canonical_jsonl(r.items), "sweep.jsonl").size(), r.items.size());
   // Deterministic.
   EXPECT_EQ(canonical_jsonl(items_from_text(o).items), canonical_jsonl(r.items));
+}
+
+// A paragraph break at 80 % of the length is no place to cut: the piece would fall under
+// kSweepMinFillPercent and be dropped (it was, when cuts took any break past 3/4), so the cut
+// moves to a sentence end past 90 % and the file's first document is kept.
+TEST(FromTextSweep, NoCutMakesADocumentItThenDrops) {
+  std::string sentences;
+  while (estimate_tokens(sentences) < 1200) sentences += "The clerk wrote the notes. ";
+  sentences.pop_back();
+  const std::string text = sentences + "\n\n" + sentences + "\n\n" + sentences;
+  const size_t cut = sweep_cut(text, 0, 1500);
+  EXPECT_GE(estimate_tokens(std::string_view(text).substr(0, cut)), 1500u * kSweepMinFillPercent / 100);
+  EXPECT_LE(estimate_tokens(std::string_view(text).substr(0, cut)), 1500u);
+  EXPECT_EQ(text[cut - 1], '.');
+
+  const std::string dir = ::testing::TempDir() + "from_text_sweep_fill_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  write_file(dir + "/notes.txt", text);
+  FromTextOptions o;
+  o.dir = dir;
+  o.context_tokens = 1500;
+  o.sweep = true;
+  const ImportReport r = items_from_text(o);
+  ASSERT_EQ(r.items.size(), 2u);
+  EXPECT_EQ(r.items[0].id, "text-0-sweep-0");
+  EXPECT_EQ(r.items[1].id, "text-0-sweep-1");
+  EXPECT_EQ(r.skipped_short, 1u);  // the tail
 }
 
 TEST(GenerateSweep, LongDocumentsAsSweeps) {
