@@ -6,12 +6,11 @@
 // each file is instead cut into documents of context_tokens, each a depth sweep.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "evalsets/importers.h"
 #include "evalsets/sweep.h"
 #include "evalsets/utf8.h"
@@ -50,17 +49,7 @@ size_t cut_point(const std::string& p, size_t max_bytes) {
   return cut;
 }
 
-std::string read_document(const fs::path& path) {
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) throw_input_error(path.string() + ": cannot read (" + ec.message() + ")");
-  if (size > kMaxDocumentBytes) throw_input_error(path.string() + ": larger than 64 MiB");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path.string() + ": cannot open for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_document(const fs::path& path) { return read_whole_file(path.string(), kMaxDocumentBytes); }
 
 std::string lower_extension(const fs::path& p) {
   std::string ext = p.extension().string();

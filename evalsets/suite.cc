@@ -4,13 +4,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/json_input.h"
+#include "core/mapped_file.h"
 #include "core/hash.h"
 
 #ifndef KVGATE_SOURCE_SUITES_DIR
@@ -186,13 +185,9 @@ Suite load_suite(const std::string& name_or_path) {
                        (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
   const std::string path = is_path ? name_or_path : find_builtin_suite(name_or_path);
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw_input_error(path + ": no such suite file");
-  if (fs::file_size(path, ec) > kMaxSuiteBytes) fail(path, "larger than 1 MiB; a suite names eval sets, it does not hold them");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path + ": cannot open for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_suite(ss.str(), path);
+  if (!fs::exists(path, ec)) throw_input_error(path + ": no such suite file");
+  // A suite names eval sets, it does not hold them: 1 MiB is plenty.
+  return parse_suite(read_whole_file(path, kMaxSuiteBytes), path);
 }
 
 std::vector<EvalItem> materialize_suite(const Suite& suite) {

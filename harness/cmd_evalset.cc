@@ -139,7 +139,9 @@ void add_evalset_commands(CLI::App& app, CommandContext& ctx) {
                        "tables, diffs, korean, policy, agentic, lookup, all; retrieval, long_tables, long_diffs, "
                        "long_policy, long_korean, long_agentic, long")
       ->required();
-  generate->add_option("--seed", g->seed, "Seed; the same seed and options give byte-identical output")->capture_default_str();
+  generate->add_option("--seed", g->seed, "Seed; the same seed and options give byte-identical output")
+      ->capture_default_str()
+      ->check(seed_check());
   generate->add_option("--n", g->n, "Items per domain")->capture_default_str();
   generate->add_option("--tokens-min", g->tokens_min, "Approximate minimum prompt length in tokens (estimated from characters)");
   generate->add_option("--tokens-max", g->tokens_max, "Approximate maximum prompt length in tokens");

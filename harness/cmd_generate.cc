@@ -22,7 +22,7 @@ namespace kvgate::harness {
 namespace {
 
 std::vector<runtime::ChatMessage> read_messages(const std::string& path) {
-  const nlohmann::json j = parse_json_input(read_whole_file(path), path);
+  const nlohmann::json j = parse_json_input(read_whole_file(path, kMaxConfigFileBytes), path);
   if (!j.is_array()) throw_input_error(path + ": expected a JSON array of {\"role\", \"content\"} messages");
   std::vector<runtime::ChatMessage> messages;
   for (size_t i = 0; i < j.size(); ++i) {

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "harness/commands.h"
 #include "runtime/gguf.h"
+#include "runtime/model.h"
 #include "runtime/model_store.h"
 #include "runtime/synthetic_model.h"
 
@@ -66,8 +68,11 @@ void run_info(const std::string& model_flag, bool json) {
   // The default model's digest is already verified (and cached) by resolve_model_path; other
   // files are not hashed, which would cost seconds per GB on every call.
   const bool is_default = model_flag.empty();
-  const rt::GgufFile file = rt::GgufFile::open(path);
-  const rt::ModelArch arch = rt::read_model_arch(file);
+  // The same checks as `generate` and `eval` (every tensor against the metadata): a file whose
+  // metadata contradicts its tensors would otherwise be described, and planned, as what it says.
+  const std::unique_ptr<rt::Model> model = rt::Model::load(path);
+  const rt::GgufFile& file = model->gguf();
+  const rt::ModelArch& arch = model->arch();
 
   std::map<uint32_t, TypeUsage> by_type;  // ordered by ggml type number for stable output
   uint64_t weight_bytes = 0;

@@ -84,7 +84,7 @@ struct TokenizeOptions {
 };
 
 void run_tokenize(const TokenizeOptions& o) {
-  std::string text = o.file.empty() ? o.text : read_whole_file(o.file);
+  std::string text = o.file.empty() ? o.text : read_whole_file(o.file, kMaxDataFileBytes);
   const std::string source = o.file.empty() ? "--text" : o.file;
   LoadedTokenizer loaded = load_tokenizer(o.model);
   if (o.chat) {
@@ -166,7 +166,7 @@ struct DetokenizeOptions {
 
 void run_detokenize(const DetokenizeOptions& o) {
   const std::string source = o.file.empty() ? "--ids" : o.file;
-  const std::string input = o.file.empty() ? o.ids : read_whole_file(o.file);
+  const std::string input = o.file.empty() ? o.ids : read_whole_file(o.file, kMaxDataFileBytes);
   const std::vector<int64_t> raw = parse_ids(input, source);
   LoadedTokenizer loaded = load_tokenizer(o.model);
   std::vector<int32_t> ids;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/digits.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "harness/commands.h"
@@ -73,15 +74,6 @@ void serialize(std::string& out, const runtime::GgufValue& v) {
 std::string mib(double bytes) { return std::isfinite(bytes) ? fmt::format("{:.1f}", bytes / kMiB) : "-"; }
 std::string or_dash(double v, const char* spec) { return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : "-"; }
 
-// 4096 -> "4,096".
-std::string grouped(int64_t v) {
-  std::string digits = std::to_string(v), out;
-  for (size_t k = 0; k < digits.size(); ++k) {
-    if (k > 0 && (digits.size() - k) % 3 == 0) out += ',';
-    out += digits[k];
-  }
-  return out;
-}
 
 // Sliding-window models hold less than kv_bytes_per_token x context; the file says which layers.
 double session_bytes(const results::RunConfigRecord& c, const GpuBudget& budget) {
@@ -149,7 +141,7 @@ WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows) {
                       mib(r.weight_bytes),
                       or_dash(r.kv_bytes_per_token, "{:.0f}"),
                       mib(r.kv_bytes_per_session),
-                      r.sessions < 0 ? "-" : grouped(r.sessions)});
+                      r.sessions < 0 ? "-" : grouped_digits(r.sessions)});
   t.attribution = attribution(rows);
   return t;
 }
@@ -195,14 +187,20 @@ results::ConfigModel weights_identity(const runtime::Model& model, const std::st
 void add_gpu_flags(CLI::App* command, GpuFlags& flags) {
   command->add_option("--gpu", flags.gpu, "GPU the weights x KV table fits sessions on: a capacity preset (H100, H200, MI300X, MI355X)")
       ->capture_default_str();
-  command->add_option("--gpu-mem-gib", flags.mem_gib, "Override that GPU's memory (GiB)");
+  command->add_option("--gpu-mem-gib", flags.mem_gib, "Override that GPU's memory (GiB)")->check(positive_number("GiB"));
   command->add_option("--mem-util", flags.mem_util, "Share of GPU memory for weights + KV")->capture_default_str();
   command->add_option("--context", flags.context, "Tokens per session in the weights x KV table")->capture_default_str();
 }
 
+double file_size_or_nan(const std::string& path) {
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  return ec ? std::nan("") : static_cast<double>(bytes);
+}
+
 std::string GpuBudget::describe() const {
   return fmt::format("{} ({:.4g} GB x {:.2f}), sessions of {} tokens", gpu.name, gpu.mem_bytes / 1e9, mem_util,
-                     grouped(context));
+                     grouped_digits(context));
 }
 
 GpuBudget gpu_budget(const std::string& gpu, double mem_gib, double mem_util, int64_t context) {

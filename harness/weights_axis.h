@@ -57,6 +57,10 @@ struct WeightsKvRow {
   int64_t sessions = 0;             // -1: unknown (no weight bytes)
 };
 
+// The size of the file at `path` in bytes (a run's model file, the fallback weight bytes below);
+// NaN when it is gone.
+double file_size_or_nan(const std::string& path);
+
 // One row per config of the run, the reference first, from its stored configs and item rows.
 // `fallback_weight_bytes` (the run's model file size, NaN if gone) serves configs of a run made
 // before models were recorded per config.

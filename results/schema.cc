@@ -334,10 +334,38 @@ CREATE TABLE position_metrics (
 );
 )sql";
 
+// Tamper evidence (docs/schema.md "Row digests", issue 40): every row's digest of its values, and
+// per run the seal over its items' rows (their count and the sum of their digests). The values are
+// computed in C++ (results/row_digest.h): Store::migrate seals every row a file held before this.
+constexpr std::string_view kMigrationRowDigests = R"sql(
+ALTER TABLE runs ADD COLUMN item_rows INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN item_rows_digest INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN row_digest INTEGER;
+ALTER TABLE configs ADD COLUMN row_digest INTEGER;
+ALTER TABLE run_configs ADD COLUMN row_digest INTEGER;
+ALTER TABLE items ADD COLUMN row_digest INTEGER;
+ALTER TABLE item_metrics ADD COLUMN row_digest INTEGER;
+ALTER TABLE turn_metrics ADD COLUMN row_digest INTEGER;
+ALTER TABLE token_class_metrics ADD COLUMN row_digest INTEGER;
+ALTER TABLE latency_samples ADD COLUMN row_digest INTEGER;
+ALTER TABLE kernel_benchmarks ADD COLUMN row_digest INTEGER;
+ALTER TABLE gate_decisions ADD COLUMN row_digest INTEGER;
+ALTER TABLE run_plans ADD COLUMN row_digest INTEGER;
+ALTER TABLE run_plan_items ADD COLUMN row_digest INTEGER;
+ALTER TABLE run_merges ADD COLUMN row_digest INTEGER;
+ALTER TABLE config_endpoints ADD COLUMN row_digest INTEGER;
+ALTER TABLE item_failures ADD COLUMN row_digest INTEGER;
+ALTER TABLE load_replays ADD COLUMN row_digest INTEGER;
+ALTER TABLE load_requests ADD COLUMN row_digest INTEGER;
+ALTER TABLE capacity_predictions ADD COLUMN row_digest INTEGER;
+ALTER TABLE config_models ADD COLUMN row_digest INTEGER;
+ALTER TABLE position_metrics ADD COLUMN row_digest INTEGER;
+)sql";
+
 // Append only; a released migration is never edited or renumbered.
 constexpr std::string_view kMigrations[] = {kMigration1,       kMigrationShardedRuns, kMigrationEngineMode,
                                              kMigrationConfigModels, kMigrationRunLoad, kMigrationAnswers,
-                                             kMigrationConfigLabels, kMigrationPositionMetrics};
+                                             kMigrationConfigLabels, kMigrationPositionMetrics, kMigrationRowDigests};
 
 }  // namespace
 

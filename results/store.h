@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "results/row_digest.h"
 #include "results/sqlite.h"
 
 namespace kvgate::results {
@@ -21,6 +22,9 @@ namespace kvgate::results {
 // The database path for a command: --db if given, else $KVGATE_DB if set and non-empty,
 // else ./kvgate.db.
 std::string resolve_db_path(const std::string& db_flag);
+
+// Now, as every time column holds it: ISO 8601 UTC with milliseconds, "2026-12-02T09:55:00.123Z".
+std::string now_utc();
 
 enum class RunStatus { running, complete, failed, interrupted };
 const char* run_status_name(RunStatus s);
@@ -303,21 +307,29 @@ class ItemWriter {
 
  private:
   friend class Store;
-  ItemWriter(Connection& connection, Transaction transaction, int64_t item_row_id)
-      : connection_(connection), transaction_(std::move(transaction)), item_row_id_(item_row_id) {}
+  ItemWriter(Connection& connection, Transaction transaction, int64_t run_id, int64_t item_row_id, ItemRowSeal seal)
+      : connection_(connection), transaction_(std::move(transaction)), run_id_(run_id), item_row_id_(item_row_id),
+        seal_(seal) {}
   Connection& connection_;
   Transaction transaction_;
+  int64_t run_id_;
   int64_t item_row_id_;
+  ItemRowSeal seal_;  // the rows written, added to the run's seal in the same transaction
 };
 
 class Store {
  public:
-  enum class Mode { create, existing };
-  // create: makes the file if needed and migrates it to the latest schema.
+  enum class Mode { create, existing, update };
+  // create: makes the file if needed (removing it again if that fails) and migrates it to the
+  // latest schema; a file that was there must pass quick_check.
   // existing: the file must exist and already be a kvgate database (for read-only commands),
   // pass quick_check, and is opened read-only where it cannot be written.
-  // Errors (kvgate::Error): input for a missing file in existing mode, a file that is not a
-  // database, or one whose schema is newer than this build knows.
+  // update: as existing, for a command that writes into what the file holds (`eval --resume`):
+  // never created, and refused where it cannot be written.
+  // Every mode checks the tables against the schema (row_digest.h, check_schema).
+  // Errors (kvgate::Error): input for a missing file where one must exist, a path that is not a
+  // regular file, a file that is not a kvgate database or is damaged, or one whose schema is
+  // newer than this build knows.
   static Store open(const std::string& path, Mode mode = Mode::create);
 
   const std::string& path() const { return connection_->path(); }
@@ -328,6 +340,9 @@ class Store {
   // on open, so every reader of a stored run, gate and merge included, refuses a damaged file).
   void check_integrity();
   int schema_version();
+  // Checks every row of the run against its digest and the run's seal (row_digest.h), once per
+  // Store: every reader of a run's rows below calls it first. Input error naming the row.
+  void check_run(int64_t run_id);
 
   int64_t begin_run(const RunInfo& info);
   void finish_run(int64_t run_id, RunStatus status);
@@ -400,6 +415,7 @@ class Store {
   explicit Store(std::unique_ptr<Connection> connection) : connection_(std::move(connection)) {}
   void migrate(bool create);
   std::unique_ptr<Connection> connection_;
+  std::set<int64_t> checked_runs_;  // runs whose rows check_run found sound
 };
 
 }  // namespace kvgate::results

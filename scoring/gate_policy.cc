@@ -1,16 +1,15 @@
 #include "scoring/gate_policy.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/json_input.h"
+#include "core/mapped_file.h"
 #include "scoring/position_buckets.h"
 
 namespace kvgate::scoring {
@@ -277,12 +276,18 @@ GatePolicy parse_gate_policy(const std::string& text, const std::string& source)
   for (size_t i = 0; i < j["rules"].size(); ++i) {
     const std::string where = "rules[" + std::to_string(i) + "]";
     const json& r = require_object(j["rules"][i], source, where);
-    reject_unknown_keys(
-        r, {"domain", "kv", "absolute", "regression", "coverage", "positions", "depth", "allow_unmeasured", "note"}, source,
-        where);
+    reject_unknown_keys(r,
+                        {"domain", "kv", "absolute", "regression", "coverage", "positions", "depth", "allow_unmeasured",
+                         "note", "optional"},
+                        source, where);
     GateRule rule;
+    rule.index = i;
     rule.domain = read_name(r, "domain", source, where);
     rule.kv = read_name(r, "kv", source, where);
+    if (r.contains("optional")) {
+      if (!r["optional"].is_boolean()) bad(source, where + ".optional", "expected true or false");
+      rule.optional = r["optional"].get<bool>();
+    }
     if (r.contains("absolute")) rule.limits.absolute = read_absolute(r["absolute"], source, where + ".absolute");
     if (r.contains("regression")) rule.limits.regression = read_regression(r["regression"], source, where + ".regression");
     if (r.contains("coverage")) rule.limits.coverage = read_coverage(r["coverage"], source, where + ".coverage");
@@ -326,27 +331,29 @@ GatePolicy parse_gate_policy(const std::string& text, const std::string& source)
     if (const std::optional<bool> allow = read_bool(l, "allow_unmeasured", source, "latency"))
       p.latency.allow_unmeasured = *allow;
   }
-  canonicalize_policy_kv(p, [](const std::string& s) { return s; });
+  canonicalize_policy_kv(p, [](const GateRule& r) { return std::vector<std::string>{r.kv}; });
   return p;
 }
 
-GatePolicy load_gate_policy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path + ": cannot open the gate policy file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_gate_policy(ss.str(), path);
-}
+GatePolicy load_gate_policy(const std::string& path) { return parse_gate_policy(read_whole_file(path, kMaxConfigFileBytes), path); }
 
-void canonicalize_policy_kv(GatePolicy& policy, const std::function<std::string(const std::string&)>& canonical) {
-  std::set<std::pair<std::string, std::string>> seen;
-  for (size_t i = 0; i < policy.rules.size(); ++i) {
-    GateRule& r = policy.rules[i];
-    if (r.kv != "*") r.kv = canonical(r.kv);
-    if (!seen.emplace(r.domain, r.kv).second)
-      bad(policy.source, "rules[" + std::to_string(i) + "]",
-          "a second rule for domain '" + r.domain + "' and kv '" + r.kv + "' (merge them into one)");
+void canonicalize_policy_kv(GatePolicy& policy, const std::function<std::vector<std::string>(const GateRule&)>& canonical) {
+  std::map<std::pair<std::string, std::string>, size_t> seen;  // (domain, kv) -> the rule that set it
+  std::vector<GateRule> rules;
+  for (const GateRule& r : policy.rules) {
+    const std::vector<std::string> specs = r.kv == "*" ? std::vector<std::string>{"*"} : canonical(r);
+    for (const std::string& spec : specs) {
+      const auto [it, fresh] = seen.emplace(std::make_pair(r.domain, spec), r.index);
+      if (!fresh)
+        bad(policy.source, "rules[" + std::to_string(r.index) + "]",
+            "a second rule for domain '" + r.domain + "' and kv '" + spec + "' (rules[" + std::to_string(it->second) +
+                "] names it too; merge them into one)");
+      GateRule bound = r;
+      bound.kv = spec;
+      rules.push_back(std::move(bound));
+    }
   }
+  policy.rules = std::move(rules);
 }
 
 }  // namespace kvgate::scoring

@@ -89,8 +89,15 @@ struct GateLimits {
 
 struct GateRule {
   std::string domain = "*";
+  // "*" or a config as the user names it; bound to the stored spec(s) of the run's configs it
+  // names before checks look it up (harness/report/verdicts.h, bind_policy).
   std::string kv = "*";
   GateLimits limits;  // NaN: the file set this limit to null (off, overriding less specific rules)
+  // "optional": true: the rule is meant for runs that have its config; one that has none is not
+  // an error (a note says the rule was not applied). Otherwise a `kv` rule that names no config
+  // of the run is an input error: a rule that applies to nothing would let a gate pass unseen.
+  bool optional = false;
+  size_t index = 0;  // the rule's place in the file, "rules[N]" in messages
 };
 
 // Latency (docs/gates.md, "How latency is gated").
@@ -132,9 +139,9 @@ struct GatePolicy {
 GatePolicy parse_gate_policy(const std::string& text, const std::string& source);
 GatePolicy load_gate_policy(const std::string& path);
 
-// Rewrites every rule's KV config name with `canonical` (short names such as "fp8" to the
-// canonical spec the results store records), so rules match what runs hold. Rules that name
-// the same (domain, config) twice are an input error.
-void canonicalize_policy_kv(GatePolicy& policy, const std::function<std::string(const std::string&)>& canonical);
+// Rewrites every rule's KV config name with `canonical` (the stored spec(s) a rule names; several
+// rewrite the rule into one per spec), so rules match what runs hold by exact spec. Rules that
+// name the same (domain, config) twice are an input error naming both.
+void canonicalize_policy_kv(GatePolicy& policy, const std::function<std::vector<std::string>(const GateRule&)>& canonical);
 
 }  // namespace kvgate::scoring

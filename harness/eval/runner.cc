@@ -263,6 +263,15 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, E
       sources.push_back(make_endpoint_source(*client, config, lm));
     } else {
       if (m.backend == nullptr) throw_internal_error("in-process config " + config.spec + " has no backend");
+      // A KV config the model cannot hold (a format whose blocks do not divide its head size) is
+      // refused here, as the cache it would build is, before the run is written.
+      try {
+        m.backend->start(config.kv, 1);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::usage && e.kind() != ErrorKind::input) throw;
+        throw Error(e.kind(), "config " + (config.label.empty() ? config.spec : config.label) + " on model " +
+                                  m.lm->model->path() + ": " + e.what());
+      }
       sources.push_back(make_in_process_source(*m.backend, config, *m.lm));
       identity = m.identity;
       identity->kv_spec = config.kv.canonical();
@@ -271,16 +280,16 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, E
                                        static_cast<int>(arch.head_dim)},
                       std::move(identity)});
   }
-  recorder.open(setups);
-  for (size_t c = 0; c < plan.configs.size(); ++c)
-    if (plan.configs[c].endpoint) recorder.record_endpoint(c, endpoint_record(plan.configs[c], *sources[c]->client()));
-
   CrossCheckObserver cross(plan);
   EvalResult result;
-  result.run_id = recorder.run_id();
   std::vector<std::pair<std::string, ItemFailure>> failures;
   bool stopped = false;
   try {
+    // Everything above is checked before the run is written; from here an error marks it failed.
+    recorder.open(setups);
+    result.run_id = recorder.run_id();
+    for (size_t c = 0; c < plan.configs.size(); ++c)
+      if (plan.configs[c].endpoint) recorder.record_endpoint(c, endpoint_record(plan.configs[c], *sources[c]->client()));
     std::vector<ConfigTotals> totals(plan.configs.size());
     const size_t n_items = prepared.size();
     result.items_total = static_cast<int64_t>(n_items);

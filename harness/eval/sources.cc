@@ -52,12 +52,15 @@ std::vector<int32_t> ids_without_eos(const serving::Completion& c, const LoadedM
   return ids;
 }
 
+// No top-k lists: an answer keeps its tokens and their times only, and the engines pay per token
+// for lists (llama-server sorts the vocabulary, and turns backend sampling off), which would be
+// in TTFT and TPOT.
 EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm, const std::vector<int32_t>& prompt,
-                           int max_new, int k) {
+                           int max_new) {
   serving::GenerateRequest g;
   g.prompt_tokens = prompt;
   g.max_tokens = max_new;
-  g.top_logprobs = k;
+  g.top_logprobs = 0;
   g.stream = true;
   serving::GenerationResult res = client.generate(g);
   EngineAnswer a;
@@ -71,7 +74,6 @@ EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm,
     // the prompt cached, gives them; the times stay the stream's.
     serving::GenerateRequest whole = g;
     whole.stream = false;
-    whole.top_logprobs = 0;
     a.tokens = ids_without_eos(client.generate(whole).completion, lm, ids);
   }
   if (ids) {
@@ -172,7 +174,7 @@ class EndpointSource final : public ConfigSource {
   void add_context(const std::vector<int32_t>& tokens) override { sent_.insert(sent_.end(), tokens.begin(), tokens.end()); }
 
   Answer answer(int max_new) override {
-    EngineAnswer e = engine_greedy(client_, lm_, sent_, max_new, config_.top_k);
+    EngineAnswer e = engine_greedy(client_, lm_, sent_, max_new);
     Answer a;
     a.tokens = std::move(e.tokens);
     a.token_ms = std::move(e.token_ms);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "harness/report/stored_scores.h"
+#include "harness/report/verdicts.h"
 
 namespace kvgate::harness {
 namespace {
@@ -79,6 +80,8 @@ bool PositionView::has_depth() const {
     if (c.points.size() > 1) return true;
   return false;
 }
+
+scoring::BootstrapSettings positions_bootstrap() { return load_policy_or_default("").bootstrap; }
 
 PositionView run_positions(const results::StoredRun& run, const scoring::BootstrapSettings& bootstrap) {
   PositionView v;

@@ -32,6 +32,10 @@ struct PositionView {
   bool has_depth() const;
 };
 PositionView run_positions(const results::StoredRun& run, const scoring::BootstrapSettings& bootstrap);
+// The bootstrap `runs show` and the report draw the depth view's intervals with: the built-in
+// gate policy's (ci/gates/default.json "bootstrap"), so that the same run shows the same
+// intervals whichever rollout policy its verdicts are read against.
+scoring::BootstrapSettings positions_bootstrap();
 
 // "fp8: mean KLD at 4-8k is 1.92x its 0-1k value on the same 12 documents [1.41x, 2.60x] ...",
 // or why there is no depth effect.

@@ -145,7 +145,7 @@ Analysis analyze(const ReportInput& in) {
   }
   for (const auto& [spec, turns] : session_turns) a.drift[spec] = scoring::drift_over_turns(turns);
   a.sessions = static_cast<int64_t>(sessions.size());
-  a.positions = run_positions(in.run, in.verdicts.bootstrap);
+  a.positions = run_positions(in.run, positions_bootstrap());
   a.depth_accuracy = run_depth_accuracy(in.run);
   return a;
 }
@@ -474,12 +474,17 @@ std::vector<const ConfigStats*> candidates(const Analysis& a) {
 
 std::string verdicts_html(const RunVerdicts& v) {
   if (v.configs.empty()) return "";
-  std::string h = "<h2>Verdict per config</h2>\n<p class=\"note\">From the gate policy " + xml_escape(v.policy) +
-                  ": unsafe where a limit is crossed, watch where a check used at least half of its allowance.</p>\n<ul>\n";
+  std::string h = "<h2>Verdict per config</h2>\n<p class=\"note\">Can each config replace " + xml_escape(v.reference) +
+                  " on this workload? Confidence bounds on the paired per-item harms against the margins of " +
+                  xml_escape(v.policy.source) +
+                  ": safe when every bound is inside its margin, unsafe when a harm is beyond one with confidence, "
+                  "inconclusive otherwise.</p>\n<ul>\n";
   for (const scoring::ConfigVerdict& c : v.configs)
-    h += fmt::format("<li class=\"v-{}\"><b>{}</b>: {}</li>\n", scoring::verdict_name(c.verdict), xml_escape(v.label(c)),
-                     xml_escape(v.line(c).substr(v.label(c).size() + 2)));
-  return h + "</ul>\n";
+    h += fmt::format("<li class=\"v-{}\"><b>{}</b>: {}: {}</li>\n", scoring::verdict_name(c.verdict), xml_escape(c.shown()),
+                     scoring::verdict_name(c.verdict), xml_escape(c.reason));
+  h += "</ul>\n";
+  for (const std::string& line : v.conclusion) h += "<p>" + xml_escape(line) + "</p>\n";
+  return h;
 }
 
 // Per candidate config: its turns whose answer differs from the reference's.
@@ -643,7 +648,7 @@ std::string render_report_html(const ReportInput& in) {
       "svg .xl{font-size:11px;text-anchor:middle;fill:#333}svg .yl{font-size:11px;text-anchor:end;fill:#333}"
       "svg .pl{font-size:11px;fill:#222}svg .g{stroke:#eee}svg .a{stroke:#555}.note{color:#666;font-size:13px}"
       "table.answers td{text-align:left;white-space:pre-wrap;max-width:320px}mark{background:#fdd}"
-      ".v-unsafe b{color:#b00}.v-watch b{color:#a60}.v-safe b{color:#070}\n"
+      ".v-unsafe b{color:#b00}.v-inconclusive b{color:#a60}.v-safe b{color:#070}\n"
       "</style>\n</head>\n<body>\n";
   h += fmt::format("<h1>kvgate report: run {}</h1>\n<p>{} &#183; status {} &#183; {} items &#183; model {} (sha256 {}) &#183; "
                    "started {} &#183; git {} &#183; {} threads on {}</p>\n",
@@ -840,11 +845,7 @@ std::string render_report_markdown(const ReportInput& in) {
   const Analysis a = analyze(in);
   std::string md = fmt::format("## kvgate report: run {} ({}, {} items, {})\n\n", in.run.record.id, in.run.record.info.suite_name,
                                in.run.record.items, results::run_status_name(in.run.record.status));
-  if (!in.verdicts.configs.empty()) {
-    md += "**Verdict per config** (policy `" + in.verdicts.policy + "`):\n\n";
-    for (const scoring::ConfigVerdict& v : in.verdicts.configs) md += "- " + in.verdicts.line(v) + "\n";
-    md += "\n";
-  }
+  md += verdicts_markdown(in.verdicts);
   if (in.baseline) md += fmt::format("Baseline: run {} ({}).\n\n", in.baseline->record.id, in.baseline->record.info.suite_name);
   md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | first token EOS | first token differs | "
         "TTFT p50 ms | TPOT p50 ms | KV B/token |\n"

@@ -67,6 +67,7 @@ KVGATE_HD auto with_rows(FormatId f, Fn&& fn) -> decltype(fn(NoRows{})) {
     case FormatId::u3: return fn(UniformRows<3>{});
     case FormatId::u4: return fn(UniformRows<4>{});
     case FormatId::u8: return fn(UniformRows<8>{});
+    case FormatId::fp4_mx_block16:  // CPU only for now (GpuStorage::none)
     case FormatId::external: break;
   }
   return fn(NoRows{});

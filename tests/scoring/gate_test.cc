@@ -60,7 +60,7 @@ GateRun make_run(int64_t id, int n, double kld_scale) {
 // with the kernels' parser, which this layer cannot see, so the tests do it by hand.
 GatePolicy test_policy() {
   GatePolicy p = parse_gate_policy(kPolicy, "p.json");
-  canonicalize_policy_kv(p, [](const std::string& s) { return s + "/" + s; });
+  canonicalize_policy_kv(p, [](const GateRule& r) { return std::vector<std::string>{r.kv + "/" + r.kv}; });
   return p;
 }
 
@@ -134,7 +134,7 @@ TEST(GatePolicy, OldKeysNameTheirNewNames) {
 TEST(GatePolicy, CanonicalizedNamesThatCollideAreRejected) {
   GatePolicy p = parse_gate_policy(
       "{\"kvgate_gate_policy\": 1, \"rules\": [{\"kv\": \"fp8\"}, {\"kv\": \"fp8_e4m3\"}]}", "c.json");
-  EXPECT_THROW(canonicalize_policy_kv(p, [](const std::string&) { return std::string("fp8_e4m3/fp8_e4m3"); }), Error);
+  EXPECT_THROW(canonicalize_policy_kv(p, [](const GateRule&) { return std::vector<std::string>{"fp8_e4m3/fp8_e4m3"}; }), Error);
 }
 
 TEST(Gate, IdenticalRunsNeverFire) {
@@ -445,7 +445,7 @@ TEST(Gate, NotMeasuredFailsUnlessThePolicyAllowsIt) {
     {"absolute": {"kld_mean_max": 0.1}, "regression": {"kld_mean": 0.01}},
     {"kv": "q4_0", "allow_unmeasured": true}]})",
                                           "allow.json");
-  canonicalize_policy_kv(allowing, [](const std::string& s) { return s + "/" + s; });
+  canonicalize_policy_kv(allowing, [](const GateRule& r) { return std::vector<std::string>{r.kv + "/" + r.kv}; });
   const GateOutcome allowed = evaluate_gate(allowing, &base, cand);
   EXPECT_TRUE(allowed.passed());
   EXPECT_NE(find(allowed, "absolute.kld_mean[tables, q4_0/q4_0]")->detail.find("not checked"), std::string::npos);
@@ -464,7 +464,7 @@ TEST(Gate, MinimumCoveragePerDomainAndConfig) {
     {"coverage": {"items_min": 4, "scored_tokens_min": 300}},
     {"domain": "tables", "coverage": {"items_min": 5}}]})",
                                    "cov.json");
-  canonicalize_policy_kv(p, [](const std::string& s) { return s + "/" + s; });
+  canonicalize_policy_kv(p, [](const GateRule& r) { return std::vector<std::string>{r.kv + "/" + r.kv}; });
   GateRun cand = make_run(2, 4, 1.0);  // 4 items of 100 tokens per domain and config
   for (GateItem& it : cand.items)
     if (it.config == "q4_0/q4_0" && it.domain == "policy" && it.item_key != "policy-0") it.scores.kld_mean = std::nan("");
