@@ -127,6 +127,6 @@ RolloutPolicy parse_rollout_policy(const std::string& text, const std::string& s
   return p;
 }
 
-RolloutPolicy load_rollout_policy(const std::string& path) { return parse_rollout_policy(read_whole_file(path), path); }
+RolloutPolicy load_rollout_policy(const std::string& path) { return parse_rollout_policy(read_whole_file(path, kMaxConfigFileBytes), path); }
 
 }  // namespace kvgate::scoring
