@@ -147,7 +147,7 @@ const char* kDepthPolicy = R"({
 
 GatePolicy depth_policy() {
   GatePolicy p = parse_gate_policy(kDepthPolicy, "p.json");
-  canonicalize_policy_kv(p, [](const std::string& s) { return s; });
+  canonicalize_policy_kv(p, [](const GateRule& r) { return std::vector<std::string>{r.kv}; });
   return p;
 }
 
