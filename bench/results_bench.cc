@@ -19,6 +19,7 @@
 #include "results/row_digest.h"
 #include "results/store.h"
 #include "results/stored_run.h"
+#include "scoring/depth_effect.h"
 #include "scoring/position_buckets.h"
 #include "scoring/stats.h"
 #include "scoring/token_metrics.h"
@@ -138,6 +139,25 @@ void BM_PairedBootstrap(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(kvgate::scoring::paired_bootstrap_ci(base, cand, 2000, 0.95, 7));
 }
 BENCHMARK(BM_PairedBootstrap)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+// A config's depth view as `runs show` and the report compute it (issue 42): per bucket a
+// bootstrap over documents and each bucket against the shallowest, B = 2000, for `docs`
+// documents reaching four buckets (long-cpu: 12) — beside the paired bootstrap of as many pairs,
+// the gate's per-check cost, in the same run.
+void BM_DepthCurve(benchmark::State& state) {
+  const size_t docs = static_cast<size_t>(state.range(0));
+  kvgate::Rng rng(5);
+  std::vector<kvgate::scoring::PositionRow> rows;
+  for (size_t d = 0; d < docs; ++d)
+    for (int b = 0; b < 4; ++b) {
+      kvgate::scoring::PositionSums s;
+      for (int t = 0; t < 8; ++t) s.add(0.01 * (1 + b) * rng.uniform(), 0.0, rng.uniform() < 0.9);
+      rows.push_back({"doc-" + std::to_string(d), "q4_0", b, s});
+    }
+  const kvgate::scoring::ConfigDocuments documents = kvgate::scoring::config_documents(rows, "q4_0");
+  for (auto _ : state) benchmark::DoNotOptimize(kvgate::scoring::depth_curve(documents, "q4_0", {2000, 0.95, 7}));
+}
+BENCHMARK(BM_DepthCurve)->Arg(12)->Arg(100)->Unit(benchmark::kMillisecond);
 
 // One item as an eval run writes it: its metrics row, four token classes and 64 latency
 // samples, in one transaction, WAL, synchronous = NORMAL.

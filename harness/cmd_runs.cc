@@ -18,6 +18,7 @@
 #include "harness/commands.h"
 #include "harness/report/answers.h"
 #include "harness/report/config_labels.h"
+#include "harness/report/depth_accuracy.h"
 #include "harness/report/per_turn.h"
 #include "harness/report/engine_report.h"
 #include "harness/report/position_report.h"
@@ -204,7 +205,8 @@ void run_show(const RunsArgs& a) {
   const scoring::GoldSignal gold = reference_gold(summary);
   const RunVerdicts verdicts = run_verdicts(stored, a.policy);
   const PerTurn turns = per_turn(stored);
-  const std::vector<scoring::PositionCurve> positions = run_position_curves(stored);
+  const PositionView positions = run_positions(stored, positions_bootstrap());
+  const DepthAccuracy depth_accuracy = run_depth_accuracy(stored);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
@@ -274,6 +276,12 @@ void run_show(const RunsArgs& a) {
                             {"note", gold.note().empty() ? nlohmann::json(nullptr) : nlohmann::json(gold.note())}};
     out["per_turn"] = per_turn_json(turns);
     out["positions"] = positions_json(positions);
+    out["positions_bootstrap"] = {{"unit", "item"},
+                                  {"resamples", positions.bootstrap.resamples},
+                                  {"confidence", positions.bootstrap.confidence},
+                                  {"seed", positions.bootstrap.seed},
+                                  {"min_items", scoring::kDepthMinDocuments}};
+    out["depth_accuracy"] = depth_accuracy_json(depth_accuracy);
     out.update(engine_json(engine));
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -323,6 +331,7 @@ void run_show(const RunsArgs& a) {
   }
   text += per_turn_text(turns);
   text += positions_text(positions);
+  text += depth_accuracy_text(depth_accuracy);
   if (!summary.empty()) text += weights_kv_text(weights_kv, budget);
   text += endpoints_text(engine) + failures_text(engine) + load_text(engine);
   std::fputs(text.c_str(), stdout);

@@ -848,6 +848,7 @@ GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, con
   add_coverage_min_checks(policy, candidate, o.checks);
   add_absolute_checks(policy, baseline, candidate, o.checks);
   add_position_checks(policy, baseline, candidate, o.checks);
+  add_depth_checks(policy, candidate, o.checks);
   if (baseline) {
     add_regression_checks(policy, *baseline, candidate, o.checks);
     add_slowdown_checks(policy, *baseline, candidate, o.checks);

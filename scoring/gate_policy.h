@@ -51,6 +51,19 @@ struct PositionLimit {
   std::optional<double> regression, limit;
 };
 
+// A depth-effect check (docs/gates.md "Checks by depth"): per candidate config, over all the
+// run's documents (items) together, `metric` in every position bucket from `min_position` on
+// against the bucket starting at `shallow`, paired on the documents holding both
+// (scoring/depth_effect.h). It fails when the worsening with depth is real (its bootstrap
+// interval over documents excludes none) and exceeds every limit given: `ratio_max` (kld_mean:
+// deep / shallow) and `floor` (deep - shallow KLD, or shallow - deep top-1 agreement).
+// Fewer than kDepthMinDocuments paired documents, or no bucket reached, skip with the reason.
+struct DepthLimit {
+  std::string metric;
+  int64_t shallow = 0, min_position = 0;
+  std::optional<double> ratio_max, floor;
+};
+
 // How much of the candidate run a (domain, config) must hold for its checks to mean anything:
 // items with the config's row, and tokens whose KLD was measured (items whose KLD was not
 // measured count for neither).
@@ -66,6 +79,9 @@ struct GateLimits {
   // The per-position checks, all taken from the most specific rule that sets "positions" (an
   // empty list: none, as `null` says in the file).
   std::optional<std::vector<PositionLimit>> positions;
+  // The depth-effect checks, likewise from the most specific rule that sets "depth"; only rules
+  // for every domain ("*") may set them, since a depth effect is measured over all documents.
+  std::optional<std::vector<DepthLimit>> depth;
   // A check whose metric the data allows (the items have scored tokens, gold answers, greedy
   // answers) but that no item measured fails, unless this is true. Off by default.
   std::optional<bool> allow_unmeasured;

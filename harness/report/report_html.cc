@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/report/depth_accuracy.h"
 #include "harness/report/position_report.h"
 #include "harness/report/stored_scores.h"
 #include "scoring/aggregate.h"
@@ -61,7 +62,8 @@ struct Analysis {
   std::vector<MovedItem> moved;
   scoring::GoldSignal gold;  // the reference's gold answers over the run: whether accuracy says anything
   std::string reference_spec;
-  std::vector<scoring::PositionCurve> positions;  // candidates' quality by position
+  PositionView positions;  // candidates' quality by position, with intervals over documents and the depth effect
+  DepthAccuracy depth_accuracy;  // gold accuracy by the depth of the evidence (needles at controlled depths)
   // What every config's label starts with, left out of the charts ("" when nothing worth it).
   std::string chart_prefix;
   // A config's label (what tables show) from its spec.
@@ -177,7 +179,8 @@ Analysis analyze(const ReportInput& in) {
   }
   for (const auto& [spec, turns] : session_turns) a.drift[spec] = scoring::drift_over_turns(turns);
   a.sessions = static_cast<int64_t>(sessions.size());
-  a.positions = run_position_curves(in.run);
+  a.positions = run_positions(in.run, positions_bootstrap());
+  a.depth_accuracy = run_depth_accuracy(in.run);
   return a;
 }
 
@@ -458,17 +461,27 @@ std::string chart_positions(const Analysis& a) {
   size_t longest = 0;
   std::set<int> present;
   double ymax = 0;
-  for (const scoring::PositionCurve& c : a.positions) {
-    longest = std::max(longest, a.chart_label(c.config).size());
-    for (const scoring::PositionPoint& p : c.points) {
+  const std::vector<scoring::PositionCurve>& curves = a.positions.curves;
+  // The interval of a config's bucket over documents (NaN bounds: none).
+  auto interval_of = [&](size_t k, int bucket) {
+    for (const scoring::DepthPoint& d : a.positions.depth[k].points)
+      if (d.bucket == bucket) return d.estimate.kld_mean;
+    return scoring::Estimate{};
+  };
+  for (size_t k = 0; k < curves.size(); ++k) {
+    longest = std::max(longest, a.chart_label(curves[k].config).size());
+    for (const scoring::PositionPoint& p : curves[k].points) {
       present.insert(p.bucket);
       if (std::isfinite(p.kld_mean)) ymax = std::max(ymax, p.kld_mean);
+      if (const double hi = interval_of(k, p.bucket).high; std::isfinite(hi)) ymax = std::max(ymax, hi);
     }
   }
   f.right = std::min(320.0, std::max(170.0, 34 + label_width(std::string(longest, 'x'))));
   // Room for every bucket's label ("64-128k" is ~46 px) however long the legend's names.
   f.w = std::max(f.w, f.left + f.right + 56.0 * static_cast<double>(present.size()));
-  std::string s = svg_open("chart-positions", f, "Mean KLD by position in the context (absolute position of the scored token)");
+  std::string s = svg_open("chart-positions", f,
+                           "Mean KLD by position in the context (absolute position of the scored token), with its interval "
+                           "over documents");
   const std::vector<int> buckets(present.begin(), present.end());
   const std::vector<double> yt = ticks(0, ymax);
   f.x0 = -0.5, f.x1 = static_cast<double>(std::max<size_t>(buckets.size(), 1)) - 0.5, f.y0 = 0, f.y1 = yt.back();
@@ -481,19 +494,31 @@ std::string chart_positions(const Analysis& a) {
     s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", f.px(x_of(b)), f.h - f.bottom + 16,
                      scoring::position_bucket_name(b));
   double ly = f.top + 4;
-  for (const scoring::PositionCurve& c : a.positions) {
+  for (size_t k = 0; k < curves.size(); ++k) {
+    const scoring::PositionCurve& c = curves[k];
     const auto ci = a.config_index.find(c.config);
     const std::string color = ci == a.config_index.end() ? "#777" : a.configs[ci->second].color;
+    // Each config's points sit a little apart, so that overlapping intervals stay readable.
+    const double shift = (static_cast<double>(k) - static_cast<double>(curves.size() - 1) / 2) * 0.06;
     std::string pts;
     for (const scoring::PositionPoint& p : c.points)
-      if (std::isfinite(p.kld_mean)) pts += fmt::format("{:.1f},{:.1f} ", f.px(x_of(p.bucket)), f.py(p.kld_mean));
+      if (std::isfinite(p.kld_mean)) pts += fmt::format("{:.1f},{:.1f} ", f.px(x_of(p.bucket) + shift), f.py(p.kld_mean));
     s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", pts, color);
-    for (const scoring::PositionPoint& p : c.points)
-      if (std::isfinite(p.kld_mean))
-        s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} at {}: mean KLD {}, same top-1 {}%, "
-                         "{} tokens in {} items</title></circle>",
-                         f.px(x_of(p.bucket)), f.py(p.kld_mean), color, xml_escape(c.shown()),
-                         scoring::position_bucket_name(p.bucket), num(p.kld_mean), num(100 * p.same_top1), p.tokens, p.items);
+    for (const scoring::PositionPoint& p : c.points) {
+      if (!std::isfinite(p.kld_mean)) continue;
+      const scoring::Estimate e = interval_of(k, p.bucket);
+      const double x = f.px(x_of(p.bucket) + shift);
+      if (std::isfinite(e.low))
+        s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"1\"/>", x,
+                         f.py(e.low), x, f.py(e.high), color);
+      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} at {}: mean KLD {} ({}), same "
+                       "top-1 {}%, {} tokens in {} items</title></circle>",
+                       x, f.py(p.kld_mean), color, xml_escape(c.shown()), scoring::position_bucket_name(p.bucket),
+                       num(p.kld_mean),
+                       std::isfinite(e.low) ? fmt::format("interval over documents {} to {}", num(e.low), num(e.high))
+                                            : std::string("too few documents for an interval"),
+                       num(100 * p.same_top1), p.tokens, p.items);
+    }
     s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
                      "class=\"pl\">{}</text>",
                      f.w - f.right + 10, ly, color, f.w - f.right + 24, ly + 9,
@@ -811,15 +836,61 @@ std::string render_report_html(const ReportInput& in) {
   h += chart_drift(a) + "\n";
 
   h += "<h2>Quality by position</h2>\n<p class=\"note\">Each scored token counts in the range of its absolute position "
-       "in the item's context; KV quantization that fails at long context shows as a line that climbs to the right.</p>\n";
+       "in the item's context; KV quantization that fails at long context shows as a line that climbs to the right. "
+       "Intervals come from a bootstrap over the items (documents) in each range, never over tokens; where every item "
+       "is a depth sweep (docs/evalsets.md), every range holds the same documents and the line compares like with "
+       "like.</p>\n";
   h += chart_positions(a) + "\n";
   if (!a.positions.empty()) {
-    h += "<table>" + th({"kv config", "positions", "tokens", "items", "mean KLD", "mean Δp", "same top-1"});
-    for (const scoring::PositionCurve& c : a.positions)
-      for (const scoring::PositionPoint& p : c.points)
-        h += td({c.shown(), scoring::position_bucket_name(p.bucket), std::to_string(p.tokens), std::to_string(p.items),
-                 num(p.kld_mean), num(p.delta_p_mean), percent(p.same_top1)});
+    const int pct = static_cast<int>(std::lround(a.positions.bootstrap.confidence * 100));
+    h += "<table>" + th({"kv config", "positions", "items", "tokens", "mean KLD", fmt::format("{}% interval over items", pct),
+                         "mean Δp", "same top-1", "KLD vs the shallowest bucket (same items)"});
+    for (size_t k = 0; k < a.positions.curves.size(); ++k) {
+      const scoring::PositionCurve& c = a.positions.curves[k];
+      for (const scoring::PositionPoint& p : c.points) {
+        std::string ci = "-", vs = "-";
+        for (const scoring::DepthPoint& d : a.positions.depth[k].points) {
+          if (d.bucket != p.bucket) continue;
+          if (std::isfinite(d.estimate.kld_mean.low))
+            ci = fmt::format("{} to {}", num(d.estimate.kld_mean.low), num(d.estimate.kld_mean.high));
+          const scoring::DepthEffect& e = d.vs_shallow;
+          if (e.documents > 0 && std::isfinite(e.kld_ratio.value))
+            vs = fmt::format("{}x{} on {} items", num(e.kld_ratio.value, 3),
+                             std::isfinite(e.kld_ratio.low)
+                                 ? fmt::format(" ({} to {})", num(e.kld_ratio.low, 3), num(e.kld_ratio.high, 3))
+                                 : std::string(),
+                             e.documents);
+        }
+        h += td({c.shown(), scoring::position_bucket_name(p.bucket), std::to_string(p.items), std::to_string(p.tokens),
+                 num(p.kld_mean), ci, num(p.delta_p_mean), percent(p.same_top1), vs});
+      }
+    }
     h += "</table>\n";
+    if (a.positions.has_depth()) {
+      h += "<p>Depth effect (the deepest bucket that at least " + std::to_string(scoring::kDepthMinDocuments) +
+           " items share with the shallowest, paired on those items):</p>\n<ul>\n";
+      for (size_t k = 0; k < a.positions.curves.size(); ++k)
+        h += "<li>" +
+             xml_escape(depth_effect_line(a.positions.curves[k].shown(), a.positions.depth[k].effect, a.positions.bootstrap)) +
+             "</li>\n";
+      h += "</ul>\n";
+    }
+  }
+  if (!a.depth_accuracy.empty()) {
+    const DepthAccuracy& d = a.depth_accuracy;
+    h += "<h3>Gold accuracy by depth of the evidence</h3>\n<p class=\"note\">Items generated at each depth: the same "
+         "documents with the evidence moved (correct/answered).</p>\n<table>";
+    std::vector<std::string> head = {"domain", "depth"};
+    for (const std::string& l : d.labels) head.push_back(l);
+    h += th(head);
+    for (const DepthAccuracyRow& r : d.rows) {
+      std::vector<std::string> row = {r.domain, depth_text(r.depth_permille)};
+      for (size_t c = 0; c < d.labels.size(); ++c) row.push_back(depth_accuracy_cell(r, c));
+      h += td(row);
+    }
+    h += "</table>\n";
+    for (const auto& [domain, s] : d.signal)
+      if (!s.informative()) h += "<p class=\"note\">" + xml_escape(domain + ": " + s.note()) + "</p>\n";
   }
 
   h += "<h2>KLD distribution tails</h2>\n";
@@ -926,6 +997,7 @@ std::string render_report_markdown(const ReportInput& in) {
     md += "\n";
   }
   md += positions_markdown(a.positions);
+  md += depth_accuracy_markdown(a.depth_accuracy);
   md += engine_markdown(in.engine) + cross_check_markdown(a, in.engine);
   md += changed_answers_markdown(in);
   if (in.baseline && !a.moved.empty()) {

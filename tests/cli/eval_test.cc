@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 
 #include <cstdlib>
@@ -364,65 +365,120 @@ TEST(EvalCli, ConfigsShowAsTypedWithTheirCanonicalSpecs) {
   EXPECT_EQ(old_answers.out.find("canonical specs:"), std::string::npos) << old_answers.out;
 }
 
-// A long item (the long-cpu-ci suite's first, ~3-4k tokens) is scored by position: `runs show`
-// lists the candidate's buckets, whose tokens add up to its scored tokens and lie where the
-// item's scored span does (after the document), and the first-token rates per config.
-TEST(EvalCli, LongItemIsScoredByPosition) {
+// Depth sweeps (`evalset from-text --sweep`) of three documents of ~1.3k tokens: every bucket
+// they reach holds all three, `runs show` gives each bucket's interval over the documents and
+// the paired depth effect, the buckets add up to the scored tokens, and the gate decides the
+// depth and position checks on them.
+TEST(EvalCli, DepthSweepPutsTheSameDocumentsInEveryBucket) {
   KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  const std::string dir = temp("sweep_docs");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const char* topics[] = {"harbour", "orchard", "library"};
+  const char* verbs[] = {"repaired", "counted", "painted", "moved", "inspected", "cleaned"};
+  for (int f = 0; f < 3; ++f) {
+    std::ofstream out(dir + "/doc" + std::to_string(f) + ".txt");
+    for (int p = 0; p < 32; ++p)
+      out << "In the " << p + 1 << "th week the " << topics[f] << " team " << verbs[(p + f) % 6]
+          << " the old sheds near the river, while the council argued about the budget and the weather stayed "
+             "grey. Several neighbours wrote letters asking when the work would end, and the answers were "
+             "polite but vague.\n\n";
+  }
+  const std::string items = temp("sweep.jsonl");
+  CliResult r = run_kvgate("evalset from-text --dir " + dir + " --sweep --context-tokens 1300 --out " + items + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(nlohmann::json::parse(r.out)["items"], 3) << r.out;
   const std::string db = temp("positions.db");
   std::remove(db.c_str());
-  const nlohmann::json run = eval_json("--suite long-cpu-ci --limit 1 --kv q4_0 --max-new-tokens 4 --db " + db);
+  // The rollout policy as shipped, but checking buckets from 1k on (the documents stop in 1-2k).
+  const std::string rollout = temp("rollout-1k.json");
+  {
+    nlohmann::json p = nlohmann::json::parse(slurp(std::string(KVGATE_SOURCE_DIR) + "/ci/gates/rollout.json"));
+    p["positions"]["min_position"] = 1024;
+    std::ofstream(rollout) << p.dump();
+  }
+  const nlohmann::json run =
+      eval_json("--evalset " + items + " --kv q4_0 --max-new-tokens 4 --policy " + rollout + " --db " + db);
   const nlohmann::json show = show_json(db, run["run"].get<int64_t>());
   ASSERT_EQ(show["positions"].size(), 1u) << show["positions"].dump();
   const nlohmann::json& curve = show["positions"][0];
   EXPECT_EQ(curve["spec"].get<std::string>().rfind("q4_0", 0), 0u) << "only the candidate has a curve: " << curve.dump();
   EXPECT_EQ(curve["label"], "q4_0") << "the curve names the config as typed: " << curve.dump();
+  ASSERT_EQ(curve["buckets"].size(), 2u) << curve.dump();
   int64_t tokens = 0;
   for (const auto& b : curve["buckets"]) {
     tokens += b["scored_tokens"].get<int64_t>();
-    EXPECT_GE(b["position_from"].get<int64_t>(), 2048) << "the scored span follows a 3-4k-token document: " << b.dump();
-    EXPECT_TRUE(b["kld_mean"].is_number()) << b.dump();
-    EXPECT_EQ(b["items"], 1);
+    EXPECT_EQ(b["items"], 3) << "every bucket holds the same documents: " << b.dump();
+    ASSERT_TRUE(b["kld_mean_ci"].is_array()) << b.dump();
+    EXPECT_LE(b["kld_mean_ci"][0].get<double>(), b["kld_mean"].get<double>()) << b.dump();
+    EXPECT_GE(b["kld_mean_ci"][1].get<double>(), b["kld_mean"].get<double>()) << b.dump();
   }
+  EXPECT_TRUE(curve["buckets"][0]["vs_shallowest"].is_null());
+  EXPECT_EQ(curve["buckets"][1]["vs_shallowest"]["documents"], 3);
+  const nlohmann::json& effect = curve["depth_effect"];
+  ASSERT_TRUE(effect.is_object()) << curve.dump();
+  EXPECT_EQ(effect["shallow"], "0-1k");
+  EXPECT_EQ(effect["deep"], "1-2k");
+  EXPECT_EQ(effect["documents"], 3);
+  EXPECT_TRUE(effect["kld_ratio"]["low"].is_number()) << effect.dump();
+  EXPECT_EQ(show["positions_bootstrap"]["unit"], "item");
   int64_t scored = 0;
   for (const auto& s : show["summary"]) {
     if (s["spec"] == curve["spec"]) scored = s["scored_tokens"].get<int64_t>();
     EXPECT_TRUE(s["first_token_eos_rate"].is_number()) << s.dump();
-    EXPECT_TRUE(s["first_token_differs_rate"].is_number()) << s.dump();
     if (s["role"] == "reference") EXPECT_EQ(s["first_token_differs_rate"], 0.0);
   }
-  EXPECT_GT(scored, 0);
+  EXPECT_GT(scored, 1500);
   EXPECT_EQ(tokens, scored);
-  // The rollout verdict checks the position buckets the item reaches (ci/gates/rollout.json: from 2k on).
+  // Bit-identical intervals on a second read (seeded bootstrap).
+  EXPECT_EQ(show_json(db, run["run"].get<int64_t>())["positions"], show["positions"]);
+  // The rollout verdict checks the position buckets the documents reach from the policy's 1k on
+  // (1-2k), each over the three documents.
   ASSERT_EQ(run["verdicts"]["verdicts"].size(), 1u) << run.dump();
   size_t bucket_checks = 0;
   for (const auto& c : run["verdicts"]["verdicts"][0]["checks"])
     if (!c["position_bucket"].is_null()) {
       ++bucket_checks;
-      EXPECT_EQ(c["items"], 1) << c.dump();
+      EXPECT_EQ(c["items"], 3) << c.dump();
     }
-  EXPECT_EQ(bucket_checks, 2 * curve["buckets"].size()) << "mean KLD and same top-1 in each bucket reached";
+  EXPECT_EQ(bucket_checks, 2u) << "mean KLD and same top-1 in 1-2k";
   const CliResult text = run_kvgate("runs show latest --db " + db);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("by position"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("\n  q4_0 "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("q4_0: mean KLD at 1-2k is "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("on the same 3 documents"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("1st EOS %"), std::string::npos) << text.out;
+  const std::string md = temp("sweep.md");
+  const CliResult report = run_kvgate("report --md " + md + " --html " + temp("sweep.html") + " --db " + db);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(slurp(md).find("on the same 3 documents"), std::string::npos);
+  EXPECT_NE(slurp(temp("sweep.html")).find("on the same 3 documents"), std::string::npos);
 
-  // The long suites' policy checks the buckets the run reaches (the run against itself: passed,
-  // decided, not skipped) and skips, naming why, none of the reached ones.
+  // The run against itself under a policy whose position and depth checks start at 1k: every
+  // reached bucket decided (the depth check has no baseline; the position check, the run itself).
   const std::string id = std::to_string(run["run"].get<int64_t>());
-  const CliResult gate = run_kvgate("gate --json --no-store --baseline " + id + " --candidate " + id + " --policy " +
-                                    std::string(KVGATE_SOURCE_DIR) + "/ci/gates/long.json --db " + db);
-  ASSERT_EQ(gate.exit_code, 0) << gate.out << gate.err;
-  size_t decided = 0;
-  const nlohmann::json verdict = nlohmann::json::parse(gate.out);
-  for (const auto& c : verdict["checks"]) {
-    const std::string name = c["name"];
-    if (name.rfind("position.regression.kld_mean@", 0) != 0) continue;
-    EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
-    decided += c["skipped"].get<bool>() ? 0 : 1;
+  const std::string policy = temp("depth-policy.json");
+  std::ofstream(policy) << R"({"kvgate_gate_policy": 1, "rules": [{"domain": "*", "kv": "*",
+    "positions": [{"metric": "kld_mean", "min_position": 1024, "regression": 0.002}],
+    "depth": [{"metric": "kld_mean", "min_position": 1024, "ratio_max": 100}]}]})";
+  for (const std::string& p : {policy, std::string(KVGATE_SOURCE_DIR) + "/ci/gates/long.json"}) {
+    const CliResult gate = run_kvgate("gate --json --no-store --baseline " + id + " --candidate " + id + " --policy " + p +
+                                      " --db " + db);
+    ASSERT_EQ(gate.exit_code, 0) << gate.out << gate.err;
+    size_t depth_checks = 0, decided = 0;
+    const nlohmann::json verdict = nlohmann::json::parse(gate.out);  // alive while its checks are walked
+    for (const auto& c : verdict["checks"]) {
+      const std::string name = c["name"];
+      if (name.rfind("position.depth.", 0) == 0) ++depth_checks;
+      if (name.rfind("position.depth.kld_mean@", 0) != 0 && name.rfind("position.regression.kld_mean@", 0) != 0) continue;
+      EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
+      decided += c["skipped"].get<bool>() ? 0 : 1;
+    }
+    EXPECT_GT(depth_checks, 0u) << p;
+    // The 1k policy decides 1-2k twice; long.json starts at 2k, which no document reaches.
+    EXPECT_EQ(decided, p == policy ? 2u : 0u) << gate.out;
   }
-  EXPECT_EQ(decided, curve["buckets"].size()) << gate.out;
 }
 
 // kill -9 in the middle of a run: the database keeps whole items only, the run is listed as
