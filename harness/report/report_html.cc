@@ -480,8 +480,7 @@ std::string chart_positions(const Analysis& a) {
   // Room for every bucket's label ("64-128k" is ~46 px) however long the legend's names.
   f.w = std::max(f.w, f.left + f.right + 56.0 * static_cast<double>(present.size()));
   std::string s = svg_open("chart-positions", f,
-                           "Mean KLD by position in the context (absolute position of the scored token), with its interval "
-                           "over documents");
+                           "Mean KLD by position, with intervals over documents");
   const std::vector<int> buckets(present.begin(), present.end());
   const std::vector<double> yt = ticks(0, ymax);
   f.x0 = -0.5, f.x1 = static_cast<double>(std::max<size_t>(buckets.size(), 1)) - 0.5, f.y0 = 0, f.y1 = yt.back();
