@@ -72,15 +72,16 @@ const std::string& complete_db() {
   return db;
 }
 
-// As an older kvgate would have left it: schema version 8, no digests (the same on a build that
-// never had them), and configs renamed to `specs` (canonical strings as that kvgate wrote them).
+// As an older kvgate would have left it: schema version 8, no digests nor migration 10's latency
+// columns (the same on a build that never had them), and configs renamed to `specs` (canonical strings as that kvgate wrote them).
 void make_legacy(const std::string& db, const std::vector<std::pair<std::string, std::string>>& specs) {
   results::Connection c(db, false);
   std::vector<std::pair<std::string, std::string>> drops;
   {
     results::Statement s(c,
                          "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p WHERE m.type = 'table' "
-                         "AND p.name IN ('row_digest', 'item_rows', 'item_rows_digest')");
+                         "AND p.name IN ('row_digest', 'item_rows', 'item_rows_digest', 'ttft_cpu_ms', 'tpot_cpu_ms', 'calibration', "
+                         "'calibration_prefill_ms', 'calibration_decode_ms')");
     while (s.step()) drops.emplace_back(s.column_text(0), s.column_text(1));
   }
   for (const auto& [table, column] : drops) c.execute_script("ALTER TABLE " + table + " DROP COLUMN " + column);
