@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "evalsets/domains.h"
 #include "evalsets/gen_common.h"
 #include "evalsets/sweep.h"
 
@@ -93,29 +94,36 @@ std::string join_units(const std::vector<std::string>& units) {
 
 }  // namespace gen
 
+namespace {
+
+// The names of the table's domains that are long (or not), in table order.
+std::vector<std::string> domain_names(bool is_long) {
+  std::vector<std::string> out;
+  for (const DomainInfo& d : domain_table())
+    if (d.is_long == is_long) out.emplace_back(d.name);
+  return out;
+}
+
+}  // namespace
+
 const std::vector<std::string>& generator_domains() {
-  static const std::vector<std::string> kDomains = {"tables", "diffs", "korean", "policy", "agentic", "lookup"};
+  static const std::vector<std::string> kDomains = domain_names(false);
   return kDomains;
 }
 
 const std::vector<std::string>& long_generator_domains() {
-  static const std::vector<std::string> kDomains = {"retrieval",   "long_tables", "long_diffs",
-                                                    "long_policy", "long_korean", "long_agentic"};
+  static const std::vector<std::string> kDomains = domain_names(true);
   return kDomains;
 }
 
 bool is_long_domain(const std::string& domain) {
   if (domain == "long") return true;
-  for (const std::string& d : long_generator_domains())
-    if (d == domain) return true;
-  return false;
+  const DomainInfo* d = find_domain(domain);
+  return d != nullptr && d->is_long;
 }
 
 bool is_known_domain(const std::string& domain) {
-  if (domain == "all" || is_long_domain(domain)) return true;
-  for (const std::string& d : generator_domains())
-    if (d == domain) return true;
-  return false;
+  return domain == "all" || domain == "long" || find_domain(domain) != nullptr;
 }
 
 std::string domain_list_text() {
@@ -126,13 +134,19 @@ std::string domain_list_text() {
   return out + "long";
 }
 
+std::string domain_help_text() {
+  std::string out;
+  for (const std::string& d : generator_domains()) out += d + ", ";
+  out += "all; ";
+  for (const std::string& d : long_generator_domains()) out += d + ", ";
+  return out + "long";
+}
+
 TokenRange default_token_range(const std::string& domain) {
-  if (domain == "agentic") return {1500, 4000};
-  // Long items default to what the default model (SmolLM2-135M, 8192-token context) can read,
-  // with room for the ~1.1x real/estimated token ratio and the greedy answer.
-  if (is_long_domain(domain)) return {4000, 6500};
-  if (domain == "lookup") return {100, 300};
-  return {300, 1200};
+  // A group takes its first member's range (all: tables, long: retrieval).
+  const std::vector<std::string>& group = is_long_domain(domain) ? long_generator_domains() : generator_domains();
+  const DomainInfo* d = find_domain(domain);
+  return (d != nullptr ? d : find_domain(group.front()))->default_tokens;
 }
 
 size_t max_tokens_for(const std::string& domain) { return is_long_domain(domain) ? 131072 : 32768; }
@@ -181,32 +195,19 @@ std::vector<int> parse_depths(const std::string& text) {
 }
 
 EvalItem generate_item(const std::string& domain, uint64_t seed, size_t index, TokenRange tokens, int depth_permille) {
+  const DomainInfo* info = find_domain(domain);
+  if (info == nullptr) throw_usage_error("unknown eval domain \"" + echo_user_text(domain) + "\" (" + domain_list_text() + ")");
   // The stream of item i mixes the domain name, the seed and i, so items are independent.
   const std::string key = domain + ":" + std::to_string(seed) + ":" + std::to_string(index);
   Rng rng(xxhash64(key));
   const size_t target = gen::target_tokens(rng, tokens);
-  EvalItem item;
-  const bool is_long = is_long_domain(domain) && domain != "long";
+  const bool is_long = info->is_long;
   int depth = kNoDepth;
   if (is_long) {
     const int drawn = static_cast<int>(rng.below(11)) * 100;  // drawn even when given, see generate.h
     depth = depth_permille == kNoDepth ? drawn : depth_permille;
   }
-  if (domain == "tables") item = gen::make_tables_item(rng, target);
-  else if (domain == "diffs") item = gen::make_diffs_item(rng, target);
-  else if (domain == "korean") item = gen::make_korean_item(rng, target);
-  else if (domain == "policy") item = gen::make_policy_item(rng, target);
-  else if (domain == "agentic") item = gen::make_agentic_item(rng, target);
-  // Question kinds cycle with seed + index, so that short suite entries with different seeds
-  // still cover every kind.
-  else if (domain == "lookup") item = gen::make_lookup_item(rng, target, index);
-  else if (domain == "retrieval") item = gen::make_retrieval_item(rng, target, depth, static_cast<size_t>(seed) + index);
-  else if (domain == "long_tables") item = gen::make_long_tables_item(rng, target, depth, static_cast<size_t>(seed) + index);
-  else if (domain == "long_diffs") item = gen::make_long_diffs_item(rng, target, depth);
-  else if (domain == "long_policy") item = gen::make_long_policy_item(rng, target, depth);
-  else if (domain == "long_korean") item = gen::make_long_korean_item(rng, target, depth);
-  else if (domain == "long_agentic") item = gen::make_long_agentic_item(rng, target, depth);
-  else throw_usage_error("unknown eval domain \"" + echo_user_text(domain) + "\" (" + domain_list_text() + ")");
+  EvalItem item = info->make(rng, ItemDraw{target, depth, index, seed});
   // A given depth is part of the id, so one suite can sweep depths over the same documents.
   item.id = domain + "-s" + std::to_string(seed) + "-";
   if (is_long && depth_permille != kNoDepth) item.id.append("d").append(gen::pad(depth_permille, 3)).append("-");

@@ -38,13 +38,16 @@ struct GenerateOptions {
   bool sweep = false;
 };
 
-const std::vector<std::string>& generator_domains();  // tables, diffs, korean, policy, agentic, lookup ("all")
-// retrieval, long_tables, long_diffs, long_policy, long_korean, long_agentic ("long")
+// The domain table's (evalsets/domains.h) short domains, the group "all", and its long ones, the
+// group "long", in table order.
+const std::vector<std::string>& generator_domains();
 const std::vector<std::string>& long_generator_domains();
 bool is_long_domain(const std::string& domain);  // one of long_generator_domains(), or "long"
 // A generator domain or one of the groups "all" and "long".
 bool is_known_domain(const std::string& domain);
 std::string domain_list_text();  // every accepted --domain value, for error messages
+// The same for --domain's help: "tables, ..., lookup, all; retrieval, ..., long".
+std::string domain_help_text();
 TokenRange default_token_range(const std::string& domain);
 // The largest --tokens-max a domain takes: 32768 for the short domains, 131072 for long ones.
 size_t max_tokens_for(const std::string& domain);

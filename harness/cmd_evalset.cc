@@ -135,10 +135,7 @@ void add_evalset_commands(CLI::App& app, CommandContext& ctx) {
   };
   auto g = std::make_shared<GenerateArgs>();
   CLI::App* generate = evalset->add_subcommand("generate", "Generate a deterministic eval set for a built-in domain");
-  generate->add_option("--domain", g->domain,
-                       "tables, diffs, korean, policy, agentic, lookup, all; retrieval, long_tables, long_diffs, "
-                       "long_policy, long_korean, long_agentic, long")
-      ->required();
+  generate->add_option("--domain", g->domain, ev::domain_help_text())->required();
   generate->add_option("--seed", g->seed, "Seed; the same seed and options give byte-identical output")
       ->capture_default_str()
       ->check(seed_check());

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/json_input.h"
 #include "core/mapped_file.h"
+#include "serving/engine_traits.h"
 
 namespace kvgate::serving {
 
@@ -115,7 +116,7 @@ EndpointConfig parse_one(const json& obj, const std::string& where) {
     const std::string k = string_field(obj["engine"], where + ".engine");
     const auto kind = parse_engine_kind(k);
     if (!kind)
-      throw_input_error(where + ".engine: \"" + echo_user_text(k) + "\" is not one of auto, vllm, sglang, llama-server, openai");
+      throw_input_error(where + ".engine: \"" + echo_user_text(k) + "\" is not one of auto, " + engine_names_text());
     e.kind = *kind;
   }
   if (obj.contains("api_key_env")) {
@@ -149,26 +150,6 @@ EndpointConfig parse_one(const json& obj, const std::string& where) {
 }
 
 }  // namespace
-
-std::string engine_kind_name(EngineKind kind) {
-  switch (kind) {
-    case EngineKind::automatic: return "auto";
-    case EngineKind::vllm: return "vllm";
-    case EngineKind::sglang: return "sglang";
-    case EngineKind::llama_server: return "llama-server";
-    case EngineKind::openai: return "openai";
-  }
-  return "auto";
-}
-
-std::optional<EngineKind> parse_engine_kind(std::string_view name) {
-  if (name == "auto") return EngineKind::automatic;
-  if (name == "vllm") return EngineKind::vllm;
-  if (name == "sglang") return EngineKind::sglang;
-  if (name == "llama-server" || name == "llama_server" || name == "llama.cpp") return EngineKind::llama_server;
-  if (name == "openai" || name == "generic") return EngineKind::openai;
-  return std::nullopt;
-}
 
 std::vector<EndpointConfig> parse_endpoint_flag(std::string_view value) {
   std::vector<EndpointConfig> out;

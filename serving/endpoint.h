@@ -16,9 +16,9 @@ namespace kvgate::serving {
 // (serving/engine_client.h) before any scoring request is sent.
 enum class EngineKind { automatic, vllm, sglang, llama_server, openai };
 
-// "auto", "vllm", "sglang", "llama-server", "openai".
+// "auto" or the engine's name in the engine table (serving/engine_traits.h).
 std::string engine_kind_name(EngineKind kind);
-// Accepts the names above plus "llama_server", "llama.cpp" and "generic"; nullopt otherwise.
+// "auto", or an engine table name or alias; nullopt otherwise.
 std::optional<EngineKind> parse_engine_kind(std::string_view name);
 
 struct Timeouts {

@@ -82,6 +82,7 @@ const EngineInfo& EngineClient::discover() {
         throw EndpointError(outcome.failure, outcome.message + " (while discovering the engine)");
       }
     }
+    // Nothing recognized: the plain OpenAI API, the one engine without probes.
     if (kind_ == EngineKind::automatic) kind_ = EngineKind::openai;
   }
   std::vector<std::pair<std::string, std::string>> answers;
@@ -102,9 +103,9 @@ const EngineInfo& EngineClient::discover() {
   } catch (const std::exception& e) {
     throw EndpointError(Failure::consumer, where() + ": " + e.what());
   }
-  if (kind_ == EngineKind::llama_server) {
-    // A server without /tokenize still scores, except at steps whose argmax is a partial UTF-8 byte.
-    HttpRequest tokenize = get_request("/tokenize");
+  if (const std::string_view path = engine_traits(kind_).plain_token_path; !path.empty()) {
+    // A server without it still scores, except at steps whose argmax is a partial UTF-8 byte.
+    HttpRequest tokenize = get_request(std::string(path));
     tokenize.method = "POST";
     tokenize.body = plain_token_request();
     auto [outcome, body] = exchange(tokenize);
@@ -117,7 +118,7 @@ const EngineInfo& EngineClient::discover() {
 }
 
 void EngineClient::ensure_ready() {
-  if (!info_ && (kind_ == EngineKind::automatic || (model_.empty() && kind_ != EngineKind::llama_server))) discover();
+  if (!info_ && (kind_ == EngineKind::automatic || (model_.empty() && engine_traits(kind_).needs_model))) discover();
 }
 
 HttpClient::TransferId EngineClient::submit_generate(const GenerateRequest& request,

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "serving/engine_traits.h"
 
 namespace kvgate::harness {
 namespace {
@@ -41,10 +42,11 @@ Endpoints connect_endpoints(EvalPlan& plan, uint64_t seed, bool scores_spans) {
     for (const std::string& note : info.notes)
       std::fprintf(stderr, "kvgate: %s: %s\n", where(*config.endpoint).c_str(), note.c_str());
     settle_endpoint_kv(config, info);
-    if (scores_spans && config.role == ConfigRole::reference && client->kind() == serving::EngineKind::openai)
-      throw_usage_error(where(config.endpoint.value()) +
-                        " speaks the plain OpenAI API, which returns no prompt logprobs: it cannot be the reference "
-                        "(give its engine kind in an endpoints file if it is vLLM, SGLang or llama-server)");
+    if (const serving::EngineTraits& traits = serving::engine_traits(client->kind());
+        scores_spans && config.role == ConfigRole::reference && !traits.scores_spans())
+      throw_usage_error(where(config.endpoint.value()) + " (" + std::string(traits.display) +
+                        ") returns no prompt logprobs: it cannot be the reference (give its engine kind in an endpoints "
+                        "file if it is one of " + serving::engine_names_text(true) + ")");
     out.clients[c] = std::move(client);
   }
   for (size_t a = 0; a < plan.configs.size(); ++a)

@@ -6,6 +6,7 @@
 
 #include "core/cpu_time.h"
 #include "scoring/token_metrics.h"
+#include "serving/engine_traits.h"
 
 namespace kvgate::harness {
 namespace {
@@ -68,11 +69,11 @@ EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm,
   bool ids = true;
   a.tokens = ids_without_eos(res.completion, lm, ids);
   const int64_t streamed = static_cast<int64_t>(res.completion.tokens.size());
-  if (client.kind() == serving::EngineKind::llama_server && res.completion.usage.completion_tokens.value_or(0) > streamed) {
-    // llama-server streams a token that ends inside a UTF-8 character only with the token that
-    // completes it, under that token's id alone, and never one left incomplete at the end; its
-    // whole (non-streamed) answer lists every generated id. The same greedy request again, with
-    // the prompt cached, gives them; the times stay the stream's.
+  if (serving::engine_traits(client.kind()).stream_withholds_tokens &&
+      res.completion.usage.completion_tokens.value_or(0) > streamed) {
+    // The stream held some generated tokens back (llama-server: one ending inside a UTF-8
+    // character); the whole (non-streamed) answer lists every generated id. The same greedy
+    // request again, with the prompt cached, gives them; the times stay the stream's.
     serving::GenerateRequest whole = g;
     whole.stream = false;
     a.tokens = ids_without_eos(client.generate(whole).completion, lm, ids);
@@ -192,8 +193,8 @@ class EndpointSource final : public ConfigSource {
   void score_span(const std::vector<int32_t>& span, SpanDistributions& out) override {
     out.top_k = true;
     out.lists.clear();
-    // The plain OpenAI API returns no prompt logprobs: such a config has answers, no KLD.
-    if (client_.kind() != serving::EngineKind::openai)
+    // An engine without prompt logprobs (the plain OpenAI API): such a config has answers, no KLD.
+    if (serving::engine_traits(client_.kind()).scores_spans())
       out.lists = engine_lists(client_.score({sent_, span, config_.top_k, std::nullopt}));
     sent_.insert(sent_.end(), span.begin(), span.end());
   }
