@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string_view>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -27,6 +31,45 @@ GenerateRequest greedy(int k) {
   r.max_tokens = 8;
   r.top_logprobs = k;
   return r;
+}
+
+// The engine table (serving/engine_traits.h) is the one place an engine is described: names,
+// aliases, probes and dialect must be complete and consistent for every entry.
+TEST(EngineTable, EveryEntryIsCompleteAndFoundByItsNames) {
+  std::set<std::string_view> names;
+  for (const EngineTraits* e : engine_table()) {
+    SCOPED_TRACE(e->name);
+    EXPECT_NE(e->kind, EngineKind::automatic);
+    EXPECT_EQ(&engine_traits(e->kind), e);
+    EXPECT_EQ(engine_kind_name(e->kind), e->name);
+    EXPECT_FALSE(e->display.empty());
+    std::vector<std::string_view> spellings{e->name};
+    spellings.insert(spellings.end(), e->aliases.begin(), e->aliases.end());
+    for (std::string_view n : spellings) {
+      EXPECT_TRUE(names.insert(n).second) << n << " names two engines";
+      EXPECT_EQ(find_engine(n), e) << n;
+      EXPECT_EQ(parse_engine_kind(n), e->kind) << n;
+    }
+    EXPECT_TRUE(json::parse(e->neutral_sampling).is_object());
+    EXPECT_NE(e->generate, nullptr);
+    EXPECT_NE(e->read_discovery, nullptr);
+    EXPECT_FALSE(e->discovery.empty());
+    EXPECT_EQ(e->score == nullptr, e->parse_score == nullptr) << "scoring needs both a builder and a reader";
+    EXPECT_EQ(e->probes.empty(), e->recognizes == nullptr);
+  }
+  EXPECT_EQ(parse_engine_kind("auto"), EngineKind::automatic);
+  EXPECT_EQ(find_engine("auto"), nullptr);
+  EXPECT_EQ(engine_names_text(), "vllm, sglang, llama-server, openai");
+  EXPECT_EQ(engine_names_text(true), "vllm, sglang, llama-server");
+}
+
+// docs/engine-mode.md: auto-detection asks /props (llama-server), /server_info then
+// /get_server_info (SGLang), /version (vLLM), and stops at the first that recognizes it.
+TEST(EngineTable, ProbesGoInTheDocumentedOrder) {
+  EXPECT_EQ(probe_paths(), (std::vector<std::string>{"/props", "/server_info", "/get_server_info", "/version"}));
+  EXPECT_FALSE(engine_traits(EngineKind::openai).scores_spans());
+  EXPECT_TRUE(engine_traits(EngineKind::llama_server).stream_withholds_tokens);
+  EXPECT_FALSE(engine_traits(EngineKind::llama_server).needs_model);
 }
 
 TEST(BuildGenerate, EachKindSendsTokenIdsGreedily) {
@@ -98,7 +141,8 @@ void expect_pinned(EngineKind kind, const json& body) {
 // --preferred-sampling-params), so every request that samples pins them; and one that reads no
 // top-k lists asks for none.
 TEST(BuildGenerate, EveryRequestPinsNeutralSamplingAndAsksNoListsItDoesNotRead) {
-  for (EngineKind kind : {EngineKind::vllm, EngineKind::sglang, EngineKind::llama_server, EngineKind::openai}) {
+  for (const EngineTraits* engine : engine_table()) {
+    const EngineKind kind = engine->kind;
     SCOPED_TRACE(engine_kind_name(kind));
     const json plain = json::parse(build_generate(kind, "m", greedy(0)).body);
     expect_pinned(kind, plain);
