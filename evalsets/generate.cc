@@ -126,21 +126,22 @@ bool is_known_domain(const std::string& domain) {
   return domain == "all" || domain == "long" || find_domain(domain) != nullptr;
 }
 
-std::string domain_list_text() {
+namespace {
+
+// The short domains, "all", the long ones, "long"; `after_all` follows "all".
+std::string domains_listed(const char* after_all) {
   std::string out;
   for (const std::string& d : generator_domains()) out += d + ", ";
-  out += "all, ";
+  out.append("all").append(after_all);
   for (const std::string& d : long_generator_domains()) out += d + ", ";
   return out + "long";
 }
 
-std::string domain_help_text() {
-  std::string out;
-  for (const std::string& d : generator_domains()) out += d + ", ";
-  out += "all; ";
-  for (const std::string& d : long_generator_domains()) out += d + ", ";
-  return out + "long";
-}
+}  // namespace
+
+std::string domain_list_text() { return domains_listed(", "); }
+
+std::string domain_help_text() { return domains_listed("; "); }
 
 TokenRange default_token_range(const std::string& domain) {
   // A group takes its first member's range (all: tables, long: retrieval).

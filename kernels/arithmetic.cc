@@ -9,11 +9,11 @@
 namespace kvgate::kernels {
 namespace {
 
-struct EngineName {
+struct ArithmeticName {
   Arithmetic arithmetic;
   std::string_view name;
 };
-constexpr EngineName kEngineNames[] = {
+constexpr ArithmeticName kArithmeticNames[] = {
     {Arithmetic::exact, "exact"},
     {Arithmetic::llama_cpp, "llama.cpp"},
     {Arithmetic::llama_cpp_cuda, "llama.cpp-cuda"},
@@ -28,20 +28,20 @@ bool is_16_bit(const FormatInfo& f) { return f.id == FormatId::f16 || f.id == Fo
 }  // namespace
 
 std::string_view arithmetic_name(Arithmetic e) {
-  for (const EngineName& n : kEngineNames)
+  for (const ArithmeticName& n : kArithmeticNames)
     if (n.arithmetic == e) return n.name;
   return "exact";
 }
 
 std::optional<Arithmetic> find_arithmetic(std::string_view name) {
-  for (const EngineName& n : kEngineNames)
+  for (const ArithmeticName& n : kArithmeticNames)
     if (n.name == name) return n.arithmetic;
   return std::nullopt;
 }
 
 std::string arithmetic_names_joined() {
   std::string out;
-  for (const EngineName& n : kEngineNames) out.append(out.empty() ? "" : ", ").append(n.name);
+  for (const ArithmeticName& n : kArithmeticNames) out.append(out.empty() ? "" : ", ").append(n.name);
   return out;
 }
 

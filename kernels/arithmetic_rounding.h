@@ -1,12 +1,12 @@
 #pragma once
 // The roundings of an engine's attention arithmetic (kernels/arithmetic.h), written once for the
-// CPU engine attention (kernels/attention_arithmetic.cc) and the GPU one
+// CPU's arithmetic attention (kernels/attention_arithmetic.cc) and the GPU's
 // (kernels/gpu/gpu_attention_arithmetic.cu): the query rounding, the rounding of P before it meets
 // V, and the step of ggml-cpu's one-row kernel with its optional f16 accumulator. One source
 // means the two backends round with the same operations in the same order; what still differs
 // between them is only what these functions leave to the caller (the order of a dot product's
 // sum, and the device's expf against glibc's). tests/kernels/arithmetic_rounding_test.cc checks
-// these against the CPU engine's arithmetic as it was written before it called them. Plain
+// these against the CPU's attention arithmetic as it was written before it called them. Plain
 // C++17 for the device compilers, every rounding step spelled out (rn_*, core/host_device.h).
 #include <cmath>
 #include <cstdint>
@@ -124,6 +124,6 @@ KVGATE_HD uint16_t one_row_accumulate_f16(const OneRowStep& step, uint16_t acc, 
 
 // What the accumulator is multiplied by at the end: ggml divides by the sum as a multiply by
 // 1 / S, 0 for a row that saw no key.
-KVGATE_HD float engine_normalizer(float denom) { return denom == 0.0f ? 0.0f : rn_div(1.0f, denom); }
+KVGATE_HD float softmax_normalizer(float denom) { return denom == 0.0f ? 0.0f : rn_div(1.0f, denom); }
 
 }  // namespace kvgate::kernels

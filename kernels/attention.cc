@@ -269,7 +269,7 @@ void paged_attention(const PagedKvCache& cache, SeqId seq, int layer, const Atte
     const Codec& kc = *view.key.codec;
     const AttentionArithmetic arithmetic =
         resolve_arithmetic(view.arithmetic, kc.info(), view.value.codec->info(), n_queries, view.head_dim, kc.options().scale);
-    if (!arithmetic.exact()) return engine_paged_attention(view, shape, arithmetic, q, n_queries, out, pool);
+    if (!arithmetic.exact()) return arithmetic_paged_attention(view, shape, arithmetic, q, n_queries, out, pool);
   }
   Job job{&view, &shape, q, out, n_queries, shape.n_heads / view.n_kv_heads,
           shape.scale != 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(view.head_dim))};

@@ -149,7 +149,7 @@ void attend_block(const Job& job, int kv_head, int64_t q_begin, int64_t q_end, S
       std::memcpy(dst, acc, sizeof(float) * D);
     // ggml: V /= S as a multiply by 1/S (0 for a row that saw nothing), then llama.cpp rotates
     // the output back (llama-graph.cpp:3003-3005).
-    const float inv = engine_normalizer(a.per_key_softmax ? s.sum[r] : s.state[r].denom);
+    const float inv = softmax_normalizer(a.per_key_softmax ? s.sum[r] : s.state[r].denom);
     for (int i = 0; i < D; ++i) dst[i] = rn_mul(dst[i], inv);
     vc.finish_output(dst);
   }
@@ -161,12 +161,12 @@ void round_query(const AttentionArithmetic& a, const float* x, float* y, int n) 
   round_query_row(a.query, a.query_scale, x, y, n);
 }
 
-void engine_paged_attention(const KvLayerView& view, const AttentionShape& shape, const AttentionArithmetic& arithmetic,
-                            const float* q, int64_t n_queries, float* out, ThreadPool* pool) {
+void arithmetic_paged_attention(const KvLayerView& view, const AttentionShape& shape, const AttentionArithmetic& arithmetic,
+                                const float* q, int64_t n_queries, float* out, ThreadPool* pool) {
   for (const KvRoleView* role : {&view.key, &view.value})
     KVGATE_CHECK(role->codec->token_group() == 1 && role->window == nullptr,
-                 "engine attention reached a windowed or grouped format (" + std::string(role->codec->info().name) + ")");
-  KVGATE_CHECK(view.head_dim <= kMaxHeadDim, "engine attention: head_dim over the row buffer");
+                 "arithmetic attention reached a windowed or grouped format (" + std::string(role->codec->info().name) + ")");
+  KVGATE_CHECK(view.head_dim <= kMaxHeadDim, "arithmetic attention: head_dim over the row buffer");
   Job job{&view,
           &arithmetic,
           q,

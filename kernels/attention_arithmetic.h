@@ -14,8 +14,8 @@ namespace kvgate::kernels {
 
 // Same contract as paged_attention, for a view whose engine resolved to `arithmetic`. The key
 // and value formats must be per-token ones without a window (what arithmetic_refusal admits).
-void engine_paged_attention(const KvLayerView& view, const AttentionShape& shape, const AttentionArithmetic& arithmetic,
-                            const float* q, int64_t n_queries, float* out, ThreadPool* pool);
+void arithmetic_paged_attention(const KvLayerView& view, const AttentionShape& shape, const AttentionArithmetic& arithmetic,
+                                const float* q, int64_t n_queries, float* out, ThreadPool* pool);
 
 // y[0..n) = x as `arithmetic.query` rounds it (y may equal x). The ggml roundings work on
 // blocks of 32, so n is then a multiple of 32 (llama.cpp's quantized types need that head_dim).

@@ -524,12 +524,12 @@ KvConfig parse_config(std::string_view spec_in, bool legacy) {
   bool engine_seen = false;
   for (size_t i = 1; i < parts.size(); ++i) parse_override(spec, parts[i], out, engine_seen, legacy);
   // Every layer's formats must be ones the engine has (an override may name others).
-  auto check_engine = [&](const FormatSpec& k, const FormatSpec& v) {
+  auto check_arithmetic = [&](const FormatSpec& k, const FormatSpec& v) {
     const std::string why = arithmetic_refusal(out.arithmetic, *k.format, *v.format);
     if (!why.empty()) spec_error(spec, "@engine=" + std::string(arithmetic_name(out.arithmetic)) + ": " + why);
   };
-  check_engine(out.key, out.value);
-  for (const LayerOverride& ov : out.overrides) check_engine(ov.key, ov.value);
+  check_arithmetic(out.key, out.value);
+  for (const LayerOverride& ov : out.overrides) check_arithmetic(ov.key, ov.value);
   return out;
 }
 

@@ -13,7 +13,7 @@
 
 namespace kvgate::runtime {
 
-// One sequence's KV cache on the engine's backend.
+// One sequence's KV cache on a backend.
 class BackendSequence {
  public:
   virtual ~BackendSequence() = default;
@@ -39,7 +39,7 @@ class Backend {
   virtual void forward(BackendSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) = 0;
 };
 
-// The CPU runtime on `threads` workers (0 = all cores); `model` must outlive the engine.
+// The CPU runtime on `threads` workers (0 = all cores); `model` must outlive the backend.
 std::unique_ptr<Backend> make_cpu_backend(const Model& model, int threads);
 
 // The GPU forward (gpu_model.h) implements the plain Llama block (Model::is_plain_llama): for

@@ -263,8 +263,8 @@ void GpuModel::run(GpuSequence& seq, std::span<const int32_t> tokens, bool all_l
   // Engines round matmul inputs (weight_blocks.h engine_dot_input), as Model::forward does on the
   // CPU (same buffers, same points). Every buffer rounded here is read only by the matmuls that
   // follow, which must round it alike.
-  const kernels::Arithmetic engine = seq.arithmetic_;
-  const auto dot_input = [&](const Weight& w) { return gpu::engine_dot_input(engine, w.view.type); };
+  const kernels::Arithmetic arithmetic = seq.arithmetic_;
+  const auto dot_input = [&](const Weight& w) { return gpu::engine_dot_input(arithmetic, w.view.type); };
   const auto round_input = [&](const Weight& w, float* in, int rows) {
     gpu::round_matmul_input(dot_input(w), w.view, in, rows);
   };
@@ -317,12 +317,12 @@ void GpuModel::run(GpuSequence& seq, std::span<const int32_t> tokens, bool all_l
 
 namespace {
 
-class GpuEngineSequence final : public BackendSequence {
+class GpuBackendSequence final : public BackendSequence {
  public:
-  explicit GpuEngineSequence(std::unique_ptr<GpuSequence> seq) : seq_(std::move(seq)) {}
+  explicit GpuBackendSequence(std::unique_ptr<GpuSequence> seq) : seq_(std::move(seq)) {}
   int64_t length() const override { return seq_->length(); }
   std::unique_ptr<BackendSequence> fork(int64_t n) override {
-    return std::make_unique<GpuEngineSequence>(seq_->fork(n));
+    return std::make_unique<GpuBackendSequence>(seq_->fork(n));
   }
   GpuSequence& sequence() { return *seq_; }
 
@@ -344,10 +344,10 @@ class GpuBackend final : public Backend {
   const ModelArch& arch() const override { return model_->arch(); }
   uint64_t weight_bytes() const override { return model_->device_weight_bytes(); }
   std::unique_ptr<BackendSequence> start(const kernels::KvConfig& config, int64_t max_tokens) override {
-    return std::make_unique<GpuEngineSequence>(model_->start(config, max_tokens));
+    return std::make_unique<GpuBackendSequence>(model_->start(config, max_tokens));
   }
   void forward(BackendSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) override {
-    auto* g = dynamic_cast<GpuEngineSequence*>(&seq);
+    auto* g = dynamic_cast<GpuBackendSequence*>(&seq);
     if (!g) throw_usage_error("GPU backend: a sequence from another backend");
     model_->forward(g->sequence(), tokens, all_logits, logits);
   }

@@ -21,9 +21,9 @@
 namespace kvgate::runtime {
 
 // The device cache shape of `config` at `layer`: both sides must be formats with GPU kernels
-// (kernels/gpu/kv_rows.h) with options those kernels take; the config's engine comes along
-// (its attention arithmetic runs on the device). Throws Error (usage) naming the config and
-// listing the GPU formats otherwise.
+// (kernels/gpu/kv_rows.h) with options those kernels take; the config's arithmetic (`@engine=`)
+// comes along (it runs on the device too). Throws Error (usage) naming the config and listing
+// the GPU formats otherwise.
 kernels::gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch& arch, int layer);
 
 // The device weight type of a GGUF weight type (every type the CPU runtime multiplies with has

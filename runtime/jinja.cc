@@ -831,7 +831,7 @@ class Parser {
                                         "raw", "with", "autoescape", "do", "trans"};
     for (const char* k : known)
       if (kw.s == k)
-        fail(kw, "unsupported tag '{% " + kw.s + " %}' (kvgate's chat-template engine runs if/for/set/break/continue/"
+        fail(kw, "unsupported tag '{% " + kw.s + " %}' (kvgate's chat-template renderer runs if/for/set/break/continue/"
                                                   "generation)");
     if (kw.s.rfind("end", 0) == 0 || kw.s == "elif" || kw.s == "else")
       fail(kw, "'{% " + kw.s + " %}' without its opening tag");

@@ -405,14 +405,14 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
   // Engines round matmul inputs (llama.cpp's CPU matmuls convert theirs to the weights' dot
   // type, q8_1 next to Q4_1 weights, ...; llama.cpp's cuBLAS path and vLLM multiply 16-bit
   // activations with 16-bit weights); under @engine= kvgate rounds each input the same way
-  // (round_input_like_engine). Every buffer rounded here is read only by the matmuls that follow.
-  const kernels::Arithmetic engine = cache.arithmetic();
+  // (round_matmul_input). Every buffer rounded here is read only by the matmuls that follow.
+  const kernels::Arithmetic arithmetic = cache.arithmetic();
   const auto round_input = [&](const WeightMatrix& w, float* in, int rows) {
-    round_input_like_engine(engine, w.type, in, rows, w.cols);
+    round_matmul_input(arithmetic, w.type, in, rows, w.cols);
   };
   // One rounded input feeds several matmuls (Q, K, V; gate, up): they must round it alike.
   const auto same_rounding = [&](const WeightMatrix& a, const WeightMatrix& b) {
-    return engine_dot_input(engine, a.type) == engine_dot_input(engine, b.type);
+    return arithmetic_dot_input(arithmetic, a.type) == arithmetic_dot_input(arithmetic, b.type);
   };
 
   for (size_t l = 0; l < layers_.size(); ++l) {

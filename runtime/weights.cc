@@ -309,7 +309,7 @@ void round_input_like_llama_cpp(GgmlType type, float* x, int64_t n, int64_t cols
   round_input_to(llama_cpp_dot_input(type), type, x, n, cols);
 }
 
-ggml::DotInput engine_dot_input(kernels::Arithmetic arithmetic, GgmlType type) {
+ggml::DotInput arithmetic_dot_input(kernels::Arithmetic arithmetic, GgmlType type) {
   switch (arithmetic) {
     case kernels::Arithmetic::exact: return ggml::DotInput::f32;
     case kernels::Arithmetic::llama_cpp: return llama_cpp_dot_input(type);
@@ -320,8 +320,8 @@ ggml::DotInput engine_dot_input(kernels::Arithmetic arithmetic, GgmlType type) {
   return ggml::DotInput::f32;
 }
 
-void round_input_like_engine(kernels::Arithmetic arithmetic, GgmlType type, float* x, int64_t n, int64_t cols) {
-  round_input_to(engine_dot_input(arithmetic, type), type, x, n, cols);
+void round_matmul_input(kernels::Arithmetic arithmetic, GgmlType type, float* x, int64_t n, int64_t cols) {
+  round_input_to(arithmetic_dot_input(arithmetic, type), type, x, n, cols);
 }
 
 }  // namespace kvgate::runtime

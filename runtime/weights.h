@@ -61,8 +61,8 @@ void round_input_like_llama_cpp(GgmlType type, float* x, int64_t n, int64_t cols
 // way, kernels/gpu/weight_blocks.h engine_dot_input): llama.cpp's CPU dot types above; f16/bf16
 // next to F16/BF16 weights under llama.cpp-cuda and vllm-fa3 (their GEMMs take 16-bit
 // activations); f32 otherwise.
-kernels::ggml::DotInput engine_dot_input(kernels::Arithmetic arithmetic, GgmlType type);
-void round_input_like_engine(kernels::Arithmetic arithmetic, GgmlType type, float* x, int64_t n, int64_t cols);
+kernels::ggml::DotInput arithmetic_dot_input(kernels::Arithmetic arithmetic, GgmlType type);
+void round_matmul_input(kernels::Arithmetic arithmetic, GgmlType type, float* x, int64_t n, int64_t cols);
 
 // ys[i] = matmul(ws[i], x) for several matrices of the same input width in one hand-off to the
 // pool (a decode step's Q/K/V, or gate and up), with the same per-row and per-tile arithmetic

@@ -16,9 +16,10 @@
 //   openai     POST /v1/completions        not available: the OpenAI API has no prompt logprobs
 //
 // Every request that samples pins the engine's neutral sampling (serving/engine_traits.h), so
-// no default from the model file or the server moves a greedy token. Builders and parsers are
-// pure functions on strings, so every dialect is tested without a server;
-// serving/engine_client.h sends them.
+// no default from the model file or the server moves a greedy token. Each function here
+// dispatches to the kind's entry in the engine table (serving/engine_traits.h), whose dialect is
+// in serving/engine_<name>.cc. Builders and parsers are pure functions on strings, so every
+// dialect is tested without a server; serving/engine_client.h sends them.
 #include <cstdint>
 #include <optional>
 #include <string>

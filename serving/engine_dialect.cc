@@ -7,6 +7,14 @@
 
 namespace kvgate::serving::dialect {
 
+EngineRequest post(const char* path, ResponseFormat format, bool stream) {
+  EngineRequest out;
+  out.path = path;
+  out.format = format;
+  out.stream = stream;
+  return out;
+}
+
 json token_array(const std::vector<int32_t>& tokens) {
   json a = json::array();
   for (int32_t t : tokens) a.push_back(t);
@@ -83,10 +91,7 @@ std::optional<int64_t> int_at(const json& obj, const char* key) {
 }
 
 EngineRequest openai_generate(const std::string& model, const GenerateRequest& r, json& body) {
-  EngineRequest out;
-  out.stream = r.stream;
-  out.path = "/v1/completions";
-  out.format = ResponseFormat::openai_completions;
+  EngineRequest out = post("/v1/completions", ResponseFormat::openai_completions, r.stream);
   if (!model.empty()) body["model"] = model;
   body["prompt"] = prompt_of(r);
   body["max_tokens"] = r.max_tokens;

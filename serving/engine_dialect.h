@@ -25,6 +25,9 @@ namespace dialect {
 
 using nlohmann::json;
 
+// A request to `path` whose answer is read as `format`; the body is set by the caller.
+EngineRequest post(const char* path, ResponseFormat format, bool stream);
+
 json token_array(const std::vector<int32_t>& tokens);
 // The prompt as ids, or as text where the request has no ids.
 json prompt_of(const GenerateRequest& r);

@@ -10,10 +10,7 @@ namespace {
 using namespace dialect;
 
 EngineRequest llama_generate(const EngineTraits& self, const std::string&, const GenerateRequest& r) {
-  EngineRequest out;
-  out.stream = r.stream;
-  out.path = "/completion";
-  out.format = ResponseFormat::llama_completion;
+  EngineRequest out = post("/completion", ResponseFormat::llama_completion, r.stream);
   json body;
   body["prompt"] = prompt_of(r);
   body["n_predict"] = r.max_tokens;
@@ -142,10 +139,6 @@ const EngineTraits kLlamaServerEngine{
     .recognizes = llama_recognizes,
     .discovery = {{"/props", ""}, {"/v1/models", ""}},
     .read_discovery = llama_read_discovery,
-    .kv_dtype_where = "",
-    .auto_means = "",
-    .auto_caveat = "",
-    .cached_tokens_hint = "",
     .generate = llama_generate,
     .score = llama_score,
     .parse_score = llama_parse_score,

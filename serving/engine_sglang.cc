@@ -10,10 +10,7 @@ namespace {
 using namespace dialect;
 
 EngineRequest sglang_generate(const EngineTraits& self, const std::string&, const GenerateRequest& r) {
-  EngineRequest out;
-  out.stream = r.stream;
-  out.path = "/generate";
-  out.format = ResponseFormat::sglang_generate;
+  EngineRequest out = post("/generate", ResponseFormat::sglang_generate, r.stream);
   json body;
   if (r.prompt_tokens.empty()) body["text"] = r.prompt_text;
   else body["input_ids"] = token_array(r.prompt_tokens);

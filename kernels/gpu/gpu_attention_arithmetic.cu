@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kWarp) engine_attention_kernel(EngineParams p)
   }
 
   // Normalize, then rotate rotated values back (finish_output) through shared memory.
-  const float inv = engine_normalizer(a.per_key_softmax ? sum : state.denom);
+  const float inv = softmax_normalizer(a.per_key_softmax ? sum : state.denom);
 #pragma unroll
   for (int e = 0; e < EPL; ++e)
     if (e < own_n) row_s[own + e] = rn_mul(a.f16_accumulator ? f16_to_f32(acc16[e]) : acc[e], inv);

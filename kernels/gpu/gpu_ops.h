@@ -156,7 +156,7 @@ int* matmul_flag_device();  // for gpu_blas.cu's kernels
 
 // x[n][w.cols] rounded in place to `t` (weight_blocks.h engine_dot_input: what the config's
 // engine rounds a matmul input to next to w's type) with the very function the CPU runtime's
-// round_input_like_engine runs (ggml_blocks.h round_dot_input): q8_1/q8_0/q8_K blocks as
+// round_matmul_input runs (ggml_blocks.h round_dot_input): q8_1/q8_0/q8_K blocks as
 // ggml-cpu converts them under @engine=llama.cpp, f16/bf16 under the CUDA engines. One thread per
 // rounding unit; nothing for f32.
 void round_matmul_input(ggml::DotInput t, const DeviceWeight& w, float* x, int n);

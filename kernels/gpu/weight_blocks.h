@@ -113,7 +113,7 @@ KVGATE_HD ggml::DotInput llama_cpp_dot_input(WeightType t) {
 }
 
 // What an engine rounds a matmul input to before it meets weights of type t (the forward rounds
-// it so; runtime/weights.h round_input_like_engine is the CPU's side): llama.cpp's CPU mul_mat
+// it so; runtime/weights.h round_matmul_input is the CPU's side): llama.cpp's CPU mul_mat
 // converts to the dot type above; llama.cpp's CUDA cuBLAS path and vLLM multiply 16-bit
 // activations with 16-bit weights (their GEMMs take f16/bf16 operands); exact keeps f32, and so do
 // quantized weights under the CUDA engines (llama.cpp CUDA's MMQ rounding is not reproduced).

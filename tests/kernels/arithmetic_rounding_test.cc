@@ -195,9 +195,9 @@ TEST(EngineRounding, OneRowStepEqualsTheCpuEngineBitForBit) {
       }
     }
     const float inv_ref = sum_ref == 0.0f ? 0.0f : 1.0f / sum_ref;
-    EXPECT_TRUE(same_bits(engine_normalizer(sum), inv_ref));
+    EXPECT_TRUE(same_bits(softmax_normalizer(sum), inv_ref));
   }
-  EXPECT_EQ(engine_normalizer(0.0f), 0.0f);  // a row that saw no key
+  EXPECT_EQ(softmax_normalizer(0.0f), 0.0f);  // a row that saw no key
 }
 
 // The tile kernels' page step (CUDA MMA, FA3): pages of 16 scores, the page max first, weights
