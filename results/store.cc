@@ -534,7 +534,7 @@ std::optional<ItemMetrics> Store::item_metrics(int64_t run_id, const std::string
   check_run(run_id);
   Statement s(*connection_,
               "SELECT m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, m.delta_p_mean, m.delta_p_rms, "
-              "m.top1_agreement, m.nll_mean, m.nll_ref_mean, m.generated_tokens, m.first_divergence, "
+              "m.same_top1, m.nll_mean, m.nll_ref_mean, m.generated_tokens, m.first_divergence, "
               "m.exact_match_ref, m.exact_match_gold FROM item_metrics m JOIN items i ON i.id = m.item_id "
               "WHERE i.run_id = ?1 AND i.item_key = ?2 AND m.config_id = ?3");
   s.bind(1, run_id).bind(2, item_key).bind(3, config_id);
@@ -584,7 +584,7 @@ std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
   check_run(run_id);
   Statement s(*connection_,
               "SELECT i.item_key, i.domain, m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, "
-              "m.delta_p_mean, m.delta_p_rms, m.top1_agreement, m.nll_mean, m.nll_ref_mean, m.generated_tokens, "
+              "m.delta_p_mean, m.delta_p_rms, m.same_top1, m.nll_mean, m.nll_ref_mean, m.generated_tokens, "
               "m.first_divergence, m.exact_match_ref, m.exact_match_gold FROM item_metrics m "
               "JOIN items i ON i.id = m.item_id WHERE i.run_id = ?1 ORDER BY i.item_key, m.config_id");
   s.bind(1, run_id);
@@ -613,7 +613,7 @@ std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
   check_run(run_id);
   Statement s(*connection_,
               "SELECT i.item_key, i.domain, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean, "
-              "t.top1_agreement, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens, t.answer, t.answer_tokens, "
+              "t.same_top1, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens, t.answer, t.answer_tokens, "
               "t.answer_divergence, t.ttft_cpu_ms, t.tpot_cpu_ms FROM turn_metrics t "
               "JOIN items i ON i.id = t.item_id WHERE i.run_id = ?1 ORDER BY i.item_key, t.config_id, t.turn_index");
   s.bind(1, run_id);

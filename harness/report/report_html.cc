@@ -14,6 +14,7 @@
 #include "harness/report/position_report.h"
 #include "harness/report/stored_scores.h"
 #include "scoring/aggregate.h"
+#include "scoring/metrics.h"
 
 namespace kvgate::harness {
 namespace {
@@ -711,16 +712,9 @@ std::vector<std::tuple<std::string, std::string, std::string, std::string>> cros
   const ConfigStats& g = a.configs[ig->second];
   auto diff = [](double x, double y) { return std::isfinite(x) && std::isfinite(y) ? fmt::format("{:+.4g}", y - x) : "-"; };
   std::vector<std::tuple<std::string, std::string, std::string, std::string>> rows;
-  for (const auto& [name, x, y] : std::vector<std::tuple<std::string, double, double>>{
-           {"mean KLD vs reference", e.quality.kld_mean, g.quality.kld_mean},
-           {"item KLD p99 (p99)", e.quality.kld_p99, g.quality.kld_p99},
-           {"KLD max", e.quality.kld_max, g.quality.kld_max},
-           {"same top-1 vs reference", e.quality.same_top1, g.quality.same_top1},
-           {"greedy divergence from reference", e.quality.divergence_rate, g.quality.divergence_rate},
-           {"gold accuracy", e.quality.gold_accuracy, g.quality.gold_accuracy},
-           {"TTFT p50 ms", e.latency.ttft_p50, g.latency.ttft_p50},
-           {"TPOT p50 ms", e.latency.tpot_p50, g.latency.tpot_p50}})
-    rows.emplace_back(name, num(x), num(y), diff(x, y));
+  for (const scoring::MetricComparison& m : scoring::cross_check_metrics(e.quality, e.latency, g.quality, g.latency)) {
+    rows.emplace_back(scoring::metric_heading(*m.metric, false), num(m.emulation), num(m.engine), diff(m.emulation, m.engine));
+  }
   return rows;
 }
 
