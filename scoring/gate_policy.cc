@@ -155,8 +155,12 @@ std::vector<DepthLimit> read_depth(const json& j, const std::string& source, con
     d.min_position = read_bucket_start(e, "min_position", source, at);
     if (d.min_position <= d.shallow) bad(source, at + ".min_position", "must be deeper than \"shallow\"");
     // A ratio of rates where lower is worse (agreement) says little.
-    if (e.contains("ratio_max") && metric.worse != Worse::higher)
-      bad(source, at + ".ratio_max", "applies to metrics where higher is worse, such as kld_mean (a ratio of agreement rates says little; use \"floor\")");
+    if (e.contains("ratio_max") && metric.worse != Worse::higher) {
+      std::string names;
+      for (const MetricInfo& m : kMetrics)
+        if (m.of_bucket && m.worse == Worse::higher) names += (names.empty() ? "" : " and ") + std::string(m.name);
+      bad(source, at + ".ratio_max", "applies to " + names + " (a ratio of agreement rates says little; use \"floor\")");
+    }
     d.ratio_max = read_limit(e, "ratio_max", source, at);
     d.floor = read_limit(e, "floor", source, at, limit_upper(metric));
     drop_explicit_off(d.ratio_max);
