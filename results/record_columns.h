@@ -22,6 +22,7 @@ namespace kvgate::results {
 namespace record_columns {
 inline void read(const Statement& s, int at, double& v) { v = s.column_double(at); }
 inline void read(const Statement& s, int at, int64_t& v) { v = s.column_int(at); }
+inline void read(const Statement& s, int at, bool& v) { v = s.column_int(at) != 0; }
 inline void read(const Statement& s, int at, std::string& v) { v = s.column_text(at); }
 inline void read(const Statement& s, int at, std::optional<int64_t>& v) { v = s.column_optional_int(at); }
 inline void read(const Statement& s, int at, std::optional<bool>& v) {
@@ -88,6 +89,22 @@ template <typename Record>
 void read_record(const Statement& s, int first, const DigestedTable& table, const std::vector<FieldColumn<Record>>& fields,
                  Record& record) {
   for (const FieldColumn<Record>& f : fields) f.read(record, s, first + static_cast<int>(column_index(table, f.column)));
+}
+
+// The rows of run `run_id` in a table keyed by run (its `run_id` column), as records, in `order`.
+template <typename Record>
+std::vector<Record> read_run_records(Connection& c, const DigestedTable& table, const std::vector<FieldColumn<Record>>& fields,
+                                     int64_t run_id, std::string_view order) {
+  Statement s(c, "SELECT " + digest_columns(table) + " FROM " + std::string(table.name) + " WHERE run_id = ?1 ORDER BY " +
+                     std::string(order));
+  s.bind(1, run_id);
+  std::vector<Record> out;
+  while (s.step()) {
+    Record r;
+    read_record(s, 0, table, fields, r);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 }  // namespace kvgate::results
