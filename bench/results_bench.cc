@@ -212,7 +212,7 @@ void BM_WriteItemWithoutDigests(benchmark::State& state) {
       const int64_t id = item.column_int(0);
       item.reset();
       Statement metrics(c, "INSERT INTO item_metrics (item_id, config_id, scored_tokens, kld_mean, kld_max, kld_p99, "
-                           "delta_p_mean, delta_p_rms, top1_agreement, nll_mean, nll_ref_mean) "
+                           "delta_p_mean, delta_p_rms, same_top1, nll_mean, nll_ref_mean) "
                            "VALUES (?1, ?2, 256, 0, 0, 0, 0, 0, 0, 0, 0)");
       metrics.bind(1, id).bind(2, config).run();
       Statement cls(c, "INSERT INTO token_class_metrics (item_id, config_id, token_class, scored_tokens, kld_sum, delta_p_sum, "

@@ -37,6 +37,7 @@
 #include "runtime/model_store.h"
 #include "runtime/synthetic_model.h"
 #include "scoring/aggregate.h"
+#include "scoring/metrics.h"
 
 namespace kvgate::harness {
 namespace {
@@ -144,15 +145,18 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
   // "n/a (reference 0/10)" where the reference cannot answer the gold questions (scoring/aggregate.h).
   const std::string na = gold.unavailable();
   const int answer_width = std::max(9, static_cast<int>(na.size()));
-  std::printf("%-*s %6s %11s %11s %8s %*s %9s %9s\n", width, plan.weights_run ? "weights+kv config" : "kv config", "bits",
-              "mean KLD", "KLD p99", "top-1 %", answer_width + 1, "Δ answer", "TTFT ms", "TPOT ms");
+  using scoring::Metric, scoring::metric_info;
+  std::printf("%-*s %6s %11s %12s %12s %*s %9s %9s\n", width, plan.weights_run ? "weights+kv config" : "kv config", "bits",
+              std::string(metric_info(Metric::kld_mean).label).c_str(), std::string(metric_info(Metric::kld_p99).label).c_str(),
+              scoring::metric_heading(metric_info(Metric::same_top1), true).c_str(), answer_width + 1, "Δ answer", "TTFT ms",
+              "TPOT ms");
   for (size_t i = 0; i < r.configs.size(); ++i) {
     const ConfigSummaryRow& c = r.configs[i];
     const std::string& label = i < names.size() ? names[i].label : c.spec;
     const std::string name = c.reference ? label + " (ref)" : label;
     const double delta = c.quality.gold_accuracy - ref_acc;
     const std::string answer = gold.informative() || gold.reference_answered == 0 ? fmt_or_dash(100 * delta, "{:+.1f}%") : na;
-    std::printf("%-*s %6.2f %11s %11s %8s %*s %9s %9s\n", width, name.c_str(), c.bits_per_element,
+    std::printf("%-*s %6.2f %11s %12s %12s %*s %9s %9s\n", width, name.c_str(), c.bits_per_element,
                 fmt_or_dash(c.quality.kld_mean, "{:.6f}").c_str(), fmt_or_dash(c.quality.kld_p99, "{:.5f}").c_str(),
                 fmt_or_dash(100 * c.quality.same_top1, "{:.2f}").c_str(), answer_width, answer.c_str(),
                 fmt_or_dash(c.latency.ttft_p50, "{:.1f}").c_str(), fmt_or_dash(c.latency.tpot_p50, "{:.1f}").c_str());

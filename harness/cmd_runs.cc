@@ -28,6 +28,7 @@
 #include "kernels/kv_config.h"
 #include "results/store.h"
 #include "scoring/aggregate.h"
+#include "scoring/metrics.h"
 
 namespace kvgate::harness {
 namespace {
@@ -321,10 +322,12 @@ void run_show(const RunsArgs& a) {
     // First-token checks: answers that end at once (EOS at the first token) and answers whose
     // first token already differs from the reference's, over the turns with an answer.
     auto rate = [](double v) { return std::isfinite(v) ? fmt::format("{:.1f}", 100.0 * v) : std::string("-"); };
-    text += fmt::format("{:<{}} {:>6} {:>10} {:>12} {:>8} {:>{}} {:>10} {:>11}\n", "results", width + 2, "items", "tokens",
-                        "mean KLD", "top-1 %", "gold %", gold_width, "1st EOS %", "1st diff %");
+    text += fmt::format("{:<{}} {:>6} {:>10} {:>12} {:>12} {:>{}} {:>10} {:>11}\n", "results", width + 2, "items", "tokens",
+                        scoring::metric_info(scoring::Metric::kld_mean).label,
+                        scoring::metric_heading(scoring::metric_info(scoring::Metric::same_top1), true), "gold %", gold_width,
+                        "1st EOS %", "1st diff %");
     for (const auto& s : summary)
-      text += fmt::format("  {:<{}} {:>6} {:>10} {:>12.6f} {:>8.3f} {:>{}} {:>10} {:>11}\n", s.label, width, s.items.items,
+      text += fmt::format("  {:<{}} {:>6} {:>10} {:>12.6f} {:>12.3f} {:>{}} {:>10} {:>11}\n", s.label, width, s.items.items,
                           s.items.scored_tokens, s.items.kld_mean, 100.0 * s.items.same_top1, gold_cell(s.items), gold_width,
                           rate(s.items.first_token_eos_rate), rate(s.items.first_token_differs_rate));
     if (!gold.note().empty()) text += "  note: " + gold.note() + "\n";

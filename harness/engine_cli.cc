@@ -20,6 +20,7 @@
 #include "harness/eval/load_replay.h"
 #include "harness/eval/run_recorder.h"
 #include "harness/workload_models.h"
+#include "scoring/metrics.h"
 #include "workloads/simulator.h"
 
 namespace kvgate::harness {
@@ -35,14 +36,13 @@ const ConfigSummaryRow* row_of(const EvalResult& r, const std::string& spec) {
   return nullptr;
 }
 
-// The metrics a cross-check compares, as (name, emulation, engine) from the two summary rows.
+// The metrics a cross-check compares (scoring/metrics.h, the report's list too), as (heading,
+// emulation, engine) from the two summary rows.
 std::vector<std::tuple<std::string, double, double>> compared_metrics(const ConfigSummaryRow& emu, const ConfigSummaryRow& eng) {
-  return {{"mean KLD (top-k) vs reference", emu.quality.kld_mean, eng.quality.kld_mean},
-          {"KLD p99 vs reference", emu.quality.kld_p99, eng.quality.kld_p99},
-          {"same top-1 vs reference", emu.quality.same_top1, eng.quality.same_top1},
-          {"gold accuracy", emu.quality.gold_accuracy, eng.quality.gold_accuracy},
-          {"TTFT p50 ms", emu.latency.ttft_p50, eng.latency.ttft_p50},
-          {"TPOT p50 ms", emu.latency.tpot_p50, eng.latency.tpot_p50}};
+  std::vector<std::tuple<std::string, double, double>> out;
+  for (const scoring::MetricComparison& m : scoring::cross_check_metrics(emu.quality, emu.latency, eng.quality, eng.latency))
+    out.emplace_back(scoring::metric_heading(*m.metric, false), m.emulation, m.engine);
+  return out;
 }
 
 }  // namespace

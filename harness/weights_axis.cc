@@ -16,6 +16,7 @@
 #include "harness/eval/eval_plan.h"
 #include "harness/report/stored_scores.h"
 #include "harness/workload_models.h"
+#include "scoring/metrics.h"
 
 namespace kvgate::harness {
 namespace {
@@ -76,8 +77,10 @@ std::vector<std::string> attribution(const std::vector<WeightsKvRow>& rows) {
 
 WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows) {
   WeightsKvTable t;
-  t.header = {"config", "weights", "KV", "mean KLD", "KLD p99", "top-1 %", "Δ answer", "weights MiB", "KV B/token",
-              "KV MiB/session", "sessions"};
+  using scoring::Metric, scoring::metric_info;
+  t.header = {"config", "weights", "KV", std::string(metric_info(Metric::kld_mean).label),
+              std::string(metric_info(Metric::kld_p99).label), scoring::metric_heading(metric_info(Metric::same_top1), true),
+              "Δ answer", "weights MiB", "KV B/token", "KV MiB/session", "sessions"};
   const scoring::GoldSignal gold = !rows.empty() && rows.front().role == results::ConfigRole::reference
                                        ? scoring::gold_signal(rows.front().quality)
                                        : scoring::GoldSignal{};

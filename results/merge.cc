@@ -14,6 +14,7 @@
 #include "core/hash.h"
 #include "results/row_digest.h"
 #include "results/store.h"
+#include "results/store_columns.h"
 
 namespace kvgate::results {
 namespace {
@@ -154,14 +155,15 @@ ShardRun read_shard(Store& store, Connection& c, const std::string& path) {
   for (const RunPositionMetrics& r : store.run_position_metrics(s.run.id))
     s.items[r.item_key].positions.emplace_back(spec_of(r.position.config_id), r.position);
   {
-    Statement q(c,
-                "SELECT i.item_key, t.config_id, t.token_class, t.scored_tokens, t.kld_sum, t.delta_p_sum, t.same_top1 "
-                "FROM token_class_metrics t JOIN items i ON i.id = t.item_id WHERE i.run_id = ?1 "
-                "ORDER BY i.item_key, t.config_id, t.token_class");
+    const DigestedTable& table = digested_table("token_class_metrics");
+    Statement q(c, run_rows_select(table, "t.config_id, t.token_class"));
     q.bind(1, s.run.id);
     while (q.step()) {
-      TokenClassMetrics t{0, q.column_text(2), q.column_int(3), q.column_double(4), q.column_double(5), q.column_int(6)};
-      s.items[q.column_text(0)].token_classes.emplace_back(spec_of(q.column_int(1)), t);
+      TokenClassMetrics t;
+      read_record(q, 2, table, token_class_fields(), t);
+      const std::string config = spec_of(t.config_id);
+      t.config_id = 0;  // the merged run's id of the config is the writer's
+      s.items[q.column_text(0)].token_classes.emplace_back(config, t);
     }
   }
   {

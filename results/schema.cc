@@ -374,11 +374,21 @@ ALTER TABLE items ADD COLUMN calibration_prefill_ms REAL;
 ALTER TABLE items ADD COLUMN calibration_decode_ms REAL;
 )sql";
 
+// One name per metric (issue 41): the item and turn tables called same top-1 `top1_agreement`
+// while the token-class and position tables, the policy keys and every summary call it
+// `same_top1`. A rename keeps each column's place and values, and a row digest covers a table's
+// name and its values in order, never its column names, so the rows sealed before verify as they
+// are and kRowDigestsSince stays where it is.
+constexpr std::string_view kMigrationSameTop1 = R"sql(
+ALTER TABLE item_metrics RENAME COLUMN top1_agreement TO same_top1;
+ALTER TABLE turn_metrics RENAME COLUMN top1_agreement TO same_top1;
+)sql";
+
 // Append only; a released migration is never edited or renumbered.
 constexpr std::string_view kMigrations[] = {kMigration1,       kMigrationShardedRuns, kMigrationEngineMode,
                                              kMigrationConfigModels, kMigrationRunLoad, kMigrationAnswers,
                                              kMigrationConfigLabels, kMigrationPositionMetrics, kMigrationRowDigests,
-                                             kMigrationCalibration};
+                                             kMigrationCalibration, kMigrationSameTop1};
 
 }  // namespace
 

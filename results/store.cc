@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "results/row_digest.h"
 #include "results/schema.h"
+#include "results/store_columns.h"
 
 namespace kvgate::results {
 
@@ -402,23 +403,18 @@ ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
 }
 
 void ItemWriter::add_metrics(const ItemMetrics& m) {
-  seal_.add(RowInserter(connection_, digested_table("item_metrics"))
-                .insert({item_row_id_, m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, m.delta_p_mean,
-                         m.delta_p_rms, m.same_top1, m.nll_mean, m.nll_ref_mean, m.generated_tokens, m.first_divergence,
-                         m.exact_match_ref, m.exact_match_gold}));
+  const DigestedTable& t = digested_table("item_metrics");
+  seal_.add(RowInserter(connection_, t).insert(record_row(t, item_metrics_fields(), m, {{"item_id", item_row_id_}})));
 }
 
-void ItemWriter::add_turn(const TurnMetrics& t) {
-  seal_.add(RowInserter(connection_, digested_table("turn_metrics"))
-                .insert({item_row_id_, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean,
-                         t.same_top1, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens, t.answer, t.answer_tokens,
-                         t.answer_divergence, t.ttft_cpu_ms, t.tpot_cpu_ms}));
+void ItemWriter::add_turn(const TurnMetrics& turn) {
+  const DigestedTable& t = digested_table("turn_metrics");
+  seal_.add(RowInserter(connection_, t).insert(record_row(t, turn_metrics_fields(), turn, {{"item_id", item_row_id_}})));
 }
 
 void ItemWriter::add_token_class(const TokenClassMetrics& c) {
-  seal_.add(RowInserter(connection_, digested_table("token_class_metrics"))
-                .insert({item_row_id_, c.config_id, c.token_class, c.scored_tokens, c.kld_sum, c.delta_p_sum,
-                         c.same_top1}));
+  const DigestedTable& t = digested_table("token_class_metrics");
+  seal_.add(RowInserter(connection_, t).insert(record_row(t, token_class_fields(), c, {{"item_id", item_row_id_}})));
 }
 
 void ItemWriter::add_latency(const LatencySamples& l) {
@@ -532,64 +528,28 @@ std::set<std::pair<std::string, int64_t>> Store::finished_pairs(int64_t run_id) 
 
 std::optional<ItemMetrics> Store::item_metrics(int64_t run_id, const std::string& item_key, int64_t config_id) {
   check_run(run_id);
-  Statement s(*connection_,
-              "SELECT m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, m.delta_p_mean, m.delta_p_rms, "
-              "m.top1_agreement, m.nll_mean, m.nll_ref_mean, m.generated_tokens, m.first_divergence, "
-              "m.exact_match_ref, m.exact_match_gold FROM item_metrics m JOIN items i ON i.id = m.item_id "
-              "WHERE i.run_id = ?1 AND i.item_key = ?2 AND m.config_id = ?3");
+  const DigestedTable& t = digested_table("item_metrics");
+  Statement s(*connection_, "SELECT " + digest_columns(t, "m") +
+                                " FROM item_metrics m JOIN items i ON i.id = m.item_id "
+                                "WHERE i.run_id = ?1 AND i.item_key = ?2 AND m.config_id = ?3");
   s.bind(1, run_id).bind(2, item_key).bind(3, config_id);
   if (!s.step()) return std::nullopt;
   ItemMetrics m;
-  m.config_id = s.column_int(0);
-  m.scored_tokens = s.column_int(1);
-  m.kld_mean = s.column_double(2);
-  m.kld_max = s.column_double(3);
-  m.kld_p99 = s.column_double(4);
-  m.delta_p_mean = s.column_double(5);
-  m.delta_p_rms = s.column_double(6);
-  m.same_top1 = s.column_double(7);
-  m.nll_mean = s.column_double(8);
-  m.nll_ref_mean = s.column_double(9);
-  m.generated_tokens = s.column_optional_int(10);
-  m.first_divergence = s.column_optional_int(11);
-  if (auto v = s.column_optional_int(12)) m.exact_match_ref = *v != 0;
-  if (auto v = s.column_optional_int(13)) m.exact_match_gold = *v != 0;
+  read_record(s, 0, t, item_metrics_fields(), m);
   return m;
 }
-
-namespace {
-
-ItemMetrics read_item_metrics(const Statement& s, int first) {
-  ItemMetrics m;
-  m.config_id = s.column_int(first);
-  m.scored_tokens = s.column_int(first + 1);
-  m.kld_mean = s.column_double(first + 2);
-  m.kld_max = s.column_double(first + 3);
-  m.kld_p99 = s.column_double(first + 4);
-  m.delta_p_mean = s.column_double(first + 5);
-  m.delta_p_rms = s.column_double(first + 6);
-  m.same_top1 = s.column_double(first + 7);
-  m.nll_mean = s.column_double(first + 8);
-  m.nll_ref_mean = s.column_double(first + 9);
-  m.generated_tokens = s.column_optional_int(first + 10);
-  m.first_divergence = s.column_optional_int(first + 11);
-  if (auto v = s.column_optional_int(first + 12)) m.exact_match_ref = *v != 0;
-  if (auto v = s.column_optional_int(first + 13)) m.exact_match_gold = *v != 0;
-  return m;
-}
-
-}  // namespace
 
 std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
   check_run(run_id);
-  Statement s(*connection_,
-              "SELECT i.item_key, i.domain, m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, "
-              "m.delta_p_mean, m.delta_p_rms, m.top1_agreement, m.nll_mean, m.nll_ref_mean, m.generated_tokens, "
-              "m.first_divergence, m.exact_match_ref, m.exact_match_gold FROM item_metrics m "
-              "JOIN items i ON i.id = m.item_id WHERE i.run_id = ?1 ORDER BY i.item_key, m.config_id");
+  const DigestedTable& t = digested_table("item_metrics");
+  Statement s(*connection_, run_rows_select(t, "t.config_id"));
   s.bind(1, run_id);
   std::vector<RunItemMetrics> out;
-  while (s.step()) out.push_back({s.column_text(0), s.column_text(1), read_item_metrics(s, 2)});
+  while (s.step()) {
+    RunItemMetrics r{s.column_text(0), s.column_text(1), {}};
+    read_record(s, 2, t, item_metrics_fields(), r.metrics);
+    out.push_back(std::move(r));
+  }
   return out;
 }
 
@@ -611,23 +571,13 @@ std::vector<ItemInfo> Store::run_items(int64_t run_id) {
 
 std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
   check_run(run_id);
-  Statement s(*connection_,
-              "SELECT i.item_key, i.domain, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean, "
-              "t.top1_agreement, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens, t.answer, t.answer_tokens, "
-              "t.answer_divergence, t.ttft_cpu_ms, t.tpot_cpu_ms FROM turn_metrics t "
-              "JOIN items i ON i.id = t.item_id WHERE i.run_id = ?1 ORDER BY i.item_key, t.config_id, t.turn_index");
+  const DigestedTable& t = digested_table("turn_metrics");
+  Statement s(*connection_, run_rows_select(t, "t.config_id, t.turn_index"));
   s.bind(1, run_id);
   std::vector<RunTurnMetrics> out;
   while (s.step()) {
     RunTurnMetrics r{s.column_text(0), s.column_text(1), {}};
-    r.turn = {s.column_int(2),    s.column_int(3),    s.column_int(4),    s.column_int(5),
-              s.column_double(6), s.column_double(7), s.column_double(8), s.column_double(9),
-              s.column_optional_int(10), s.column_optional_int(11)};
-    if (!s.is_null(12)) r.turn.answer = s.column_text(12);
-    r.turn.answer_tokens = s.column_optional_int(13);
-    r.turn.answer_divergence = s.column_optional_int(14);
-    r.turn.ttft_cpu_ms = s.column_double(15);
-    r.turn.tpot_cpu_ms = s.column_double(16);
+    read_record(s, 2, t, turn_metrics_fields(), r.turn);
     out.push_back(std::move(r));
   }
   return out;

@@ -1,10 +1,82 @@
 // The store's engine-mode tables (schema migration 3, docs/schema.md): endpoints behind configs,
 // item failures, load replays and the capacity predictions beside them.
 #include "core/error.h"
+#include "results/record_columns.h"
 #include "results/row_digest.h"
 #include "results/store.h"
 
 namespace kvgate::results {
+
+namespace {
+
+// Each engine-mode record's fields beside their columns (results/record_columns.h); `run_id`
+// is the writer's.
+const std::vector<FieldColumn<ConfigEndpoint>>& endpoint_fields() {
+  static const std::vector<FieldColumn<ConfigEndpoint>> fields = {
+      field<&ConfigEndpoint::config_id>("config_id"),   field<&ConfigEndpoint::name>("name"),
+      field<&ConfigEndpoint::url>("url"),               field<&ConfigEndpoint::engine>("engine"),
+      field<&ConfigEndpoint::engine_version>("engine_version"), field<&ConfigEndpoint::model>("model"),
+      field<&ConfigEndpoint::kv>("kv"),                 field<&ConfigEndpoint::kv_source>("kv_source"),
+      field<&ConfigEndpoint::kv_reported>("kv_reported"), field<&ConfigEndpoint::discovery>("discovery"),
+  };
+  return fields;
+}
+
+const std::vector<FieldColumn<ItemFailure>>& failure_fields() {
+  static const std::vector<FieldColumn<ItemFailure>> fields = {
+      field<&ItemFailure::item_key>("item_key"), field<&ItemFailure::config_id>("config_id"),
+      field<&ItemFailure::endpoint>("endpoint"), field<&ItemFailure::failure>("failure"),
+      field<&ItemFailure::message>("message"),   field<&ItemFailure::failed_at>("failed_at"),
+  };
+  return fields;
+}
+
+const std::vector<FieldColumn<LoadReplaySettings>>& load_replay_fields() {
+  static const std::vector<FieldColumn<LoadReplaySettings>> fields = {
+      field<&LoadReplaySettings::trace>("trace"),
+      field<&LoadReplaySettings::format>("format"),
+      field<&LoadReplaySettings::requests>("requests"),
+      field<&LoadReplaySettings::time_scale>("time_scale"),
+      field<&LoadReplaySettings::max_inflight>("max_inflight"),
+      field<&LoadReplaySettings::slo_ttft_ms>("slo_ttft_ms"),
+      field<&LoadReplaySettings::slo_tpot_ms>("slo_tpot_ms"),
+      field<&LoadReplaySettings::block_tokens>("block_tokens"),
+      field<&LoadReplaySettings::predict_gpu>("predict_gpu"),
+      field<&LoadReplaySettings::predict_model>("predict_model"),
+  };
+  return fields;
+}
+
+const std::vector<FieldColumn<LoadRequest>>& load_request_fields() {
+  static const std::vector<FieldColumn<LoadRequest>> fields = {
+      field<&LoadRequest::config_id>("config_id"),         field<&LoadRequest::request_index>("request_index"),
+      field<&LoadRequest::arrival_ms>("arrival_ms"),       field<&LoadRequest::prompt_tokens>("prompt_tokens"),
+      field<&LoadRequest::max_tokens>("max_tokens"),       field<&LoadRequest::ok>("ok"),
+      field<&LoadRequest::failure>("failure"),             field<&LoadRequest::output_tokens>("output_tokens"),
+      field<&LoadRequest::cached_tokens>("cached_tokens"), field<&LoadRequest::ttft_ms>("ttft_ms"),
+      field<&LoadRequest::tpot_ms>("tpot_ms"),             field<&LoadRequest::latency_ms>("latency_ms"),
+      field<&LoadRequest::max_gap_ms>("max_gap_ms"),
+  };
+  return fields;
+}
+
+const std::vector<FieldColumn<CapacityPrediction>>& prediction_fields() {
+  static const std::vector<FieldColumn<CapacityPrediction>> fields = {
+      field<&CapacityPrediction::config_id>("config_id"),
+      field<&CapacityPrediction::hit_rate>("hit_rate"),
+      field<&CapacityPrediction::ttft_p50_ms>("ttft_p50_ms"),
+      field<&CapacityPrediction::ttft_p95_ms>("ttft_p95_ms"),
+      field<&CapacityPrediction::ttft_p99_ms>("ttft_p99_ms"),
+      field<&CapacityPrediction::tpot_p50_ms>("tpot_p50_ms"),
+      field<&CapacityPrediction::tpot_p95_ms>("tpot_p95_ms"),
+      field<&CapacityPrediction::output_tokens_per_s>("output_tokens_per_s"),
+      field<&CapacityPrediction::kv_token_capacity>("kv_token_capacity"),
+      field<&CapacityPrediction::verdict>("verdict"),
+  };
+  return fields;
+}
+
+}  // namespace
 
 void Store::set_config_estimator(int64_t run_id, int64_t config_id, const std::string& estimator,
                                  std::optional<int64_t> top_k) {
@@ -21,116 +93,62 @@ void Store::set_config_estimator(int64_t run_id, int64_t config_id, const std::s
 }
 
 void Store::add_config_endpoint(int64_t run_id, const ConfigEndpoint& e) {
-  upsert_row(*connection_, digested_table("config_endpoints"), "run_id = ?1 AND config_id = ?2", {run_id, e.config_id},
-             {run_id, e.config_id, e.name, e.url, e.engine, e.engine_version, e.model, e.kv, e.kv_source, e.kv_reported,
-              e.discovery},
-             run_id);
+  const DigestedTable& t = digested_table("config_endpoints");
+  upsert_row(*connection_, t, "run_id = ?1 AND config_id = ?2", {run_id, e.config_id},
+             record_row(t, endpoint_fields(), e, {{"run_id", run_id}}), run_id);
 }
 
 std::vector<ConfigEndpoint> Store::config_endpoints(int64_t run_id) {
   check_run(run_id);
-  Statement s(*connection_,
-              "SELECT config_id, name, url, engine, engine_version, model, kv, kv_source, kv_reported, discovery "
-              "FROM config_endpoints WHERE run_id = ?1 ORDER BY config_id");
-  s.bind(1, run_id);
-  std::vector<ConfigEndpoint> out;
-  while (s.step())
-    out.push_back({s.column_int(0), s.column_text(1), s.column_text(2), s.column_text(3), s.column_text(4),
-                   s.column_text(5), s.column_text(6), s.column_text(7), s.column_text(8), s.column_text(9)});
-  return out;
+  return read_run_records(*connection_, digested_table("config_endpoints"), endpoint_fields(), run_id, "config_id");
 }
 
 void Store::record_item_failure(int64_t run_id, const ItemFailure& f) {
-  upsert_row(*connection_, digested_table("item_failures"), "run_id = ?1 AND item_key = ?2", {run_id, f.item_key},
-             {run_id, f.item_key, f.config_id, f.endpoint, f.failure, f.message, now_utc()}, run_id);
+  const DigestedTable& t = digested_table("item_failures");
+  upsert_row(*connection_, t, "run_id = ?1 AND item_key = ?2", {run_id, f.item_key},
+             record_row(t, failure_fields(), f, {{"run_id", run_id}, {"failed_at", now_utc()}}), run_id);
 }
 
 std::vector<ItemFailure> Store::item_failures(int64_t run_id) {
   check_run(run_id);
-  Statement s(*connection_,
-              "SELECT item_key, config_id, endpoint, failure, message, failed_at FROM item_failures WHERE run_id = ?1 "
-              "ORDER BY item_key");
-  s.bind(1, run_id);
-  std::vector<ItemFailure> out;
-  while (s.step())
-    out.push_back({s.column_text(0), s.column_optional_int(1), s.column_text(2), s.column_text(3), s.column_text(4),
-                   s.column_text(5)});
-  return out;
+  return read_run_records(*connection_, digested_table("item_failures"), failure_fields(), run_id, "item_key");
 }
 
 void Store::add_load_replay(int64_t run_id, const LoadReplaySettings& l) {
-  RowInserter(*connection_, digested_table("load_replays"))
-      .insert({run_id, l.trace, l.format, l.requests, l.time_scale, l.max_inflight, l.slo_ttft_ms, l.slo_tpot_ms,
-               l.block_tokens, l.predict_gpu, l.predict_model});
+  const DigestedTable& t = digested_table("load_replays");
+  RowInserter(*connection_, t).insert(record_row(t, load_replay_fields(), l, {{"run_id", run_id}}));
 }
 
 std::optional<LoadReplaySettings> Store::load_replay(int64_t run_id) {
   check_run(run_id);
-  Statement s(*connection_,
-              "SELECT trace, format, requests, time_scale, max_inflight, slo_ttft_ms, slo_tpot_ms, block_tokens, "
-              "predict_gpu, predict_model FROM load_replays WHERE run_id = ?1");
-  s.bind(1, run_id);
-  if (!s.step()) return std::nullopt;
-  return LoadReplaySettings{s.column_text(0),   s.column_text(1),   s.column_int(2),  s.column_double(3),
-                            s.column_int(4),    s.column_double(5), s.column_double(6), s.column_int(7),
-                            s.column_text(8),   s.column_text(9)};
+  std::vector<LoadReplaySettings> rows =
+      read_run_records(*connection_, digested_table("load_replays"), load_replay_fields(), run_id, "run_id");
+  if (rows.empty()) return std::nullopt;
+  return std::move(rows.front());
 }
 
 void Store::add_load_requests(int64_t run_id, const std::vector<LoadRequest>& requests) {
   Transaction tx(*connection_);
-  RowInserter insert(*connection_, digested_table("load_requests"));
-  for (const LoadRequest& r : requests)
-    insert.insert({run_id, r.config_id, r.request_index, r.arrival_ms, r.prompt_tokens, r.max_tokens, r.ok, r.failure,
-                   r.output_tokens, r.cached_tokens, r.ttft_ms, r.tpot_ms, r.latency_ms, r.max_gap_ms});
+  const DigestedTable& t = digested_table("load_requests");
+  RowInserter insert(*connection_, t);
+  for (const LoadRequest& r : requests) insert.insert(record_row(t, load_request_fields(), r, {{"run_id", run_id}}));
   tx.commit();
 }
 
 std::vector<LoadRequest> Store::load_requests(int64_t run_id) {
   check_run(run_id);
-  Statement s(*connection_,
-              "SELECT config_id, request_index, arrival_ms, prompt_tokens, max_tokens, ok, failure, output_tokens, "
-              "cached_tokens, ttft_ms, tpot_ms, latency_ms, max_gap_ms FROM load_requests WHERE run_id = ?1 "
-              "ORDER BY config_id, request_index");
-  s.bind(1, run_id);
-  std::vector<LoadRequest> out;
-  while (s.step()) {
-    LoadRequest r;
-    r.config_id = s.column_int(0);
-    r.request_index = s.column_int(1);
-    r.arrival_ms = s.column_double(2);
-    r.prompt_tokens = s.column_int(3);
-    r.max_tokens = s.column_int(4);
-    r.ok = s.column_int(5) != 0;
-    r.failure = s.column_text(6);
-    r.output_tokens = s.column_int(7);
-    r.cached_tokens = s.column_optional_int(8);
-    r.ttft_ms = s.column_double(9);
-    r.tpot_ms = s.column_double(10);
-    r.latency_ms = s.column_double(11);
-    r.max_gap_ms = s.column_double(12);
-    out.push_back(std::move(r));
-  }
-  return out;
+  return read_run_records(*connection_, digested_table("load_requests"), load_request_fields(), run_id,
+                          "config_id, request_index");
 }
 
 void Store::add_capacity_prediction(int64_t run_id, const CapacityPrediction& p) {
-  RowInserter(*connection_, digested_table("capacity_predictions"))
-      .insert({run_id, p.config_id, p.hit_rate, p.ttft_p50_ms, p.ttft_p95_ms, p.ttft_p99_ms, p.tpot_p50_ms,
-               p.tpot_p95_ms, p.output_tokens_per_s, p.kv_token_capacity, p.verdict});
+  const DigestedTable& t = digested_table("capacity_predictions");
+  RowInserter(*connection_, t).insert(record_row(t, prediction_fields(), p, {{"run_id", run_id}}));
 }
 
 std::vector<CapacityPrediction> Store::capacity_predictions(int64_t run_id) {
   check_run(run_id);
-  Statement s(*connection_,
-              "SELECT config_id, hit_rate, ttft_p50_ms, ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, "
-              "output_tokens_per_s, kv_token_capacity, verdict FROM capacity_predictions WHERE run_id = ?1 "
-              "ORDER BY config_id");
-  s.bind(1, run_id);
-  std::vector<CapacityPrediction> out;
-  while (s.step())
-    out.push_back({s.column_int(0), s.column_double(1), s.column_double(2), s.column_double(3), s.column_double(4),
-                   s.column_double(5), s.column_double(6), s.column_double(7), s.column_int(8), s.column_text(9)});
-  return out;
+  return read_run_records(*connection_, digested_table("capacity_predictions"), prediction_fields(), run_id, "config_id");
 }
 
 }  // namespace kvgate::results

@@ -66,23 +66,8 @@ std::string short_list(const std::vector<std::string>& names, size_t shown = 5) 
   return out;
 }
 
-// The numbers a metric reads from one item; NaN when the item did not measure it.
-double metric_value(const GateItem& item, const std::string& metric) {
-  const ItemScores& s = item.scores;
-  if (metric == "kld_mean") return s.kld_mean;
-  if (metric == "kld_p99") return s.kld_p99;
-  if (metric == "same_top1") return s.same_top1;
-  if (metric == "gold_accuracy") return s.exact_match_gold ? (*s.exact_match_gold ? 1.0 : 0.0) : kNaN;
-  if (metric == "divergence_rate") return s.diverged ? (*s.diverged ? 1.0 : 0.0) : kNaN;
-  const double turns = static_cast<double>(s.answered_turns);
-  if (metric == "first_token_eos_rate") return s.answered_turns > 0 ? static_cast<double>(s.first_token_eos) / turns : kNaN;
-  if (metric == "first_token_differs_rate")
-    return s.answered_turns > 0 ? static_cast<double>(s.first_token_differs) / turns : kNaN;
-  return kNaN;
-}
-
 // +1: a higher value is worse (KLD, divergence); -1: a lower value is worse (agreement, accuracy).
-double worse_sign(const std::string& metric) { return metric == "same_top1" || metric == "gold_accuracy" ? -1.0 : 1.0; }
+double worse_sign(const MetricInfo& metric) { return metric.worse == Worse::lower ? -1.0 : 1.0; }
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "n/a"; }
 
@@ -115,12 +100,17 @@ std::map<std::string, Measurable> measurable_by_domain(const GateRun& run) {
 }
 
 // Why the data cannot measure `metric`, or "" when it can.
-std::string not_applicable(const Measurable& m, const std::string& metric) {
-  if (metric == "gold_accuracy" || metric == "gold_accuracy_drop")
-    return m.gold ? "" : "no item of the domain has a gold answer the reference config answered";
-  if (metric == "divergence_rate") return m.greedy ? "" : "the reference config generated no greedy answer in the domain";
-  if (metric.rfind("first_token_", 0) == 0)
-    return m.answers ? "" : "the reference config has no stored answer in the domain (a run made before answers were kept)";
+std::string not_applicable(const Measurable& m, const MetricInfo& metric) {
+  switch (metric.needs) {
+    case MetricNeeds::gold_answers:
+      return m.gold ? "" : "no item of the domain has a gold answer the reference config answered";
+    case MetricNeeds::greedy_answers:
+      return m.greedy ? "" : "the reference config generated no greedy answer in the domain";
+    case MetricNeeds::stored_answers:
+      return m.answers ? "" : "the reference config has no stored answer in the domain (a run made before answers were kept)";
+    case MetricNeeds::scored_tokens:
+    case MetricNeeds::timed_turns: break;
+  }
   return m.scored_tokens > 0 ? "" : "no item of the domain has a scored token";
 }
 
@@ -164,36 +154,32 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
     const auto base_it = base_groups.find(key);
     const ItemAggregate b = base_it == base_groups.end() ? unmeasured() : base_it->second.result();
 
-    auto check = [&](const char* metric, const std::optional<double>& limit, double value, double base_value,
-                     bool upper, const char* what) {
-      if (!limit) return;
-      CheckResult c = make_check(CheckKind::absolute, metric, domain, config);
+    // Ceilings and floors on the config's own value; a drop from the reference is checked below.
+    for (const MetricInfo& m : kMetrics) {
+      if (m.absolute != AbsoluteLimit::max && m.absolute != AbsoluteLimit::min) continue;
+      const std::optional<double>& limit = lim[metric_of(m)];
+      if (!limit) continue;
+      const bool upper = m.absolute == AbsoluteLimit::max;
+      const double value = m.of_summary(a, {}), base_value = m.of_summary(b, {});
+      CheckResult c = make_check(CheckKind::absolute, std::string(m.name), domain, config);
       c.candidate_value = value;
       c.baseline_value = base_value;
       c.threshold = *limit;
       c.items = items.size();
       if (!std::isfinite(value)) {
-        settle_unmeasured(c, fmt::format("{}: not measured on any of {} items (limit {})", what, items.size(), num(*limit)),
-                          not_applicable(data, metric), allow_unmeasured);
+        settle_unmeasured(c, fmt::format("{}: not measured on any of {} items (limit {})", m.label, items.size(), num(*limit)),
+                          not_applicable(data, m), allow_unmeasured);
       } else {
         c.passed = upper ? value <= *limit : value >= *limit;
-        c.detail = fmt::format("{} {} {} limit {} over {} items (baseline {})", what, num(value),
+        c.detail = fmt::format("{} {} {} limit {} over {} items (baseline {})", m.label, num(value),
                                c.passed ? (upper ? "<=" : ">=") : (upper ? ">" : "<"), num(*limit), items.size(),
                                num(base_value));
       }
       out.push_back(std::move(c));
-    };
-    check("kld_mean", lim.kld_mean_max, a.kld_mean, b.kld_mean, true, "mean KLD");
-    check("kld_p99", lim.kld_p99_max, a.kld_p99, b.kld_p99, true, "p99 over items of item KLD p99");
-    check("same_top1", lim.same_top1_min, a.same_top1, b.same_top1, false, "same top-1 fraction");
-    check("divergence_rate", lim.divergence_rate_max, a.divergence_rate, b.divergence_rate, true,
-          "greedy divergence rate");
-    check("first_token_eos_rate", lim.first_token_eos_rate_max, a.first_token_eos_rate, b.first_token_eos_rate, true,
-          "rate of answers ending at their first token");
-    check("first_token_differs_rate", lim.first_token_differs_rate_max, a.first_token_differs_rate,
-          b.first_token_differs_rate, true, "rate of first tokens differing from the reference's");
+    }
 
-    if (lim.gold_accuracy_drop_max) {
+    const MetricInfo& gold_metric = metric_info(Metric::gold_accuracy);
+    if (const std::optional<double>& drop_max = lim[Metric::gold_accuracy]) {
       // Accuracy drop is measured on the items both this config and the reference answered.
       double ref_correct = 0, cfg_correct = 0, n = 0;
       for (const GateItem* it : items) {
@@ -203,13 +189,13 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
         cfg_correct += *it->scores.exact_match_gold ? 1 : 0;
         n += 1;
       }
-      CheckResult c = make_check(CheckKind::absolute, "gold_accuracy_drop", domain, config);
-      c.threshold = *lim.gold_accuracy_drop_max;
+      CheckResult c = make_check(CheckKind::absolute, absolute_check_name(gold_metric), domain, config);
+      c.threshold = *drop_max;
       c.items = static_cast<size_t>(n);
       const GoldSignal gold = gold_signal(static_cast<int64_t>(ref_correct), static_cast<int64_t>(n));
       if (n == 0) {
         settle_unmeasured(c, "gold accuracy drop: no item has a gold-answer match under both this config and the reference",
-                          not_applicable(data, "gold_accuracy_drop"), allow_unmeasured);
+                          not_applicable(data, gold_metric), allow_unmeasured);
       } else if (!gold.informative()) {
         c.skipped = true;
         c.baseline_value = ref_correct / n;
@@ -222,10 +208,10 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
         c.baseline_value = ref_correct / n;  // here "baseline" is the reference config of the same run
         c.candidate_value = cfg_correct / n;
         c.delta = c.baseline_value - c.candidate_value;
-        c.passed = c.delta <= *lim.gold_accuracy_drop_max;
+        c.passed = c.delta <= *drop_max;
         c.detail = fmt::format("gold accuracy {} vs reference {} ({}): drop {} {} limit {} over {} items",
                                num(c.candidate_value), num(c.baseline_value), cand.reference_config, num(c.delta),
-                               c.passed ? "<=" : ">", num(*lim.gold_accuracy_drop_max), c.items);
+                               c.passed ? "<=" : ">", num(*drop_max), c.items);
       }
       out.push_back(std::move(c));
     }
@@ -293,20 +279,18 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
     const GateLimits limits = policy.limits_for(domain, config);
     const RegressionLimits& lim = limits.regression;
     const bool reference = config == cand.reference_config;
-    const std::pair<const char*, std::optional<double>> metrics[] = {
-        {"kld_mean", lim.kld_mean}, {"kld_p99", lim.kld_p99}, {"same_top1", lim.same_top1},
-        {"gold_accuracy", lim.gold_accuracy}, {"divergence_rate", lim.divergence_rate},
-        {"first_token_eos_rate", lim.first_token_eos_rate}, {"first_token_differs_rate", lim.first_token_differs_rate}};
-    for (const auto& [metric, floor] : metrics) {
-      if (!floor) continue;
+    for (const MetricInfo& m : kMetrics) {
+      const std::optional<double>& floor = lim[metric_of(m)];
+      if (m.regression_key.empty() || !floor) continue;
+      const std::string metric(m.name);
       // The reference config's KLD, agreement and divergence are against itself; only its
       // answers can regress (a runtime change moves the reference too): gold accuracy, and
       // answers that end at their first token.
-      if (reference && std::string(metric) != "gold_accuracy" && std::string(metric) != "first_token_eos_rate") continue;
+      if (reference && m.against_reference) continue;
       std::vector<double> bv, cv;
       std::vector<AffectedItem> moved;
       for (const auto& [b, c] : group) {
-        const double x = metric_value(*b, metric), y = metric_value(*c, metric);
+        const double x = m.of_item(b->scores), y = m.of_item(c->scores);
         if (!std::isfinite(x) || !std::isfinite(y)) continue;
         bv.push_back(x);
         cv.push_back(y);
@@ -317,8 +301,8 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
       c.items = bv.size();
       if (bv.empty()) {
         // A baseline made before answers were kept cannot say what the first tokens were.
-        std::string inapplicable = not_applicable(measurable.at(domain), metric);
-        if (inapplicable.empty() && std::string(metric).rfind("first_token_", 0) == 0)
+        std::string inapplicable = not_applicable(measurable.at(domain), m);
+        if (inapplicable.empty() && m.needs == MetricNeeds::stored_answers)
           if (const auto b = base_measurable.find(domain); b == base_measurable.end() || !b->second.answers)
             inapplicable = "the baseline run has no stored answer in the domain (made before answers were kept)";
         settle_unmeasured(c, fmt::format("{}: no item of {} pairs measured it in both runs", metric, group.size()),
@@ -326,7 +310,7 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
         out.push_back(std::move(c));
         continue;
       }
-      if (std::string(metric) == "gold_accuracy") {
+      if (m.needs == MetricNeeds::gold_answers) {
         // A reference that answers (almost) nothing in both runs leaves nothing to lose: the
         // check would pass on 0 -> 0. One run whose reference answers is enough to measure.
         const GoldSignal b = gold_in(base_gold, domain), k = gold_in(cand_gold, domain);
@@ -341,7 +325,7 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
           continue;
         }
       }
-      const double sign = worse_sign(metric);
+      const double sign = worse_sign(m);
       const bool real = decide_paired_regression(c, bv, cv, std::move(moved), sign, *floor, policy);
       std::string items;
       for (const AffectedItem& m : c.most_affected)

@@ -67,38 +67,19 @@ std::optional<double> read_limit(const json& object, const char* key, const std:
   return x;
 }
 
-AbsoluteLimits read_absolute(const json& j, const std::string& source, const std::string& where) {
+// The "absolute" or "regression" block of a rule: one limit per metric that has the key, named
+// by the metric table (scoring/metrics.h); fractions (and their drops) in [0, 1].
+PerMetric<std::optional<double>> read_metric_limits(const json& j, std::string_view MetricInfo::*key,
+                                                    const std::string& source, const std::string& where) {
   require_object(j, source, where);
-  reject_unknown_keys(j,
-                      {"kld_mean_max", "kld_p99_max", "same_top1_min", "gold_accuracy_drop_max", "divergence_rate_max",
-                       "first_token_eos_rate_max", "first_token_differs_rate_max"},
-                      source, where);
-  AbsoluteLimits a;
-  a.kld_mean_max = read_limit(j, "kld_mean_max", source, where);
-  a.kld_p99_max = read_limit(j, "kld_p99_max", source, where);
-  a.same_top1_min = read_limit(j, "same_top1_min", source, where, 1.0);
-  a.gold_accuracy_drop_max = read_limit(j, "gold_accuracy_drop_max", source, where, 1.0);
-  a.divergence_rate_max = read_limit(j, "divergence_rate_max", source, where, 1.0);
-  a.first_token_eos_rate_max = read_limit(j, "first_token_eos_rate_max", source, where, 1.0);
-  a.first_token_differs_rate_max = read_limit(j, "first_token_differs_rate_max", source, where, 1.0);
-  return a;
-}
-
-RegressionLimits read_regression(const json& j, const std::string& source, const std::string& where) {
-  require_object(j, source, where);
-  reject_unknown_keys(j,
-                      {"kld_mean", "kld_p99", "same_top1", "gold_accuracy", "divergence_rate", "first_token_eos_rate",
-                       "first_token_differs_rate"},
-                      source, where);
-  RegressionLimits r;
-  r.kld_mean = read_limit(j, "kld_mean", source, where);
-  r.kld_p99 = read_limit(j, "kld_p99", source, where);
-  r.same_top1 = read_limit(j, "same_top1", source, where, 1.0);
-  r.gold_accuracy = read_limit(j, "gold_accuracy", source, where, 1.0);
-  r.divergence_rate = read_limit(j, "divergence_rate", source, where, 1.0);
-  r.first_token_eos_rate = read_limit(j, "first_token_eos_rate", source, where, 1.0);
-  r.first_token_differs_rate = read_limit(j, "first_token_differs_rate", source, where, 1.0);
-  return r;
+  std::set<std::string> known;
+  for (const MetricInfo& m : kMetrics)
+    if (!(m.*key).empty()) known.emplace(m.*key);
+  reject_unknown_keys(j, known, source, where);
+  PerMetric<std::optional<double>> out;
+  for (const MetricInfo& m : kMetrics)
+    if (!(m.*key).empty()) out[metric_of(m)] = read_limit(j, std::string(m.*key).c_str(), source, where, limit_upper(m));
+  return out;
 }
 
 CoverageLimits read_coverage(const json& j, const std::string& source, const std::string& where) {
@@ -120,11 +101,16 @@ int64_t read_bucket_start(const json& e, const char* key, const std::string& sou
   return e[key].get<int64_t>();
 }
 
-// The metric of a position or depth check: "kld_mean" or "same_top1", the two a bucket sums.
-std::string read_position_metric(const json& e, const std::string& source, const std::string& at) {
-  if (!e.contains("metric") || !e["metric"].is_string() || (e["metric"] != "kld_mean" && e["metric"] != "same_top1"))
-    bad(source, at + ".metric", "expected \"kld_mean\" or \"same_top1\"");
-  return e["metric"].get<std::string>();
+// The metric of a position or depth check: one the position buckets sum (MetricInfo::of_bucket).
+const MetricInfo& read_position_metric(const json& e, const std::string& source, const std::string& at) {
+  const MetricInfo* m = e.contains("metric") && e["metric"].is_string() ? find_metric(e["metric"].get<std::string>()) : nullptr;
+  if (!m || !m->of_bucket) {
+    std::string names;
+    for (const MetricInfo& b : kMetrics)
+      if (b.of_bucket) names += std::string(names.empty() ? "" : " or ") + "\"" + std::string(b.name) + "\"";
+    bad(source, at + ".metric", "expected " + names);
+  }
+  return *m;
 }
 
 // "positions": [{"metric": "kld_mean", "min_position": 16384, "regression": 0.002, "limit": 0.5}, ...]
@@ -138,9 +124,10 @@ std::vector<PositionLimit> read_positions(const json& j, const std::string& sour
     const json& e = require_object(j[i], source, at);
     reject_unknown_keys(e, {"metric", "min_position", "regression", "limit"}, source, at);
     PositionLimit p;
-    p.metric = read_position_metric(e, source, at);
+    const MetricInfo& metric = read_position_metric(e, source, at);
+    p.metric = metric.name;
     p.min_position = read_bucket_start(e, "min_position", source, at);
-    const double upper = p.metric == "same_top1" ? 1.0 : INFINITY;
+    const double upper = limit_upper(metric);
     p.regression = read_limit(e, "regression", source, at, upper);
     p.limit = read_limit(e, "limit", source, at, upper);
     drop_explicit_off(p.regression);
@@ -162,14 +149,20 @@ std::vector<DepthLimit> read_depth(const json& j, const std::string& source, con
     const json& e = require_object(j[i], source, at);
     reject_unknown_keys(e, {"metric", "shallow", "min_position", "ratio_max", "floor"}, source, at);
     DepthLimit d;
-    d.metric = read_position_metric(e, source, at);
+    const MetricInfo& metric = read_position_metric(e, source, at);
+    d.metric = metric.name;
     d.shallow = e.contains("shallow") ? read_bucket_start(e, "shallow", source, at) : 0;
     d.min_position = read_bucket_start(e, "min_position", source, at);
     if (d.min_position <= d.shallow) bad(source, at + ".min_position", "must be deeper than \"shallow\"");
-    if (e.contains("ratio_max") && d.metric != "kld_mean")
-      bad(source, at + ".ratio_max", "applies to kld_mean (a ratio of agreement rates says little; use \"floor\")");
+    // A ratio of rates where lower is worse (agreement) says little.
+    if (e.contains("ratio_max") && metric.worse != Worse::higher) {
+      std::string names;
+      for (const MetricInfo& m : kMetrics)
+        if (m.of_bucket && m.worse == Worse::higher) names += (names.empty() ? "" : " and ") + std::string(m.name);
+      bad(source, at + ".ratio_max", "applies to " + names + " (a ratio of agreement rates says little; use \"floor\")");
+    }
     d.ratio_max = read_limit(e, "ratio_max", source, at);
-    d.floor = read_limit(e, "floor", source, at, d.metric == "same_top1" ? 1.0 : INFINITY);
+    d.floor = read_limit(e, "floor", source, at, limit_upper(metric));
     drop_explicit_off(d.ratio_max);
     drop_explicit_off(d.floor);
     if (d.ratio_max && *d.ratio_max < 1) bad(source, at + ".ratio_max", "must be at least 1 (a ratio below 1 is no worsening)");
@@ -200,20 +193,10 @@ void overlay(std::optional<double>& into, const std::optional<double>& from) {
 }
 
 void overlay_limits(GateLimits& into, const GateLimits& from) {
-  overlay(into.absolute.kld_mean_max, from.absolute.kld_mean_max);
-  overlay(into.absolute.kld_p99_max, from.absolute.kld_p99_max);
-  overlay(into.absolute.same_top1_min, from.absolute.same_top1_min);
-  overlay(into.absolute.gold_accuracy_drop_max, from.absolute.gold_accuracy_drop_max);
-  overlay(into.absolute.divergence_rate_max, from.absolute.divergence_rate_max);
-  overlay(into.absolute.first_token_eos_rate_max, from.absolute.first_token_eos_rate_max);
-  overlay(into.absolute.first_token_differs_rate_max, from.absolute.first_token_differs_rate_max);
-  overlay(into.regression.kld_mean, from.regression.kld_mean);
-  overlay(into.regression.kld_p99, from.regression.kld_p99);
-  overlay(into.regression.same_top1, from.regression.same_top1);
-  overlay(into.regression.gold_accuracy, from.regression.gold_accuracy);
-  overlay(into.regression.divergence_rate, from.regression.divergence_rate);
-  overlay(into.regression.first_token_eos_rate, from.regression.first_token_eos_rate);
-  overlay(into.regression.first_token_differs_rate, from.regression.first_token_differs_rate);
+  for (size_t m = 0; m < kMetricCount; ++m) {
+    overlay(into.absolute.values[m], from.absolute.values[m]);
+    overlay(into.regression.values[m], from.regression.values[m]);
+  }
   if (from.positions) into.positions = from.positions;
   if (from.depth) into.depth = from.depth;
   overlay(into.coverage.items_min, from.coverage.items_min);
@@ -233,13 +216,11 @@ GateLimits GatePolicy::limits_for(const std::string& domain, const std::string& 
       const bool kv_ok = exact_kv ? r.kv == kv : r.kv == "*";
       if (domain_ok && kv_ok) overlay_limits(out, r.limits);
     }
-  for (std::optional<double>* v : {&out.absolute.kld_mean_max, &out.absolute.kld_p99_max, &out.absolute.same_top1_min,
-                                   &out.absolute.gold_accuracy_drop_max, &out.absolute.divergence_rate_max,
-                                   &out.absolute.first_token_eos_rate_max, &out.absolute.first_token_differs_rate_max,
-                                   &out.regression.first_token_eos_rate, &out.regression.first_token_differs_rate,
-                                   &out.regression.kld_mean, &out.regression.kld_p99, &out.regression.same_top1,
-                                   &out.regression.gold_accuracy, &out.regression.divergence_rate, &out.coverage.items_min,
-                                   &out.coverage.scored_tokens_min})
+  for (size_t m = 0; m < kMetricCount; ++m) {
+    drop_explicit_off(out.absolute.values[m]);
+    drop_explicit_off(out.regression.values[m]);
+  }
+  for (std::optional<double>* v : {&out.coverage.items_min, &out.coverage.scored_tokens_min})
     drop_explicit_off(*v);
   return out;
 }
@@ -288,8 +269,10 @@ GatePolicy parse_gate_policy(const std::string& text, const std::string& source)
       if (!r["optional"].is_boolean()) bad(source, where + ".optional", "expected true or false");
       rule.optional = r["optional"].get<bool>();
     }
-    if (r.contains("absolute")) rule.limits.absolute = read_absolute(r["absolute"], source, where + ".absolute");
-    if (r.contains("regression")) rule.limits.regression = read_regression(r["regression"], source, where + ".regression");
+    if (r.contains("absolute"))
+      rule.limits.absolute = read_metric_limits(r["absolute"], &MetricInfo::absolute_key, source, where + ".absolute");
+    if (r.contains("regression"))
+      rule.limits.regression = read_metric_limits(r["regression"], &MetricInfo::regression_key, source, where + ".regression");
     if (r.contains("coverage")) rule.limits.coverage = read_coverage(r["coverage"], source, where + ".coverage");
     if (r.contains("positions")) rule.limits.positions = read_positions(r["positions"], source, where + ".positions");
     if (r.contains("depth")) {

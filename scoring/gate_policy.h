@@ -13,33 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "scoring/metrics.h"
+
 namespace kvgate::scoring {
 
-// Limits on the candidate run alone.
-struct AbsoluteLimits {
-  std::optional<double> kld_mean_max;                  // token-weighted mean KLD
-  std::optional<double> kld_p99_max;                   // 99th percentile over items of each item's KLD p99
-  std::optional<double> same_top1_min;                 // token-weighted top-1 agreement, fraction
-  std::optional<double> gold_accuracy_drop_max;        // reference config's gold accuracy minus this config's
-  std::optional<double> divergence_rate_max;           // items whose greedy answer diverged from the reference's
-  std::optional<double> first_token_eos_rate_max;      // turns whose greedy answer ends at its first token
-  std::optional<double> first_token_differs_rate_max;  // turns whose first token differs from the reference's
-};
+// Limits on the candidate run alone, one per metric of scoring/metrics.h that has an absolute
+// limit, set by its `absolute_key` ("kld_mean_max", "same_top1_min", "gold_accuracy_drop_max"...):
+// a ceiling, a floor, or a ceiling on the drop from the reference config (MetricInfo::absolute).
+using AbsoluteLimits = PerMetric<std::optional<double>>;
 
-// Minimum magnitudes of a worsening against the baseline, per item paired. A regression fires
-// only when the bootstrap interval of the mean delta excludes zero on the worse side AND the
-// mean delta is worse by more than this magnitude.
-struct RegressionLimits {
-  std::optional<double> kld_mean;         // increase
-  std::optional<double> kld_p99;          // increase
-  std::optional<double> same_top1;        // decrease (fraction)
-  std::optional<double> gold_accuracy;    // decrease of gold exact match (fraction of items)
-  std::optional<double> divergence_rate;  // increase (fraction of items)
-  std::optional<double> first_token_eos_rate;      // increase (fraction of turns, per item paired)
-  std::optional<double> first_token_differs_rate;  // increase (fraction of turns, per item paired)
-};
+// Minimum magnitudes of a worsening against the baseline, per item paired, one per metric with a
+// `regression_key`. A regression fires only when the bootstrap interval of the mean delta
+// excludes zero on the worse side AND the mean delta is worse by more than this magnitude.
+using RegressionLimits = PerMetric<std::optional<double>>;
 
-// A per-position check (docs/gates.md "Checks by position"): `metric` (kld_mean or same_top1) in
+// A per-position check (docs/gates.md "Checks by position"): `metric` (one with position rows) in
 // every position bucket (scoring/position_buckets.h) from `min_position` on, which must be a
 // bucket's start. `regression`: the floor of a paired worsening against the baseline, per item
 // paired as the regression checks are; `limit`: an absolute maximum (kld_mean) or minimum

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "scoring/depth_effect.h"
 
 namespace kvgate::scoring {
@@ -24,8 +25,16 @@ std::map<ItemConfig, Buckets> item_buckets(const GateRun& run) {
   return out;
 }
 
-double value_of(const PositionSums& s, const std::string& metric) {
-  return metric == "same_top1" ? s.same_top1_rate() : s.kld_mean();
+// The metric of a position check, which the policy reader took from the metric table.
+const MetricInfo& bucket_metric(const std::string& name) {
+  const MetricInfo* m = find_metric(name);
+  if (!m || !m->of_bucket) throw_internal_error("position check on metric '" + name + "', which has no position rows");
+  return *m;
+}
+
+double value_of(const PositionSums& s, const MetricInfo& metric) {
+  const std::optional<BucketObservation> o = metric.of_bucket(s);
+  return o ? o->sum / o->tokens : std::numeric_limits<double>::quiet_NaN();
 }
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "n/a"; }
@@ -86,7 +95,8 @@ void add_position_checks(const GatePolicy& policy, const GateRun* baseline, cons
     for (const PositionLimit& pl : *limits.positions) {
       if (!pl.limit && !baseline) continue;  // a regression needs a baseline (evaluate_gate notes its absence)
       const int first = *position_bucket_starting_at(pl.min_position);
-      const bool upper = pl.metric != "same_top1";
+      const MetricInfo& info = bucket_metric(pl.metric);
+      const bool upper = info.worse == Worse::higher;
       const double sign = upper ? 1.0 : -1.0;
       int last = -1;  // the last bucket from `first` on that either run reaches
       for (int b = first; b < kPositionBuckets; ++b)
@@ -109,8 +119,8 @@ void add_position_checks(const GatePolicy& policy, const GateRun* baseline, cons
         if (pl.limit) {
           CheckResult c = make("absolute", metric, domain, config);
           c.threshold = *pl.limit;
-          c.candidate_value = value_of(cs, pl.metric);
-          c.baseline_value = value_of(bs, pl.metric);
+          c.candidate_value = value_of(cs, info);
+          c.baseline_value = value_of(bs, info);
           c.items = c_run.items.size();
           if (cs.tokens == 0) {
             c.passed = c.skipped = true;
@@ -136,7 +146,7 @@ void add_position_checks(const GatePolicy& policy, const GateRun* baseline, cons
           if (bi == base_items.end()) continue;
           const auto x = bi->second->find(b), y = buckets->find(b);
           if (x == bi->second->end() || y == buckets->end() || x->second.tokens == 0 || y->second.tokens == 0) continue;
-          const double xv = value_of(x->second, pl.metric), yv = value_of(y->second, pl.metric);
+          const double xv = value_of(x->second, info), yv = value_of(y->second, info);
           bv.push_back(xv);
           cv.push_back(yv);
           moved.push_back({item, xv, yv, yv - xv});

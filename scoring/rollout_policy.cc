@@ -38,12 +38,12 @@ RolloutMargins read_margins(const json& j, const std::string& source, const std:
   if (!j.is_object()) bad(source, where, "expected a JSON object of margins");
   std::set<std::string> known = extra;
   for (const VerdictMetric& m : kVerdictMetrics)
-    if (!positions_only || m.per_bucket) known.emplace(m.margin_key);
+    if (!positions_only || m.by_position()) known.emplace(m.margin_key());
   reject_unknown_keys(j, known, source, where);
   RolloutMargins out;
   for (size_t i = 0; i < kVerdictMetrics.size(); ++i) {
     const VerdictMetric& m = kVerdictMetrics[i];
-    const std::string key(m.margin_key);
+    const std::string key(m.margin_key());
     if (!j.contains(key)) continue;
     const json& v = j[key];
     if (v.is_null()) {
@@ -52,7 +52,7 @@ RolloutMargins read_margins(const json& j, const std::string& source, const std:
     }
     if (!v.is_number()) bad(source, where + "." + key, "expected a number or null");
     const double x = v.get<double>();
-    const bool fraction = m.unit != VerdictUnit::number;
+    const bool fraction = m.unit() != VerdictUnit::number;
     if (!std::isfinite(x) || x < 0 || (fraction && x > 1))
       bad(source, where + "." + key, fraction ? "must be a fraction in [0, 1] (0.02 is 2 points)" : "must be a finite number >= 0");
     out[i] = x;
@@ -74,7 +74,7 @@ std::optional<double> RolloutPolicy::margin(size_t m, const std::string& domain)
 }
 
 std::optional<double> RolloutPolicy::position_margin(size_t m) const {
-  if (!position_from || !kVerdictMetrics[m].per_bucket) return std::nullopt;
+  if (!position_from || !kVerdictMetrics[m].by_position()) return std::nullopt;
   return resolve(position_margins[m], margins[m]);
 }
 

@@ -32,7 +32,7 @@ const char* check_outcome_name(CheckOutcome o) {
   return "unknown";
 }
 
-double VerdictCheck::harm_bound() const { return info().worse == Worse::higher ? high : low; }
+double VerdictCheck::harm_bound() const { return info().worse() == Worse::higher ? high : low; }
 
 namespace {
 
@@ -41,7 +41,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::string value_text(const VerdictMetric& m, double v) {
   if (!std::isfinite(v)) return v > 0 ? "∞" : "n/a";
-  switch (m.unit) {
+  switch (m.unit()) {
     case VerdictUnit::points: return fmt::format("{:.1f} points", 100 * v);
     case VerdictUnit::percent: return fmt::format("{:.1f} %", 100 * v);
     case VerdictUnit::number: return fmt::format("{:.3g}", v);
@@ -51,7 +51,7 @@ std::string value_text(const VerdictMetric& m, double v) {
 
 // "margin of 2.0 points" / "floor of 95.0 %": a lower-is-worse metric's margin is a floor.
 std::string margin_text(const VerdictMetric& m, double margin) {
-  return std::string(m.worse == Worse::higher ? "margin of " : "floor of ") + value_text(m, margin);
+  return std::string(m.worse() == Worse::higher ? "margin of " : "floor of ") + value_text(m, margin);
 }
 
 // "about 3,100 items would": how many items of the run's mix would decide a check.
@@ -103,25 +103,25 @@ std::string verdict_reason(const ConfigVerdict& v) {
   if (v.deciding < 0) return "nothing the rollout policy checks was measured for this config";
   const VerdictCheck& c = v.checks[static_cast<size_t>(v.deciding)];
   const VerdictMetric& m = c.info();
-  const bool higher = m.worse == Worse::higher;
+  const bool higher = m.worse() == Worse::higher;
   std::string r;
   switch (v.verdict) {
     case Verdict::unsafe:
-      r = fmt::format("{} {} {} {} ({}; {} bound, corrected for {} checks)", m.label, higher ? "at least" : "at most",
+      r = fmt::format("{} {} {} {} ({}; {} bound, corrected for {} checks)", m.label(), higher ? "at least" : "at most",
                       value_text(m, higher ? c.strict_low : c.strict_high), scope_text(c), margin_text(m, c.margin),
                       percent_text(v.strict_confidence), decided);
       break;
     case Verdict::safe:
       r = fmt::format("every bound inside its margin ({} checks, {} bounds); closest: {} {} {} {} ({})", v.within,
-                      percent_text(v.confidence), m.label, higher ? "<=" : ">=", value_text(m, c.harm_bound()),
+                      percent_text(v.confidence), m.label(), higher ? "<=" : ">=", value_text(m, c.harm_bound()),
                       scope_text(c), margin_text(m, c.margin));
       break;
     case Verdict::inconclusive:
       if (c.toward_harm)
-        r = fmt::format("{} {} {} is past its {} but not with confidence; {} show whether it is", m.label,
+        r = fmt::format("{} {} {} is past its {} but not with confidence; {} show whether it is", m.label(),
                         value_text(m, c.estimate), scope_text(c), margin_text(m, c.margin), items_phrase(v.items_to_decide));
       else
-        r = fmt::format("rules out a {} {} {} {} but not {} its {}; {} decide it", m.label, higher ? "above" : "below",
+        r = fmt::format("rules out a {} {} {} {} but not {} its {}; {} decide it", m.label(), higher ? "above" : "below",
                         value_text(m, c.harm_bound()), scope_text(c), higher ? "above" : "below",
                         margin_text(m, c.margin), items_phrase(v.items_to_decide));
       r += fmt::format(" ({} of {} checks undecided)", v.undecided, decided);
@@ -130,7 +130,7 @@ std::string verdict_reason(const ConfigVerdict& v) {
   if (v.skipped > 0) {
     for (const VerdictCheck& s : v.checks)
       if (s.outcome == CheckOutcome::skipped) {
-        r += fmt::format("; not checked: {} {} ({}){}", s.info().label, scope_text(s), s.skip_reason,
+        r += fmt::format("; not checked: {} {} ({}){}", s.info().label(), scope_text(s), s.skip_reason,
                          v.skipped > 1 ? fmt::format(" and {} more", v.skipped - 1) : "");
         break;
       }
@@ -177,7 +177,7 @@ std::vector<ConfigVerdict> config_verdicts(const RolloutPolicy& policy, const Ga
         p.check.metric = mi;
         p.check.domain = scope;
         p.check.margin = *margin;
-        p.check.name = fmt::format("{}[{}]", m.name, scope);
+        p.check.name = fmt::format("{}[{}]", m.name(), scope);
         for (const GateItem* it : items) {
           if (scope != "*" && it->domain != scope) continue;
           const auto r = reference.find(it->item_key);
@@ -192,7 +192,7 @@ std::vector<ConfigVerdict> config_verdicts(const RolloutPolicy& policy, const Ga
         p.check.metric = mi;
         p.check.bucket = b;
         p.check.margin = *margin;
-        p.check.name = fmt::format("{}@{}[*]", m.name, position_bucket_name(b));
+        p.check.name = fmt::format("{}@{}[*]", m.name(), position_bucket_name(b));
         for (const GateItem* it : items) {
           const auto rows = positions.find({it->item_key, config});
           if (rows == positions.end()) continue;
@@ -237,7 +237,7 @@ std::vector<ConfigVerdict> config_verdicts(const RolloutPolicy& policy, const Ga
       }
       const Interval strict = interval_of(m, p.obs, v.strict_confidence);
       c.low = iv.low, c.high = iv.high, c.strict_low = strict.low, c.strict_high = strict.high;
-      const bool higher = m.worse == Worse::higher;
+      const bool higher = m.worse() == Worse::higher;
       if (higher ? c.high <= c.margin : c.low >= c.margin) {
         c.outcome = CheckOutcome::within;
         ++v.within;

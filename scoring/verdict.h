@@ -71,7 +71,7 @@ struct ConfigVerdict {
   bool toward_harm = false;
   std::string reason;  // the line after "CONFIG: VERDICT: "
   const std::string& shown() const { return label.empty() ? config : label; }
-  std::string line() const;  // "q4_0: inconclusive: rules out a gold-accuracy drop above 18.3 points in lookup ..."
+  std::string line() const;  // "q4_0: inconclusive: rules out a gold accuracy drop above 18.3 points in lookup ..."
 };
 
 // Per candidate config of `run` (in its order), against the run's reference config.

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "scoring/metrics.h"
+
 namespace kvgate::harness {
 namespace {
 
@@ -50,13 +52,14 @@ std::string per_turn_text(const PerTurn& p) {
   std::string text = fmt::format("per turn over {} multi-turn sessions (means over the sessions that reach the turn; "
                                  "KLD and top-1 against the reference)\n",
                                  p.sessions);
-  text += fmt::format("  {:<{}} {:>5} {:>8} {:>9} {:>10} {:>8} {:>9} {:>9}\n", "config", width, "turn", "sessions",
-                      "context", "mean KLD", "top-1 %", "TTFT ms", "TPOT ms");
+  const std::string top1 = scoring::metric_heading(scoring::metric_info(scoring::Metric::same_top1), true);
+  text += fmt::format("  {:<{}} {:>5} {:>8} {:>9} {:>10} {:>12} {:>9} {:>9}\n", "config", width, "turn", "sessions",
+                      "context", scoring::metric_info(scoring::Metric::kld_mean).label, top1, "TTFT ms", "TPOT ms");
   for (const ConfigTurns& c : p.configs)
     for (const auto& [turn, m] : c.turns)
       text += fmt::format("  {:<{}} {:>5} {:>8} {} {} {} {} {}\n", c.reference ? c.label + " (ref)" : c.label, width, turn,
                           m.sessions, cell(m.context_tokens, "{:>{}.0f}", 9), cell(m.kld_mean, "{:>{}.6f}", 10),
-                          cell(100.0 * m.same_top1, "{:>{}.2f}", 8), cell(m.ttft_ms, "{:>{}.1f}", 9),
+                          cell(100.0 * m.same_top1, "{:>{}.2f}", 12), cell(m.ttft_ms, "{:>{}.1f}", 9),
                           cell(m.tpot_ms, "{:>{}.1f}", 9));
   return text;
 }

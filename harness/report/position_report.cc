@@ -8,6 +8,7 @@
 
 #include "harness/report/stored_scores.h"
 #include "harness/report/verdicts.h"
+#include "scoring/metrics.h"
 
 namespace kvgate::harness {
 namespace {
@@ -123,15 +124,16 @@ std::string positions_text(const PositionView& view) {
   std::string text = fmt::format(
       "by position (scored tokens by their absolute position in the context; against the reference; {}% intervals "
       "from a bootstrap over the items, i.e. documents, holding each bucket)\n  {:<{}} {:>9} {:>6} {:>8} {:>11} {:>22} "
-      "{:>11} {:>8}  {}\n",
-      pct, "config", width, "positions", "items", "tokens", "mean KLD", fmt::format("{}% CI", pct), "mean Δp", "top-1 %",
+      "{:>11} {:>12}  {}\n",
+      pct, "config", width, "positions", "items", "tokens", "mean KLD", fmt::format("{}% CI", pct), "mean Δp",
+      scoring::metric_heading(scoring::metric_info(scoring::Metric::same_top1), true),
       "KLD vs the shallowest bucket, same items");
   for (size_t k = 0; k < view.curves.size(); ++k) {
     const scoring::PositionCurve& c = view.curves[k];
     for (size_t i = 0; i < c.points.size(); ++i) {
       const scoring::PositionPoint& p = c.points[i];
       const scoring::DepthPoint* d = depth_point(view.depth[k], p.bucket);
-      text += fmt::format("  {:<{}} {:>9} {:>6} {:>8} {:>11} {:>22} {:>11} {:>8}  {}\n", i == 0 ? c.shown() : "", width,
+      text += fmt::format("  {:<{}} {:>9} {:>6} {:>8} {:>11} {:>22} {:>11} {:>12}  {}\n", i == 0 ? c.shown() : "", width,
                           scoring::position_bucket_name(p.bucket), p.items, p.tokens, cell(p.kld_mean, "{:.6f}"),
                           d ? interval(d->estimate.kld_mean, "{:.6f}") : "-", cell(p.delta_p_mean, "{:+.5f}"),
                           cell(100 * p.same_top1, "{:.2f}"), d ? ratio_cell(d->vs_shallow) : "-");

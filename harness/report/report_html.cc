@@ -14,6 +14,7 @@
 #include "harness/report/position_report.h"
 #include "harness/report/stored_scores.h"
 #include "scoring/aggregate.h"
+#include "scoring/metrics.h"
 
 namespace kvgate::harness {
 namespace {
@@ -561,6 +562,15 @@ std::string gold_cell(const scoring::GoldSignal& gold, int64_t answered, double 
   return gold.informative() ? percent(accuracy) : gold.unavailable();
 }
 
+// One metric's cell in a summary table (scoring/metrics.h): fractions as %, gold accuracy only
+// where the reference can answer.
+std::string metric_cell(const scoring::MetricInfo& m, const scoring::ItemAggregate& quality,
+                        const scoring::LatencyAggregate& latency, const scoring::GoldSignal& gold) {
+  if (m.needs == scoring::MetricNeeds::gold_answers) return gold_cell(gold, quality.gold_items, quality.gold_accuracy);
+  const double v = m.of_summary(quality, latency);
+  return m.unit == scoring::MetricUnit::fraction ? percent(v) : num(v);
+}
+
 // Per domain the rule reads the reference's answers in that domain.
 scoring::GoldSignal domain_gold(const Analysis& a, const std::string& domain) {
   const auto it = a.by_domain.find({domain, a.reference_spec});
@@ -711,16 +721,9 @@ std::vector<std::tuple<std::string, std::string, std::string, std::string>> cros
   const ConfigStats& g = a.configs[ig->second];
   auto diff = [](double x, double y) { return std::isfinite(x) && std::isfinite(y) ? fmt::format("{:+.4g}", y - x) : "-"; };
   std::vector<std::tuple<std::string, std::string, std::string, std::string>> rows;
-  for (const auto& [name, x, y] : std::vector<std::tuple<std::string, double, double>>{
-           {"mean KLD vs reference", e.quality.kld_mean, g.quality.kld_mean},
-           {"item KLD p99 (p99)", e.quality.kld_p99, g.quality.kld_p99},
-           {"KLD max", e.quality.kld_max, g.quality.kld_max},
-           {"same top-1 vs reference", e.quality.same_top1, g.quality.same_top1},
-           {"greedy divergence from reference", e.quality.divergence_rate, g.quality.divergence_rate},
-           {"gold accuracy", e.quality.gold_accuracy, g.quality.gold_accuracy},
-           {"TTFT p50 ms", e.latency.ttft_p50, g.latency.ttft_p50},
-           {"TPOT p50 ms", e.latency.tpot_p50, g.latency.tpot_p50}})
-    rows.emplace_back(name, num(x), num(y), diff(x, y));
+  for (const scoring::MetricComparison& m : scoring::cross_check_metrics(e.quality, e.latency, g.quality, g.latency)) {
+    rows.emplace_back(scoring::metric_heading(*m.metric, false), num(m.emulation), num(m.engine), diff(m.emulation, m.engine));
+  }
   return rows;
 }
 
@@ -771,16 +774,23 @@ std::string render_report_html(const ReportInput& in) {
                      in.baseline->record.id, xml_escape(in.baseline->record.info.suite_name), in.baseline->record.items, xml_escape(results::run_status_name(in.baseline->record.status)));
 
   h += verdicts_html(in.verdicts);
-  h += "<h2>Summary per KV config</h2>\n<table>" +
-       th({"kv config", "role", "bits", "items", "scored tokens", "mean KLD", "same top-1", "item KLD p99 (p99)",
-           "KLD max", "gold accuracy", "greedy divergence", "first token EOS", "first token differs", "canonical spec"});
-  for (const ConfigStats& c : a.configs)
-    h += td({c.label, results::config_role_name(c.role), num(c.bits), std::to_string(c.quality.items),
-             std::to_string(c.quality.scored_tokens), num(c.quality.kld_mean), percent(c.quality.same_top1),
-             num(c.quality.kld_p99), num(c.quality.kld_max), gold_cell(a.gold, c.quality.gold_items, c.quality.gold_accuracy),
-             percent(c.quality.divergence_rate), percent(c.quality.first_token_eos_rate),
-             percent(c.quality.first_token_differs_rate), c.spec});
-  h += "</table>\n";
+  // Every quality metric of the metric table; latency has its own chart and table below.
+  {
+    std::vector<std::string> head = {"kv config", "role", "bits", "items", "scored tokens"};
+    for (const scoring::MetricInfo& m : scoring::kMetrics)
+      if (m.unit != scoring::MetricUnit::ms) head.emplace_back(m.label);
+    head.emplace_back("canonical spec");
+    h += "<h2>Summary per KV config</h2>\n<table>" + th(head);
+    for (const ConfigStats& c : a.configs) {
+      std::vector<std::string> row = {c.label, results::config_role_name(c.role), num(c.bits), std::to_string(c.quality.items),
+                                      std::to_string(c.quality.scored_tokens)};
+      for (const scoring::MetricInfo& m : scoring::kMetrics)
+        if (m.unit != scoring::MetricUnit::ms) row.push_back(metric_cell(m, c.quality, c.latency, a.gold));
+      row.push_back(c.spec);
+      h += td(row);
+    }
+    h += "</table>\n";
+  }
   if (!a.gold.note().empty()) h += "<p class=\"note\">Note: " + xml_escape(a.gold.note()) + ".</p>\n";
 
   if (!in.weights_kv.empty()) {
@@ -963,16 +973,17 @@ std::string render_report_markdown(const ReportInput& in) {
                                in.run.record.items, results::run_status_name(in.run.record.status));
   md += verdicts_markdown(in.verdicts);
   if (in.baseline) md += fmt::format("Baseline: run {} ({}).\n\n", in.baseline->record.id, in.baseline->record.info.suite_name);
-  md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | first token EOS | first token differs | "
-        "TTFT p50 ms | TPOT p50 ms | KV B/token |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const ConfigStats& c : a.configs)
-    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.label,
-                      c.role == results::ConfigRole::reference ? " (ref)" : "", num(c.bits), num(c.quality.kld_mean),
-                      num(c.quality.kld_p99), percent(c.quality.same_top1),
-                      gold_cell(a.gold, c.quality.gold_items, c.quality.gold_accuracy),
-                      percent(c.quality.first_token_eos_rate), percent(c.quality.first_token_differs_rate),
-                      num(c.latency.ttft_p50), num(c.latency.tpot_p50), num(c.kv_bytes, 6));
+  // Every metric of the metric table, in its order.
+  md += "| kv config | bits |";
+  for (const scoring::MetricInfo& m : scoring::kMetrics) md += " " + scoring::metric_heading(m, false) + " |";
+  md += " KV B/token |\n|---|---:|";
+  for (size_t k = 0; k < scoring::kMetricCount; ++k) md += "---:|";
+  md += "---:|\n";
+  for (const ConfigStats& c : a.configs) {
+    md += fmt::format("| {}{} | {} |", c.label, c.role == results::ConfigRole::reference ? " (ref)" : "", num(c.bits));
+    for (const scoring::MetricInfo& m : scoring::kMetrics) md += " " + metric_cell(m, c.quality, c.latency, a.gold) + " |";
+    md += " " + num(c.kv_bytes, 6) + " |\n";
+  }
   std::vector<ConfigName> names;
   for (const ConfigStats& c : a.configs) names.push_back({c.label, c.spec});
   if (const std::string legend = canonical_legend(names); !legend.empty()) md += "\nConfigs as typed; " + legend + ".\n";

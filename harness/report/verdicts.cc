@@ -110,10 +110,10 @@ nlohmann::json verdict_json(const scoring::ConfigVerdict& v) {
   nlohmann::json checks = nlohmann::json::array();
   for (const scoring::VerdictCheck& c : v.checks)
     checks.push_back({{"name", c.name},
-                      {"metric", c.info().name},
+                      {"metric", c.info().name()},
                       {"domain", c.domain},
                       {"position_bucket", c.bucket < 0 ? nlohmann::json(nullptr) : nlohmann::json(scoring::position_bucket_name(c.bucket))},
-                      {"worse", c.info().worse == scoring::Worse::higher ? "higher" : "lower"},
+                      {"worse", c.info().worse() == scoring::Worse::higher ? "higher" : "lower"},
                       {"margin", c.margin},
                       {"outcome", scoring::check_outcome_name(c.outcome)},
                       {"skip_reason", c.skip_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.skip_reason)},

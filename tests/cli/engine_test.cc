@@ -457,10 +457,16 @@ TEST_F(EngineLlamaServerCli, CrossCheckComparesEmulationWithTheEngine) {
   EXPECT_EQ(x["engine"], "endpoint:q4_0=q4_0:rot=wht/q4_0:rot=wht");
   EXPECT_GT(x["positions"].get<int>(), 0);
   EXPECT_TRUE(std::isfinite(x["kld_emulation_engine_mean"].get<double>()));
-  EXPECT_EQ(x["metrics"].size(), 6u);
+  // One list of compared metrics (scoring/metrics.h' cross_check rows): eval's output and the
+  // report's table show the same metrics, under the same headings.
+  EXPECT_EQ(x["metrics"].size(), 8u);
   const std::string md = temp("cross.md");
   ASSERT_EQ(run_kvgate("report --run latest --md " + md + " --db " + db).exit_code, 0);
-  EXPECT_NE(slurp(md).find("Cross-check: q4_0:rot=wht/q4_0:rot=wht emulated"), std::string::npos);
+  const std::string report = slurp(md);
+  const size_t section = report.find("Cross-check: q4_0:rot=wht/q4_0:rot=wht emulated");
+  ASSERT_NE(section, std::string::npos);
+  for (const auto& m : x["metrics"])
+    EXPECT_NE(report.find("| " + m["metric"].get<std::string>() + " |", section), std::string::npos) << m["metric"];
   // The report of an engine-mode run: its endpoints and the cross-check beside the charts.
   const std::string html = temp("cross.html");
   ASSERT_EQ(run_kvgate("report --run latest --html " + html + " --db " + db).exit_code, 0);

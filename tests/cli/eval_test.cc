@@ -589,7 +589,7 @@ TEST(EvalCli, ReplayScoresEveryAssistantTurnWithGrowingContext) {
   const std::string table = per_turn_section(r.out);
   ASSERT_FALSE(table.empty()) << r.out;
   EXPECT_NE(table.find("per turn over 1 multi-turn sessions"), std::string::npos) << table;
-  EXPECT_NE(table.find("mean KLD  top-1 %   TTFT ms   TPOT ms"), std::string::npos) << table;
+  EXPECT_NE(table.find("mean KLD same top-1 %   TTFT ms   TPOT ms"), std::string::npos) << table;
   const CliResult show = run_kvgate("runs show latest --json --db " + db);
   ASSERT_EQ(show.exit_code, 0) << show.err;
   const auto j = nlohmann::json::parse(show.out);

@@ -72,10 +72,17 @@ const std::string& complete_db() {
   return db;
 }
 
+// Before migration 11 the item and turn tables named same top-1 `top1_agreement`.
+void rename_same_top1_back(results::Connection& c) {
+  c.execute_script("ALTER TABLE item_metrics RENAME COLUMN same_top1 TO top1_agreement;"
+                   "ALTER TABLE turn_metrics RENAME COLUMN same_top1 TO top1_agreement");
+}
+
 // As an older kvgate would have left it: schema version 8, no digests nor migration 10's latency
 // columns (the same on a build that never had them), and configs renamed to `specs` (canonical strings as that kvgate wrote them).
 void make_legacy(const std::string& db, const std::vector<std::pair<std::string, std::string>>& specs) {
   results::Connection c(db, false);
+  rename_same_top1_back(c);
   std::vector<std::pair<std::string, std::string>> drops;
   {
     results::Statement s(c,
@@ -219,8 +226,53 @@ TEST(ReliabilityCli, AnOlderDatabaseIsSealedOnItsFirstOpen) {
   const std::string db = copy_of(complete_db(), "v8.db");
   make_legacy(db, {});
   ASSERT_EQ(run_kvgate("runs show 1 --db " + db).exit_code, 0);
-  sql(db, "UPDATE item_metrics SET top1_agreement = 1");
+  sql(db, "UPDATE item_metrics SET same_top1 = 1");
   EXPECT_EQ(run_kvgate("runs show 1 --db " + db).exit_code, 2);
+}
+
+// As the kvgate before migration 11 left it (schema version 10): rows sealed with the digests that
+// kvgate computed, which cover each row's values in order and not its column names.
+void make_version_10(const std::string& db) {
+  results::Connection c(db, false);
+  rename_same_top1_back(c);
+  c.execute_script("PRAGMA user_version = 10");
+}
+
+std::string same_top1_values(const std::string& db, const std::string& column) {
+  results::Connection c(db, false);
+  results::Statement s(c, "SELECT group_concat(printf('%.17g', " + column + "), ',') FROM (SELECT " + column +
+                              " FROM item_metrics ORDER BY item_id, config_id)");
+  return s.step() && !s.is_null(0) ? s.column_text(0) : "";
+}
+
+// Issue 41 renamed top1_agreement to same_top1: a version-10 file is read, resumed and merged with
+// every digest it was sealed with still matching, and its values under the new name.
+TEST(ReliabilityCli, AVersionTenDatabaseIsReadResumedAndMergedAfterTheRename) {
+  const std::string partial = scratch_path("reliability", "v10-partial.db");
+  ASSERT_EQ(run_kvgate(tiny_eval(partial, "--limit 1")).exit_code, 0);
+  const std::string before = same_top1_values(partial, "same_top1");
+  ASSERT_FALSE(before.empty());
+  make_version_10(partial);
+  ASSERT_EQ(same_top1_values(partial, "top1_agreement"), before);
+  CliResult r = run_kvgate("runs show 1 --db " + partial);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(same_top1_values(partial, "same_top1"), before);
+  r = run_kvgate("eval --resume 1 --threads 1 --max-new-tokens 4 --db " + partial);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = run_kvgate("runs show 1 --db " + partial);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("complete"), std::string::npos) << r.out;
+
+  const std::string shard = scratch_path("reliability", "v10-shard.db");
+  ASSERT_EQ(run_kvgate(tiny_eval(shard, "--shard 0/1")).exit_code, 0);
+  make_version_10(shard);
+  const std::string merged = scratch_path("reliability", "v10-merged.db");
+  r = run_kvgate("runs merge " + merged + " " + shard);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(same_top1_values(merged, "same_top1"), same_top1_values(shard, "same_top1"));
+  // The digests still guard the renamed column.
+  sql(shard, "UPDATE item_metrics SET same_top1 = 0.5");
+  EXPECT_EQ(run_kvgate("runs show 1 --db " + shard).exit_code, 2);
 }
 
 // ---- 3: model info and capacity check a GGUF as generate does -----------------------------------

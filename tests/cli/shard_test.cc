@@ -261,10 +261,10 @@ std::vector<std::string> deterministic_rows(const std::string& db, int64_t run) 
                 "ON c.id = x.config_id WHERE x.run_id = " + r + " ORDER BY c.spec", "ttdtd");
   add("item", "SELECT item_key, domain, evalset_hash, item_hash FROM items WHERE run_id = " + r + " ORDER BY id", "tttt");
   add("metrics", "SELECT i.item_key, c.spec, x.scored_tokens, x.kld_mean, x.kld_max, x.kld_p99, x.delta_p_mean, "
-                 "x.delta_p_rms, x.top1_agreement, x.nll_mean, x.nll_ref_mean, x.generated_tokens, x.first_divergence, "
+                 "x.delta_p_rms, x.same_top1, x.nll_mean, x.nll_ref_mean, x.generated_tokens, x.first_divergence, "
                  "x.exact_match_ref, x.exact_match_gold FROM item_metrics x" + join + " ORDER BY 1, 2",
       "tttddddddddtttt");
-  add("turn", "SELECT i.item_key, c.spec, x.turn_index, x.context_tokens, x.scored_tokens, x.kld_mean, x.top1_agreement "
+  add("turn", "SELECT i.item_key, c.spec, x.turn_index, x.context_tokens, x.scored_tokens, x.kld_mean, x.same_top1 "
               "FROM turn_metrics x" + join + " ORDER BY 1, 2, 3", "tttttdd");
   add("class", "SELECT i.item_key, c.spec, x.token_class, x.scored_tokens, x.kld_sum, x.delta_p_sum, x.same_top1 "
                "FROM token_class_metrics x" + join + " ORDER BY 1, 2, 3", "ttttddt");

@@ -161,10 +161,10 @@ std::vector<std::string> stored_rows(const std::string& path, int64_t run) {
       "tttttdd");
   const std::string join = " JOIN items i ON i.id = x.item_id JOIN configs c ON c.id = x.config_id WHERE i.run_id = " + r;
   add("metrics", "SELECT i.item_key, c.spec, x.scored_tokens, x.kld_mean, x.kld_max, x.kld_p99, x.delta_p_mean, "
-                 "x.delta_p_rms, x.top1_agreement, x.nll_mean, x.nll_ref_mean, x.generated_tokens, x.first_divergence, "
+                 "x.delta_p_rms, x.same_top1, x.nll_mean, x.nll_ref_mean, x.generated_tokens, x.first_divergence, "
                  "x.exact_match_ref, x.exact_match_gold FROM item_metrics x" + join + " ORDER BY 1, 2",
       "tttddddddddtttt");
-  add("turn", "SELECT i.item_key, c.spec, x.turn_index, x.context_tokens, x.scored_tokens, x.kld_mean, x.top1_agreement, "
+  add("turn", "SELECT i.item_key, c.spec, x.turn_index, x.context_tokens, x.scored_tokens, x.kld_mean, x.same_top1, "
               "x.ttft_ms, x.tpot_ms, x.answer, x.answer_tokens, x.answer_divergence, x.ttft_cpu_ms, x.tpot_cpu_ms "
               "FROM turn_metrics x" + join + " ORDER BY 1, 2, 3",
       "tttttddddtttdd");

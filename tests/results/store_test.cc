@@ -213,6 +213,50 @@ TEST_F(StoreTest, NegativeOrMismatchedSchemaVersionIsAnInputError) {
   }
 }
 
+// Migration 11 renames top1_agreement to same_top1: a version-10 file (rows sealed by the kvgate
+// before it) is brought forward with every digest still matching, its values read under the new
+// name, and a change to one still seen.
+TEST_F(StoreTest, VersionTenDatabaseKeepsItsDigestsThroughTheRename) {
+  int64_t run = 0;
+  {
+    Store store = Store::open(path_);
+    run = store.begin_run(sample_run());
+    const int64_t q4 = store.add_config({"q4_0/q4_0", "2222", 4.5});
+    store.attach_config(run, q4, ConfigRole::candidate, 100);
+    ItemWriter w = store.begin_item(run, sample_item("a"));
+    w.add_metrics(sample_metrics(q4, 0.02));
+    TurnMetrics t;
+    t.config_id = q4;
+    t.scored_tokens = 10;
+    t.kld_mean = 0.02;
+    t.same_top1 = 0.9;
+    w.add_turn(t);
+    w.commit();
+    store.finish_run(run, RunStatus::complete);
+  }
+  {
+    Connection c(path_, false);
+    c.execute_script("ALTER TABLE item_metrics RENAME COLUMN same_top1 TO top1_agreement;"
+                     "ALTER TABLE turn_metrics RENAME COLUMN same_top1 TO top1_agreement; PRAGMA user_version = 10");
+  }
+  {
+    Store store = Store::open(path_, Store::Mode::existing);
+    EXPECT_EQ(store.schema_version(), latest_schema_version());
+    EXPECT_NO_THROW(store.check_run(run));
+    ASSERT_EQ(store.run_item_metrics(run).size(), 1u);
+    EXPECT_EQ(store.run_item_metrics(run)[0].metrics.same_top1, 0.97);
+    ASSERT_EQ(store.run_turn_metrics(run).size(), 1u);
+    EXPECT_EQ(store.run_turn_metrics(run)[0].turn.same_top1, 0.9);
+  }
+  EXPECT_EQ(count("SELECT COUNT(*) FROM pragma_table_info('item_metrics') WHERE name = 'top1_agreement'"), 0);
+  {
+    Connection c(path_, false);
+    c.execute_script("UPDATE turn_metrics SET same_top1 = 0.5");
+  }
+  Store store = Store::open(path_, Store::Mode::existing);
+  EXPECT_THROW(store.check_run(run), Error);
+}
+
 TEST_F(StoreTest, DamagedPagesFailTheIntegrityCheckOnOpen) {
   {
     Store s = Store::open(path_);

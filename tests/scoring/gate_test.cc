@@ -74,12 +74,12 @@ const CheckResult* find(const GateOutcome& o, const std::string& name) {
 TEST(GatePolicy, MostSpecificRuleWinsPerLimit) {
   const GatePolicy p = parse_gate_policy(kPolicy, "p.json");
   const GateLimits tq = p.limits_for("tables", "q4_0");
-  EXPECT_DOUBLE_EQ(*tq.absolute.kld_mean_max, 0.08);
-  EXPECT_DOUBLE_EQ(*tq.absolute.kld_p99_max, 1.0);
-  EXPECT_FALSE(tq.absolute.same_top1_min.has_value()) << "null in a more specific rule must not re-enable";
-  EXPECT_DOUBLE_EQ(*p.limits_for("tables", "fp8").absolute.kld_mean_max, 0.05);
-  EXPECT_DOUBLE_EQ(*p.limits_for("policy", "q4_0").absolute.kld_mean_max, 0.2);
-  EXPECT_DOUBLE_EQ(*p.limits_for("policy", "fp8").absolute.kld_mean_max, 0.1);
+  EXPECT_DOUBLE_EQ(*tq.absolute[Metric::kld_mean], 0.08);
+  EXPECT_DOUBLE_EQ(*tq.absolute[Metric::kld_p99], 1.0);
+  EXPECT_FALSE(tq.absolute[Metric::same_top1].has_value()) << "null in a more specific rule must not re-enable";
+  EXPECT_DOUBLE_EQ(*p.limits_for("tables", "fp8").absolute[Metric::kld_mean], 0.05);
+  EXPECT_DOUBLE_EQ(*p.limits_for("policy", "q4_0").absolute[Metric::kld_mean], 0.2);
+  EXPECT_DOUBLE_EQ(*p.limits_for("policy", "fp8").absolute[Metric::kld_mean], 0.1);
   EXPECT_DOUBLE_EQ(*p.latency.tpot_p50_ratio_max, 2.0);
   EXPECT_FALSE(p.latency.ttft_p50_ratio_max.has_value());
   EXPECT_EQ(p.bootstrap.resamples, 1000u);
@@ -88,8 +88,8 @@ TEST(GatePolicy, MostSpecificRuleWinsPerLimit) {
 TEST(GatePolicy, NullOverridesAnInheritedLimit) {
   // The q4_0 rule sets same_top1_min to null: the "*" rule's 0.8 must be switched off.
   const GatePolicy p = parse_gate_policy(kPolicy, "p.json");
-  EXPECT_TRUE(p.limits_for("policy", "fp8").absolute.same_top1_min.has_value());
-  EXPECT_FALSE(p.limits_for("policy", "q4_0").absolute.same_top1_min.has_value());
+  EXPECT_TRUE(p.limits_for("policy", "fp8").absolute[Metric::same_top1].has_value());
+  EXPECT_FALSE(p.limits_for("policy", "q4_0").absolute[Metric::same_top1].has_value());
 }
 
 void expect_input_error(const std::string& text, const std::string& fragment) {

@@ -107,7 +107,7 @@ TEST(RolloutVerdict, ATrueFivePointDropIsUnsafe) {
   EXPECT_NEAR(gold->estimate, 0.05, 0.015);
   EXPECT_GT(gold->strict_low, 0.02);
   EXPECT_LE(gold->strict_low, gold->low) << "the unsafe side's bound is corrected for the checks, so wider";
-  EXPECT_NE(v.line().find("gold-accuracy drop at least"), std::string::npos) << v.line();
+  EXPECT_NE(v.line().find("gold accuracy drop at least"), std::string::npos) << v.line();
   EXPECT_NE(v.line().find("corrected for 4 checks"), std::string::npos) << v.line();
 }
 
@@ -121,7 +121,7 @@ TEST(RolloutVerdict, TwentyFiveItemsOfEitherAreInconclusive) {
   }
   // No harm: the line says what the data do rule out, and it is far from the margin.
   const ConfigVerdict v = verdict_of(simulate(25, {}));
-  EXPECT_NE(v.line().find("rules out a gold-accuracy drop above"), std::string::npos) << v.line();
+  EXPECT_NE(v.line().find("rules out a gold accuracy drop above"), std::string::npos) << v.line();
   const VerdictCheck* gold = check_named(v, "gold_accuracy_drop[lookup]");
   ASSERT_NE(gold, nullptr);
   EXPECT_GT(gold->high, 0.10) << "25 items cannot rule out a 10-point drop";
@@ -160,7 +160,7 @@ TEST(RolloutVerdict, GoldChecksNeedAReferenceThatAnswers) {
   ASSERT_NE(gold, nullptr);
   EXPECT_EQ(gold->outcome, CheckOutcome::skipped);
   EXPECT_EQ(v.skipped, 1u);
-  EXPECT_NE(v.line().find("not checked: gold-accuracy drop in lookup (reference 0/200)"), std::string::npos) << v.line();
+  EXPECT_NE(v.line().find("not checked: gold accuracy drop in lookup (reference 0/200)"), std::string::npos) << v.line();
 }
 
 TEST(RolloutVerdict, DomainsAreCheckedEachAndTogether) {
@@ -245,7 +245,7 @@ TEST(ItemCountText, TwoSignificantDigitsRoundedUp) {
 TEST(RolloutPolicyFile, TheShippedPolicyParses) {
   const RolloutPolicy p = load_rollout_policy(std::string(KVGATE_SOURCE_DIR) + "/ci/gates/rollout.json");
   EXPECT_EQ(p.confidence, 0.95);
-  for (size_t m = 0; m < kVerdictMetrics.size(); ++m) EXPECT_TRUE(p.margin(m, "*").has_value()) << kVerdictMetrics[m].name;
+  for (size_t m = 0; m < kVerdictMetrics.size(); ++m) EXPECT_TRUE(p.margin(m, "*").has_value()) << kVerdictMetrics[m].name();
   ASSERT_TRUE(p.position_from.has_value());
   EXPECT_EQ(*p.position_from, 2048);
   EXPECT_EQ(p.position_margin(2), p.margin(2, "*")) << "bucket margins inherit the workload's";
