@@ -1,6 +1,6 @@
 // One kernel source for CUDA (nvcc) and HIP (clang -xhip); see vendor.h.
 // The tile decode kernels (attention_tile.cuh) of the key/value pairs whose key is of the
-// per_token_head family (kv_tile.h kKernelPairs), at head_dim 64, 128 and 256.
+// per_token_head family (kv_tile.h kKernelPairs), at head_dim 128.
 #include "kernels/gpu/attention_tile.cuh"
 
 namespace kvgate::kernels::gpu {

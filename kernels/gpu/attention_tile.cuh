@@ -46,8 +46,8 @@ __global__ void __launch_bounds__(kTileThreads, 8) tile_decode_kernel(AttentionP
   constexpr int kValue = D / 32;  // value elements per lane
   constexpr int kQuarter = D / 4;  // key elements per lane in the score loop
   // Key elements decoded at a time: with the 4 rows' query elements they take 5 x kKeyRun
-  // registers, and 4 keeps the kernel within 64 registers without spills (8 spilled).
-  constexpr int kKeyRun = 4;
+  // registers; 2 (4 at head_dim 256) keeps the kernel within 64 registers without spills.
+  constexpr int kKeyRun = D >= 256 ? 4 : 2;
   extern __shared__ __align__(16) uint8_t smem[];
   const TileSmem L = tile_smem(D, p.key_row_bytes, p.value_row_bytes);
   float (*q_s)[D] = reinterpret_cast<float (*)[D]>(smem + L.q);
@@ -77,9 +77,6 @@ __global__ void __launch_bounds__(kTileThreads, 8) tile_decode_kernel(AttentionP
   // The first tile's bytes move while the query is loaded and rotated.
   if (split_begin < split_end) issue(split_begin, 0);
 
-  int pos[R];  // each row's query position; rows past n_rows see nothing
-#pragma unroll
-  for (int r = 0; r < R; ++r) pos[r] = r < n_rows ? first_pos + (row0 + r) / p.group : -1;
   load_query_rows(p, q_s, acc_s, R, n_rows, row0, kv_head);
 
   const RowArgs key_args{D, p.kf.scale, p.kf.tq, nullptr, 0};
@@ -128,7 +125,9 @@ __global__ void __launch_bounds__(kTileThreads, 8) tile_decode_kernel(AttentionP
       s[r] += gpu_shfl_xor(s[r], 16);
       // A token past the split or after the row's position scores -inf, whatever its (possibly
       // never copied) bytes decoded to.
-      const float score = t < split_end && t <= pos[r] ? s[r] : -INFINITY;
+      // (Row r sits at position first_pos + (row0 + r) / group; rows past n_rows see nothing.)
+      const bool seen = t < split_end && r < n_rows && t <= first_pos + (row0 + r) / p.group;
+      const float score = seen ? s[r] : -INFINITY;
       float m = score;
       for (int o = 1; o < kWarpTokens; o *= 2) m = fmaxf(m, gpu_shfl_xor(m, o));
       const float correction = state[r].raise_max(m);
@@ -238,14 +237,13 @@ const TileKernel* tile_kernel_at(FormatId key, FormatId value, int head_dim) {
 template <KernelFamily F, size_t... I>
 const TileKernel* find_family_tile_kernel(FormatId key, FormatId value, int head_dim, std::index_sequence<I...>) {
   const TileKernel* found = nullptr;
-  ((found = found ? found : tile_kernel_at<F, I, 64>(key, value, head_dim)), ...);
   ((found = found ? found : tile_kernel_at<F, I, 128>(key, value, head_dim)), ...);
-  ((found = found ? found : tile_kernel_at<F, I, 256>(key, value, head_dim)), ...);
   return found;
 }
 template <KernelFamily F>
 const TileKernel* find_family_tile_kernel(FormatId key, FormatId value, int head_dim) {
-  static_assert(sizeof(kKernelHeadDims) / sizeof(int) == 3, "find_family_tile_kernel instantiates 64, 128 and 256");
+  static_assert(sizeof(kKernelHeadDims) / sizeof(int) == 1 && kKernelHeadDims[0] == 128,
+                "find_family_tile_kernel instantiates head_dim 128");
   return find_family_tile_kernel<F>(key, value, head_dim,
                                     std::make_index_sequence<sizeof(kKernelPairs) / sizeof(KvPair)>{});
 }
