@@ -194,7 +194,9 @@ struct KvTile<GgmlRows<ggml::Q4_0>> {
 // Every format with itself (but f32, which no engine caches, and the formats stored through a
 // window or scored against a sketch: KIVI, tqprod), TurboQuant keys with the u4 values of vLLM's
 // presets (and u3, turboquant_3bit_nc), fp8 keys with u4 values (k8v4), and llama.cpp's common
-// q8_0 keys over q4_0 values. At head_dim 128. Any other pair or shape runs the
+// q8_0 keys over q4_0 values. At head_dim 128. (The 4- and 5-bit ggml keys, mxfp4 and int4_pth
+// keys are not among them yet: their kernels spill 8-24 bytes under the 64-register bound, which
+// the static check refuses; they need the tensor-core path of issue 44.) Any other pair or shape runs the
 // general kernel (gpu_attention.cu), which switches on the format at run time.
 struct KvPair {
   FormatId key, value;
@@ -208,14 +210,8 @@ inline constexpr KvPair kKernelPairs[] = {
     {FormatId::fp8_e4m3, FormatId::u4},
     {FormatId::int8_pth, FormatId::int8_pth},
     {FormatId::fp8_pth, FormatId::fp8_pth},
-    {FormatId::int4_pth, FormatId::int4_pth},
     {FormatId::q8_0, FormatId::q8_0},
-    {FormatId::q5_0, FormatId::q5_0},
-    {FormatId::q5_1, FormatId::q5_1},
-    {FormatId::q4_0, FormatId::q4_0},
-    {FormatId::q4_1, FormatId::q4_1},
     {FormatId::iq4_nl, FormatId::iq4_nl},
-    {FormatId::mxfp4, FormatId::mxfp4},
     {FormatId::q8_0, FormatId::q4_0},
     {FormatId::nvfp4, FormatId::nvfp4},
     {FormatId::nvfp4_4over6, FormatId::nvfp4_4over6},
