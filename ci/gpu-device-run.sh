@@ -6,8 +6,9 @@
 # sequences) and prefill (2k x 32k) in the same run (bench/gpu-peers.py); decode attention
 # (gpu_kv_bench) at 8k/32k/128k x 1 and 8 sequences for f16, bf16, fp8, q8_0, q4_0, nvfp4,
 # tq4/u4 and kivi2, with the tile kernels and once more with the general kernel they replace
-# (KVGATE_GPU_ATTENTION=general) at 32k; kvgate's prefill attention (2048 queries over 32k);
-# compute-sanitizer racecheck on a small tile decode case; and issue 29's open items (the model
+# (KVGATE_GPU_ATTENTION=general) at 32k; kvgate's prefill attention on the tensor-core kernel
+# (2048 queries over 32k) and on the general kernel (512 over 8k); compute-sanitizer racecheck on
+# small tile decode and prefill cases; and issue 29's open items (the model
 # tests with their eight-perturbation floors, the full racecheck). Then `kvgate bench model
 # --backend cuda` on a synthetic Llama-3.1-8B-shaped model (8 of its 32 layers, f16 and Q4_0
 # weights).
@@ -16,7 +17,7 @@
 # under $OUT (a call brings back at most 8 files), the printed summary beside it.
 #   device run: ci/gpu-device-run.sh, carry [".gpu-bundle.tar.xz"]
 #   budgets: KVGATE_CHECK_SECONDS (420), KVGATE_GPU_SANITIZER_TIMEOUT (120, each tool),
-#            KVGATE_ATTENTION_SECONDS (150: the attention figures; 0 skips them),
+#            KVGATE_ATTENTION_SECONDS (the attention figures, about 300 s at most; 0 skips them),
 #            KVGATE_SPEED_SECONDS (150: synthesis and model benchmarks), KVGATE_PEER_SECONDS (60)
 #   dry run: KVGATE_DRY_RUN=1 prints every command instead of running it (syntax and plan, here).
 # Issue 44's first device run (the tile kernels' confirmation, about 5 minutes of the 15):
@@ -58,13 +59,17 @@ if [[ "${KVGATE_ATTENTION_SECONDS:-150}" != 0 ]]; then
     lib run_for 60 "$bench" --tokens 8192,32768,131072 --seqs 1,8 --formats "$formats" --iterations 20
     echo "== decode attention, the general kernel (KVGATE_GPU_ATTENTION=general), 32k"
     KVGATE_GPU_ATTENTION=general lib run_for 30 "$bench" --tokens 32768 --seqs 1 --formats "$formats" --iterations 20
-    echo "== prefill attention: 2048 queries over a 32k cache"
-    lib run_for 30 "$bench" --tokens 32768 --prefill-queries 2048 --formats f16,fp8_e4m3,q4_0 --iterations 3
+    echo "== prefill attention (the tensor-core kernel): 2048 queries over a 32k cache"
+    lib run_for 45 "$bench" --tokens 32768 --prefill-queries 2048 --formats f16,bf16,fp8_e4m3,q8_0,q4_0,nvfp4,tq4 \
+      --iterations 3
+    echo "== prefill attention, the general kernel (KVGATE_GPU_ATTENTION=general): 512 queries over 8k"
+    KVGATE_GPU_ATTENTION=general lib run_for 30 "$bench" --tokens 8192 --prefill-queries 512 --formats f16,q4_0 \
+      --iterations 2
   } >"$out/attention.txt" 2>&1
-  # racecheck: one small tile decode case per family that has f16-sized and packed rows.
+  # racecheck: small tile decode and prefill cases with f16-sized, packed and split-key rows.
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-  lib run_for 60 "$sanitizer" --tool racecheck --error-exitcode 99 "$tests" --gtest_brief=1 \
-    --gtest_filter='TileKernels/GpuKvTilePairs.*/f16_f16_d128:TileKernels/GpuKvTilePairs.*/q4_0_q4_0_d128:TileKernels/GpuKvTilePairs.*/tq4_u4_d128' \
+  lib run_for 90 "$sanitizer" --tool racecheck --error-exitcode 99 "$tests" --gtest_brief=1 \
+    --gtest_filter='TileKernels/GpuKvTilePairs.*/f16_f16_d128_*:TileKernels/GpuKvTilePairs.*/q4_0_q4_0_d128_prefill:TileKernels/GpuKvTilePairs.*/tq4_u4_d128_*' \
     >"$out/racecheck-tile.txt" 2>&1
   echo "racecheck exit $?" >>"$out/racecheck-tile.txt"
   # Issue 29's open items: the model tests with their eight-perturbation floors (the two

@@ -95,8 +95,8 @@ int main(int argc, char** argv) try {
     std::printf("device %s (%s), copy bandwidth %.0f GB/s (1 GiB device-to-device, read + write)\n",
                 device_name().c_str(), vendor(), copy_gbps);
     std::printf("decode: 32 query heads / 8 KV heads, head_dim 128, 16-token pages, %d steps timed\n\n", iterations);
-    std::printf("| K/V | bits/elem | tokens | seqs | us/step | KV GB/s | / copy | speedup vs f16 | append GB/s |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| K/V | kernel | bits/elem | tokens | seqs | us/step | KV GB/s | / copy | speedup vs f16 | append GB/s |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   }
   // f16 first, so every other format's speedup has its baseline.
   std::vector<double> f16_us(contexts.size() * seq_counts.size(), 0.0);
@@ -116,12 +116,15 @@ int main(int argc, char** argv) try {
         if (f == FormatId::f16 && !f16_asked) continue;
         if (json) {
           std::printf(
-              "{\"device\":\"%s\",\"format\":\"%s\",\"bits\":%.3f,\"tokens\":%d,\"seqs\":%d,\"us_per_step\":%.3f,"
-              "\"kv_gbps\":%.2f,\"copy_gbps\":%.2f,\"ratio\":%.4f,\"speedup_vs_f16\":%.3f,\"append_gbps\":%.2f}\n",
-              device_name().c_str(), r.label.c_str(), r.bits_per_element, r.tokens, r.n_seqs, r.us_per_step, r.kv_gb_per_s,
-              copy_gbps, r.kv_gb_per_s / copy_gbps, f16_us[at] / r.us_per_step, r.append_gb_per_s);
+              "{\"device\":\"%s\",\"format\":\"%s\",\"kernel\":\"%s\",\"bits\":%.3f,\"tokens\":%d,\"seqs\":%d,"
+              "\"queries\":%d,\"us_per_step\":%.3f,\"kv_gbps\":%.2f,\"copy_gbps\":%.2f,\"ratio\":%.4f,"
+              "\"speedup_vs_f16\":%.3f,\"append_gbps\":%.2f,\"tflops\":%.3f}\n",
+              device_name().c_str(), r.label.c_str(), r.kernel, r.bits_per_element, r.tokens, r.n_seqs, prefill_queries,
+              r.us_per_step, r.kv_gb_per_s, copy_gbps, r.kv_gb_per_s / copy_gbps, f16_us[at] / r.us_per_step,
+              r.append_gb_per_s, r.tflops);
         } else {
-          std::printf("| %s | %.2f | %d | %d | %.1f | %.0f | %.2f | %.2fx | %.0f |", r.label.c_str(), r.bits_per_element,
+          std::printf("| %s | %s | %.2f | %d | %d | %.1f | %.0f | %.2f | %.2fx | %.0f |", r.label.c_str(), r.kernel,
+                      r.bits_per_element,
                       r.tokens, r.n_seqs, r.us_per_step, r.kv_gb_per_s, r.kv_gb_per_s / copy_gbps, f16_us[at] / r.us_per_step,
                       r.append_gb_per_s);
           if (prefill_queries > 1) std::printf(" %d queries: %.1f TFLOP/s |", prefill_queries, r.tflops);

@@ -1,10 +1,14 @@
 #pragma once
 // What the attention kernels share (the general kernel in gpu_attention.cu and the tile kernels
-// of attention_tile.cuh): their arguments, warp reductions, the query's rotation into the keys'
+// of attention_tile.cuh and attention_prefill.cuh): their arguments, warp reductions, the query's rotation into the keys'
 // stored basis and the output's rotation back, both once per block, and how a block writes its
 // rows (the output, or a split's partial that gpu_attention.cu's merge folds in split order).
 // GPU sources only (includes the vendor runtime).
+#include <atomic>
+
+#include "kernels/gpu/gpu_async.h"
 #include "kernels/gpu/gpu_kv_impl.h"
+#include "kernels/gpu/kv_tile.h"
 #include "kernels/softmax_state.h"
 
 namespace kvgate::kernels::gpu {
@@ -166,21 +170,58 @@ __device__ __forceinline__ void store_block_states(const SoftmaxState (&block)[k
   __syncthreads();
 }
 
-// The tile kernels, by key/value pair and head_dim (attention_<family>.cu). launch runs one
-// decode step's grid (splits x KV heads x row blocks) with `shared_bytes` of dynamic shared
-// memory; blocks_per_sm is the device's occupancy for that amount.
+// Issues the copies of one side's tile of tokens [t0, t_end) into `dst` (shared memory).
+__device__ __forceinline__ void issue_tile_copies(const PagedRows& rows, int row_bytes, int kv_head, int t0, int t_end,
+                                                  uint8_t* dst) {
+  tile_runs(rows.page_table, rows.n_kv_heads, rows.page_tokens, row_bytes, kv_head, t0, t_end, [&](const TileRun& run) {
+    const uint8_t* src = rows.pool + run.src;
+#pragma unroll 1
+    for (int c = threadIdx.x; c < run.bytes / kCopyBytes; c += blockDim.x)
+      copy16_async(dst + tile_copy_dst(run, row_bytes, c), src + c * kCopyBytes);
+  });
+}
+
+// Lets `kernel` take `shared_bytes` of dynamic shared memory: past 48 KiB a kernel must ask,
+// once per size it grows to (`allowed`: that kernel's own record).
+template <class Kernel>
+void allow_dynamic_shared(Kernel kernel, int shared_bytes, std::atomic<int>& allowed, const char* what) {
+  if (shared_bytes <= allowed.load()) return;
+  check(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
+                            shared_bytes),
+        what);
+  allowed.store(shared_bytes);
+}
+
+// The device's resident blocks per SM of `kernel` at this block size and shared memory.
+template <class Kernel>
+int resident_blocks_per_sm(Kernel kernel, int threads, int shared_bytes, const char* what) {
+  int blocks = 0;
+  check(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, shared_bytes), what);
+  return blocks;
+}
+
+// The tile kernels, by kind, key/value pair and head_dim (attention_<family>.cu). shared_bytes is
+// a block's dynamic shared memory for the sides' row sizes; launch runs one call's grid (splits x
+// KV heads x row blocks) with that much; blocks_per_sm is the device's occupancy for it.
 struct TileKernel {
+  int (*shared_bytes)(int key_row_bytes, int value_row_bytes);
   void (*launch)(const AttentionParams& p, dim3 grid, int shared_bytes);
   int (*blocks_per_sm)(int shared_bytes);
 };
-// The tile kernel of this pair and head_dim, or null (kv_tile.h kKernelPairs, kKernelHeadDims).
-const TileKernel* find_tile_kernel(FormatId key, FormatId value, int head_dim);
-// One lookup per family translation unit.
-const TileKernel* find_tile_kernel_float16(FormatId key, FormatId value, int head_dim);
-const TileKernel* find_tile_kernel_fp8(FormatId key, FormatId value, int head_dim);
-const TileKernel* find_tile_kernel_per_token_head(FormatId key, FormatId value, int head_dim);
-const TileKernel* find_tile_kernel_ggml(FormatId key, FormatId value, int head_dim);
-const TileKernel* find_tile_kernel_nvfp4(FormatId key, FormatId value, int head_dim);
-const TileKernel* find_tile_kernel_turboquant(FormatId key, FormatId value, int head_dim);
+// The kernel of this kind, pair and head_dim, or null (kv_tile.h kKernelPairs, kKernelHeadDims).
+const TileKernel* find_tile_kernel(KernelKinds kind, FormatId key, FormatId value, int head_dim);
+// One lookup per family and kind, each in its translation unit (attention_<family>[_prefill].cu).
+const TileKernel* find_decode_kernel_float16(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_prefill_kernel_float16(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_decode_kernel_fp8(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_prefill_kernel_fp8(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_decode_kernel_per_token_head(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_prefill_kernel_per_token_head(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_decode_kernel_ggml(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_prefill_kernel_ggml(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_decode_kernel_nvfp4(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_prefill_kernel_nvfp4(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_decode_kernel_turboquant(FormatId key, FormatId value, int head_dim);
+const TileKernel* find_prefill_kernel_turboquant(FormatId key, FormatId value, int head_dim);
 
 }  // namespace kvgate::kernels::gpu

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/gpu/kv_tile.h"
+#include "kernels/gpu/prefill_tile.h"
 
 namespace kvgate::kernels::gpu {
 
@@ -17,9 +18,10 @@ inline constexpr int kTileWarps = 4;                     // warps per tile-decod
 inline constexpr int kTileThreads = 32 * kTileWarps;     // 128
 inline constexpr int kTileRows = 4;                      // query rows (position x GQA head) per block
 inline constexpr int kTileMaxRegisters = 64;
-// Decode steps (up to 8 query positions of a GQA group of 4) take the tile kernels, in row blocks
-// of kTileRows; a prefill chunk's many rows take the general kernel.
-inline constexpr int kTileMaxRowsPerKvHead = 32;             // __launch_bounds__(128, 8): the static check's bound
+// Decode steps (up to 8 query positions of a GQA group of 4) take the tile decode kernel, in row
+// blocks of kTileRows; a prefill chunk's more rows take the tensor-core prefill kernel
+// (prefill_tile.h, row blocks of kPrefillRows).
+inline constexpr int kTileMaxRowsPerKvHead = 32;
 // Tokens each warp scores per tile: the tile's 32 tokens over 4 warps.
 inline constexpr int kWarpTokens = kTileTokens / kTileWarps;
 #if defined(__HIP_PLATFORM_AMD__) || defined(KVGATE_GPU_HIP)
@@ -58,17 +60,26 @@ struct SmLimits {
 // Resident blocks per SM: the least of what threads, registers and shared memory allow.
 int occupancy_blocks_per_sm(const SmLimits& sm, int threads, int registers_per_thread, int shared_bytes);
 
-struct DecodePlan {
-  int row_blocks = 0;    // blocks over one KV head's query rows (kTileRows each)
+// The grid of one tile-kernel call (decode or prefill).
+struct TilePlan {
+  int row_blocks = 0;    // blocks over one KV head's query rows (kTileRows or kPrefillRows each)
   int splits = 0;        // per sequence and KV head
-  int split_tokens = 0;  // a multiple of kTileTokens
+  int split_tokens = 0;  // a multiple of the kernel's tile
   int blocks = 0;        // the grid: splits x KV heads x row blocks x sequences
   double waves = 0.0;    // blocks / (SMs x blocks per SM)
 };
 // Splits so the grid covers at least two waves of the device (each SM runs blocks_per_sm at
 // once), with splits of whole tiles; a split_tokens the caller fixed (a multiple of 32) is kept.
-DecodePlan plan_tile_decode(int tokens, int n_kv_heads, int rows_per_kv_head, int n_seqs, int sms, int blocks_per_sm,
+TilePlan plan_tile_decode(int tokens, int n_kv_heads, int rows_per_kv_head, int n_seqs, int sms, int blocks_per_sm,
                             int split_tokens = 0);
+
+// The prefill kernel's (prefill_tile.h): row blocks of kPrefillRows, and splits of whole tiles of
+// `tile_tokens` (the kernel's kPrefillTokens), at least kPrefillMinSplitTiles each, so the grid
+// covers two waves where the cache is long enough; a split_tokens the caller fixed (a multiple of
+// 32) is kept.
+inline constexpr int kPrefillMinSplitTiles = 4;
+TilePlan plan_tile_prefill(int tokens, int n_kv_heads, int rows_per_kv_head, int n_seqs, int sms, int blocks_per_sm,
+                           int tile_tokens, int split_tokens = 0);
 
 // The tiles of one split, in the order a block computes them: fn(t0, t_end) per tile.
 template <class Fn>
@@ -84,7 +95,7 @@ struct ReadCount {
   std::vector<uint16_t> per_byte;  // indexed like the pool
   size_t beyond_rows = 0;
 };
-ReadCount count_tile_reads(const DecodePlan& plan, int tokens, int n_kv_heads, int page_tokens, int row_bytes,
+ReadCount count_tile_reads(const TilePlan& plan, int tokens, int n_kv_heads, int page_tokens, int row_bytes,
                            const std::vector<int32_t>& page_table);
 
 }  // namespace kvgate::kernels::gpu

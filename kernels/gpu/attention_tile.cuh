@@ -1,7 +1,7 @@
 #pragma once
 // The tile decode kernel: flash-decoding with the KV format as a compile-time tile loader
 // (kv_tile.h), instantiated per key/value pair and head_dim by one translation unit per family
-// (attention_<family>.cu). GPU sources only.
+// (attention_<family>.cu, through attention_kernels.cuh). GPU sources only.
 //
 // A block of 128 threads serves one split of one KV head's sequence and kTileRows query rows
 // (query position x GQA head), so each K/V byte it loads feeds every query head of the group.
@@ -19,7 +19,6 @@
 // are merged in split order (gpu_attention.cu), so results are bit-identical run to run; they
 // depend on the split plan (attention_plan.h, fixed per shape and device).
 #include <atomic>
-#include <utility>
 
 #include "kernels/gpu/attention_common.cuh"
 #include "kernels/gpu/attention_plan.h"
@@ -27,17 +26,6 @@
 #include "kernels/gpu/kv_tile.h"
 
 namespace kvgate::kernels::gpu {
-
-// Issues the copies of one side's tile of tokens [t0, t_end) into `dst` (shared memory).
-__device__ __forceinline__ void issue_tile_copies(const PagedRows& rows, int row_bytes, int kv_head, int t0, int t_end,
-                                                  uint8_t* dst) {
-  tile_runs(rows.page_table, rows.n_kv_heads, rows.page_tokens, row_bytes, kv_head, t0, t_end, [&](const TileRun& run) {
-    const uint8_t* src = rows.pool + run.src;
-#pragma unroll 1
-    for (int c = threadIdx.x; c < run.bytes / kCopyBytes; c += blockDim.x)
-      copy16_async(dst + tile_copy_dst(run, row_bytes, c), src + c * kCopyBytes);
-  });
-}
 
 template <class KT, class VT, int D>
 __global__ void __launch_bounds__(kTileThreads, 8) tile_decode_kernel(AttentionParams p) {
@@ -198,54 +186,14 @@ __global__ void __launch_bounds__(kTileThreads, 8) tile_decode_kernel(AttentionP
 
 template <class KT, class VT, int D>
 void launch_tile_decode(const AttentionParams& p, dim3 grid, int shared_bytes) {
-  // Past 48 KiB a kernel must ask for its dynamic shared memory (head_dim 256 with f16 rows).
-  static std::atomic<int> allowed{48 * 1024};
-  if (shared_bytes > allowed.load()) {
-    const auto kernel = &tile_decode_kernel<KT, VT, D>;
-    check(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
-                              shared_bytes),
-          "tile attention shared memory");
-    allowed.store(shared_bytes);
-  }
+  static std::atomic<int> allowed{48 * 1024};  // head_dim 256 with f16 rows asks for more
+  allow_dynamic_shared(&tile_decode_kernel<KT, VT, D>, shared_bytes, allowed, "tile attention shared memory");
   tile_decode_kernel<KT, VT, D><<<grid, kTileThreads, shared_bytes>>>(p);
 }
 
 template <class KT, class VT, int D>
 int tile_decode_blocks_per_sm(int shared_bytes) {
-  int blocks = 0;
-  const auto kernel = &tile_decode_kernel<KT, VT, D>;
-  check(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kTileThreads, shared_bytes), "tile attention occupancy");
-  return blocks;
-}
-
-// The kernel of kKernelPairs[I] at head_dim D when that pair belongs to family F and is the one
-// asked for.
-template <KernelFamily F, size_t I, int D>
-const TileKernel* tile_kernel_at(FormatId key, FormatId value, int head_dim) {
-  constexpr KvPair pair = kKernelPairs[I];
-  if constexpr (kernel_family(pair.key) != F) {
-    return nullptr;
-  } else {
-    if (pair.key != key || pair.value != value || head_dim != D) return nullptr;
-    using KT = KvTile<typename RowsFor<pair.key>::type>;
-    using VT = KvTile<typename RowsFor<pair.value>::type>;
-    static const TileKernel kernel{&launch_tile_decode<KT, VT, D>, &tile_decode_blocks_per_sm<KT, VT, D>};
-    return &kernel;
-  }
-}
-
-template <KernelFamily F, size_t... I>
-const TileKernel* find_family_tile_kernel(FormatId key, FormatId value, int head_dim, std::index_sequence<I...>) {
-  const TileKernel* found = nullptr;
-  ((found = found ? found : tile_kernel_at<F, I, 128>(key, value, head_dim)), ...);
-  return found;
-}
-template <KernelFamily F>
-const TileKernel* find_family_tile_kernel(FormatId key, FormatId value, int head_dim) {
-  static_assert(sizeof(kKernelHeadDims) / sizeof(int) == 1 && kKernelHeadDims[0] == 128,
-                "find_family_tile_kernel instantiates head_dim 128");
-  return find_family_tile_kernel<F>(key, value, head_dim,
-                                    std::make_index_sequence<sizeof(kKernelPairs) / sizeof(KvPair)>{});
+  return resident_blocks_per_sm(&tile_decode_kernel<KT, VT, D>, kTileThreads, shared_bytes, "tile attention occupancy");
 }
 
 }  // namespace kvgate::kernels::gpu

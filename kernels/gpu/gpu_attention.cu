@@ -222,30 +222,56 @@ int tile_blocks_per_sm(const TileKernel& kernel, int shared_bytes) {
 
 }  // namespace
 
-const TileKernel* find_tile_kernel(FormatId key, FormatId value, int head_dim) {
-  if (!has_kernel_pair(key, value) || !has_kernel_head_dim(head_dim)) return nullptr;
+const TileKernel* find_tile_kernel(KernelKinds kind, FormatId key, FormatId value, int head_dim) {
+  if (!has_kernel(kind, key, value, head_dim)) return nullptr;
+  const bool decode = kind == kDecodeKernel;
   switch (kernel_family(key)) {
-    case KernelFamily::float16: return find_tile_kernel_float16(key, value, head_dim);
-    case KernelFamily::fp8: return find_tile_kernel_fp8(key, value, head_dim);
-    case KernelFamily::per_token_head: return find_tile_kernel_per_token_head(key, value, head_dim);
-    case KernelFamily::ggml: return find_tile_kernel_ggml(key, value, head_dim);
-    case KernelFamily::nvfp4: return find_tile_kernel_nvfp4(key, value, head_dim);
-    case KernelFamily::turboquant: return find_tile_kernel_turboquant(key, value, head_dim);
+    case KernelFamily::float16:
+      return decode ? find_decode_kernel_float16(key, value, head_dim)
+                    : find_prefill_kernel_float16(key, value, head_dim);
+    case KernelFamily::fp8:
+      return decode ? find_decode_kernel_fp8(key, value, head_dim)
+                    : find_prefill_kernel_fp8(key, value, head_dim);
+    case KernelFamily::per_token_head:
+      return decode ? find_decode_kernel_per_token_head(key, value, head_dim)
+                    : find_prefill_kernel_per_token_head(key, value, head_dim);
+    case KernelFamily::ggml:
+      return decode ? find_decode_kernel_ggml(key, value, head_dim)
+                    : find_prefill_kernel_ggml(key, value, head_dim);
+    case KernelFamily::nvfp4:
+      return decode ? find_decode_kernel_nvfp4(key, value, head_dim)
+                    : find_prefill_kernel_nvfp4(key, value, head_dim);
+    case KernelFamily::turboquant:
+      return decode ? find_decode_kernel_turboquant(key, value, head_dim)
+                    : find_prefill_kernel_turboquant(key, value, head_dim);
   }
   return nullptr;
 }
 
 namespace {
 
-// The tile kernel for this call, or null when the general kernel serves it: another pair or
-// head_dim (kv_tile.h), a prefill chunk (more rows than a decode step's), pages that are not a
-// multiple of 16 tokens, or KVGATE_GPU_ATTENTION=general.
+// The tile kernels' kind for a call: decode for up to kTileMaxRowsPerKvHead rows per KV head,
+// prefill past that.
+KernelKinds tile_kind(int rows_per_kv_head) { return rows_per_kv_head > kTileMaxRowsPerKvHead ? kPrefillKernel : kDecodeKernel; }
+
+// The tile kernel for this call, or null when the general kernel serves it: a pair or head_dim
+// without a kernel of the call's kind (kv_tile.h), pages that are not a multiple of 16 tokens, or
+// KVGATE_GPU_ATTENTION=general.
 const TileKernel* tile_kernel_for(const PagedKvShape& s, int rows_per_kv_head) {
-  if (general_attention_only() || rows_per_kv_head > kTileMaxRowsPerKvHead || s.page_tokens % 16 != 0) return nullptr;
-  return find_tile_kernel(s.key.format, s.value.format, s.head_dim);
+  if (general_attention_only() || s.page_tokens % 16 != 0) return nullptr;
+  return find_tile_kernel(tile_kind(rows_per_kv_head), s.key.format, s.value.format, s.head_dim);
 }
 
 }  // namespace
+
+const char* DevicePagedKv::attention_kernel(int n_heads, int n_queries) const {
+  const Impl& m = *impl_;
+  const PagedKvShape& s = m.shape;
+  if (s.arithmetic != Arithmetic::exact && !kv_arithmetic(s, n_queries).exact()) return "engine";
+  const int rows = n_heads / std::max(1, s.n_kv_heads) * n_queries;
+  if (!tile_kernel_for(s, rows)) return "general";
+  return tile_kind(rows) == kPrefillKernel ? "tile-prefill" : "tile-decode";
+}
 
 void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
                                      int split_tokens) {
@@ -283,9 +309,14 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
   p.out = out;
   const size_t out_rows = static_cast<size_t>(n_queries) * n_heads;
   if (const TileKernel* tile = tile_kernel_for(s, n_queries * p.group)) {
-    const int shared = tile_smem(s.head_dim, p.key_row_bytes, p.value_row_bytes).total;
-    const DecodePlan plan = plan_tile_decode(m.length, s.n_kv_heads, n_queries * p.group, 1, multiprocessor_count(),
-                                             tile_blocks_per_sm(*tile, shared), split_tokens);
+    const int rows = n_queries * p.group;
+    const bool prefill = tile_kind(rows) == kPrefillKernel;
+    const int shared = tile->shared_bytes(p.key_row_bytes, p.value_row_bytes);
+    const int per_sm = tile_blocks_per_sm(*tile, shared);
+    const TilePlan plan =
+        prefill ? plan_tile_prefill(m.length, s.n_kv_heads, rows, 1, multiprocessor_count(), per_sm, kPrefillTokens,
+                                    split_tokens)
+                : plan_tile_decode(m.length, s.n_kv_heads, rows, 1, multiprocessor_count(), per_sm, split_tokens);
     p.split_tokens = plan.split_tokens;
     p.n_splits = plan.splits;
     if (p.n_splits > 1) {

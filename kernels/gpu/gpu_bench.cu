@@ -75,6 +75,7 @@ DecodeBenchResult bench_decode_attention(FormatId format, int tokens, int iterat
     }
   });
   r.n_seqs = std::max(1, s.n_seqs);
+  r.kernel = cache.attention_kernel(s.n_heads, n_q);
   r.us_per_step = ms * 1e3;
   r.kv_gb_per_s = step_bytes / (ms * 1e-3) / 1e9;
   // Query i sees tokens - n_q + i + 1 keys: 2 x 2 x head_dim flops per (query head, key), QK and PV.

@@ -25,6 +25,7 @@ struct DecodeBenchResult {
   double kv_gb_per_s;       // quantized K and V bytes one step reads (every sequence), per second
   double append_gb_per_s;   // quantize-on-append: float32 K and V bytes in, per second
   double tflops;            // attention's multiply-adds x 2 (QK and PV, causal) per second, in TFLOP/s
+  const char* kernel;       // the attention kernel that ran (DevicePagedKv::attention_kernel)
 };
 
 // `format` stores both sides, except that tq{b} keys pair with u4 values and KIVI keys and

@@ -31,9 +31,9 @@ inline constexpr int kCopyBytes = 16;   // one copy instruction
 // the score loop start in different banks; other rows are packed back to back as in the pool
 // (their runs are still whole 16-byte copies: see tile_runs).
 KVGATE_HD int tile_row_stride(int row_bytes) { return row_bytes % kCopyBytes == 0 ? row_bytes + kCopyBytes : row_bytes; }
-// Shared-memory bytes of one side of a tile (a multiple of 16).
-KVGATE_HD int tile_bytes(int row_bytes) {
-  return (kTileTokens * tile_row_stride(row_bytes) + kCopyBytes - 1) / kCopyBytes * kCopyBytes;
+// Shared-memory bytes of one side of a tile of `tokens` tokens (a multiple of 16).
+KVGATE_HD int tile_bytes(int row_bytes, int tokens = kTileTokens) {
+  return (tokens * tile_row_stride(row_bytes) + kCopyBytes - 1) / kCopyBytes * kCopyBytes;
 }
 
 // One contiguous run of a tile: `rows` rows starting at token `first` (all in one page), read
@@ -48,7 +48,7 @@ struct TileRun {
   int dst, bytes;
 };
 
-// The runs of the tile of tokens [t0, t_end) (t_end - t0 <= kTileTokens, t0 a multiple of 16) of
+// The runs of the tile of tokens [t0, t_end) (at most a tile's tokens, t0 a multiple of 16) of
 // KV head `kv_head`, in token order; fn(TileRun) is called for each. page_tokens must be a
 // multiple of 16 (the kernels' precondition, checked on the host).
 template <class Fn>
@@ -191,16 +191,21 @@ struct KvTile<GgmlRows<ggml::Q4_0>> {
 };
 
 // ---- the key/value pairs with kernels of their own ----
+// The kernels a pair or head_dim has: the tile decode kernel (attention_tile.cuh: decode steps, up
+// to kTileMaxRowsPerKvHead rows per KV head) and the tensor-core prefill kernel
+// (attention_prefill.cuh: more rows).
+enum KernelKinds : uint8_t { kDecodeKernel = 1, kPrefillKernel = 2, kBothKernels = 3 };
+struct KvPair {
+  FormatId key, value;
+  uint8_t kinds = kBothKernels;
+};
 // Every format with itself (but f32, which no engine caches, and the formats stored through a
 // window or scored against a sketch: KIVI, tqprod), TurboQuant keys with the u4 values of vLLM's
 // presets (and u3, turboquant_3bit_nc), fp8 keys with u4 values (k8v4), and llama.cpp's common
-// q8_0 keys over q4_0 values. At head_dim 128. (The 4- and 5-bit ggml keys, mxfp4 and int4_pth
-// keys are not among them yet: their kernels spill 8-24 bytes under the 64-register bound, which
-// the static check refuses; they need the tensor-core path of issue 44.) Any other pair or shape runs the
-// general kernel (gpu_attention.cu), which switches on the format at run time.
-struct KvPair {
-  FormatId key, value;
-};
+// q8_0 keys over q4_0 values. The 4- and 5-bit ggml keys, mxfp4 and int4_pth keys have the
+// prefill kernel only: their decode kernels spill 8-24 bytes under the 64-register bound, which
+// the static check refuses, so their decode steps run the general kernel (gpu_attention.cu),
+// which switches on the format at run time, as does any pair or shape not here.
 inline constexpr KvPair kKernelPairs[] = {
     {FormatId::f16, FormatId::f16},
     {FormatId::bf16, FormatId::bf16},
@@ -210,9 +215,15 @@ inline constexpr KvPair kKernelPairs[] = {
     {FormatId::fp8_e4m3, FormatId::u4},
     {FormatId::int8_pth, FormatId::int8_pth},
     {FormatId::fp8_pth, FormatId::fp8_pth},
+    {FormatId::int4_pth, FormatId::int4_pth, kPrefillKernel},
     {FormatId::q8_0, FormatId::q8_0},
     {FormatId::iq4_nl, FormatId::iq4_nl},
     {FormatId::q8_0, FormatId::q4_0},
+    {FormatId::q4_0, FormatId::q4_0, kPrefillKernel},
+    {FormatId::q4_1, FormatId::q4_1, kPrefillKernel},
+    {FormatId::q5_0, FormatId::q5_0, kPrefillKernel},
+    {FormatId::q5_1, FormatId::q5_1, kPrefillKernel},
+    {FormatId::mxfp4, FormatId::mxfp4, kPrefillKernel},
     {FormatId::nvfp4, FormatId::nvfp4},
     {FormatId::nvfp4_4over6, FormatId::nvfp4_4over6},
     {FormatId::tq1, FormatId::u4},
@@ -223,20 +234,21 @@ inline constexpr KvPair kKernelPairs[] = {
     {FormatId::tq4, FormatId::u4},
     {FormatId::tq3, FormatId::u3},
 };
-// (Only 128 so far: at 64, and at 256 with some value formats, the kernel spills a few registers
-// under its 64-register bound, which the static check refuses; those caches take the general
-// kernel until the kernel is reshaped for them.)
-inline constexpr int kKernelHeadDims[] = {128};
+// The head_dims with kernels, and which. (Decode only at 128 so far: at 64, and at 256 with some
+// value formats, the decode kernel spills a few registers under its 64-register bound, which the
+// static check refuses; those decode steps take the general kernel.)
+struct KernelHeadDim {
+  int head_dim;
+  uint8_t kinds;
+};
+inline constexpr KernelHeadDim kKernelHeadDims[] = {{64, kPrefillKernel}, {128, kBothKernels}};
 
-KVGATE_HD constexpr bool has_kernel_pair(FormatId key, FormatId value) {
-  for (const KvPair& p : kKernelPairs)
-    if (p.key == key && p.value == value) return true;
-  return false;
-}
-KVGATE_HD constexpr bool has_kernel_head_dim(int head_dim) {
-  for (int d : kKernelHeadDims)
-    if (d == head_dim) return true;
-  return false;
+// Host code: the tables are host constants (device code sees pairs only as template arguments).
+constexpr bool has_kernel(KernelKinds kind, FormatId key, FormatId value, int head_dim) {
+  bool pair = false, dim = false;
+  for (const KvPair& p : kKernelPairs) pair = pair || (p.key == key && p.value == value && (p.kinds & kind));
+  for (const KernelHeadDim& d : kKernelHeadDims) dim = dim || (d.head_dim == head_dim && (d.kinds & kind));
+  return pair && dim;
 }
 
 // The format families, one translation unit of attention kernels each (attention_<family>.cu):

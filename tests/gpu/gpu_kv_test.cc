@@ -382,19 +382,26 @@ INSTANTIATE_TEST_SUITE_P(GpuFormats, GpuKv, ::testing::ValuesIn(kv_formats()),
                          format_test_name);
 
 // Every key/value pair with a tile kernel (kernels/gpu/kv_tile.h) at every head_dim it has one
-// for: decode steps of one and two query positions (two row blocks) over 301 tokens (a ragged
-// last tile and split), against float64, bit-identical run to run at every split length.
+// for, by kind: decode steps of one and two query positions (two row blocks of the decode kernel),
+// and prefill chunks of 37 positions x 3 heads (two row blocks of the prefill kernel) and of 100
+// positions x 4 heads (7 row blocks, the last ragged), over 301 tokens (a ragged last tile and
+// split), against float64, bit-identical run to run at every split length; each call checked to
+// run the tile kernel it is meant to (no silent fallback to the general kernel).
 struct TilePairCase {
   KvPair pair;
   int head_dim;
+  KernelKinds kind;
 };
 void PrintTo(const TilePairCase& c, std::ostream* os) {
-  *os << kv_format_name(c.pair.key) << "/" << kv_format_name(c.pair.value) << " d" << c.head_dim;
+  *os << kv_format_name(c.pair.key) << "/" << kv_format_name(c.pair.value) << " d" << c.head_dim
+      << (c.kind == kPrefillKernel ? " prefill" : " decode");
 }
 std::vector<TilePairCase> tile_pair_cases() {
   std::vector<TilePairCase> out;
-  for (const KvPair& p : kKernelPairs)
-    for (int d : kKernelHeadDims) out.push_back({p, d});
+  for (KernelKinds kind : {kDecodeKernel, kPrefillKernel})
+    for (const KvPair& p : kKernelPairs)
+      for (const KernelHeadDim& d : kKernelHeadDims)
+        if (has_kernel(kind, p.key, p.value, d.head_dim)) out.push_back({p, d.head_dim, kind});
   return out;
 }
 class GpuKvTilePairs : public ::testing::TestWithParam<TilePairCase> {
@@ -403,16 +410,26 @@ class GpuKvTilePairs : public ::testing::TestWithParam<TilePairCase> {
     if (device_count() == 0) GTEST_SKIP() << "no " << vendor() << " device present; GPU checks need one";
   }
 };
-TEST_P(GpuKvTilePairs, DecodeStepsMatchFloat64Reference) {
+TEST_P(GpuKvTilePairs, MatchFloat64ReferenceOnTheirTileKernel) {
   const TilePairCase& c = GetParam();
-  expect_attention_matches(c.pair.key, 301, 1, 4, false, std::nullopt, c.head_dim, c.pair.value);
-  expect_attention_matches(c.pair.key, 301, 2, 4, false, std::nullopt, c.head_dim, c.pair.value);
+  const bool prefill = c.kind == kPrefillKernel;
+  const char* want = prefill ? "tile-prefill" : "tile-decode";
+  {
+    Filled probe = fill(c.pair.key, 1, 1, false, std::nullopt, c.head_dim, c.pair.value);
+    const int kv = Filled::kKvHeads;
+    EXPECT_STREQ(probe.cache->attention_kernel(kv * (prefill ? 3 : 4), prefill ? 37 : 1), want);
+    EXPECT_STREQ(probe.cache->attention_kernel(kv * 4, prefill ? 100 : 2), want);
+  }
+  expect_attention_matches(c.pair.key, 301, prefill ? 37 : 1, prefill ? 3 : 4, false, std::nullopt, c.head_dim,
+                           c.pair.value);
+  expect_attention_matches(c.pair.key, 301, prefill ? 100 : 2, 4, false, std::nullopt, c.head_dim, c.pair.value);
 }
 INSTANTIATE_TEST_SUITE_P(TileKernels, GpuKvTilePairs, ::testing::ValuesIn(tile_pair_cases()),
                          [](const ::testing::TestParamInfo<TilePairCase>& info) {
                            std::string name = std::string(kv_format_name(info.param.pair.key)) + "_" +
                                               kv_format_name(info.param.pair.value) + "_d" +
-                                              std::to_string(info.param.head_dim);
+                                              std::to_string(info.param.head_dim) +
+                                              (info.param.kind == kPrefillKernel ? "_prefill" : "_decode");
                            std::replace(name.begin(), name.end(), '.', '_');
                            return name;
                          });

@@ -42,7 +42,7 @@ TEST(AttentionPlan, DecodeFillsTwoWavesOf132SmsAt8kAnd32kTokens) {
     ASSERT_GE(per_sm, 1) << c.label;
     for (int tokens : {8192, 32768})
       for (int seqs : {1, 8}) {
-        const DecodePlan plan = plan_tile_decode(tokens, 8, 4, seqs, 132, per_sm);
+        const TilePlan plan = plan_tile_decode(tokens, 8, 4, seqs, 132, per_sm);
         SCOPED_TRACE(std::string(c.label) + " tokens " + std::to_string(tokens) + " seqs " + std::to_string(seqs));
         // Two waves, unless the cache has fewer tiles than that takes: then every split is one
         // tile (8k tokens, 1 sequence, rows small enough for 8 blocks per SM: 1.94 waves).
@@ -66,6 +66,37 @@ TEST(AttentionPlan, DecodeFillsTwoWavesOf132SmsAt8kAnd32kTokens) {
   EXPECT_EQ(plan_tile_decode(8192, 8, 32, 1, 132, 4).row_blocks, 8);
 }
 
+// The prefill kernel's plan for the benchmark's layer: chunks of 64 and 512 query positions
+// (GQA 4: 256 and 2048 rows per KV head) against 8k and 32k tokens, 1 and 8 sequences: the occupancy
+// of its bounds (registers and shared memory, f16 and split keys), two waves wherever the cache has splits of
+// kPrefillMinSplitTiles tiles enough for them, splits of whole tiles and none empty.
+TEST(AttentionPlan, PrefillFillsTwoWavesWhereTheCacheAllows) {
+  const SmLimits hopper;
+  for (const Case& c : {Case{256, 256, "f16"}, Case{136, 136, "q8_0"}, Case{72, 72, "q4_0"}}) {
+    const bool split = c.label != std::string("f16");
+    const int shared = prefill_smem(128, c.key_row_bytes, c.value_row_bytes, split, 64, true).total;
+    const int per_sm = occupancy_blocks_per_sm(hopper, kPrefillThreads, prefill_max_registers(split), shared);
+    EXPECT_EQ(per_sm, prefill_min_blocks(split)) << c.label;
+    for (int tokens : {8192, 32768})
+      for (int queries : {64, 512})
+        for (int seqs : {1, 8}) {
+          SCOPED_TRACE(std::string(c.label) + " tokens " + std::to_string(tokens) + " queries " +
+                       std::to_string(queries) + " seqs " + std::to_string(seqs));
+          const TilePlan plan = plan_tile_prefill(tokens, 8, queries * 4, seqs, 132, per_sm, 64);
+          EXPECT_EQ(plan.row_blocks, queries * 4 / kPrefillRows);
+          EXPECT_EQ(plan.split_tokens % 64, 0);
+          EXPECT_GE(plan.split_tokens, 64);
+          EXPECT_GE(plan.splits * plan.split_tokens, tokens);
+          EXPECT_LT((plan.splits - 1) * plan.split_tokens, tokens);
+          const int most = tokens / (kPrefillMinSplitTiles * 64);
+          if (plan.splits < most) EXPECT_GE(plan.waves, 2.0);
+          EXPECT_LE(plan.splits, std::max(1, 2 * most));  // never below half the minimum split
+        }
+  }
+  EXPECT_EQ(plan_tile_prefill(1000, 8, 400, 1, 132, 3, 64, 96).split_tokens, 96);  // a caller's split is kept
+  EXPECT_EQ(plan_tile_prefill(100, 8, 400, 1, 132, 3, 64).splits, 1);  // shorter than a minimum split
+}
+
 TEST(AttentionPlan, EachKvByteOfAHeadIsCopiedOncePerStep) {
   const int heads = 8, page_tokens = 16;
   for (int tokens : {8192, 8192 + 77, 300})
@@ -73,7 +104,7 @@ TEST(AttentionPlan, EachKvByteOfAHeadIsCopiedOncePerStep) {
       const int pages = (tokens + page_tokens - 1) / page_tokens;
       std::vector<int32_t> table(pages);
       for (int i = 0; i < pages; ++i) table[i] = pages - 1 - i;  // the pool pages in reverse
-      const DecodePlan plan = plan_tile_decode(tokens, heads, 4, 1, 132, 5);
+      const TilePlan plan = plan_tile_decode(tokens, heads, 4, 1, 132, 5);
       const ReadCount reads = count_tile_reads(plan, tokens, heads, page_tokens, row_bytes, table);
       size_t once = 0, rounding = 0;
       for (int h = 0; h < heads; ++h)
