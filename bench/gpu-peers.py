@@ -13,8 +13,9 @@ Prints two Markdown tables:
   - with --prefill QxK: causal attention of Q queries over a K-token f16 cache (the queries the
     last Q positions, as kvgate's prefill chunk; 32 query heads over 8 KV heads, head_dim 128),
     through SDPA's flash kernel, in TFLOP/s (4 x head_dim x heads per query-key pair it sees);
-  - the matmul bounds of `kvgate bench model --backend cuda` at the 8B FFN shape: an f16 GEMM
-    (2048 x 4096 x 14336) in TFLOP/s and an f16 GEMV (14336 x 4096) in GB/s of weights read.
+  - the matmul peers of `kvgate bench model --backend cuda` at the 8B shapes: an f16 GEMM
+    (2048 x 4096 x 14336) in TFLOP/s and the f16 GEMVs of a decode step (14336 x 4096,
+    4096 x 14336, 4096 x 4096) in GB/s of weights read.
 Timing: CUDA events around `iterations` calls after 5 warm-ups, the median of 5 such batches.
 """
 import argparse
@@ -99,13 +100,17 @@ def main():
     a = torch.randn(m, kdim, dtype=torch.float16, device=dev)
     w = torch.randn(kdim, ffn, dtype=torch.float16, device=dev)
     gemm_us = time_us(lambda: a @ w, args.iterations)
-    x = torch.randn(1, kdim, dtype=torch.float16, device=dev)
-    gemv_us = time_us(lambda: x @ w, args.iterations)
     print("| matmul (f16, cuBLAS through PyTorch) | µs | rate |")
     print("|---|---|---|")
     print(f"| GEMM {m}x{kdim}x{ffn} | {gemm_us:.1f} | {2 * m * kdim * ffn / gemm_us / 1e6:.0f} TFLOP/s |")
-    gemv_gbs = kdim * ffn * 2 / gemv_us / 1e3
-    print(f"| GEMV {ffn}x{kdim} | {gemv_us:.1f} | {gemv_gbs:.0f} GB/s of weights ({gemv_gbs / read_gbs:.2f} of read) |")
+    # The decode GEMVs of an 8B layer: gate/up (14336 x 4096), down (4096 x 14336), q/o (4096 x 4096).
+    for rows, cols in ((ffn, kdim), (kdim, ffn), (kdim, kdim)):
+        wv = torch.randn(cols, rows, dtype=torch.float16, device=dev)
+        x = torch.randn(1, cols, dtype=torch.float16, device=dev)
+        gemv_us = time_us(lambda: x @ wv, args.iterations)
+        gemv_gbs = rows * cols * 2 / gemv_us / 1e3
+        print(f"| GEMV {rows}x{cols} | {gemv_us:.1f} | {gemv_gbs:.0f} GB/s of weights ({gemv_gbs / read_gbs:.2f} of read) |")
+        del wv, x
 
 
 if __name__ == "__main__":

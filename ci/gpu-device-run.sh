@@ -1,29 +1,36 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine, the bundle of ci/gpu-bundle.sh carried: the GPU check
-# (ci/gpu-check.sh: every kernel test, the tile attention kernels' pairs included, run twice for
-# bit-identity by the tests themselves), then what issue 44 measures (docs/perf.md, "GPU kernels
-# and runtime"): copy and pure-read bandwidth and PyTorch SDPA decode (8k/32k/128k x 1 and 8
-# sequences) and prefill (2k x 32k) in the same run (bench/gpu-peers.py); decode attention
-# (gpu_kv_bench) at 8k/32k/128k x 1 and 8 sequences for f16, bf16, fp8, q8_0, q4_0, nvfp4,
-# tq4/u4 and kivi2, with the tile kernels and once more with the general kernel they replace
-# (KVGATE_GPU_ATTENTION=general) at 32k; kvgate's prefill attention on the tensor-core kernel
-# (2048 queries over 32k) and on the general kernel (512 over 8k); compute-sanitizer racecheck on
-# small tile decode and prefill cases; and issue 29's open items (the model
-# tests with their eight-perturbation floors, the full racecheck). Then `kvgate bench model
-# --backend cuda` on a synthetic Llama-3.1-8B-shaped model (8 of its 32 layers, f16 and Q4_0
-# weights).
-# A lent machine's minutes are few and a call is killed at its limit, so every step has its own
-# budget (seconds, from the environment) and the whole fits the sum; the logs go into one tarball
-# under $OUT (a call brings back at most 8 files), the printed summary beside it.
-#   device run: ci/gpu-device-run.sh, carry [".gpu-bundle.tar.xz"]
-#   budgets: KVGATE_CHECK_SECONDS (420), KVGATE_GPU_SANITIZER_TIMEOUT (120, each tool),
-#            KVGATE_ATTENTION_SECONDS (the attention figures, about 300 s at most; 0 skips them),
-#            KVGATE_SPEED_SECONDS (150: synthesis and model benchmarks), KVGATE_PEER_SECONDS (60)
-#   dry run: KVGATE_DRY_RUN=1 prints every command instead of running it (syntax and plan, here).
-# Issue 44's first device run (the tile kernels' confirmation, about 5 minutes of the 15):
-#   KVGATE_CHECK_SECONDS=180 KVGATE_GPU_STEPS=sanitizers KVGATE_SPEED_SECONDS=0 ci/gpu-device-run.sh
-# KVGATE_GPU_SUITES and KVGATE_GPU_STEPS narrow the check (ci/gpu-check.sh), KVGATE_SPEED_SECONDS=0
-# skips the speed figures and the peers, KVGATE_PEER_SECONDS=0 the peers: a rerun of what failed.
+# One call on a lent GPU machine, the bundle of ci/gpu-bundle.sh carried. In order of priority
+# (a step that does not fit what is left of the call is cut at the deadline, the later ones run
+# for the few seconds left or not at all):
+#   1. check: ci/gpu-check.sh — every kernel test against the CPU reference (the tile attention
+#      kernels' pairs included, two runs bit-identical by the tests themselves) and the GPU model
+#      tests; KVGATE_GPU_STEPS picks its later steps (eval, bench, sanitizers);
+#   2. attention (issue 44, docs/perf.md "GPU kernels and runtime"): decode attention
+#      (gpu_kv_bench) at 8k/32k/128k x 1 and 8 sequences for f16, bf16, fp8, q8_0, q4_0, nvfp4,
+#      tq4/u4 and kivi2; kvgate's prefill attention (2048 queries over 32k) in TFLOP/s;
+#      compute-sanitizer racecheck on small tile decode and prefill cases; then the general kernel
+#      the tile kernels replace (KVGATE_GPU_ATTENTION=general) at 32k, and issue 29's open items
+#      (the model tests with their eight-perturbation floors);
+#   3. peers: copy and pure-read bandwidth, PyTorch SDPA decode (the same shapes) and prefill
+#      (2k x 32k), the cuBLAS GEMM and GEMVs (bench/gpu-peers.py), all in the same call;
+#   4. speed (issue 45): `kvgate bench model --backend cuda` on a synthetic Llama-3.1-8B-shaped
+#      model (8 of its 32 layers) with f16, q8_0, q4_0 and q4_k weights, f16 and q4_0 KV, a
+#      2048-token prefill and decode at contexts 0 and 8192, against the bounds the same run
+#      measures.
+# A call is killed at its limit, so the whole run has one deadline (KVGATE_TOTAL_SECONDS, 570)
+# and every step a cap of its own (seconds, from the environment; 0 skips the step). The logs go
+# into one tarball under $OUT (a call brings back at most 8 files), the printed summary beside it.
+#   device run: ci/gpu-device-run.sh, carry [".gpu-bundle.tar.xz"], timeout_s 590
+#   caps: KVGATE_CHECK_SECONDS (250), KVGATE_GPU_SANITIZER_TIMEOUT (60, each tool of the check),
+#         KVGATE_ATTENTION_SECONDS (240), KVGATE_PEER_SECONDS (60), KVGATE_SPEED_SECONDS (240)
+#   issue 44 (tests, attention figures, racecheck, peers; about 540 s):
+#     KVGATE_GPU_STEPS= KVGATE_CHECK_SECONDS=200 KVGATE_SPEED_SECONDS=0 ci/gpu-device-run.sh
+#   issue 45 (tests, model speed, peers):
+#     KVGATE_ATTENTION_SECONDS=0 ci/gpu-device-run.sh
+# KVGATE_GPU_SUITES narrows the check's suites (ci/gpu-check.sh), KVGATE_SPEED_WEIGHTS (default
+# "f16 q8_0 q4_0 q4_k") the weight types: a rerun of what failed or ran out of time.
+# KVGATE_DRY_RUN=1 prints every timed command with its cap instead of running it (the syntax and
+# the plan, checked here without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu-run-out}"
@@ -33,66 +40,104 @@ rm -rf "$logs" && mkdir -p "$logs"
 pack() { tar -czf "$out/gpu-logs.tar.gz" -C "$logs" . 2>/dev/null; }
 trap pack EXIT
 export KVGATE_GPU_LOGS="$logs/check"
-export KVGATE_GPU_SANITIZER_TIMEOUT="${KVGATE_GPU_SANITIZER_TIMEOUT:-120}"
+export KVGATE_GPU_SANITIZER_TIMEOUT="${KVGATE_GPU_SANITIZER_TIMEOUT:-60}"
 
 dry="${KVGATE_DRY_RUN:-0}"
-# Runs (or, dry, prints) a command under a time limit: run_for SECONDS CMD...
-run_for() {
-  if [[ "$dry" == 1 ]]; then echo "would run (${1} s): ${*:2}"; return 0; fi
-  timeout "$1" "${@:2}"
+deadline=$(($(date +%s) + ${KVGATE_TOTAL_SECONDS:-570}))
+# The seconds a step capped at $1 may take: its cap or what is left of the call, at least 5.
+cap() {
+  local left=$((deadline - $(date +%s)))
+  ((left > $1)) && left=$1
+  echo $((left > 5 ? left : 5))
 }
+# Runs (or, dry, prints) a command for at most CAP seconds of what is left: run_for CAP CMD...
+run_for() {
+  local s
+  s=$(cap "$1")
+  if [[ "$dry" == 1 ]]; then echo "would run (${s} s): ${*:2}"; return 0; fi
+  timeout "$s" "${@:2}"
+}
+# A step's own deadline: its cap from now, within the call's.
+step_end() { echo $(($(date +%s) + $(cap "$1"))); }
+until_() { local l=$(($1 - $(date +%s))); echo $((l > 5 ? l : 5)); }
 
-run_for "${KVGATE_CHECK_SECONDS:-420}" ci/gpu-check.sh --bundle .gpu-bundle.tar.xz build-gpu 2>&1 | tee "$out/check.txt"
-echo "gpu-check exit ${PIPESTATUS[0]}" | tee -a "$out/check.txt"
+check_s="${KVGATE_CHECK_SECONDS:-250}"
+if [[ "$check_s" != 0 ]]; then
+  run_for "$check_s" ci/gpu-check.sh --bundle .gpu-bundle.tar.xz build-gpu 2>&1 | tee "$out/check.txt"
+  echo "gpu-check exit ${PIPESTATUS[0]}" | tee -a "$out/check.txt"
+elif [[ "$dry" != 1 && ! -x build-gpu/bin/kvgate ]]; then
+  # The check unpacks the bundle; without it, unpack it here.
+  mkdir -p build-gpu && { tar -xJf .gpu-bundle.tar.xz -C build-gpu 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .gpu-bundle.tar.xz build-gpu; }
+fi
 
 root="$(pwd)/build-gpu"
 lib() { LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64" "$@"; }
-kv() { lib run_for "$1" "$root/bin/kvgate" "${@:2}"; }
 
-# Issue 44: attention figures, each step its own budget within KVGATE_ATTENTION_SECONDS.
-if [[ "${KVGATE_ATTENTION_SECONDS:-150}" != 0 ]]; then
+# Issue 44: the attention figures, each command within what is left of the step's cap.
+attention_s="${KVGATE_ATTENTION_SECONDS:-240}"
+if [[ "$attention_s" != 0 ]]; then
+  end=$(step_end "$attention_s")
   bench="$root/bin/gpu_kv_bench_cuda"
   tests="$root/bin/gpu_cuda_tests"
   formats=f16,bf16,fp8_e4m3,q8_0,q4_0,nvfp4,tq4,kivi2_k
+  within() { local c=$1; shift; local l; l=$(until_ "$end"); ((l < c)) && c=$l; lib run_for "$c" "$@"; }
   {
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null
     echo "== decode attention, tile kernels (KV GB/s counts each format's own bytes)"
-    lib run_for 60 "$bench" --tokens 8192,32768,131072 --seqs 1,8 --formats "$formats" --iterations 20
-    echo "== decode attention, the general kernel (KVGATE_GPU_ATTENTION=general), 32k"
-    KVGATE_GPU_ATTENTION=general lib run_for 30 "$bench" --tokens 32768 --seqs 1 --formats "$formats" --iterations 20
-    echo "== prefill attention (the tensor-core kernel): 2048 queries over a 32k cache"
-    lib run_for 45 "$bench" --tokens 32768 --prefill-queries 2048 --formats f16,bf16,fp8_e4m3,q8_0,q4_0,nvfp4,tq4 \
+    within 70 "$bench" --tokens 8192,32768,131072 --seqs 1,8 --formats "$formats" --iterations 20
+    echo "== prefill attention: 2048 queries over a 32k cache"
+    within 45 "$bench" --tokens 32768 --prefill-queries 2048 --formats f16,bf16,fp8_e4m3,q8_0,q4_0,nvfp4,tq4 \
       --iterations 3
-    echo "== prefill attention, the general kernel (KVGATE_GPU_ATTENTION=general): 512 queries over 8k"
-    KVGATE_GPU_ATTENTION=general lib run_for 30 "$bench" --tokens 8192 --prefill-queries 512 --formats f16,q4_0 \
-      --iterations 2
   } >"$out/attention.txt" 2>&1
   # racecheck: small tile decode and prefill cases with f16-sized, packed and split-key rows.
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-  lib run_for 90 "$sanitizer" --tool racecheck --error-exitcode 99 "$tests" --gtest_brief=1 \
+  within 60 "$sanitizer" --tool racecheck --error-exitcode 99 "$tests" --gtest_brief=1 \
     --gtest_filter='TileKernels/GpuKvTilePairs.*/f16_f16_d128_*:TileKernels/GpuKvTilePairs.*/q4_0_q4_0_d128_prefill:TileKernels/GpuKvTilePairs.*/tq4_u4_d128_*' \
     >"$out/racecheck-tile.txt" 2>&1
   echo "racecheck exit $?" >>"$out/racecheck-tile.txt"
-  # Issue 29's open items: the model tests with their eight-perturbation floors (the two
-  # configs that exceeded every floor are among them), under the tile kernels.
-  KVGATE_GPU_TEST_MODEL="$root/model.gguf" lib run_for 120 "$tests" --gtest_brief=1 --gtest_filter='KvConfigs/GpuSmallModel*' \
+  {
+    echo "== decode attention, the general kernel (KVGATE_GPU_ATTENTION=general), 32k"
+    KVGATE_GPU_ATTENTION=general within 30 "$bench" --tokens 32768 --seqs 1 --formats "$formats" --iterations 20
+  } >>"$out/attention.txt" 2>&1
+  # Issue 29's open items: the model tests with their eight-perturbation floors (the two configs
+  # that exceeded every floor are among them), under the tile kernels.
+  KVGATE_GPU_TEST_MODEL="$root/model.gguf" within 60 "$tests" --gtest_brief=1 --gtest_filter='KvConfigs/GpuSmallModel*' \
     >"$out/model-tests.txt" 2>&1
   echo "model tests exit $?" >>"$out/model-tests.txt"
 fi
-[[ "${KVGATE_SPEED_SECONDS:-150}" == 0 ]] && exit 0
-speed_end=$(($(date +%s) + ${KVGATE_SPEED_SECONDS:-150}))
-left() { echo $((speed_end - $(date +%s) > 5 ? speed_end - $(date +%s) : 5)); }
+
+peer_s="${KVGATE_PEER_SECONDS:-60}"
+if [[ "$peer_s" != 0 ]]; then
+  # The decode shapes of the attention step when it ran, else the model's context.
+  if [[ "$attention_s" != 0 ]]; then peer_args=(--tokens 8192,32768,131072 --batch 1,8 --prefill 2048x32768)
+  else peer_args=(--tokens 8192 --batch 1); fi
+  run_for "$peer_s" python3 bench/gpu-peers.py "${peer_args[@]}" >"$out/peers.txt" 2>&1
+  echo "peers exit $?" >>"$out/peers.txt"
+fi
+
+speed_s="${KVGATE_SPEED_SECONDS:-240}"
+[[ "$speed_s" == 0 ]] && exit 0
+speed_end=$(step_end "$speed_s")
+kv() { lib run_for "$1" "$root/bin/kvgate" "${@:2}"; }
+left() { until_ "$speed_end"; }
 {
-  for w in f16 q4_0; do
+  nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null
+  for w in ${KVGATE_SPEED_WEIGHTS:-f16 q8_0 q4_0 q4_k}; do
     model=/tmp/synth-8b-$w.gguf
     kv "$(left)" model synth --shape llama-3.1-8b-layers=8 --weights "$w" --tokenizer "$root/model.gguf" \
       --out "$model" || continue
-    echo "== bench model, Llama-3.1-8B shape, 8 layers, $w weights"
-    kv "$(left)" bench model --model "$model" --backend cuda --kv f16,q8_0,q4_0 --prefill-tokens 2048 \
+    echo "== bench model, Llama-3.1-8B shape, 8 layers, $w weights (exact path)"
+    kv "$(left)" bench model --model "$model" --backend cuda --kv f16,q4_0 --prefill-tokens 2048 \
       --contexts 0,8192 --decode-steps 32
+    # The engine-faithful prefill (one f16 GEMM on f16-rounded activations) where the weights are
+    # 16-bit, under vLLM's arithmetic: its attention on an f16 cache is the exact fused path, so
+    # the difference is the matmuls' alone (llama.cpp-cuda's attention takes the engine path).
+    if [[ "$w" == f16 ]]; then
+      echo "== bench model, $w weights, @engine=vllm-fa3 (one f16 GEMM per matmul)"
+      kv "$(left)" bench model --model "$model" --backend cuda --kv "f16@engine=vllm-fa3" --prefill-tokens 2048 \
+        --contexts 0 --decode-steps 32
+    fi
     rm -f "$model"
   done
 } >"$out/speed.txt" 2>&1
-[[ "${KVGATE_PEER_SECONDS:-60}" == 0 ]] && exit 0
-run_for "${KVGATE_PEER_SECONDS:-60}" python3 bench/gpu-peers.py --tokens 8192,32768,131072 --batch 1,8 --prefill 2048x32768 \
-  >"$out/peers.txt" 2>&1
-echo "peers exit $?" >>"$out/peers.txt"

@@ -17,6 +17,13 @@
 #                         q8_0/q4_0 rows have new canonical strings; bridge that night with
 #                         "--pair-config q8_0/q8_0=q8_0 --pair-config q4_0/q4_0=q4_0".
 #
+# Latency is gated night to night under any load (docs/gates.md, "How latency is gated"): each
+# config's TTFT/TPOT in CPU time of the work per CPU time of a calibration workload timed around
+# each item, against the baseline's, so a runner that is still busy with the build (or anything
+# else) does not fail it and a slowdown of every config alike still does. The workload follows
+# the thread count: keep --threads (KVGATE_EVAL_ARGS) the same from night to night, or the check
+# is skipped with a note. bench/latency-gate-bench measures what it catches (docs/perf.md).
+#
 # Artifacts: eval.json, gate.json, gate-junit.xml (one test case per check), gate.md (for a PR
 # comment), report.html (self-contained), report.md.
 set -euo pipefail

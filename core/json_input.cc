@@ -51,6 +51,8 @@ struct DuplicateKey {
   std::string key;
 };
 
+struct TooDeep {};
+
 // nlohmann's what() begins "[json.exception.parse_error.101] "; the message keeps the rest.
 std::string without_exception_tag(const std::string& what) {
   const size_t close = what.find("] ");
@@ -66,7 +68,11 @@ bool parse_json_strict(std::string_view text, json& out, JsonProblem& problem) {
   const CountingIterator last(base + text.size(), base, &furthest);
   // One set of keys per open object; a key seen twice in the same object stops the parse.
   std::vector<std::set<std::string>> open_objects;
-  const json::parser_callback_t check_keys = [&open_objects](int, json::parse_event_t event, json& parsed) {
+  const json::parser_callback_t check_keys = [&open_objects](int depth, json::parse_event_t event, json& parsed) {
+    // `depth` is the number of arrays and objects around the one starting.
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      throw TooDeep{};
     switch (event) {
       case json::parse_event_t::object_start: open_objects.emplace_back(); break;
       case json::parse_event_t::object_end:
@@ -83,6 +89,10 @@ bool parse_json_strict(std::string_view text, json& out, JsonProblem& problem) {
   try {
     out = json::parse(first, last, check_keys);
     return true;
+  } catch (const TooDeep&) {
+    problem = {furthest > 0 ? furthest - 1 : 0,
+               "arrays and objects nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (kvgate reads at most " +
+                   std::to_string(kMaxJsonDepth) + ")"};
   } catch (const DuplicateKey& d) {
     // The parser has just read the key's closing quote.
     const std::string quoted = json(d.key).dump();

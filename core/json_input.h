@@ -1,8 +1,8 @@
 #pragma once
 // User-supplied JSON (items, suites, policies, endpoint files, messages, traces) parsed once,
-// strictly: a syntax error, a number too large for a double (`1e400`) and a key given twice in
-// one object are all bad input at a byte offset, never an internal error or a silently kept
-// last value.
+// strictly: a syntax error, a number too large for a double (`1e400`), a key given twice in one
+// object and nesting deeper than kMaxJsonDepth are all bad input at a byte offset, never an
+// internal error, a crash or a silently kept last value.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -10,6 +10,11 @@
 #include <nlohmann/json.hpp>
 
 namespace kvgate {
+
+// The deepest nesting of arrays and objects read. nlohmann parses without recursion, but copies,
+// comparisons and dumps of a value recurse once per level: a file 60,000 levels deep would drive
+// them past the stack. Real inputs (tool-call arguments, an item's meta) nest a handful of levels.
+inline constexpr int kMaxJsonDepth = 256;
 
 struct JsonProblem {
   uint64_t byte = 0;    // offset into the text where the problem was found

@@ -32,11 +32,35 @@ int open_input(const std::string& path, struct stat& st) {
 
 }  // namespace
 
-std::string read_whole_file(const std::string& path) {
+namespace {
+
+std::string bytes_text(size_t n) {
+  if (n >= (size_t{1} << 30) && n % (size_t{1} << 30) == 0) return std::to_string(n >> 30) + " GiB";
+  if (n >= (size_t{1} << 20) && n % (size_t{1} << 20) == 0) return std::to_string(n >> 20) + " MiB";
+  return std::to_string(n) + " bytes";
+}
+
+[[noreturn]] void too_large(const std::string& path, const std::string& what, size_t max_bytes) {
+  throw_input_error(path + ": " + what + " is larger than the " + bytes_text(max_bytes) +
+                    " kvgate reads from such a file (README, \"Input limits\")");
+}
+
+}  // namespace
+
+std::string read_whole_file(const std::string& path, size_t max_bytes) {
   struct stat st {};
   const int fd = open_input(path, st);
+  const bool regular = S_ISREG(st.st_mode);
+  if (!regular && !S_ISFIFO(st.st_mode)) {
+    ::close(fd);
+    throw_input_error(path + ": not a regular file or a pipe (a device or socket is never read as input)");
+  }
+  if (regular && static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    too_large(path, "the file (" + std::to_string(st.st_size) + " bytes)", max_bytes);
+  }
   std::string bytes;
-  if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<size_t>(st.st_size));
+  if (regular) bytes.reserve(static_cast<size_t>(st.st_size));
   char buffer[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
@@ -46,6 +70,10 @@ std::string read_whole_file(const std::string& path) {
       const int err = errno;
       ::close(fd);
       throw_input_error(path + ": cannot read: " + std::strerror(err));
+    }
+    if (bytes.size() + static_cast<size_t>(n) > max_bytes) {
+      ::close(fd);
+      too_large(path, regular ? "the file (it grew while read)" : "what the pipe delivered", max_bytes);
     }
     bytes.append(buffer, static_cast<size_t>(n));
   }

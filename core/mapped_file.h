@@ -31,9 +31,18 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-// The bytes of `path`; any readable file, a pipe included (/dev/stdin). Empty is allowed: what
-// an empty input means is the caller's to say.
-std::string read_whole_file(const std::string& path);
+// How much of an input file kvgate reads (README, "Input limits"): suites, gate policies,
+// endpoints files, chat messages and KV overhead factors are small by nature; eval sets and
+// sessions, and the text perplexity and tokenize read, are data. Model files and shape traces
+// are mapped (MappedFile), not read into memory, and have no limit but being regular files.
+inline constexpr size_t kMaxConfigFileBytes = size_t{64} << 20;  // 64 MiB
+inline constexpr size_t kMaxDataFileBytes = size_t{2} << 30;     // 2 GiB
+
+// The bytes of `path`: a regular file, or a pipe (/dev/stdin fed by another program) read until
+// it ends. A device (/dev/zero, a terminal), a socket or a directory is bad input naming the path,
+// and so is a file of more than `max_bytes`, or a pipe that goes on past them: it is read no
+// further. Empty is allowed: what an empty input means is the caller's to say.
+std::string read_whole_file(const std::string& path, size_t max_bytes);
 
 // Writes `bytes` as the whole of `path` (an output the user named: a report, a trace, a
 // tensor). A regular file is written beside it and renamed over it, so an interrupted write

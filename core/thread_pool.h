@@ -27,6 +27,12 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
+  // Seconds that every pool's threads have spent polling for a hand-off since the process
+  // started, each poll counted up to the polling limit (what it can burn; a poll the scheduler
+  // interrupted burned less than its wall time). core/cpu_time.h takes it off the process's CPU
+  // time. Each thread adds to a slot of its own, so counting costs no shared cache line.
+  static double polled_seconds();
+
   // Calls fn(part, begin, end) for part = 0..size()-1 over [0, n) split into equal contiguous
   // ranges (the caller's thread runs part 0; a part may be empty). Returns when all parts are
   // done; rethrows the exception of the lowest part that raised one. Not reentrant: fn must

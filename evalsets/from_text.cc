@@ -2,16 +2,17 @@
 // Rule (docs/evalsets.md): paragraphs are read in order; each item's text is up to
 // context_tokens of preceding paragraphs plus one more paragraph. The "continuation" item
 // scores that whole paragraph (cut at a sentence end when long); the "fact" item scores the
-// first number in it, with the text ending at the end of that number's sentence.
+// first number in it, with the text ending at the end of that number's sentence. With --sweep
+// each file is instead cut into documents of context_tokens, each a depth sweep.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "evalsets/importers.h"
+#include "evalsets/sweep.h"
 #include "evalsets/utf8.h"
 
 namespace kvgate::evalsets {
@@ -48,23 +49,45 @@ size_t cut_point(const std::string& p, size_t max_bytes) {
   return cut;
 }
 
-std::string read_document(const fs::path& path) {
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) throw_input_error(path.string() + ": cannot read (" + ec.message() + ")");
-  if (size > kMaxDocumentBytes) throw_input_error(path.string() + ": larger than 64 MiB");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path.string() + ": cannot open for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_document(const fs::path& path) { return read_whole_file(path.string(), kMaxDocumentBytes); }
 
 std::string lower_extension(const fs::path& p) {
   std::string ext = p.extension().string();
   for (char& c : ext)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return ext;
+}
+
+// --sweep: the file's paragraphs (normalized as split_paragraphs does) cut into consecutive
+// documents of at most context_tokens estimated tokens. A document under kSweepMinFillPercent of
+// that (a file's tail, or a short file) is skipped as short, so that every document reaches the
+// same depth and every position bucket up to it holds all of them.
+void add_sweep_items(const std::string& text, size_t file_index, const std::string& relative,
+                     const FromTextOptions& options, ImportReport& report) {
+  std::string document;
+  for (const std::string& p : split_paragraphs(text)) document += (document.empty() ? "" : "\n\n") + p;
+  size_t from = 0;
+  for (size_t chunk = 0; from < document.size(); ++chunk) {
+    size_t cut = sweep_cut(document, from, options.context_tokens);
+    if (cut == from) {
+      // Not one word fits: the word is skipped as huge.
+      cut = document.find_first_of(" \n", from + 1);
+      if (cut == std::string::npos) cut = document.size();
+      ++report.skipped_huge;
+    } else {
+      std::string piece = document.substr(from, cut - from);
+      if (estimate_tokens(piece) * 100 < options.context_tokens * kSweepMinFillPercent ||
+          sweep_begin(piece) == std::string::npos) {
+        ++report.skipped_short;
+      } else {
+        nlohmann::json meta = {{"source", "text"}, {"file", relative}, {"rule", "sweep"}, {"chunk", chunk}, {"offset", from}};
+        report.items.push_back(make_sweep_item("text-" + std::to_string(file_index) + "-sweep-" + std::to_string(chunk),
+                                               "text", std::move(piece), std::move(meta)));
+      }
+    }
+    from = document.find_first_not_of(" \n", cut);
+    if (from == std::string::npos) break;
+  }
 }
 
 }  // namespace
@@ -96,6 +119,9 @@ ImportReport items_from_text(const FromTextOptions& options) {
   std::error_code ec;
   if (!fs::is_directory(options.dir, ec)) throw_input_error(options.dir + ": not a directory");
   if (options.context_tokens < 16) throw_usage_error("--context-tokens must be at least 16");
+  if (options.sweep && options.context_tokens < 4 * kSweepWarmupTokens)
+    throw_usage_error("--context-tokens must be at least " + std::to_string(4 * kSweepWarmupTokens) +
+                      " with --sweep (four times the sweep's warm-up)");
   std::vector<fs::path> files;
   for (auto it = fs::recursive_directory_iterator(options.dir, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
@@ -114,6 +140,10 @@ ImportReport items_from_text(const FromTextOptions& options) {
     const size_t bad = find_invalid_utf8(text);
     if (bad != std::string::npos) throw_input_error_at(files[file_index].string(), bad, "invalid UTF-8");
     ++report.sources;
+    if (options.sweep) {
+      add_sweep_items(text, file_index, relative, options, report);
+      continue;
+    }
     const std::vector<std::string> paragraphs = split_paragraphs(text);
     size_t window_start = 0;
     for (size_t k = 1; k < paragraphs.size(); ++k) {

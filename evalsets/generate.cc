@@ -1,8 +1,11 @@
 #include "evalsets/generate.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/hash.h"
 #include "evalsets/gen_common.h"
+#include "evalsets/sweep.h"
 
 namespace kvgate::evalsets {
 
@@ -163,6 +166,20 @@ int parse_depth(const std::string& text) {
   return value;
 }
 
+std::vector<int> parse_depths(const std::string& text) {
+  std::vector<int> out;
+  size_t from = 0;
+  while (true) {
+    const size_t comma = text.find(',', from);
+    const int depth = parse_depth(text.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    for (const int d : out)
+      if (d == depth) throw_usage_error("--depth lists " + echo_user_text(text.substr(from, comma - from)) + " twice");
+    out.push_back(depth);
+    if (comma == std::string::npos) return out;
+    from = comma + 1;
+  }
+}
+
 EvalItem generate_item(const std::string& domain, uint64_t seed, size_t index, TokenRange tokens, int depth_permille) {
   // The stream of item i mixes the domain name, the seed and i, so items are independent.
   const std::string key = domain + ":" + std::to_string(seed) + ":" + std::to_string(index);
@@ -204,26 +221,71 @@ EvalItem generate_item(const std::string& domain, uint64_t seed, size_t index, T
   return item;
 }
 
+std::optional<int> generated_depth_permille(std::string_view id) {
+  // DOMAIN-sSEED-dDDD-NNNN with DOMAIN a long generator's.
+  const auto digits = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  for (const std::string& domain : long_generator_domains()) {
+    if (id.size() <= domain.size() + 2 || id.substr(0, domain.size() + 2) != domain + "-s") continue;
+    const std::string_view rest = id.substr(domain.size() + 2);  // SEED-dDDD-NNNN
+    const size_t dash = rest.find('-');
+    if (dash == std::string_view::npos || !digits(rest.substr(0, dash))) return std::nullopt;
+    const std::string_view tail = rest.substr(dash + 1);  // dDDD-NNNN (d1000 at the end of the document)
+    const size_t cut = tail.find('-');
+    if (tail.empty() || tail[0] != 'd' || cut == std::string_view::npos || (cut != 4 && cut != 5) ||
+        !digits(tail.substr(1, cut - 1)) || tail.size() - cut - 1 < 4 || !digits(tail.substr(cut + 1)))
+      return std::nullopt;
+    const int depth = std::stoi(std::string(tail.substr(1, cut - 1)));
+    return depth <= 1000 && (cut == 4 || depth == 1000) ? std::optional<int>(depth) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// A generated long item's document as a depth sweep: the same document (the draw is the
+// item's), scored at every depth instead of asked about.
+EvalItem sweep_of(const EvalItem& generated, uint64_t seed, size_t index) {
+  nlohmann::json meta = {{"seed", seed}, {"index", index}, {"target_tokens", generated.meta["target_tokens"]}};
+  return make_sweep_item(generated.domain + "-s" + std::to_string(seed) + "-sweep-" + gen::pad(static_cast<int64_t>(index), 4),
+                         generated.domain, item_document(generated), std::move(meta));
+}
+
+}  // namespace
+
 std::vector<EvalItem> generate(const GenerateOptions& options) {
   if (options.n == 0 || options.n > 100000) throw_usage_error("--n must be between 1 and 100000");
   if (!is_known_domain(options.domain))
     throw_usage_error("unknown eval domain \"" + echo_user_text(options.domain) + "\" (" + domain_list_text() + ")");
-  if (options.depth_permille != kNoDepth) {
+  if (!options.depths_permille.empty()) {
     if (!is_long_domain(options.domain))
       throw_usage_error("--depth applies to the long domains (retrieval, long_*, long), not " + options.domain);
-    if (options.depth_permille < 0 || options.depth_permille > 1000) throw_usage_error("--depth must be between 0 and 1");
+    for (const int d : options.depths_permille)
+      if (d < 0 || d > 1000) throw_usage_error("--depth must be between 0 and 1");
+  }
+  if (options.sweep) {
+    if (!is_long_domain(options.domain))
+      throw_usage_error("--sweep applies to the long domains (retrieval, long_*, long), not " + options.domain);
+    if (!options.depths_permille.empty())
+      throw_usage_error("--sweep scores every depth of each document; it takes no --depth");
   }
   std::vector<std::string> domains;
   if (options.domain == "all") domains = generator_domains();
   else if (options.domain == "long") domains = long_generator_domains();
   else domains.push_back(options.domain);
+  std::vector<int> depths = options.depths_permille;
+  if (depths.empty()) depths.push_back(kNoDepth);
   std::vector<EvalItem> items;
   for (const std::string& domain : domains) {
     TokenRange range = options.tokens;
     if (range.min == 0 && range.max == 0) range = default_token_range(domain);
     if (const std::string problem = token_range_problem(domain, range); !problem.empty()) throw_usage_error(problem);
     for (size_t i = 0; i < options.n; ++i)
-      items.push_back(generate_item(domain, options.seed, i, range, options.depth_permille));
+      for (const int depth : depths) {
+        EvalItem item = generate_item(domain, options.seed, i, range, depth);
+        items.push_back(options.sweep ? sweep_of(item, options.seed, i) : std::move(item));
+      }
   }
   return items;
 }

@@ -5,7 +5,9 @@
 // request gives byte-identical output on every machine, and a larger n extends a smaller one.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "evalsets/item.h"
@@ -27,7 +29,13 @@ struct GenerateOptions {
   size_t n = 0;  // items per domain
   // Approximate prompt-length target (estimate_tokens); 0/0 picks the domain's default.
   TokenRange tokens;
-  int depth_permille = kNoDepth;  // long domains only
+  // Long domains only: the depths to put each item's evidence at (every item at each, in this
+  // order; the same seed gives the same documents, so this sweeps the evidence's depth over the
+  // same haystacks); empty lets each item draw one.
+  std::vector<int> depths_permille;
+  // Long domains only: each item's document as a depth sweep (evalsets/sweep.h) instead of its
+  // question; no depth then (every depth is scored).
+  bool sweep = false;
 };
 
 const std::vector<std::string>& generator_domains();  // tables, diffs, korean, policy, agentic, lookup ("all")
@@ -44,9 +52,17 @@ size_t max_tokens_for(const std::string& domain);
 std::string token_range_problem(const std::string& domain, TokenRange range);
 // Parses a depth fraction "0".."1" (e.g. "0.25") into thousandths; throws a usage error.
 int parse_depth(const std::string& text);
+// A comma-separated list of depth fractions ("0.1,0.5,0.9"), each as parse_depth; a depth given
+// twice is a usage error.
+std::vector<int> parse_depths(const std::string& text);
 
-// Throws a usage error for an unknown domain, n == 0 or n > 100000, a bad token range, or a
-// depth for a domain that has none.
+// The depth a generated long item's id names ("retrieval-s5-d250-0003": 250), the one place
+// besides generate_item that knows the id's form; nullopt for any other id (a drawn depth is not
+// in the id, nor are a user's own items).
+std::optional<int> generated_depth_permille(std::string_view id);
+
+// Throws a usage error for an unknown domain, n == 0 or n > 100000, a bad token range, a depth
+// or a sweep for a domain that has none, or a depth with a sweep.
 std::vector<EvalItem> generate(const GenerateOptions& options);
 
 // One item; `index` is its position within the domain's list. Long domains draw a depth when

@@ -41,6 +41,9 @@ struct FromTextOptions {
   std::string dir;
   size_t context_tokens = 1000;  // estimated tokens of context before each scored passage
   size_t max_span_bytes = 1000;  // a longer continuation paragraph is cut at a sentence end
+  // Depth sweeps instead (evalsets/sweep.h): each file cut into documents of context_tokens
+  // estimated tokens, each scored from a short warm-up to its end.
+  bool sweep = false;
 };
 
 // Reads every .txt/.md file under dir (recursively, in byte order of the relative path).

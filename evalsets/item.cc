@@ -200,7 +200,7 @@ std::vector<EvalItem> parse_items(std::string_view jsonl, const std::string& fil
 }
 
 std::vector<EvalItem> load_items(const std::string& path) {
-  const std::string text = read_whole_file(path);
+  const std::string text = read_whole_file(path, kMaxDataFileBytes);
   std::vector<EvalItem> items = parse_items(text, path);
   if (items.empty()) throw_input_error(path + ": no items");
   return items;
@@ -299,9 +299,11 @@ std::string tool_calls_text(const Message& message) {
     const json& fn = call["function"];
     json flat = {{"name", fn["name"]}};
     if (fn["arguments"].is_string()) {
-      // Arguments are usually a JSON document in a string; show it as JSON when it is one.
-      json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
-      flat["arguments"] = parsed.is_discarded() ? fn["arguments"] : parsed;
+      // Arguments are usually a JSON document in a string; show it as JSON when it is one (and
+      // as the string it is otherwise, nesting too deep to copy included).
+      json parsed;
+      JsonProblem problem;
+      flat["arguments"] = parse_json_strict(fn["arguments"].get<std::string>(), parsed, problem) ? parsed : fn["arguments"];
     } else {
       flat["arguments"] = fn["arguments"];
     }

@@ -4,13 +4,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/json_input.h"
+#include "core/mapped_file.h"
 #include "core/hash.h"
 
 #ifndef KVGATE_SOURCE_SUITES_DIR
@@ -93,7 +92,8 @@ Suite parse_suite(const std::string& json_text, const std::string& file) {
       canonical_sets.push_back({{"path", set.path}});
     } else {
       for (const auto& [key, value] : e.items())
-        if (key != "domain" && key != "seed" && key != "n" && key != "tokens_min" && key != "tokens_max" && key != "depth")
+        if (key != "domain" && key != "seed" && key != "n" && key != "tokens_min" && key != "tokens_max" && key != "depth" &&
+            key != "sweep")
           fail(file, where + "unknown field \"" + key + "\"");
       set.generated = true;
       set.domain = require_string(e, "domain", where, file);
@@ -112,21 +112,43 @@ Suite parse_suite(const std::string& json_text, const std::string& file) {
       if (e.contains("depth")) {
         if (!is_long_domain(set.domain)) fail(file, where + "\"depth\" applies to the long domains (retrieval, long_*, long)");
         // Thousandths, as --depth takes them: the JSON number's shortest text must parse exactly.
-        const json& d = e["depth"];
-        if (!d.is_number() || d.get<double>() < 0 || d.get<double>() > 1)
-          fail(file, where + "\"depth\" must be a number from 0 to 1");
-        try {
-          set.depth_permille = parse_depth(d.dump());
-        } catch (const Error&) {
-          fail(file, where + "\"depth\" must be a number from 0 to 1 with at most 3 decimals");
+        const json& given = e["depth"];
+        const json list = given.is_array() ? given : json::array({given});
+        if (list.empty()) fail(file, where + "\"depth\" must be a number from 0 to 1 or a non-empty list of them");
+        for (const json& d : list) {
+          if (!d.is_number() || d.get<double>() < 0 || d.get<double>() > 1)
+            fail(file, where + "\"depth\" must be a number from 0 to 1 or a non-empty list of them");
+          int permille = 0;
+          try {
+            permille = parse_depth(d.dump());
+          } catch (const Error&) {
+            fail(file, where + "\"depth\" must be a number from 0 to 1 with at most 3 decimals");
+          }
+          for (const int seen : set.depths_permille)
+            if (seen == permille) fail(file, where + "\"depth\" lists " + d.dump() + " twice");
+          set.depths_permille.push_back(permille);
         }
+      }
+      if (e.contains("sweep")) {
+        if (!e["sweep"].is_boolean()) fail(file, where + "\"sweep\" must be true or false");
+        set.sweep = e["sweep"].get<bool>();
+        if (set.sweep && !is_long_domain(set.domain))
+          fail(file, where + "\"sweep\" applies to the long domains (retrieval, long_*, long)");
+        if (set.sweep && !set.depths_permille.empty())
+          fail(file, where + "a sweep scores every depth of each document; it takes no \"depth\"");
       }
       json c = {{"domain", set.domain}, {"seed", set.seed}, {"n", set.n}};
       if (has_min) {
         c["tokens_min"] = set.tokens.min;
         c["tokens_max"] = set.tokens.max;
       }
-      if (set.depth_permille != kNoDepth) c["depth"] = set.depth_permille / 1000.0;
+      // One depth stays a number, so the hash of a suite written before lists is unchanged.
+      if (set.depths_permille.size() == 1) c["depth"] = set.depths_permille[0] / 1000.0;
+      if (set.depths_permille.size() > 1) {
+        c["depth"] = json::array();
+        for (const int d : set.depths_permille) c["depth"].push_back(d / 1000.0);
+      }
+      if (set.sweep) c["sweep"] = true;
       canonical_sets.push_back(c);
     }
     s.evalsets.push_back(std::move(set));
@@ -163,13 +185,9 @@ Suite load_suite(const std::string& name_or_path) {
                        (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
   const std::string path = is_path ? name_or_path : find_builtin_suite(name_or_path);
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw_input_error(path + ": no such suite file");
-  if (fs::file_size(path, ec) > kMaxSuiteBytes) fail(path, "larger than 1 MiB; a suite names eval sets, it does not hold them");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path + ": cannot open for reading");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_suite(ss.str(), path);
+  if (!fs::exists(path, ec)) throw_input_error(path + ": no such suite file");
+  // A suite names eval sets, it does not hold them: 1 MiB is plenty.
+  return parse_suite(read_whole_file(path, kMaxSuiteBytes), path);
 }
 
 std::vector<EvalItem> materialize_suite(const Suite& suite) {
@@ -179,7 +197,7 @@ std::vector<EvalItem> materialize_suite(const Suite& suite) {
     const SuiteEvalset& set = suite.evalsets[i];
     std::vector<EvalItem> part;
     if (set.generated) {
-      part = generate(GenerateOptions{set.domain, set.seed, set.n, set.tokens, set.depth_permille});
+      part = generate(GenerateOptions{set.domain, set.seed, set.n, set.tokens, set.depths_permille, set.sweep});
     } else {
       part = load_items(set.resolved_path);
     }

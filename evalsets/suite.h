@@ -19,7 +19,8 @@ struct SuiteEvalset {
   uint64_t seed = 0;
   size_t n = 0;
   TokenRange tokens;
-  int depth_permille = kNoDepth;  // long domains only
+  std::vector<int> depths_permille;  // long domains only: "depth", a number or a list
+  bool sweep = false;                // long domains only: each document as a depth sweep
   // file sets: as written in the suite, and resolved against the suite file's folder
   std::string path;
   std::string resolved_path;

@@ -209,7 +209,7 @@ void run_model(const ModelBenchOptions& o, bool as_json) {
   } else {
     std::printf("model %s on %s (%s), %.1f MB of weights on the device (as stored), %.3f GFLOP per token\n",
                 r.model.c_str(), r.device.c_str(), r.backend.c_str(), r.weight_bytes / 1e6, r.flops_per_token / 1e9);
-    std::printf("bounds measured now: %s %.1f GFLOP/s at the FFN shape, device copy %.1f GB/s read\n",
+    std::printf("bounds measured now: %s %.1f GFLOP/s at the FFN shape, device read %.1f GB/s (a read-only kernel)\n",
                 r.gemm_bound.c_str(), r.sgemm_gflop_s, r.copy_gb_s);
   }
   std::printf("%d repetitions after one warmup; t/s = mean over repetitions (llama-bench's avg_ts), cpu ms/tok = "

@@ -22,15 +22,18 @@
 #include "harness/build_info.h"
 #include "harness/commands.h"
 #include "harness/engine_cli.h"
+#include "harness/eval_cli.h"
 #include "harness/eval/eval_plan.h"
 #include "harness/eval/runner.h"
 #include "harness/eval/run_recorder.h"
 #include "harness/report/config_labels.h"
+#include "harness/report/engine_report.h"
 #include "harness/report/per_turn.h"
+#include "harness/report/verdicts.h"
 #include "harness/weights_axis.h"
 #include "results/store.h"
 #include "results/stored_run.h"
-#include "runtime/gguf.h"
+#include "runtime/model_files.h"
 #include "runtime/model_store.h"
 #include "runtime/synthetic_model.h"
 #include "scoring/aggregate.h"
@@ -38,26 +41,12 @@
 namespace kvgate::harness {
 namespace {
 
-struct EvalArgs {
-  PlanFlags plan;
-  std::string shard;  // --shard I/N
-  std::string db;
-  int64_t resume = 0;
-  bool json = false;
-  EvalOptions options;
-  bool threads_given = false, max_new_tokens_given = false, backend_given = false;
-  std::string command_line;
-  uint64_t seed = 0;        // engine mode: the retry jitter stream
-  LoadReplayOptions load;  // replay of a shape trace against endpoints
-  bool allow_synthetic = false;
-};
-
 // A model from `kvgate model synth` has random weights: every quality figure from it is noise,
 // so a run on one must be asked for (to time the pipeline at a real shape, say).
 void refuse_synthetic(const std::string& model_flag, bool allowed) {
   if (allowed) return;
   const std::string path = runtime::resolve_model_path(model_flag);
-  if (runtime::is_synthetic(runtime::GgufFile::open(path)))
+  if (runtime::ModelFiles::open(path)->synthetic())
     throw_usage_error(path + ": a synthetic model (random weights from `kvgate model synth`); its quality figures mean "
                       "nothing. Pass --allow-synthetic to run it anyway (timings only)");
 }
@@ -93,9 +82,10 @@ scoring::GoldSignal reference_gold(const EvalResult& r) {
   return {};
 }
 
-// `turns`: the per-turn table a replay ends with (null for eval).
+// `turns`: the per-turn table a replay ends with (null for eval); `verdicts`: the rollout verdicts
+// over the run's stored items (null: not asked for).
 void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string& plan_hash, const std::string& db_path,
-                   bool json, const PerTurn* turns) {
+                   bool json, const PerTurn* turns, const RunVerdicts* verdicts) {
   const Workload& w = plan.workload;
   if (json) {
     nlohmann::json configs = nlohmann::json::array();
@@ -137,6 +127,7 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
                           {"note", gold.note().empty() ? nlohmann::json(nullptr) : nlohmann::json(gold.note())}};
     if (!r.cross_checks.empty()) j["cross_check"] = cross_check_json(r);
     if (turns) j["per_turn"] = per_turn_json(*turns);
+    if (verdicts) j["verdicts"] = verdicts_json(*verdicts);
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -170,6 +161,8 @@ void print_summary(const EvalResult& r, const EvalPlan& plan, const std::string&
   if (!gold.note().empty()) std::printf("note: %s\n", gold.note().c_str());
   if (turns) std::fputs(per_turn_text(*turns).c_str(), stdout);
   print_engine_notes(r);
+  // What the run can and cannot conclude, over every item it holds (a resumed run's earlier ones too).
+  if (verdicts) std::fputs(verdicts_text(*verdicts).c_str(), stdout);
 }
 
 // The worker threads a run's numbers depend on: none for a run whose configs are all endpoints,
@@ -252,7 +245,9 @@ void check_shard_plan(results::Store& store, const EvalPlan& plan, const std::st
                                 difference.empty() ? "other settings" : difference));
 }
 
-void run_eval_cmd(EvalArgs a) {
+}  // namespace
+
+int64_t run_eval_cmd(EvalArgs a) {
   // A resumed run keeps its own shard; the environment of a scheduler it is resumed under does
   // not choose another.
   const bool resuming = a.resume > 0;
@@ -270,7 +265,7 @@ void run_eval_cmd(EvalArgs a) {
     // (With --ref-model the load replay refuses the plan itself: an engine serves its own weights.)
     if (flags.ref_model.empty()) refuse_synthetic(flags.model, a.allow_synthetic);
     run_load_replay_cmd(flags, a.load, a.db, a.json, a.command_line, static_cast<int>(flags.limit));
-    return;
+    return 0;
   }
   const std::string db_path = results::resolve_db_path(a.db);
   // A new run's models are checked before the database is opened: a refused run leaves none.
@@ -282,8 +277,10 @@ void run_eval_cmd(EvalArgs a) {
   // A new run's inputs (suite, flags, endpoints, models) are all checked before the database is
   // opened, so rejected input never leaves an empty results database behind; a resumed run's
   // plan is in the database.
+  // A resumed run's database must be there (never created) and sound: the same quick_check and
+  // row digests every reader checks, before anything is written into it.
   std::optional<results::Store> store;
-  if (a.resume > 0) store.emplace(results::Store::open(db_path));
+  if (a.resume > 0) store.emplace(results::Store::open(db_path, results::Store::Mode::update));
   EvalPlan plan =
       a.resume > 0 ? RunRecorder::plan_to_resume(*store, a.resume, flags.limit, flags.shard) : std::move(*new_plan);
   if (a.resume > 0) apply_resumed_endpoints(plan, a.plan);
@@ -309,7 +306,7 @@ void run_eval_cmd(EvalArgs a) {
     backends.push_back(plan.has_in_process_configs() ? make_backend(a.options.backend, *loaded[m].model, a.options.threads)
                                                      : nullptr);
     const std::string& path = loaded[m].model->path();
-    weights_sha256.push_back(sha256_file_hex(path));
+    weights_sha256.push_back(loaded[m].model->files().sha256());
     const std::string label = plan.weights_run ? plan.models[m].label : std::filesystem::path(path).stem().string();
     models.push_back({&loaded[m], backends.back().get(), weights_identity(*loaded[m].model, label, weights_sha256.back())});
   }
@@ -327,9 +324,12 @@ void run_eval_cmd(EvalArgs a) {
                               kGitSha,
                               plan.weights_run ? weights_sha256 : std::vector<std::string>{}};
   const std::string plan_text = describe_plan(plan, settings);
-  if (!store) store.emplace(results::Store::open(db_path));
-  check_shard_plan(*store, plan, plan_text);
-  RunRecorder recorder(*store, plan, info, plan_text);
+  if (store) check_shard_plan(*store, plan, plan_text);
+  // A new run's database is opened (or created) only when the run opens, once its items are
+  // prepared and checked (run_eval).
+  std::optional<RunRecorder> recorder_storage;
+  RunRecorder& recorder = store ? recorder_storage.emplace(*store, plan, info, plan_text)
+                                : recorder_storage.emplace(db_path, plan, info, plan_text);
 
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   auto progress = [&](const std::string& what) {
@@ -342,7 +342,7 @@ void run_eval_cmd(EvalArgs a) {
     r = run_eval(plan, models, endpoints, recorder, a.options, progress);
   } catch (const Interrupted& e) {
     if (live) std::fprintf(stderr, "\n");
-    const std::optional<results::RunRecord> run = store->find_run(recorder.run_id());
+    const std::optional<results::RunRecord> run = recorder.store().find_run(recorder.run_id());
     throw Interrupted(e.signal(),
                       fmt::format("{} stopped run {} between items: it is marked interrupted with {} of its {} "
                                   "items stored; resume it with: kvgate {} --resume {}{}",
@@ -356,25 +356,29 @@ void run_eval_cmd(EvalArgs a) {
   if (live) std::fprintf(stderr, "\r\033[K");
   // A replay ends with its sessions turn by turn, as `kvgate runs show` prints them from the store
   // (a resumed run's earlier turns included).
+  if (!a.summary) return recorder.run_id();
   std::optional<PerTurn> turns;
-  if (a.plan.replay) turns = per_turn(results::StoredRun::load(*store, *store->find_run(recorder.run_id())));
-  print_summary(r, plan, recorder.plan_hash(), db_path, a.json, turns ? &*turns : nullptr);
+  std::optional<RunVerdicts> verdicts;
+  if (a.plan.replay || a.verdicts) {
+    const results::StoredRun stored = results::StoredRun::load(recorder.store(), *recorder.store().find_run(recorder.run_id()));
+    if (a.plan.replay) turns = per_turn(stored);
+    if (a.verdicts) verdicts = run_verdicts(stored, a.policy);
+  }
+  print_summary(r, plan, recorder.plan_hash(), db_path, a.json, turns ? &*turns : nullptr, verdicts ? &*verdicts : nullptr);
+  if (!a.json && plan.has_endpoints())
+    for (const std::string& note : read_engine_view(recorder.store(), recorder.run_id()).notes) std::printf("note: %s\n", note.c_str());
+  return recorder.run_id();
 }
+
+namespace {
 
 void add_common(CLI::App* c, EvalArgs& a) {
   c->add_option("--kv", a.plan.kv, "Candidate KV configs, comma-separated (default: the suite's)");
   c->add_option("--ref", a.plan.ref, "Reference KV config (default: the suite's, else f16)");
-  c->add_option("--model", a.plan.model,
-                "GGUF model (default: the fetched default model); with --ref-model, the candidate models, "
-                "comma-separated, each PATH or LABEL=PATH");
+  add_eval_run_options(c, a);
   c->add_option("--ref-model", a.plan.ref_model,
                 "Reference weights (PATH or LABEL=PATH): a weights run scoring every {model} x {KV spec} config "
                 "(LABEL+KV) against this model with the --ref KV spec (docs/models.md)");
-  c->add_option("--db", a.db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
-  c->add_option("--threads", a.options.threads, "Cores in total, BLAS included (0 = all cores). Metrics are bit-identical for the same thread count only: compare runs made with the same --threads")->check(thread_count_check())->capture_default_str();
-  add_backend_option(c, a.options.backend);
-  c->add_option("--limit", a.plan.limit, "Run only the first N items (the run stays resumable)")
-      ->check(whole_number_at_least(1, "omit --limit to run every item"));
   c->add_option("--shard", a.shard,
                 "Run shard I of N (0 <= I < N) of the items, to merge with `kvgate runs merge` (default: from "
                 "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX/KVGATE_SHARD_COUNT; docs/scale-out.md)")
@@ -385,24 +389,38 @@ void add_common(CLI::App* c, EvalArgs& a) {
                              : "";
           },
           ""));
-  c->add_option("--max-new-tokens", a.options.max_new_tokens, "Greedy tokens per scored span")
-      ->capture_default_str()
-      ->check(whole_number_at_least(0, "greedy tokens per scored span"));
   c->add_option("--resume", a.resume, "Finish an interrupted run without redoing its finished items")
       ->check(whole_number_at_least(1, "run ids start at 1; `kvgate runs list` shows them"));
   c->add_flag("--json", a.json, "Machine-readable output");
-  c->add_flag("--allow-synthetic", a.allow_synthetic,
-              "Run on a synthetic model (`kvgate model synth`, random weights) although its quality figures mean nothing");
+  c->add_option("--policy", a.policy,
+                "Rollout policy the verdict per config holds its bounds against (default: the built-in "
+                "ci/gates/rollout.json; docs/gates.md)");
   add_engine_options(c, a.plan);
 }
 
-void note_given(CLI::App* command, EvalArgs& a) {
+}  // namespace
+
+void add_eval_run_options(CLI::App* c, EvalArgs& a) {
+  c->add_option("--model", a.plan.model,
+                "GGUF model (default: the fetched default model); with --ref-model, the candidate models, "
+                "comma-separated, each PATH or LABEL=PATH");
+  c->add_option("--db", a.db, "Results database (default: $KVGATE_DB or ./kvgate.db)");
+  c->add_option("--threads", a.options.threads, "Cores in total, BLAS included (0 = all cores). Metrics are bit-identical for the same thread count only: compare runs made with the same --threads")->check(thread_count_check())->capture_default_str();
+  add_backend_option(c, a.options.backend);
+  c->add_option("--limit", a.plan.limit, "Run only the first N items (the run stays resumable)")
+      ->check(whole_number_at_least(1, "omit --limit to run every item"));
+  c->add_option("--max-new-tokens", a.options.max_new_tokens, "Greedy tokens per scored span")
+      ->capture_default_str()
+      ->check(whole_number_at_least(1, "greedy tokens per scored span: every span's answer is compared"));
+  c->add_flag("--allow-synthetic", a.allow_synthetic,
+              "Run on a synthetic model (`kvgate model synth`, random weights) although its quality figures mean nothing");
+}
+
+void note_eval_flags_given(CLI::App* command, EvalArgs& a) {
   a.threads_given = command->count("--threads") > 0;
   a.max_new_tokens_given = command->count("--max-new-tokens") > 0;
   a.backend_given = command->count("--backend") > 0;
 }
-
-}  // namespace
 
 void add_eval_commands(CLI::App& app, CommandContext& ctx) {
   auto ev = std::make_shared<EvalArgs>();
@@ -412,7 +430,7 @@ void add_eval_commands(CLI::App& app, CommandContext& ctx) {
   add_common(e, *ev);
   e->callback([ev, e, &ctx] {
     ev->command_line = ctx.command_line;
-    note_given(e, *ev);
+    note_eval_flags_given(e, *ev);
     run_eval_cmd(*ev);
   });
 
@@ -426,7 +444,7 @@ void add_eval_commands(CLI::App& app, CommandContext& ctx) {
   add_load_replay_options(r, rp->load);
   r->callback([rp, r, &ctx] {
     rp->command_line = ctx.command_line;
-    note_given(r, *rp);
+    note_eval_flags_given(r, *rp);
     run_eval_cmd(*rp);
   });
 }

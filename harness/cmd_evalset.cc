@@ -131,7 +131,7 @@ void add_evalset_commands(CLI::App& app, CommandContext& ctx) {
     std::string domain, out, depth;
     uint64_t seed = 1;
     size_t n = 10, tokens_min = 0, tokens_max = 0;
-    bool json = false;
+    bool json = false, sweep = false;
   };
   auto g = std::make_shared<GenerateArgs>();
   CLI::App* generate = evalset->add_subcommand("generate", "Generate a deterministic eval set for a built-in domain");
@@ -139,19 +139,26 @@ void add_evalset_commands(CLI::App& app, CommandContext& ctx) {
                        "tables, diffs, korean, policy, agentic, lookup, all; retrieval, long_tables, long_diffs, "
                        "long_policy, long_korean, long_agentic, long")
       ->required();
-  generate->add_option("--seed", g->seed, "Seed; the same seed and options give byte-identical output")->capture_default_str();
+  generate->add_option("--seed", g->seed, "Seed; the same seed and options give byte-identical output")
+      ->capture_default_str()
+      ->check(seed_check());
   generate->add_option("--n", g->n, "Items per domain")->capture_default_str();
   generate->add_option("--tokens-min", g->tokens_min, "Approximate minimum prompt length in tokens (estimated from characters)");
   generate->add_option("--tokens-max", g->tokens_max, "Approximate maximum prompt length in tokens");
   generate->add_option("--depth", g->depth,
-                       "Long domains: where the evidence sits, as a fraction of the document from 0 to 1 (default: "
-                       "each item draws one of 0, 0.1, ..., 1)");
+                       "Long domains: where the evidence sits, as a fraction of the document from 0 to 1, or a "
+                       "comma-separated list (each document at every depth listed; default: each item draws one of 0, "
+                       "0.1, ..., 1)");
+  generate->add_flag("--sweep", g->sweep,
+                     "Long domains: each document as a depth sweep, scored at every token after a short warm-up "
+                     "instead of asked about");
   generate->add_option("--out", g->out, "Output JSONL file (default: stdout)");
   generate->add_flag("--json", g->json, "Print a JSON summary");
   generate->callback([g] {
     if ((g->tokens_min == 0) != (g->tokens_max == 0)) throw_usage_error("give both --tokens-min and --tokens-max, or neither");
-    const int depth = g->depth.empty() ? ev::kNoDepth : ev::parse_depth(g->depth);
-    const auto items = ev::generate(ev::GenerateOptions{g->domain, g->seed, g->n, {g->tokens_min, g->tokens_max}, depth});
+    const std::vector<int> depths = g->depth.empty() ? std::vector<int>{} : ev::parse_depths(g->depth);
+    const auto items =
+        ev::generate(ev::GenerateOptions{g->domain, g->seed, g->n, {g->tokens_min, g->tokens_max}, depths, g->sweep});
     emit(items, g->out, g->json, json::object());
   });
 
@@ -180,20 +187,28 @@ void add_evalset_commands(CLI::App& app, CommandContext& ctx) {
   struct TextArgs {
     std::string dir, out;
     size_t context_tokens = 1000;
-    bool json = false;
+    bool json = false, sweep = false;
   };
   auto t = std::make_shared<TextArgs>();
   CLI::App* from_text = evalset->add_subcommand("from-text", "Build continuation and fact items from .txt/.md documents");
   from_text->add_option("--dir", t->dir, "Folder searched recursively for .txt and .md files")->required();
-  from_text->add_option("--context-tokens", t->context_tokens, "Approximate context before each scored passage")->capture_default_str();
+  from_text->add_option("--context-tokens", t->context_tokens,
+                        "Approximate context before each scored passage (with --sweep: each document's length)")
+      ->capture_default_str();
+  from_text->add_flag("--sweep", t->sweep,
+                      "Depth sweeps: each file cut into documents of --context-tokens, each scored at every token "
+                      "after a short warm-up");
   from_text->add_option("--out", t->out, "Output JSONL file (default: stdout)");
   from_text->add_flag("--json", t->json, "Print a JSON summary");
   from_text->callback([t] {
     ev::FromTextOptions o;
     o.dir = t->dir;
     o.context_tokens = t->context_tokens;
+    o.sweep = t->sweep;
     const ev::ImportReport r = ev::items_from_text(o);
-    if (r.items.empty()) throw_input_error(t->dir + ": no items (need .txt/.md files with at least two paragraphs)");
+    if (r.items.empty())
+      throw_input_error(t->dir + (o.sweep ? ": no documents (need .txt/.md files of at least 90% of --context-tokens)"
+                                          : ": no items (need .txt/.md files with at least two paragraphs)"));
     emit(r.items, t->out, t->json, {{"documents", r.sources}, {"skipped", skipped_json(r)}});
   });
 

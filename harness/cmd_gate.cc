@@ -233,7 +233,7 @@ nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<r
 }
 
 void run_gate(const GateArgs& a, CommandContext& ctx) {
-  const scoring::GatePolicy policy = load_policy_or_default(a.policy);
+  const scoring::GatePolicy loaded_policy = load_policy_or_default(a.policy);
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
   if (store.read_only() && !a.no_store)
     throw_usage_error(store.path() + ": the database is read-only here, and the gate records its decisions in it (which "
@@ -245,34 +245,46 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
     throw_input_error(store.path() + ": no complete run before candidate run " + std::to_string(cand->id) +
                       " matches --baseline " + a.baseline + " (first run of a suite? pass --allow-missing-baseline)");
 
-  const scoring::GateRun cand_run = load_gate_run(results::StoredRun::load(store, *cand));
+  const results::StoredRun cand_stored = results::StoredRun::load(store, *cand);
+  const scoring::GateRun cand_run = load_gate_run(cand_stored);
+  std::optional<results::StoredRun> base_stored;
   std::optional<scoring::GateRun> base_run;
-  if (base) base_run = load_gate_run(results::StoredRun::load(store, *base));
+  if (base) {
+    base_stored = results::StoredRun::load(store, *base);
+    base_run = load_gate_run(*base_stored);
+  }
+  // Rules name configs by what they mean (config_labels.h); one that names none is refused.
+  std::vector<std::string> policy_notes;
+  const scoring::GatePolicy policy = bind_policy(loaded_policy, cand_stored.configs, cand->id, &policy_notes);
+  // `--pair-config BASE=CAND`: each side names exactly one config of its run, as a rule does.
+  auto named = [&](const std::string& typed, const results::StoredRun& run, const char* side) {
+    const ConfigMatcher matcher(typed);
+    std::vector<std::string> specs;
+    for (const results::RunConfigRecord& c : run.configs)
+      if (matcher.names(c)) specs.push_back(c.spec);
+    if (specs.size() != 1)
+      throw_input_error(fmt::format("{}: --pair-config: {} run {} has {} config named '{}' (its configs: {}){}",
+                                    store.path(), side, run.record.id, specs.empty() ? "no" : "more than one",
+                                    echo_user_text(typed), config_list(run.configs),
+                                    specs.empty() && !matcher.parse_problem().empty()
+                                        ? "; as a KV spec: " + matcher.parse_problem()
+                                        : ""));
+    return specs.front();
+  };
   std::vector<scoring::ConfigPairing> pairings;
   for (const std::string& pair : a.pair_configs) {
     const size_t eq = pair.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
       throw_usage_error("--pair-config '" + echo_user_text(pair) + "': expected BASE_SPEC=CANDIDATE_SPEC");
     if (!base_run) throw_usage_error("--pair-config needs a baseline run");
-    // A baseline config may be named by its stored canonical string as written, which an older
-    // kvgate may have written with a meaning the parser no longer gives it (a bare q4_0 was
-    // unrotated before llama.cpp's rotation became the default; docs/kv-specs.md).
-    const std::string from_text = pair.substr(0, eq);
-    const bool stored_name =
-        std::find(base_run->configs.begin(), base_run->configs.end(), from_text) != base_run->configs.end();
-    const std::string from = stored_name ? from_text : kernels::parse_kv_config(from_text).canonical();
-    const std::string to = kernels::parse_kv_config(pair.substr(eq + 1)).canonical();
-    if (std::find(base_run->configs.begin(), base_run->configs.end(), from) == base_run->configs.end())
-      throw_input_error(store.path() + ": baseline run " + std::to_string(base->id) + " has no config " + from);
-    if (std::find(cand_run.configs.begin(), cand_run.configs.end(), to) == cand_run.configs.end())
-      throw_input_error(store.path() + ": candidate run " + std::to_string(cand->id) + " has no config " + to);
-    pairings.push_back({from, to});
+    pairings.push_back({named(pair.substr(0, eq), *base_stored, "baseline"), named(pair.substr(eq + 1), cand_stored, "candidate")});
   }
   // Pairs, checks and policy rules then use the candidate's spec for the paired baseline rows.
   const std::vector<std::string> pairing_notes =
       base_run ? scoring::pair_baseline_configs(*base_run, pairings) : std::vector<std::string>{};
   scoring::GateOutcome outcome = scoring::evaluate_gate(policy, base_run ? &*base_run : nullptr, cand_run);
   outcome.notes.insert(outcome.notes.begin(), pairing_notes.begin(), pairing_notes.end());
+  for (std::string& note : policy_notes) outcome.notes.push_back(std::move(note));
   for (std::string& note : unmatched_domain_notes(policy, cand_run)) outcome.notes.push_back(std::move(note));
 
   std::map<std::string, int64_t> config_ids;

@@ -22,7 +22,7 @@ namespace kvgate::harness {
 namespace {
 
 std::vector<runtime::ChatMessage> read_messages(const std::string& path) {
-  const nlohmann::json j = parse_json_input(read_whole_file(path), path);
+  const nlohmann::json j = parse_json_input(read_whole_file(path, kMaxConfigFileBytes), path);
   if (!j.is_array()) throw_input_error(path + ": expected a JSON array of {\"role\", \"content\"} messages");
   std::vector<runtime::ChatMessage> messages;
   for (size_t i = 0; i < j.size(); ++i) {
@@ -52,14 +52,16 @@ void run_generate(const GenerateArgs& a) {
   LoadedModel lm = load_model(a.model);
   std::string text;
   if (!a.messages_file.empty()) {
-    text = runtime::render_chat(lm.model->gguf(), messages, true);
+    text = lm.model->files().chat_template().apply(messages, true);
   } else if (a.chat) {
-    text = runtime::render_chat(lm.model->gguf(), {{"user", a.prompt}}, true);
+    text = lm.model->files().chat_template().apply({{"user", a.prompt}}, true);
   } else {
     text = a.prompt;
   }
   std::vector<int32_t> prompt = lm.tokenizer.encode(text, true);
-  if (lm.tokenizer.add_bos() && lm.tokenizer.bos_id()) prompt.insert(prompt.begin(), *lm.tokenizer.bos_id());
+  // A chat template that writes the BOS text (Hugging Face's Gemma, Llama) already put it there.
+  if (lm.tokenizer.add_bos() && lm.tokenizer.bos_id() && (prompt.empty() || prompt.front() != *lm.tokenizer.bos_id()))
+    prompt.insert(prompt.begin(), *lm.tokenizer.bos_id());
   if (prompt.empty()) throw_usage_error("the prompt is empty");
   const int64_t ctx_limit = lm.model->arch().n_ctx_train;
   if (static_cast<int64_t>(prompt.size()) + a.n > ctx_limit)

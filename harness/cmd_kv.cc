@@ -382,7 +382,7 @@ void add_kv_commands(CLI::App& app, CommandContext&) {
   check->add_option("--input", check_flags->input,
                     ".npy float16/float32 tensor [tokens, (heads,) head_dim] (default: Gaussian vectors)");
   check->add_option("--n", check_flags->n, "Number of Gaussian vectors (default 4096)");
-  check->add_option("--seed", check_flags->seed, "Seed for the vectors and queries (default 1)");
+  check->add_option("--seed", check_flags->seed, "Seed for the vectors and queries (default 1)")->check(seed_check());
   check->add_option("--head-dim", check_flags->head_dim, "Head dimension (default 128, or the input's last axis)");
   check->add_flag("--json", *check_json, "Print one JSON object");
   check->callback([=] { run_check(*check_spec, *check_flags, *check_json); });

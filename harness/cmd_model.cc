@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,9 @@
 
 #include "core/error.h"
 #include "harness/commands.h"
-#include "runtime/gguf.h"
+#include "runtime/hf_checkpoint.h"
+#include "runtime/model.h"
+#include "runtime/model_files.h"
 #include "runtime/model_store.h"
 #include "runtime/synthetic_model.h"
 
@@ -66,12 +69,16 @@ void run_info(const std::string& model_flag, bool json) {
   // The default model's digest is already verified (and cached) by resolve_model_path; other
   // files are not hashed, which would cost seconds per GB on every call.
   const bool is_default = model_flag.empty();
-  const rt::GgufFile file = rt::GgufFile::open(path);
-  const rt::ModelArch arch = rt::read_model_arch(file);
+  // The same checks as `generate` and `eval` (every tensor against the metadata): a file whose
+  // metadata contradicts its tensors would otherwise be described, and planned, as what it says.
+  const std::unique_ptr<rt::Model> model = rt::Model::load(path);
+  const rt::ModelFiles& file = model->files();
+  const rt::ModelArch& arch = model->arch();
+  const rt::GgufFile* gguf = file.gguf();
 
   std::map<uint32_t, TypeUsage> by_type;  // ordered by ggml type number for stable output
   uint64_t weight_bytes = 0;
-  for (const rt::GgufTensor& t : file.tensors()) {
+  for (const rt::ModelTensor& t : file.tensors()) {
     TypeUsage& u = by_type[static_cast<uint32_t>(t.type)];
     ++u.count;
     u.bytes += t.n_bytes;
@@ -83,7 +90,8 @@ void run_info(const std::string& model_flag, bool json) {
   std::vector<uint64_t> contexts = {4096};
   if (arch.n_ctx_train > 4096) contexts.push_back(arch.n_ctx_train);
   const char* layout = arch.rope_layout == rt::RopeLayout::halves ? "halves" : "adjacent pairs";
-  const bool synthetic = rt::is_synthetic(file);
+  const bool synthetic = file.synthetic();
+  const char* format = rt::model_format_name(file.format());
 
   if (json) {
     nlohmann::json types = nlohmann::json::array();
@@ -91,9 +99,10 @@ void run_info(const std::string& model_flag, bool json) {
       types.push_back({{"type", rt::ggml_type_name(static_cast<rt::GgmlType>(type))}, {"count", u.count}, {"bytes", u.bytes}});
     nlohmann::json j = {
         {"file", path},
-        {"size_bytes", file.file_size()},
+        {"format", format},
+        {"size_bytes", file.file_bytes()},
         {"sha256", is_default ? nlohmann::json(rt::default_model().sha256) : nlohmann::json(nullptr)},
-        {"gguf_version", file.version()},
+        {"gguf_version", gguf ? nlohmann::json(gguf->version()) : nlohmann::json(nullptr)},
         {"synthetic", synthetic},
         {"arch",
          {{"architecture", arch.arch}, {"name", arch.name}, {"n_layers", arch.n_layers}, {"n_heads", arch.n_heads},
@@ -115,15 +124,15 @@ void run_info(const std::string& model_flag, bool json) {
 
   auto row = [](const char* label, const std::string& value) { std::printf("%-22s %s\n", label, value.c_str()); };
   row("file", path);
-  row("size", grouped(file.file_size()) + " bytes");
+  row("format", gguf ? fmt::format("gguf (version {})", gguf->version())
+                     : fmt::format("hf (Hugging Face directory, {} safetensors file(s))",
+                                   static_cast<const rt::HfCheckpoint&>(file).shards().size()));
+  row("size", grouped(file.file_bytes()) + " bytes");
   if (is_default) row("sha256", rt::default_model().sha256 + " (verified)");
-  row("gguf version", std::to_string(file.version()));
   if (synthetic)
-    row("synthetic", fmt::format("yes: random weights ({}, {} weights, seed {}); for speed only, its quality figures mean "
+    row("synthetic", fmt::format("yes: random weights ({}); for speed only, its quality figures mean "
                                  "nothing (eval and replay refuse it without --allow-synthetic)",
-                                 file.get_string("kvgate.synthetic.shape").value_or("?"),
-                                 file.get_string("kvgate.synthetic.weights").value_or("?"),
-                                 file.get_u32("kvgate.synthetic.seed").value_or(0)));
+                                 file.synthetic_description()));
   row("architecture", arch.arch);
   if (!arch.name.empty()) row("name", arch.name);
   row("layers", std::to_string(arch.n_layers));
@@ -155,7 +164,7 @@ void run_info(const std::string& model_flag, bool json) {
 }
 
 struct SynthArgs {
-  std::string shape, weights = "f16", out, tokenizer;
+  std::string shape, weights = "f16", out, tokenizer, format = "gguf";
   uint32_t layers = 0;
   uint32_t seed = 0;
   bool json = false;
@@ -172,14 +181,26 @@ void run_synth(const SynthArgs& a) {
   }
   m.weights = rt::parse_synthetic_weights(a.weights);
   m.seed = a.seed;
-  m.tokenizer_from = rt::resolve_model_path(a.tokenizer);
+  if (a.format != "gguf" && a.format != "hf") throw_usage_error("--format " + a.format + ": gguf or hf");
+  const bool hf = a.format == "hf";
+  if (hf && a.tokenizer.empty()) {
+    // The default model as a Hugging Face directory (scripts/make-hf-default).
+    const std::filesystem::path dir = rt::kvgate_home() / "models" / "SmolLM2-135M-Instruct-hf";
+    if (!std::filesystem::exists(dir / "tokenizer.json"))
+      throw_usage_error("model synth --format hf copies a Hugging Face directory's tokenizer: pass --tokenizer DIR, or "
+                        "make the default model's directory with scripts/make-hf-default (" + dir.string() + ")");
+    m.tokenizer_from = dir.string();
+  } else {
+    m.tokenizer_from = rt::resolve_model_path(a.tokenizer);
+  }
   if (a.out.empty()) throw_usage_error("model synth: --out FILE is required");
-  const rt::SyntheticSummary r = rt::write_synthetic_model(m, a.out);
+  const rt::SyntheticSummary r = hf ? rt::write_synthetic_model_hf(m, a.out) : rt::write_synthetic_model(m, a.out);
   if (a.json) {
     const nlohmann::json j = {{"file", a.out},           {"shape", m.shape.name},         {"architecture", m.shape.arch},
                               {"weights", a.weights},    {"seed", m.seed},                {"tokenizer", m.tokenizer_from},
                               {"n_layers", m.shape.n_layers}, {"n_vocab", r.n_vocab},   {"tensor_count", r.n_tensors},
-                              {"weight_bytes", r.weight_bytes}, {"size_bytes", r.file_bytes}, {"synthetic", true}};
+                              {"weight_bytes", r.weight_bytes}, {"size_bytes", r.file_bytes}, {"synthetic", true},
+                              {"format", a.format}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -206,10 +227,11 @@ void add_model_commands(CLI::App& app, CommandContext&) {
   fetch->add_flag("--json", *fetch_json, "Print one JSON object");
   fetch->callback([fetch_json, fetch_name] { run_fetch(*fetch_name, *fetch_json); });
 
-  CLI::App* info = model->add_subcommand("info", "Show a GGUF model's shape, weight bytes and KV bytes per token");
+  CLI::App* info = model->add_subcommand(
+      "info", "Show a model's format, shape, weight bytes and KV bytes per token (a GGUF file or a Hugging Face directory)");
   auto info_json = std::make_shared<bool>(false);
   auto info_model = std::make_shared<std::string>();
-  info->add_option("--model", *info_model, "GGUF file (default: the fetched default model)");
+  info->add_option("--model", *info_model, "GGUF file or Hugging Face directory (default: the fetched default model)");
   info->add_flag("--json", *info_json, "Print one JSON object");
   info->callback([info_json, info_model] { run_info(*info_model, *info_json); });
 
@@ -221,12 +243,17 @@ void add_model_commands(CLI::App& app, CommandContext&) {
                "measurements where the real weights cannot be had (marked synthetic: eval and replay refuse it)");
   synth->add_option("--shape", synth_args->shape, "Model shape: " + shapes + "; NAME-layers=N keeps the first N layers")
       ->required();
-  synth->add_option("--weights", synth_args->weights, "Weight type of every matrix: f16, q8_0, q4_0, q4_k")
+  synth->add_option("--weights", synth_args->weights, "Weight type of every matrix: f16, bf16, q8_0, q4_0, q4_k (hf: f16, bf16)")
       ->capture_default_str();
-  synth->add_option("--out", synth_args->out, "GGUF file to write")->required();
+  synth->add_option("--out", synth_args->out, "GGUF file (or, with --format hf, directory) to write")->required();
+  synth->add_option("--format", synth_args->format, "gguf, or hf: a Hugging Face directory (config.json, model.safetensors, "
+                                                    "the tokenizer files of --tokenizer DIR)")
+      ->capture_default_str();
   synth->add_option("--layers", synth_args->layers, "Keep the first N layers (as NAME-layers=N)");
   synth->add_option("--seed", synth_args->seed, "Seed of the random weights")->capture_default_str();
-  synth->add_option("--tokenizer", synth_args->tokenizer, "GGUF whose tokenizer to copy (default: the default model)");
+  synth->add_option("--tokenizer", synth_args->tokenizer,
+                    "GGUF (or, with --format hf, Hugging Face directory) whose tokenizer to copy (default: the default "
+                    "model; for hf its directory from scripts/make-hf-default)");
   synth->add_flag("--json", synth_args->json, "Print one JSON object");
   synth->callback([synth_args] { run_synth(*synth_args); });
 }

@@ -77,7 +77,7 @@ void run_perplexity_cmd(const PerplexityArgs& a) {
   PerplexityOptions options = a.options;
   options.kld = parse_kld_definition(a.kld_definition);
   LoadedModel lm = load_model(a.model);
-  const std::vector<int32_t> tokens = perplexity_tokens(lm, read_whole_file(a.file), a.file);
+  const std::vector<int32_t> tokens = perplexity_tokens(lm, read_whole_file(a.file, kMaxDataFileBytes), a.file);
   const std::unique_ptr<runtime::Backend> backend = make_backend(a.backend, *lm.model, a.threads);
   const bool live = !a.json && ::isatty(STDERR_FILENO);
   const std::vector<PerplexityResult> results =

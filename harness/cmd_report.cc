@@ -1,7 +1,5 @@
 // `kvgate report`: renders one run (optionally against a baseline run) as a self-contained HTML
 // page and/or a Markdown summary. Only reads the results store.
-#include <sys/stat.h>
-
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -28,11 +26,6 @@ struct ReportArgs {
 };
 
 
-double file_size_or_nan(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<double>(st.st_size) : std::nan("");
-}
-
 void run_report(const ReportArgs& a) {
   if (a.html.empty() && a.md.empty()) throw_usage_error("kvgate report: give --html FILE and/or --md FILE");
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
@@ -43,7 +36,7 @@ void run_report(const ReportArgs& a) {
   in.weights_kv = weights_kv_rows(in.run, in.budget, in.weight_bytes);
   in.engine = read_engine_view(store, in.run.record.id);
   in.answers = read_answers(store, in.run.record.id);
-  in.verdicts = run_verdicts(store, in.run.record, a.policy);
+  in.verdicts = run_verdicts(in.run, a.policy);
   if (!a.baseline.empty()) in.baseline = results::StoredRun::load(store, store.resolve_run(a.baseline));
   if (!a.html.empty()) write_output_file(a.html, render_report_html(in));
   if (!a.md.empty()) write_output_file(a.md, render_report_markdown(in));
@@ -74,7 +67,8 @@ void add_report_commands(CLI::App& app, CommandContext& ctx) {
   r->add_option("--html", a->html, "Write the HTML report to FILE");
   r->add_option("--md", a->md, "Write the Markdown summary to FILE");
   r->add_option("--policy", a->policy,
-                "Gate policy the verdict per config comes from (default: the built-in ci/gates/default.json)");
+                "Rollout policy the verdict per config holds its bounds against (default: the built-in "
+                "ci/gates/rollout.json; docs/gates.md)");
   r->add_flag("--json", a->json, "Machine-readable output");
   add_gpu_flags(r, a->gpu);
   r->callback([a] { run_report(*a); });

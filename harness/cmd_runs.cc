@@ -18,6 +18,7 @@
 #include "harness/commands.h"
 #include "harness/report/answers.h"
 #include "harness/report/config_labels.h"
+#include "harness/report/depth_accuracy.h"
 #include "harness/report/per_turn.h"
 #include "harness/report/engine_report.h"
 #include "harness/report/position_report.h"
@@ -38,7 +39,7 @@ struct RunsArgs {
   GpuFlags gpu;
   bool answers = false, changed = false;  // --answers [--changed]
   std::string config, domain;             // --config SPEC, --domain D (with --answers)
-  std::string policy;                     // the gate policy verdicts come from; "" = built-in default
+  std::string policy;                     // the rollout policy verdicts come from; "" = built-in ci/gates/rollout.json
 };
 
 struct MergeArgs {
@@ -199,33 +200,20 @@ void run_show(const RunsArgs& a) {
   const auto summary = summarize(stored);
   const nlohmann::json plan = plan_json(store, run.id);
   const GpuBudget budget = gpu_budget(a.gpu.gpu, a.gpu.mem_gib, a.gpu.mem_util, a.gpu.context);
-  std::error_code ec;
-  const auto file_bytes = std::filesystem::file_size(run.info.model_path, ec);
-  const std::vector<WeightsKvRow> weights_kv = weights_kv_rows(stored, budget,
-                                                                ec ? std::nan("") : static_cast<double>(file_bytes));
+  const std::vector<WeightsKvRow> weights_kv = weights_kv_rows(stored, budget, file_size_or_nan(run.info.model_path));
   const EngineRunView engine = read_engine_view(store, run.id);
   const scoring::GoldSignal gold = reference_gold(summary);
-  const RunVerdicts verdicts = run_verdicts(store, run, a.policy);
+  const RunVerdicts verdicts = run_verdicts(stored, a.policy);
   const PerTurn turns = per_turn(stored);
-  const std::vector<scoring::PositionCurve> positions = run_position_curves(stored);
+  const PositionView positions = run_positions(stored, positions_bootstrap());
+  const DepthAccuracy depth_accuracy = run_depth_accuracy(stored);
   if (a.json) {
     nlohmann::json out = run_json(run);
     out["db"] = store.path();
     out["plan"] = plan;
-    out["verdict_policy"] = verdicts.policy;
-    out["verdicts"] = nlohmann::json::array();
-    for (const scoring::ConfigVerdict& v : verdicts.configs)
-      out["verdicts"].push_back({{"config", v.config},
-                                 {"label", verdicts.label(v)},
-                                 {"verdict", scoring::verdict_name(v.verdict)},
-                                 {"reason", v.reason},
-                                 {"worst_check", v.worst_check.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.worst_check)},
-                                 {"domain", v.domain.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.domain)},
-                                 {"allowance_used", number_or_null(v.share)},
-                                 {"checks", v.checks},
-                                 {"failed", v.failed},
-                                 {"skipped", v.skipped},
-                                 {"line", verdicts.line(v)}});
+    out["verdict_policy"] = verdicts.policy.source;
+    out["verdicts"] = verdicts_json(verdicts)["verdicts"];
+    out["verdict_conclusion"] = verdicts.conclusion;
     out["configs"] = nlohmann::json::array();
     for (const auto& c : configs) {
       nlohmann::json model = nullptr;
@@ -288,13 +276,20 @@ void run_show(const RunsArgs& a) {
                             {"note", gold.note().empty() ? nlohmann::json(nullptr) : nlohmann::json(gold.note())}};
     out["per_turn"] = per_turn_json(turns);
     out["positions"] = positions_json(positions);
+    out["positions_bootstrap"] = {{"unit", "item"},
+                                  {"resamples", positions.bootstrap.resamples},
+                                  {"confidence", positions.bootstrap.confidence},
+                                  {"seed", positions.bootstrap.seed},
+                                  {"min_items", scoring::kDepthMinDocuments}};
+    out["depth_accuracy"] = depth_accuracy_json(depth_accuracy);
     out.update(engine_json(engine));
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
   const auto& i = run.info;
   std::string text = fmt::format("run {}  {}\n", run.id, status_text(run));
-  // First what a reader came for: which configs are safe here, and why.
+  // First what a reader came for: which configs can replace the reference here, and why, and what
+  // the run cannot conclude.
   text += verdicts_text(verdicts);
   text += fmt::format("  started   {}\n  finished  {}\n", run.started_at, run.finished_at.empty() ? "-" : run.finished_at);
   text += fmt::format("  command   {}\n  kvgate    {} (git {}, {})\n", i.command, i.kvgate_version, i.git_sha, i.build_flags);
@@ -336,6 +331,7 @@ void run_show(const RunsArgs& a) {
   }
   text += per_turn_text(turns);
   text += positions_text(positions);
+  text += depth_accuracy_text(depth_accuracy);
   if (!summary.empty()) text += weights_kv_text(weights_kv, budget);
   text += endpoints_text(engine) + failures_text(engine) + load_text(engine);
   std::fputs(text.c_str(), stdout);
@@ -391,7 +387,8 @@ void add_runs_commands(CLI::App& app, CommandContext& ctx) {
       ->needs(answers);
   s->add_option("--domain", show->domain, "With --answers: only items of this eval domain")->needs(answers);
   s->add_option("--policy", show->policy,
-                "Gate policy the verdict per config comes from (default: the built-in ci/gates/default.json)");
+                "Rollout policy the verdict per config holds its bounds against (default: the built-in "
+                "ci/gates/rollout.json; docs/gates.md)");
   add_gpu_flags(s, show->gpu);
   s->callback([show] { run_show(*show); });
 

@@ -15,7 +15,7 @@
 #include "core/mapped_file.h"
 #include "harness/commands.h"
 #include "runtime/chat_template.h"
-#include "runtime/gguf.h"
+#include "runtime/model_files.h"
 #include "runtime/model_store.h"
 #include "runtime/tokenizer.h"
 #include "runtime/unicode.h"
@@ -64,14 +64,14 @@ std::string escape_piece(std::string_view bytes) {
 }
 
 struct LoadedTokenizer {
-  rt::GgufFile file;
+  std::unique_ptr<rt::ModelFiles> files;
   rt::Tokenizer tokenizer;
 };
 
 LoadedTokenizer load_tokenizer(const std::string& model_flag) {
-  rt::GgufFile file = rt::GgufFile::open(rt::resolve_model_path(model_flag));
-  rt::Tokenizer tok = rt::Tokenizer::from_gguf(file);
-  return LoadedTokenizer{std::move(file), std::move(tok)};
+  std::unique_ptr<rt::ModelFiles> files = rt::ModelFiles::open(rt::resolve_model_path(model_flag));
+  rt::Tokenizer tok = files->tokenizer();
+  return LoadedTokenizer{std::move(files), std::move(tok)};
 }
 
 struct TokenizeOptions {
@@ -84,12 +84,12 @@ struct TokenizeOptions {
 };
 
 void run_tokenize(const TokenizeOptions& o) {
-  std::string text = o.file.empty() ? o.text : read_whole_file(o.file);
+  std::string text = o.file.empty() ? o.text : read_whole_file(o.file, kMaxDataFileBytes);
   const std::string source = o.file.empty() ? "--text" : o.file;
   LoadedTokenizer loaded = load_tokenizer(o.model);
   if (o.chat) {
     if (auto bad = rt::unicode::find_invalid_utf8(text)) throw_input_error_at(source, *bad, "invalid UTF-8");
-    const rt::ChatTemplate tpl = rt::ChatTemplate::from_gguf(loaded.file);
+    const rt::ChatTemplate tpl = loaded.files->chat_template();
     text = tpl.apply({rt::ChatMessage{"user", text}}, true);
   }
   const std::vector<int32_t> ids = loaded.tokenizer.encode(text, !o.no_special, source);
@@ -166,7 +166,7 @@ struct DetokenizeOptions {
 
 void run_detokenize(const DetokenizeOptions& o) {
   const std::string source = o.file.empty() ? "--ids" : o.file;
-  const std::string input = o.file.empty() ? o.ids : read_whole_file(o.file);
+  const std::string input = o.file.empty() ? o.ids : read_whole_file(o.file, kMaxDataFileBytes);
   const std::vector<int64_t> raw = parse_ids(input, source);
   LoadedTokenizer loaded = load_tokenizer(o.model);
   std::vector<int32_t> ids;

@@ -20,7 +20,8 @@
 #include "harness/commands.h"
 #include "harness/workload_models.h"
 #include "kernels/kv_config.h"
-#include "runtime/gguf.h"
+#include "runtime/model.h"
+#include "runtime/model_files.h"
 #include "workloads/generate.h"
 #include "workloads/presets.h"
 #include "workloads/profile.h"
@@ -35,8 +36,11 @@ bool looks_like_model_file(const std::string& s) {
 
 // A GGUF file's shape and what its tensors really occupy: weights stay in their stored types.
 workloads::ModelShape model_from_gguf(const std::string& path) {
-  const runtime::GgufFile file = runtime::GgufFile::open(path);
-  const runtime::ModelArch arch = runtime::read_model_arch(file);
+  // The checks `generate` makes (every tensor against the metadata): a file relabelled with more
+  // layers than it holds must not be planned with their KV bytes.
+  const std::unique_ptr<runtime::Model> model = runtime::Model::load(path);
+  const runtime::ModelFiles* file = &model->files();
+  const runtime::ModelArch& arch = model->arch();
   workloads::ModelShape m;
   m.name = arch.name.empty() ? std::filesystem::path(path).filename().string() : arch.name;
   m.n_layers = static_cast<int>(arch.n_layers);
@@ -47,13 +51,13 @@ workloads::ModelShape model_from_gguf(const std::string& path) {
   m.sliding_window = arch.sliding_window;
   m.layer_swa = arch.layer_swa;
   double params = 0, bytes = 0;
-  for (const auto& t : file.tensors()) {
+  for (const auto& t : file->tensors()) {
     params += static_cast<double>(t.n_elements);
     bytes += static_cast<double>(t.n_bytes);
   }
   m.n_params = params;
   m.weight_bytes = bytes;
-  m.weight_dtype = "gguf";
+  m.weight_dtype = runtime::model_format_name(file->format());
   if (arch.head_dim_v != arch.head_dim)
     throw_input_error(path + ": key and value head sizes differ (" + std::to_string(arch.head_dim) + " vs " +
                       std::to_string(arch.head_dim_v) + "); the capacity planner assumes equal sizes");
@@ -112,7 +116,7 @@ void run_profile(const TraceFlags& flags, bool as_json) {
                 {"requests", p.requests},
                 {"bad_rows_skipped", p.bad_rows_skipped},
                 {"duration_s", p.duration_s},
-                {"arrival_rate_per_s", p.arrival_rate},
+                {"arrival_rate_per_s", std::isnan(p.arrival_rate) ? json(nullptr) : json(p.arrival_rate)},
                 {"prompt_tokens", distribution_json(p.prompt_tokens)},
                 {"output_tokens", distribution_json(p.output_tokens)},
                 {"total_prompt_tokens", p.total_prompt_tokens},
@@ -138,8 +142,12 @@ void run_profile(const TraceFlags& flags, bool as_json) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  fmt::print("trace     {} ({}), {} requests over {:.1f} s ({:.2f} requests/s)\n", p.source, p.format, p.requests,
-             p.duration_s, p.arrival_rate);
+  if (std::isnan(p.arrival_rate))
+    fmt::print("trace     {} ({}), {} request{} all at one instant (no arrival rate)\n", p.source, p.format, p.requests,
+               p.requests == 1 ? "" : "s");
+  else
+    fmt::print("trace     {} ({}), {} requests over {:.1f} s ({:.2f} requests/s)\n", p.source, p.format, p.requests,
+               p.duration_s, p.arrival_rate);
   if (p.bad_rows_skipped) fmt::print("skipped   {} bad rows; first: {}\n", p.bad_rows_skipped, trace.first_bad_row);
   fmt::print("\n{:<16} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "tokens", "mean", "p50", "p95", "p99", "max");
   auto row = [](const char* name, const wl::Distribution& d) {
@@ -223,7 +231,7 @@ std::vector<std::pair<kn::KvConfig, double>> parse_overheads(const std::string& 
     add(entry.substr(0, eq), factor, "--kv-overhead");
   }
   if (!file.empty()) {
-    const std::string text = read_whole_file(file);
+    const std::string text = read_whole_file(file, kMaxConfigFileBytes);
     if (text.find_first_not_of(" \t\r\n") == std::string::npos)
       throw_input_error(file + ": is empty; expected a JSON object mapping KV specs to overhead factors");
     const json j = parse_json_input(text, file);
@@ -434,9 +442,9 @@ void add_workload_commands(CLI::App& app, CommandContext&) {
                   "Weight storage for a preset: bf16, f16, fp8, int8, q8_0, q6_k, q5_1, q5_0, q4_1, q4_k, q4_0, int4");
   cap->add_option("--gpu", c->gpu, "GPU preset: H100, H200, MI300X, MI355X (default H100)");
   cap->add_option("--kv", c->kv, "KV configs, comma-separated (default f16)");
-  cap->add_option("--gpu-mem-gib", c->gpu_mem_gib, "Override the GPU's memory (GiB)");
-  cap->add_option("--gpu-bw-gbs", c->gpu_bw_gbs, "Override the GPU's memory bandwidth (GB/s)");
-  cap->add_option("--gpu-tflops", c->gpu_tflops, "Override the GPU's dense bf16 TFLOPS");
+  cap->add_option("--gpu-mem-gib", c->gpu_mem_gib, "Override the GPU's memory (GiB)")->check(positive_number("GiB"));
+  cap->add_option("--gpu-bw-gbs", c->gpu_bw_gbs, "Override the GPU's memory bandwidth (GB/s)")->check(positive_number("GB/s"));
+  cap->add_option("--gpu-tflops", c->gpu_tflops, "Override the GPU's dense bf16 TFLOPS")->check(positive_number("TFLOPS"));
   cap->add_option("--mem-util", c->sim.mem_util, "Share of GPU memory for weights + KV (default 0.9)");
   cap->add_option("--tp", c->sim.tensor_parallel, "Tensor-parallel GPUs (default 1)");
   cap->add_option("--time-scale", c->sim.time_scale, "Multiply arrival times (0.5 = replay twice as fast; default 1)");
@@ -468,7 +476,7 @@ void add_workload_commands(CLI::App& app, CommandContext&) {
   gen->add_option("--round-interval-s", g->round_interval_s, "Seconds between a session's rounds (default 15)");
   gen->add_option("--session-gap-s", g->session_gap_s, "Idle seconds between sessions in a slot (default 2)");
   gen->add_option("--block-tokens", g->block_tokens, "Tokens per hash block (default 16)");
-  gen->add_option("--seed", g->seed, "Seed (default 1)");
+  gen->add_option("--seed", g->seed, "Seed (default 1)")->check(seed_check());
   gen->add_flag("--json", *gjson, "Print one JSON object");
   gen->callback([=] { run_generate(*g, *gout, *gjson); });
 

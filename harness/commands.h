@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -35,6 +37,33 @@ inline CLI::Validator whole_number_at_least(int64_t min, const std::string& hint
         const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
         if (ec != std::errc() || end != value.data() + value.size() || v >= min) return "";
         return "must be at least " + std::to_string(min) + ", got " + value + " (" + hint + ")";
+      },
+      "");
+}
+
+// A quantity that must be a positive finite number (a GPU's memory, bandwidth or FLOPS): 0, a
+// negative number, NaN or infinity given for it is a usage error, never "use the preset's".
+inline CLI::Validator positive_number(const std::string& unit) {
+  return CLI::Validator(
+      [unit](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (value.empty() || end != value.c_str() + value.size()) return "";  // CLI11's own conversion error
+        if (std::isfinite(v) && v > 0) return "";
+        return "must be a positive number of " + unit + ", got " + value;
+      },
+      "");
+}
+
+// A seed: a whole number in 0..2^64-1, as typed (CLI11 would wrap -1 to 2^64-1 and saturate
+// 2^64 to it, so different seeds would give the same items without a word).
+inline CLI::Validator seed_check() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (!value.empty() && ec == std::errc() && end == value.data() + value.size()) return "";
+        return "must be a whole number from 0 to 18446744073709551615, got " + value;
       },
       "");
 }
@@ -70,5 +99,6 @@ void add_eval_commands(CLI::App& app, CommandContext& ctx);
 void add_workload_commands(CLI::App& app, CommandContext& ctx);
 void add_gate_commands(CLI::App& app, CommandContext& ctx);
 void add_report_commands(CLI::App& app, CommandContext& ctx);
+void add_compare_commands(CLI::App& app, CommandContext& ctx);
 
 }  // namespace kvgate::harness

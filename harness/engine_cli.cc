@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <thread>
 #include <tuple>
 
@@ -15,6 +14,7 @@
 #include "core/hash.h"
 #include "core/mapped_file.h"
 #include "harness/build_info.h"
+#include "harness/commands.h"
 #include "harness/report/engine_report.h"
 #include "harness/inference.h"
 #include "harness/eval/load_replay.h"
@@ -128,16 +128,20 @@ void add_load_replay_options(CLI::App* r, LoadReplayOptions& o) {
   r->add_option("--slo-tpot-ms", o.slo_tpot_ms, "Load replay: TPOT bound of a good request (goodput)")->capture_default_str();
   r->add_option("--gpu", o.gpu, "Load replay: GPU preset of the capacity prediction stored beside it")->capture_default_str();
   r->add_option("--model-arch", o.model_arch, "Load replay: model preset or GGUF for the prediction (default: --model)");
-  r->add_option("--seed", o.seed, "Load replay: seed of the synthetic prompt tokens")->capture_default_str();
+  r->add_option("--seed", o.seed, "Load replay: seed of the synthetic prompt tokens")->capture_default_str()->check(seed_check());
 }
 
 bool is_load_replay(const PlanFlags& f) {
   if (f.trace.empty() || (f.endpoints.empty() && f.endpoints_file.empty())) return false;
   // Session traces are eval items (messages scored per turn); anything else is a shape trace.
-  std::ifstream in(f.trace);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+  // Mapped: a regular file only, read no further than its first line (never /dev/zero's).
+  const MappedFile file(f.trace);
+  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     return !(j.is_object() && (j.contains("messages") || j.contains("text")));
   }
@@ -161,7 +165,7 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   EvalPlan plan;
   plan.workload.source = "load:" + flags.trace;
   plan.workload.name = flags.trace;
-  plan.workload.hash = hex_u64(xxhash64(read_whole_file(flags.trace) + "#limit=" + std::to_string(limit) +
+  plan.workload.hash = hex_u64(xxhash64(read_whole_file(flags.trace, kMaxDataFileBytes) + "#limit=" + std::to_string(limit) +
                                         "#max-output=" + std::to_string(o.max_output_tokens)));
   plan.models = {PlannedModel{flags.model, ""}};
   // The first endpoint is the run's reference: the baseline the others are read against.
@@ -173,13 +177,13 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   const std::vector<std::vector<int32_t>> prompts = synthesize_prompts(trace, lm.tokenizer, o.seed);
   for (size_t c = 0; c < plan.configs.size(); ++c) {
     const auto& info = endpoints.clients[c]->info();
-    if (!info || !info->context_length) continue;
+    if (!info) continue;
     for (size_t i = 0; i < trace.requests.size(); ++i)
-      if (trace.requests[i].input_tokens + trace.requests[i].output_tokens > *info->context_length)
-        throw_input_error(fmt::format("{}: request {} needs {} + {} tokens, more than the {} tokens of context endpoint '{}' "
-                                      "serves (use --max-output-tokens or a larger server context)",
-                                      flags.trace, i, trace.requests[i].input_tokens, trace.requests[i].output_tokens,
-                                      *info->context_length, plan.configs[c].endpoint->name));
+      if (const std::string problem = serving::context_problem(*info, trace.requests[i].input_tokens, trace.requests[i].output_tokens);
+          !problem.empty())
+        throw_input_error(fmt::format("{}: request {} does not fit endpoint '{}': {} (use --max-output-tokens or a larger "
+                                      "server context)",
+                                      flags.trace, i, plan.configs[c].endpoint->name, problem));
   }
   const std::string predict_model = o.model_arch.empty() ? lm.model->path() : o.model_arch;
   const workloads::ModelShape model = looks_like_model_file(predict_model) ? model_from_gguf(predict_model)
@@ -196,7 +200,7 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   info.cpu = "";
   info.backend = "endpoint";
   info.model_path = lm.model->path();
-  info.model_sha256 = sha256_file_hex(lm.model->path());
+  info.model_sha256 = lm.model->files().sha256();
   info.suite_name = plan.workload.source;
   info.suite_hash = plan.workload.hash;
   info.seed = static_cast<int64_t>(o.seed);
@@ -208,7 +212,8 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
   recorder.open(std::vector<ConfigSetup>(
       plan.configs.size(),
       ConfigSetup{{static_cast<int>(arch.n_layers), static_cast<int>(arch.n_kv_heads), static_cast<int>(arch.head_dim)},
-                  std::nullopt}));
+                  std::nullopt}),
+      std::string());  // an engine's latency is the server's: no yardstick of this machine's applies
   const bool live = !json && ::isatty(STDERR_FILENO);
   std::vector<std::string> connect_failures;
   try {
@@ -258,6 +263,7 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("run %lld  db %s\n%s", static_cast<long long>(recorder.run_id()), store.path().c_str(), load_text(view).c_str());
+    for (const std::string& note : view.notes) std::printf("note: %s\n", note.c_str());
   }
   if (!connect_failures.empty())
     throw serving::EndpointError(serving::Failure::connect,

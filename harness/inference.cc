@@ -1,9 +1,11 @@
 #include "harness/inference.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <span>
 
+#include "core/cpu_time.h"
 #include "core/error.h"
 #include "runtime/model_store.h"
 #include "scoring/token_metrics.h"
@@ -13,7 +15,7 @@ namespace kvgate::harness {
 LoadedModel load_model(const std::string& model_flag) {
   LoadedModel lm;
   lm.model = runtime::Model::load(runtime::resolve_model_path(model_flag));
-  lm.tokenizer = runtime::Tokenizer::from_gguf(lm.model->gguf());
+  lm.tokenizer = lm.model->files().tokenizer();
   return lm;
 }
 
@@ -40,11 +42,16 @@ GreedyTokens greedy_decode(runtime::Backend& backend, runtime::BackendSequence& 
                            const std::function<void(int32_t)>& on_token) {
   GreedyTokens out;
   const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = work_cpu_seconds();
   for (int g = 0; g < max_new; ++g) {
     int32_t best = 0;
     for (size_t t = 1; t < logits.size(); ++t)
       if (logits[t] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(t);
     out.token_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    // A poll the scheduler cut short is counted in full (core/thread_pool.h), so the net clock
+    // can step back by a few microseconds: the series is kept non-decreasing.
+    const double cpu = 1e3 * (work_cpu_seconds() - cpu0);
+    out.token_cpu_ms.push_back(out.token_cpu_ms.empty() ? std::max(0.0, cpu) : std::max(out.token_cpu_ms.back(), cpu));
     if (stops && stops(best)) break;
     out.tokens.push_back(best);
     if (on_token) on_token(best);

@@ -38,6 +38,9 @@ void teacher_force(runtime::Backend& backend, const kernels::KvConfig& config,
 struct GreedyTokens {
   std::vector<int32_t> tokens;
   std::vector<double> token_ms;
+  // The CPU time of the work (core/cpu_time.h) spent by each token's emission, ms from the
+  // decode's start: latency as the work, whatever share of the machine the process got.
+  std::vector<double> token_cpu_ms;
 };
 GreedyTokens greedy_decode(runtime::Backend& backend, runtime::BackendSequence& seq, std::vector<float> logits,
                            int max_new, const std::function<bool(int32_t)>& stops,

@@ -137,6 +137,7 @@ int main(int argc, char** argv) {
     kvgate::harness::add_workload_commands(app, ctx);
     kvgate::harness::add_gate_commands(app, ctx);
     kvgate::harness::add_report_commands(app, ctx);
+    kvgate::harness::add_compare_commands(app, ctx);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/cpu_time.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
@@ -15,8 +16,6 @@
 #include "harness/inference.h"
 #include "runtime/weights.h"
 #if defined(KVGATE_HAVE_GPU_RUNTIME)
-#include "core/float_convert.h"
-#include "kernels/gpu/gpu_kv.h"
 #include "kernels/gpu/gpu_ops.h"
 #endif
 
@@ -65,35 +64,27 @@ double measure_sgemm_gflop_s(ThreadPool& pool, int rows, int cols, int n) {
 }
 
 #if defined(KVGATE_HAVE_GPU_RUNTIME)
-// The GEMM the GPU forward's prefill runs, on the model's FFN shape, timed around a device
-// sync: cuBLASLt on f16 weights where the build has it (the peer rate the goals are
-// stated against), else the project's own kernel on F32 weights.
+// The prefill bound on a GPU, on the model's FFN shape: one plain cuBLASLt f16 GEMM (what
+// PyTorch's a @ w runs, bench/gpu-peers.py) where the build has it; else the project's own GEMM
+// on F32 weights, timed around a device sync.
 double measure_gpu_gemm_gflop_s(int rows, int cols, int n) {
   namespace gpu = kernels::gpu;
-  const bool tensor_cores = gpu::have_tensor_core_gemm();
-  const size_t element = tensor_cores ? sizeof(uint16_t) : sizeof(float);
-  gpu::DeviceMemory w(element * static_cast<size_t>(rows) * cols), x(sizeof(float) * static_cast<size_t>(n) * cols),
-      y(sizeof(float) * static_cast<size_t>(n) * rows);
-  if (tensor_cores) {
-    const std::vector<uint16_t> host(static_cast<size_t>(rows) * cols, f32_to_f16(0.5f));
-    w.upload(host.data(), host.size() * sizeof(uint16_t));
-  } else {
-    const std::vector<float> host(static_cast<size_t>(rows) * cols, 0.5f);
-    w.upload(host.data(), host.size() * sizeof(float));
+  if (gpu::have_tensor_core_gemm()) {
+    double best = 0;
+    for (int i = 0; i < 3; ++i) best = std::max(best, gpu::tensor_core_gemm_gflop_s(rows, cols, n, 10));
+    return best;
   }
+  gpu::DeviceMemory x(sizeof(float) * static_cast<size_t>(n) * cols), y(sizeof(float) * static_cast<size_t>(n) * rows);
+  const std::vector<float> host(static_cast<size_t>(rows) * cols, 0.5f);
+  const gpu::UploadedWeight w = gpu::upload_weight(gpu::WeightType::f32, reinterpret_cast<const uint8_t*>(host.data()),
+                                                   rows, cols, sizeof(float) * static_cast<size_t>(cols));
   const std::vector<float> xs(static_cast<size_t>(n) * cols, 0.25f);
   x.upload(xs.data(), xs.size() * sizeof(float));
-  gpu::DeviceWeight weight;
-  weight.data = w.bytes();
-  weight.type = tensor_cores ? gpu::WeightType::f16 : gpu::WeightType::f32;
-  weight.rows = rows;
-  weight.cols = cols;
-  weight.row_bytes = element * static_cast<size_t>(cols);
   double best = 0;
   for (int i = 0; i < 5; ++i) {
     gpu::device_synchronize();
     const auto t0 = Clock::now();
-    for (int k = 0; k < 10; ++k) gpu::gemm_xwt_fast(x.floats(), n, weight, y.floats());
+    for (int k = 0; k < 10; ++k) gpu::gemm_xwt(x.floats(), n, w.view, y.floats());
     gpu::device_synchronize();
     best = std::max(best, 10 * 2.0 * rows * cols * n / seconds_since(t0) / 1e9);
   }
@@ -104,12 +95,6 @@ double measure_gpu_gemm_gflop_s(int rows, int cols, int n) {
 }  // namespace
 
 namespace {
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 // Random tokens as llama-bench uses (uniform over the vocabulary), from a fixed seed.
 std::vector<int32_t> random_tokens(Rng& rng, size_t n, uint32_t vocab) {
@@ -160,10 +145,11 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& o) {
     r.gemm_bound = "sgemm (prefill's tiled matmul on F32)";
   } else {
 #if defined(KVGATE_HAVE_GPU_RUNTIME)
-    // Bytes read per second, as for the CPU: a device copy reads and writes each byte once.
-    r.copy_gb_s = kernels::gpu::device_copy_gbps(size_t{1} << 30, 10) / 2;
+    // Bytes a read-only kernel reads per second over 1 GiB (far past L2), measured now: the one
+    // convention of every GPU table (a copy's rate, read + write, halved, read 2x low).
+    r.copy_gb_s = kernels::gpu::device_read_gbps(size_t{1} << 30, 10);
     r.sgemm_gflop_s = measure_gpu_gemm_gflop_s(static_cast<int>(a.n_ff), static_cast<int>(a.n_embd), bound_rows);
-    r.gemm_bound = kernels::gpu::have_tensor_core_gemm() ? "cuBLASLt GEMM on f16 pairs (tensor cores, f32 accumulation)"
+    r.gemm_bound = kernels::gpu::have_tensor_core_gemm() ? "cuBLASLt f16 GEMM (tensor cores, f32 accumulation)"
                                                          : "GEMM (the forward's own kernel, F32)";
 #endif
   }

@@ -1,7 +1,8 @@
 #pragma once
 // `kvgate bench model`: prefill and decode speed of the runtime on a real model, each next to
 // the machine bound measured in the same run — sgemm GFLOP/s through the same tiled matmul the
-// prefill uses, and memcpy bandwidth for decode, which streams every weight once per token.
+// prefill uses (on a GPU: one cuBLASLt f16 GEMM), and memcpy bandwidth for decode, which streams
+// every weight once per token (on a GPU: the bytes a read-only kernel reads per second).
 //
 // The tests time what llama-bench times, so the two can be compared row by row
 // (bench/compare-llama-cpp): `pp N` is one N-token prompt from an empty cache; `tg N @ dD` is N
@@ -46,7 +47,7 @@ struct ModelBenchReport {
   double flops_per_token = 0;  // matmul FLOPs of one token's forward (2 x multiply-adds)
   double sgemm_gflop_s = 0;    // the bound for prefill: gemm_bound's GFLOP/s at the FFN shape
   std::string gemm_bound;      // which GEMM that is: the CPU's sgemm tiles, cuBLASLt f16 or kvgate's own GPU GEMM
-  double copy_gb_s = 0;        // the bound for decode (bytes read per second by memcpy)
+  double copy_gb_s = 0;        // the bound for decode: bytes read per second (memcpy; a GPU's read-only kernel)
   std::vector<ModelBenchTest> tests;  // per KV config: pp, then tg at each depth
 };
 

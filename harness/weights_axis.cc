@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/digits.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "harness/commands.h"
@@ -23,65 +24,10 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-void put(std::string& out, std::string_view s) {
-  out += std::to_string(s.size());
-  out += ':';
-  out += s;
-}
-
-void put_bits(std::string& out, double v) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof bits);
-  put(out, hex_u64(bits));
-}
-
-bool is_float_type(runtime::GgufValueType t) { return t == runtime::GgufValueType::f32 || t == runtime::GgufValueType::f64; }
-
-// Every value by its type and content, so equal text means equal values.
-void serialize(std::string& out, const runtime::GgufValue& v) {
-  using T = runtime::GgufValueType;
-  put(out, runtime::value_type_name(v.type()));
-  if (const runtime::GgufArray* a = v.as_array()) {
-    put(out, runtime::value_type_name(a->element_type));
-    put(out, std::to_string(a->count));
-    if (a->element_type == T::string) {
-      for (std::string_view s : a->strings) put(out, s);
-    } else if (a->element_type == T::array) {
-      for (const runtime::GgufValue& inner : a->arrays) serialize(out, inner);
-    } else {
-      for (uint64_t i = 0; i < a->count; ++i) {
-        if (is_float_type(a->element_type))
-          put_bits(out, runtime::GgufValue::array_float(*a, i).value_or(kNaN));
-        else
-          put(out, std::to_string(runtime::GgufValue::array_uint(*a, i).value_or(0)));
-      }
-    }
-  } else if (v.type() == T::string) {
-    put(out, *v.as_string());
-  } else if (v.is_float()) {
-    put_bits(out, *v.as_float());
-  } else if (v.type() == T::boolean) {
-    put(out, *v.as_bool() ? "1" : "0");
-  } else if (const auto i = v.as_int()) {
-    put(out, std::to_string(*i));
-  } else {
-    put(out, std::to_string(v.as_uint().value_or(0)));
-  }
-}
-
 // MiB, as the report's memory section prints bytes, so one weight file reads the same everywhere.
 std::string mib(double bytes) { return std::isfinite(bytes) ? fmt::format("{:.1f}", bytes / kMiB) : "-"; }
 std::string or_dash(double v, const char* spec) { return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : "-"; }
 
-// 4096 -> "4,096".
-std::string grouped(int64_t v) {
-  std::string digits = std::to_string(v), out;
-  for (size_t k = 0; k < digits.size(); ++k) {
-    if (k > 0 && (digits.size() - k) % 3 == 0) out += ',';
-    out += digits[k];
-  }
-  return out;
-}
 
 // Sliding-window models hold less than kv_bytes_per_token x context; the file says which layers.
 double session_bytes(const results::RunConfigRecord& c, const GpuBudget& budget) {
@@ -149,27 +95,22 @@ WeightsKvTable weights_kv_table(const std::vector<WeightsKvRow>& rows) {
                       mib(r.weight_bytes),
                       or_dash(r.kv_bytes_per_token, "{:.0f}"),
                       mib(r.kv_bytes_per_session),
-                      r.sessions < 0 ? "-" : grouped(r.sessions)});
+                      r.sessions < 0 ? "-" : grouped_digits(r.sessions)});
   t.attribution = attribution(rows);
   return t;
 }
 
-std::string tokenizer_fingerprint(const runtime::GgufFile& file) {
-  std::string text;
-  for (const auto& [key, value] : file.metadata()) {
-    if (!key.starts_with("tokenizer.ggml.")) continue;
-    put(text, key);
-    serialize(text, value);
-  }
-  return hex_u64(xxhash64(text));
-}
+std::string tokenizer_fingerprint(const runtime::ModelFiles& files) { return files.tokenizer().fingerprint(); }
 
 void check_same_tokenizer(const runtime::Model& reference, const runtime::Model& other) {
-  const std::string a = tokenizer_fingerprint(reference.gguf()), b = tokenizer_fingerprint(other.gguf());
+  const runtime::Tokenizer ta = reference.files().tokenizer(), tb = other.files().tokenizer();
+  const std::string a = ta.fingerprint(), b = tb.fingerprint();
   if (a != b)
-    throw_input_error(fmt::format("{} and {} have different tokenizers (tokenizer.ggml.* hash {} against {}: vocabulary, "
-                                  "merges, scores or special tokens differ); weights are compared only on one tokenizer",
-                                  reference.path(), other.path(), a, b));
+    throw_input_error(fmt::format("{} and {} have different tokenizers (fingerprint {} against {}: vocabulary, merges, "
+                                  "scores, special tokens or pipeline differ: {} against {}); weights are compared only "
+                                  "on one tokenizer",
+                                  reference.path(), other.path(), a, b, ta.pipeline_description(),
+                                  tb.pipeline_description()));
   if (reference.arch().n_vocab != other.arch().n_vocab)
     throw_input_error(fmt::format("{} and {} have different vocabulary sizes ({} against {} logits)", reference.path(),
                                   other.path(), reference.arch().n_vocab, other.arch().n_vocab));
@@ -180,9 +121,9 @@ results::ConfigModel weights_identity(const runtime::Model& model, const std::st
   m.label = label;
   m.path = model.path();
   m.sha256 = sha256;
-  m.file_bytes = static_cast<int64_t>(model.gguf().file_size());
+  m.file_bytes = static_cast<int64_t>(model.files().file_bytes());
   std::map<runtime::GgmlType, int64_t> by_type;
-  for (const runtime::GgufTensor& t : model.gguf().tensors()) {
+  for (const runtime::ModelTensor& t : model.files().tensors()) {
     m.weight_bytes += static_cast<int64_t>(t.n_bytes);
     by_type[t.type] += static_cast<int64_t>(t.n_bytes);
   }
@@ -195,14 +136,20 @@ results::ConfigModel weights_identity(const runtime::Model& model, const std::st
 void add_gpu_flags(CLI::App* command, GpuFlags& flags) {
   command->add_option("--gpu", flags.gpu, "GPU the weights x KV table fits sessions on: a capacity preset (H100, H200, MI300X, MI355X)")
       ->capture_default_str();
-  command->add_option("--gpu-mem-gib", flags.mem_gib, "Override that GPU's memory (GiB)");
+  command->add_option("--gpu-mem-gib", flags.mem_gib, "Override that GPU's memory (GiB)")->check(positive_number("GiB"));
   command->add_option("--mem-util", flags.mem_util, "Share of GPU memory for weights + KV")->capture_default_str();
   command->add_option("--context", flags.context, "Tokens per session in the weights x KV table")->capture_default_str();
 }
 
+double file_size_or_nan(const std::string& path) {
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  return ec ? std::nan("") : static_cast<double>(bytes);
+}
+
 std::string GpuBudget::describe() const {
   return fmt::format("{} ({:.4g} GB x {:.2f}), sessions of {} tokens", gpu.name, gpu.mem_bytes / 1e9, mem_util,
-                     grouped(context));
+                     grouped_digits(context));
 }
 
 GpuBudget gpu_budget(const std::string& gpu, double mem_gib, double mem_util, int64_t context) {

@@ -17,10 +17,10 @@
 
 namespace kvgate::harness {
 
-// xxHash64 (hex) of every tokenizer.ggml.* value of the file (model, pre-tokenizer, tokens,
-// token types, scores, merges, special token ids, add_bos/eos flags): equal fingerprints
-// tokenize every text to the same ids.
-std::string tokenizer_fingerprint(const runtime::GgufFile& file);
+// The tokenizer's fingerprint (runtime::Tokenizer::fingerprint: pipeline, tokens, types,
+// scores, merges, unknown token, BOS): equal fingerprints tokenize every text to the same ids,
+// whether the model is a GGUF file or a Hugging Face directory.
+std::string tokenizer_fingerprint(const runtime::ModelFiles& files);
 
 // Input error (exit 2) naming both files when `other` tokenizes differently from `reference`
 // or has another vocabulary size: their logits could not be compared token by token.
@@ -56,6 +56,10 @@ struct WeightsKvRow {
   double kv_bytes_per_session = 0;  // at the budget's context; sliding-window layers counted when the file is there
   int64_t sessions = 0;             // -1: unknown (no weight bytes)
 };
+
+// The size of the file at `path` in bytes (a run's model file, the fallback weight bytes below);
+// NaN when it is gone.
+double file_size_or_nan(const std::string& path);
 
 // One row per config of the run, the reference first, from its stored configs and item rows.
 // `fallback_weight_bytes` (the run's model file size, NaN if gone) serves configs of a run made

@@ -63,6 +63,9 @@ std::string_view arithmetic_matmul_inputs(Arithmetic arithmetic) {
   if (arithmetic == Arithmetic::llama_cpp)
     return "each matmul input rounded to the weights' dot type, as ggml-cpu converts it "
            "(q8_1 for Q4_1/Q5_1 weights, q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, q8_K for k-quants, f16 for F16)";
+  if (arithmetic == Arithmetic::llama_cpp_cuda || arithmetic == Arithmetic::vllm_fa3)
+    return "each matmul input next to F16 or BF16 weights rounded to f16 or bf16, as the engine's 16-bit GEMMs "
+           "take it (inputs of quantized weights stay f32)";
   return {};
 }
 

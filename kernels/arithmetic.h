@@ -91,8 +91,9 @@ AttentionArithmetic resolve_arithmetic(Arithmetic arithmetic, const FormatInfo& 
                                        int head_dim, float key_scale = 1.0f);
 
 // What the engine rounds outside attention, in words (`kvgate kv show`); empty for none. Under
-// llama.cpp the model's forward pass rounds every matmul input to the weights' dot type
-// (runtime/weights.h round_input_like_llama_cpp).
+// llama.cpp the model's forward pass rounds every matmul input to the weights' dot type; under
+// llama.cpp-cuda and vllm-fa3 the inputs of F16/BF16 weights to f16/bf16
+// (runtime/weights.h round_input_like_engine).
 std::string_view arithmetic_matmul_inputs(Arithmetic arithmetic);
 
 // Empty when the engine can run this key/value pair; else why not (for a usage error).

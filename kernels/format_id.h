@@ -27,6 +27,7 @@ enum class FormatId : uint8_t {
   mxfp4,
   nvfp4,
   nvfp4_4over6,
+  fp4_mx_block16,
   kivi2_k,
   kivi2_v,
   kivi4_k,

@@ -33,9 +33,9 @@ constexpr FormatAlias kFormatAliases[] = {
     {"fp8_per_token_head", "fp8_pth"},
 };
 
-// vLLM --kv-cache-dtype values whose storage no registered format reproduces: naming one is a
-// usage error that says why. (vLLM's other values are format names or aliases above, or
-// config aliases below; nvfp4_4over6 is a format.)
+// vLLM and SGLang --kv-cache-dtype values whose storage no registered format reproduces: naming
+// one is a usage error that says why. (Their other values are format names or aliases above, or
+// config aliases below; nvfp4_4over6 and SGLang's fp4_mx_block16 are formats.)
 struct RefusedName {
   std::string_view name;
   std::string_view reason;
@@ -54,6 +54,13 @@ constexpr RefusedName kRefusedNames[] = {
      "is the NVFP4 layout of DeepSeek's MLA latent cache (512 NoPE values as E2M1 with an E4M3 scale per 16, then "
      "64 bf16 RoPE values: 432 bytes per token); it needs a multi-head latent attention model, and kvgate runs "
      "Llama-family attention with per-head K and V"},
+    {"mxfp8",
+     "is SGLang's block-scaled FP8 cache for its FA4 backend (SGLang 0.5.23): E4M3 values with a power-of-two "
+     "(UE8M0) scale per 32 elements, written by a fused kernel that also quantizes each query row to MXFP8 for a "
+     "block-scaled Q.K (kernels/ops/kvcache/mxfp8_quant_store_kv.py, srt/layers/attention/flashattention_backend.py "
+     "_mxfp8_sf_kwargs); SGLang runs it only for models whose attention layer supplies those query scales (Inkling), "
+     "and kvgate's Llama-family attention keeps the query in float, so a storage emulation would not be what SGLang "
+     "computes"},
     {"int4_per_token_head",
      "is vLLM's 4-bit per-token-head cache, whose storage kvgate does not reproduce: vLLM 0.28 rotates and stores "
      "asymmetric codes, later versions a non-uniform 16-level codebook with fp16 scales per channel group; "

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "results/row_digest.h"
 #include "results/store.h"
 
 namespace kvgate::results {
@@ -405,6 +406,9 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
   info.cpu = joined_distinct(shards, &RunInfo::cpu);
   info.gpu = joined_distinct(shards, &RunInfo::gpu);
   info.build_flags = joined_distinct(shards, &RunInfo::build_flags);
+  // Each item keeps the yardstick of the shard that timed it; shards timed with other
+  // workloads (another thread count) join theirs, which then matches no single run's.
+  info.calibration = joined_distinct(shards, &RunInfo::calibration);
   const int64_t run_id = out.begin_run(info);
   result.run_id = run_id;
   // The merged run's machine load is its worst shard's (the highest loads over the fewest cores),
@@ -450,17 +454,11 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
     out.add_config_endpoint(run_id, e);
   }
   {
-    Statement failure(*out.connection_,
-                      "INSERT INTO item_failures (run_id, item_key, config_id, endpoint, failure, message, failed_at) "
-                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    RowInserter failure(*out.connection_, digested_table("item_failures"));
     for (const ShardRun& s : shards)
-      for (const auto& [spec, f] : s.failures) {
-        failure.reset();
-        failure.bind(1, run_id).bind(2, f.item_key);
-        failure.bind(3, spec.empty() ? std::optional<int64_t>() : std::optional<int64_t>(config_id.at(spec)));
-        failure.bind(4, f.endpoint).bind(5, f.failure).bind(6, f.message).bind(7, f.failed_at);
-        failure.run();
-      }
+      for (const auto& [spec, f] : s.failures)
+        failure.insert({run_id, f.item_key, spec.empty() ? std::optional<int64_t>() : std::optional<int64_t>(config_id.at(spec)),
+                        f.endpoint, f.failure, f.message, f.failed_at});
   }
   // Items in the plan's order, as an unsharded run stores them.
   std::map<int64_t, const ShardRun*> by_index;
@@ -497,21 +495,23 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
   out.record_plan(run_id, plan, {});
 
   std::string started = first.run.started_at, finished = first.run.finished_at;
-  Statement source(*out.connection_,
-                   "INSERT INTO run_merges (run_id, shard_index, shard_count, source_db, source_run_id, host, started_at, "
-                   "finished_at, digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+  RowInserter source(*out.connection_, digested_table("run_merges"));
   for (const ShardRun& s : shards) {
     started = std::min(started, s.run.started_at);
     finished = std::max(finished, s.run.finished_at);
-    source.reset();
-    source.bind(1, run_id).bind(2, s.index()).bind(3, *s.plan.shard_count).bind(4, s.path).bind(5, s.run.id);
-    source.bind(6, s.run.info.host).bind(7, s.run.started_at).bind(8, s.run.finished_at).bind(9, s.digest);
-    source.run();
+    source.insert({run_id, s.index(), *s.plan.shard_count, s.path, s.run.id, s.run.info.host, s.run.started_at,
+                   s.run.finished_at, s.digest});
   }
   // The merged run spans its shards: from the first one's start to the last one's end.
   out.finish_run(run_id, complete ? RunStatus::complete : RunStatus::interrupted);
-  Statement times(*out.connection_, "UPDATE runs SET started_at = ?1, finished_at = ?2 WHERE id = ?3");
-  times.bind(1, started).bind(2, finished).bind(3, run_id).run();
+  const DigestedTable& runs = digested_table("runs");
+  update_row(
+      *out.connection_, runs, "id = ?1", {run_id},
+      [&](Row& r) {
+        r[column_index(runs, "started_at")] = started;
+        r[column_index(runs, "finished_at")] = finished;
+      },
+      run_id);
   tx.commit();
   return result;
 }

@@ -334,10 +334,51 @@ CREATE TABLE position_metrics (
 );
 )sql";
 
+// Tamper evidence (docs/schema.md "Row digests", issue 40): every row's digest of its values, and
+// per run the seal over its items' rows (their count and the sum of their digests). The values are
+// computed in C++ (results/row_digest.h): Store::migrate seals every row a file held before this.
+constexpr std::string_view kMigrationRowDigests = R"sql(
+ALTER TABLE runs ADD COLUMN item_rows INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN item_rows_digest INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN row_digest INTEGER;
+ALTER TABLE configs ADD COLUMN row_digest INTEGER;
+ALTER TABLE run_configs ADD COLUMN row_digest INTEGER;
+ALTER TABLE items ADD COLUMN row_digest INTEGER;
+ALTER TABLE item_metrics ADD COLUMN row_digest INTEGER;
+ALTER TABLE turn_metrics ADD COLUMN row_digest INTEGER;
+ALTER TABLE token_class_metrics ADD COLUMN row_digest INTEGER;
+ALTER TABLE latency_samples ADD COLUMN row_digest INTEGER;
+ALTER TABLE kernel_benchmarks ADD COLUMN row_digest INTEGER;
+ALTER TABLE gate_decisions ADD COLUMN row_digest INTEGER;
+ALTER TABLE run_plans ADD COLUMN row_digest INTEGER;
+ALTER TABLE run_plan_items ADD COLUMN row_digest INTEGER;
+ALTER TABLE run_merges ADD COLUMN row_digest INTEGER;
+ALTER TABLE config_endpoints ADD COLUMN row_digest INTEGER;
+ALTER TABLE item_failures ADD COLUMN row_digest INTEGER;
+ALTER TABLE load_replays ADD COLUMN row_digest INTEGER;
+ALTER TABLE load_requests ADD COLUMN row_digest INTEGER;
+ALTER TABLE capacity_predictions ADD COLUMN row_digest INTEGER;
+ALTER TABLE config_models ADD COLUMN row_digest INTEGER;
+ALTER TABLE position_metrics ADD COLUMN row_digest INTEGER;
+)sql";
+
+// Latency that load does not move (docs/gates.md, "How latency is gated"): per turn TTFT and
+// TPOT in CPU time of the work, per run the calibration workload as text and per item its CPU
+// times just around the item, so the gate can compare latency between runs made under different
+// machine load. NULL: not measured (engine mode, a GPU backend, or a run made before).
+constexpr std::string_view kMigrationCalibration = R"sql(
+ALTER TABLE turn_metrics ADD COLUMN ttft_cpu_ms REAL;
+ALTER TABLE turn_metrics ADD COLUMN tpot_cpu_ms REAL;
+ALTER TABLE runs ADD COLUMN calibration TEXT;
+ALTER TABLE items ADD COLUMN calibration_prefill_ms REAL;
+ALTER TABLE items ADD COLUMN calibration_decode_ms REAL;
+)sql";
+
 // Append only; a released migration is never edited or renumbered.
 constexpr std::string_view kMigrations[] = {kMigration1,       kMigrationShardedRuns, kMigrationEngineMode,
                                              kMigrationConfigModels, kMigrationRunLoad, kMigrationAnswers,
-                                             kMigrationConfigLabels, kMigrationPositionMetrics};
+                                             kMigrationConfigLabels, kMigrationPositionMetrics, kMigrationRowDigests,
+                                             kMigrationCalibration};
 
 }  // namespace
 

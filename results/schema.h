@@ -11,4 +11,11 @@ namespace kvgate::results {
 std::span<const std::string_view> schema_migrations();
 inline int latest_schema_version() { return static_cast<int>(schema_migrations().size()); }
 
+// The version whose migration added row digests. A file brought forward from below it has every
+// row sealed with the digests of its values as they are then (results/row_digest.h). A later
+// migration that changes a digested table's columns changes what its digests cover: it raises
+// this to its own version, so rows written before it are sealed again: 10 added the CPU
+// latencies and the calibration (runs, items, turn_metrics).
+inline constexpr int kRowDigestsSince = 10;
+
 }  // namespace kvgate::results

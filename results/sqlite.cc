@@ -55,6 +55,10 @@ Connection::Connection(const std::string& path, const std::string& uri, int flag
 
 Connection::~Connection() { sqlite3_close_v2(db_); }
 
+bool Connection::in_transaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
+int64_t Connection::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
+
 void Connection::fail(int rc, const std::string& what) const {
   const std::string detail = what + ": " + sqlite3_errmsg(db_);
   switch (rc & 0xff) {

@@ -39,6 +39,10 @@ class Connection {
   // SQLITE_LOCKED (other failures still throw), for callers that retry.
   int execute_busy_aware(std::string_view sql);
   [[noreturn]] void fail(int rc, const std::string& what) const;
+  // Whether a transaction is open on this connection.
+  bool in_transaction() const;
+  // The rowid of the last row this connection inserted.
+  int64_t last_insert_rowid() const;
 
  private:
   Connection(const std::string& path, const std::string& uri, int flags);

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <limits>
 #include <thread>
 
 #include "core/error.h"
+#include "results/row_digest.h"
 #include "results/schema.h"
 
 namespace kvgate::results {
@@ -26,6 +28,59 @@ RunStatus parse_run_status(const std::string& text, const std::string& run_id) {
   throw_input_error("run " + run_id + " has an unknown status '" + text + "' (a damaged results database?)");
 }
 
+int read_user_version(Connection& c) {
+  Statement s(c, "PRAGMA user_version");
+  s.step();
+  return static_cast<int>(s.column_int(0));
+}
+
+
+
+const DigestedTable& runs_table() { return digested_table("runs"); }
+
+// The runs row's columns (row_digest.h's order) and its item count after them.
+std::string run_select() {
+  return "SELECT " + digest_columns(runs_table(), "r") +
+         ", (SELECT COUNT(DISTINCT i.id) FROM items i JOIN item_metrics m ON m.item_id = i.id WHERE i.run_id = r.id) "
+         "FROM runs r";
+}
+
+RunRecord read_run(Connection& c, const Statement& s) {
+  const DigestedTable& t = runs_table();
+  check_row(c, s, 0, t, s.column_int(0));
+  auto at = [&](std::string_view column) { return static_cast<int>(column_index(t, column)); };
+  RunRecord r;
+  r.id = s.column_int(at("id"));
+  r.status = parse_run_status(s.column_text(at("status")), std::to_string(r.id));
+  r.started_at = s.column_text(at("started_at"));
+  r.finished_at = s.column_text(at("finished_at"));
+  r.info.command = s.column_text(at("command"));
+  r.info.git_sha = s.column_text(at("git_sha"));
+  r.info.build_flags = s.column_text(at("build_flags"));
+  r.info.host = s.column_text(at("host"));
+  r.info.cpu = s.column_text(at("cpu"));
+  r.info.gpu = s.column_text(at("gpu"));
+  r.info.backend = s.column_text(at("backend"));
+  r.info.model_path = s.column_text(at("model_path"));
+  r.info.model_sha256 = s.column_text(at("model_sha256"));
+  r.info.suite_name = s.column_text(at("suite_name"));
+  r.info.suite_hash = s.column_text(at("suite_hash"));
+  r.info.seed = s.column_int(at("seed"));
+  r.info.threads = s.column_int(at("threads"));
+  r.info.kvgate_version = s.column_text(at("kvgate_version"));
+  r.info.calibration = s.column_text(at("calibration"));  // NULL: not calibrated
+  r.items = s.column_int(static_cast<int>(t.columns.size()) + 1);
+  const int load = at("load_avg_start");
+  bool known = true;
+  for (int i = load; i < load + 5; ++i) known = known && !s.is_null(i);
+  if (known)
+    r.load = RunLoad{s.column_double(load), s.column_double(load + 1), s.column_double(load + 2), s.column_double(load + 3),
+                     s.column_int(load + 4)};
+  return r;
+}
+
+}  // namespace
+
 std::string now_utc() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
@@ -38,48 +93,6 @@ std::string now_utc() {
                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(millis));
   return buf;
 }
-
-int read_user_version(Connection& c) {
-  Statement s(c, "PRAGMA user_version");
-  s.step();
-  return static_cast<int>(s.column_int(0));
-}
-
-
-
-constexpr const char* kRunColumns =
-    "r.id, r.status, r.started_at, r.finished_at, r.command, r.git_sha, r.build_flags, r.host, r.cpu, r.gpu, "
-    "r.backend, r.model_path, r.model_sha256, r.suite_name, r.suite_hash, r.seed, r.threads, r.kvgate_version, "
-    "(SELECT COUNT(DISTINCT i.id) FROM items i JOIN item_metrics m ON m.item_id = i.id WHERE i.run_id = r.id), "
-    "r.load_avg_start, r.load_avg_max, r.cpu_seconds, r.wall_seconds, r.cores";
-
-RunRecord read_run(const Statement& s) {
-  RunRecord r;
-  r.id = s.column_int(0);
-  r.status = parse_run_status(s.column_text(1), s.column_text(0));
-  r.started_at = s.column_text(2);
-  r.finished_at = s.column_text(3);
-  r.info.command = s.column_text(4);
-  r.info.git_sha = s.column_text(5);
-  r.info.build_flags = s.column_text(6);
-  r.info.host = s.column_text(7);
-  r.info.cpu = s.column_text(8);
-  r.info.gpu = s.column_text(9);
-  r.info.backend = s.column_text(10);
-  r.info.model_path = s.column_text(11);
-  r.info.model_sha256 = s.column_text(12);
-  r.info.suite_name = s.column_text(13);
-  r.info.suite_hash = s.column_text(14);
-  r.info.seed = s.column_int(15);
-  r.info.threads = s.column_int(16);
-  r.info.kvgate_version = s.column_text(17);
-  r.items = s.column_int(18);
-  if (!s.is_null(19) && !s.is_null(20) && !s.is_null(21) && !s.is_null(22) && !s.is_null(23))
-    r.load = RunLoad{s.column_double(19), s.column_double(20), s.column_double(21), s.column_double(22), s.column_int(23)};
-  return r;
-}
-
-}  // namespace
 
 std::string resolve_db_path(const std::string& db_flag) {
   if (!db_flag.empty()) return db_flag;
@@ -100,34 +113,69 @@ const char* run_status_name(RunStatus s) {
   return "failed";
 }
 
+namespace {
+
+// SQLite keeps a database's journal beside it as FILE-wal, FILE-shm or FILE-journal: a name with no
+// room for those is refused before SQLite creates the file itself.
+void check_side_file_names(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  const long most = ::pathconf(std::filesystem::path(path).parent_path().empty()
+                                   ? "."
+                                   : std::filesystem::path(path).parent_path().c_str(),
+                               _PC_NAME_MAX);
+  const size_t limit = most > 0 ? static_cast<size_t>(most) : 255;
+  if (name.size() + std::strlen("-journal") > limit)
+    throw_input_error(echo_user_text(path) + ": the file name is " + std::to_string(name.size()) +
+                      " bytes; SQLite keeps its journal beside it under the name plus \"-journal\", which must fit the "
+                      "file system's " + std::to_string(limit) + "-byte limit");
+}
+
+}  // namespace
+
 Store Store::open(const std::string& path, Mode mode) {
-  if (mode == Mode::existing) {
-    // SQLite would happily open a directory or treat an empty path as a temporary database;
-    // a read-only command should name the real problem instead.
-    struct stat st {};
-    if (path.empty() || ::stat(path.c_str(), &st) != 0)
-      throw_input_error(path + ": no such results database");
-    if (!S_ISREG(st.st_mode)) throw_input_error(path + ": not a regular file");
+  struct stat st {};
+  const bool exists = !path.empty() && ::stat(path.c_str(), &st) == 0;
+  // SQLite would happily open a directory or a device, or treat an empty path as a temporary
+  // database; name the real problem instead.
+  if (path.empty()) throw_input_error("the results database path is empty");
+  if (exists && !S_ISREG(st.st_mode))
+    throw_input_error(path + (S_ISDIR(st.st_mode) ? ": is a directory, not a results database"
+                                                  : ": not a regular file (a results database is one)"));
+  if (mode == Mode::existing || mode == Mode::update) {
+    if (!exists) throw_input_error(path + ": no such results database");
     // A database this process may not write (its file, or the directory SQLite keeps its WAL
     // side files in) is still readable: it is opened read-only instead of failing on the side
-    // files.
+    // files. One that is to be written must be writable.
     const std::string dir = std::filesystem::path(path).parent_path().string();
     const bool writable = ::access(path.c_str(), W_OK) == 0 && ::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0;
+    if (mode == Mode::update && !writable)
+      throw_input_error(path + ": cannot write the results database (the file or its directory is read-only)");
     Store store(writable ? std::make_unique<Connection>(path, false) : Connection::read_only(path));
     store.migrate(false);
     store.check_integrity();
     return store;
   }
-  Store store(std::make_unique<Connection>(path, true));
-  store.migrate(true);
-  return store;
+  check_side_file_names(path);
+  // A file this call creates is removed again when it cannot be made a database (a journal that
+  // cannot be written, a full disk): rejected input leaves no empty file behind.
+  try {
+    Store store(std::make_unique<Connection>(path, true));
+    store.migrate(true);
+    if (exists) store.check_integrity();
+    return store;
+  } catch (...) {
+    if (!exists)
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((path + suffix).c_str());
+    throw;
+  }
 }
 
 bool Store::read_only() const { return connection_->is_read_only(); }
 
 void Store::check_integrity() {
   // quick_check reads every page and checks the b-trees (not index contents against their
-  // tables): a damaged page fails here, by name, instead of as numbers read from it.
+  // tables): a damaged page fails here, by name, instead of as numbers read from it. A value
+  // changed inside a sound page is the row digests' to find (results/row_digest.h).
   Statement s(*connection_, "PRAGMA quick_check(3)");
   std::string problems;
   while (s.step()) {
@@ -159,6 +207,7 @@ void Store::migrate(bool create) {
       throw_input_error(c.path() + ": results schema version " + std::to_string(found) + " is older than this kvgate's (" +
                         std::to_string(latest) + ") and the database is read-only here; open it once where it can be "
                         "written (any kvgate command that reads it upgrades it), then read it here");
+    check_schema(c);
     return;
   }
   c.execute_script("PRAGMA foreign_keys = ON");
@@ -175,7 +224,10 @@ void Store::migrate(bool create) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   c.execute_script("PRAGMA synchronous = NORMAL");
-  if (found == latest) return;
+  if (found == latest) {
+    check_schema(c);
+    return;
+  }
 
   Transaction tx(c);
   // Another process may have migrated between our first read and taking the write lock.
@@ -196,6 +248,10 @@ void Store::migrate(bool create) {
                         " (upgrading to " + std::to_string(v + 1) + " failed: " + e.what() + ")");
     }
   }
+  check_schema(c);
+  // Rows written before digests existed (or before their columns last changed) are sealed as
+  // they are now: from here on a change to one is seen (docs/schema.md, "Row digests").
+  if (current > 0 && current < kRowDigestsSince) seal_all_rows(c);
   // PRAGMA takes no bound parameters; the value is our own integer constant.
   c.execute_script("PRAGMA user_version = " + std::to_string(latest));
   tx.commit();
@@ -204,197 +260,214 @@ void Store::migrate(bool create) {
 int Store::schema_version() { return read_user_version(*connection_); }
 
 int64_t Store::begin_run(const RunInfo& i) {
-  Statement s(*connection_,
-              "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, "
-              "model_path, model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) "
-              "VALUES ('running', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) RETURNING id");
-  s.bind(1, now_utc()).bind(2, i.command).bind(3, i.git_sha).bind(4, i.build_flags).bind(5, i.host);
-  s.bind(6, i.cpu).bind(7, i.gpu).bind(8, i.backend).bind(9, i.model_path).bind(10, i.model_sha256);
-  s.bind(11, i.suite_name).bind(12, i.suite_hash).bind(13, i.seed).bind(14, i.threads).bind(15, i.kvgate_version);
-  s.step();
-  return s.column_int(0);
+  Transaction tx(*connection_);
+  const int64_t id = RowInserter(*connection_, runs_table())
+                         .insert_new_id({std::nullopt, "running", now_utc(), std::nullopt, i.command, i.git_sha,
+                                         i.build_flags, i.host, i.cpu, i.gpu, i.backend, i.model_path, i.model_sha256,
+                                         i.suite_name, i.suite_hash, i.seed, i.threads, i.kvgate_version, std::nullopt,
+                                         std::nullopt, std::nullopt, std::nullopt, std::nullopt, int64_t{0}, int64_t{0},
+                                         i.calibration.empty() ? SqlValue() : SqlValue(i.calibration)});
+  tx.commit();
+  return id;
 }
 
 void Store::finish_run(int64_t run_id, RunStatus status) {
   if (status == RunStatus::running) throw_internal_error("finish_run with status 'running'");
-  Statement s(*connection_, "UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3 RETURNING id");
-  s.bind(1, run_status_name(status)).bind(2, now_utc()).bind(3, run_id);
-  if (!s.step()) throw_internal_error(path() + ": finish_run: no run " + std::to_string(run_id));
+  const DigestedTable& t = runs_table();
+  const bool found = update_row(
+      *connection_, t, "id = ?1", {run_id},
+      [&](Row& r) {
+        r[column_index(t, "status")] = run_status_name(status);
+        r[column_index(t, "finished_at")] = now_utc();
+      },
+      run_id);
+  if (!found) throw_internal_error(path() + ": finish_run: no run " + std::to_string(run_id));
 }
 
 void Store::resume_run(int64_t run_id) {
-  Statement s(*connection_,
-              "UPDATE runs SET status = 'running', finished_at = NULL WHERE id = ?1 RETURNING status");
-  s.bind(1, run_id);
-  if (!s.step()) throw_input_error(path() + ": no run " + std::to_string(run_id) + " to resume");
+  const DigestedTable& t = runs_table();
+  const bool found = update_row(
+      *connection_, t, "id = ?1", {run_id},
+      [&](Row& r) {
+        r[column_index(t, "status")] = "running";
+        r[column_index(t, "finished_at")] = SqlValue();
+      },
+      run_id);
+  if (!found) throw_input_error(path() + ": no run " + std::to_string(run_id) + " to resume");
+}
+
+void Store::record_run_calibration(int64_t run_id, const std::string& calibration) {
+  const DigestedTable& t = runs_table();
+  const bool found = update_row(
+      *connection_, t, "id = ?1", {run_id},
+      [&](Row& r) { r[column_index(t, "calibration")] = calibration.empty() ? SqlValue() : SqlValue(calibration); },
+      run_id);
+  if (!found) throw_internal_error(path() + ": record_run_calibration: no run " + std::to_string(run_id));
 }
 
 void Store::record_run_load(int64_t run_id, const std::optional<RunLoad>& load) {
-  Statement s(*connection_,
-              "UPDATE runs SET load_avg_start = ?1, load_avg_max = ?2, cpu_seconds = ?3, wall_seconds = ?4, cores = ?5 "
-              "WHERE id = ?6 RETURNING id");
-  if (load) {
-    s.bind(1, load->load_avg_start).bind(2, load->load_avg_max).bind(3, load->cpu_seconds).bind(4, load->wall_seconds);
-    s.bind(5, load->cores);
-  } else {
-    for (int i = 1; i <= 5; ++i) s.bind_null(i);
-  }
-  s.bind(6, run_id);
-  if (!s.step()) throw_internal_error(path() + ": record_run_load: no run " + std::to_string(run_id));
+  const DigestedTable& t = runs_table();
+  const size_t first = column_index(t, "load_avg_start");
+  const bool found = update_row(
+      *connection_, t, "id = ?1", {run_id},
+      [&](Row& r) {
+        const Row values = load ? Row{load->load_avg_start, load->load_avg_max, load->cpu_seconds, load->wall_seconds, load->cores}
+                                : Row(5);
+        for (size_t k = 0; k < values.size(); ++k) r[first + k] = values[k];
+      },
+      run_id);
+  if (!found) throw_internal_error(path() + ": record_run_load: no run " + std::to_string(run_id));
 }
 
 int64_t Store::add_config(const ConfigInfo& config) {
   // Insert-or-select in one transaction so two processes registering the same spec agree.
+  const DigestedTable& t = digested_table("configs");
   Transaction tx(*connection_);
   {
-    Statement find(*connection_, "SELECT id, hash FROM configs WHERE spec = ?1");
+    Statement find(*connection_, "SELECT " + digest_columns(t) + " FROM configs WHERE spec = ?1");
     find.bind(1, config.spec);
     if (find.step()) {
-      if (find.column_text(1) != config.hash)
-        throw_internal_error(path() + ": config '" + config.spec + "' is stored with hash " + find.column_text(1) +
-                             " but now hashes to " + config.hash);
-      const int64_t id = find.column_int(0);
-      return id;  // the read-only transaction rolls back harmlessly
+      check_row(*connection_, find, 0, t, 0);
+      const std::string hash = find.column_text(static_cast<int>(column_index(t, "hash")));
+      if (hash != config.hash)
+        throw_internal_error(path() + ": config '" + config.spec + "' is stored with hash " + hash + " but now hashes to " +
+                             config.hash);
+      return find.column_int(static_cast<int>(column_index(t, "id")));  // the read-only transaction rolls back harmlessly
     }
   }
-  Statement insert(*connection_, "INSERT INTO configs (spec, hash, bits_per_element) VALUES (?1, ?2, ?3) RETURNING id");
-  insert.bind(1, config.spec).bind(2, config.hash).bind(3, config.bits_per_element);
-  insert.step();
-  const int64_t id = insert.column_int(0);
-  insert.reset();
+  const int64_t id = RowInserter(*connection_, t).insert_new_id({std::nullopt, config.spec, config.hash, config.bits_per_element});
   tx.commit();
   return id;
 }
 
 void Store::attach_config(int64_t run_id, int64_t config_id, ConfigRole role, double kv_bytes_per_token) {
-  Statement s(*connection_,
-              "INSERT INTO run_configs (run_id, config_id, role, kv_bytes_per_token) VALUES (?1, ?2, ?3, ?4) "
-              "ON CONFLICT (run_id, config_id) DO UPDATE SET role = excluded.role, "
-              "kv_bytes_per_token = excluded.kv_bytes_per_token");
-  s.bind(1, run_id).bind(2, config_id).bind(3, config_role_name(role)).bind(4, kv_bytes_per_token);
-  s.run();
+  const DigestedTable& t = digested_table("run_configs");
+  const bool found = update_row(
+      *connection_, t, "run_id = ?1 AND config_id = ?2", {run_id, config_id},
+      [&](Row& r) {
+        r[column_index(t, "role")] = config_role_name(role);
+        r[column_index(t, "kv_bytes_per_token")] = kv_bytes_per_token;
+      },
+      run_id);
+  if (!found)
+    RowInserter(*connection_, t)
+        .insert({run_id, config_id, config_role_name(role), kv_bytes_per_token, "full", std::nullopt, std::nullopt});
 }
 
 void Store::set_config_label(int64_t run_id, int64_t config_id, const std::string& label) {
-  Statement s(*connection_, "UPDATE run_configs SET label = ?1 WHERE run_id = ?2 AND config_id = ?3");
-  s.bind(1, label).bind(2, run_id).bind(3, config_id);
-  s.run();
+  const DigestedTable& t = digested_table("run_configs");
+  update_row(
+      *connection_, t, "run_id = ?1 AND config_id = ?2", {run_id, config_id},
+      [&](Row& r) { r[column_index(t, "label")] = label; }, run_id);
 }
 
 void Store::record_config_model(int64_t run_id, int64_t config_id, const ConfigModel& m) {
-  Statement s(*connection_,
-              "INSERT OR REPLACE INTO config_models (run_id, config_id, kv_spec, model_label, model_path, model_sha256, "
-              "file_bytes, weight_bytes, weight_type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
-  s.bind(1, run_id).bind(2, config_id).bind(3, m.kv_spec).bind(4, m.label).bind(5, m.path).bind(6, m.sha256);
-  s.bind(7, m.file_bytes).bind(8, m.weight_bytes).bind(9, m.weight_type);
-  s.run();
+  upsert_row(*connection_, digested_table("config_models"), "run_id = ?1 AND config_id = ?2", {run_id, config_id},
+             {run_id, config_id, m.kv_spec, m.label, m.path, m.sha256, m.file_bytes, m.weight_bytes, m.weight_type},
+             run_id);
 }
 
 ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
+  const DigestedTable& t = digested_table("items");
   Transaction tx(*connection_);
-  // A resumed run revisits items it already has: the row is shared by all its configs.
-  Statement upsert(*connection_,
-                   "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash, gold_answer) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (run_id, item_key) DO NOTHING");
-  upsert.bind(1, run_id).bind(2, item.item_key).bind(3, item.domain).bind(4, item.evalset_hash).bind(5, item.item_hash);
-  upsert.bind(6, item.gold_answer);
-  upsert.run();
-  Statement find(*connection_, "SELECT id, item_hash FROM items WHERE run_id = ?1 AND item_key = ?2");
-  find.bind(1, run_id).bind(2, item.item_key);
-  if (!find.step()) throw_internal_error(path() + ": item row vanished inside its own transaction");
-  if (find.column_text(1) != item.item_hash)
-    throw_input_error(path() + ": run " + std::to_string(run_id) + " already holds item '" + item.item_key +
-                      "' with different content (hash " + find.column_text(1) + ", now " + item.item_hash + ")");
-  const int64_t id = find.column_int(0);
+  ItemRowSeal seal;
+  int64_t id = 0;
+  {
+    // A resumed run revisits items it already has: the row is shared by all its configs.
+    Statement find(*connection_, "SELECT " + digest_columns(t) + " FROM items WHERE run_id = ?1 AND item_key = ?2");
+    find.bind(1, run_id).bind(2, item.item_key);
+    if (find.step()) {
+      check_row(*connection_, find, 0, t, run_id);
+      const std::string stored_hash = find.column_text(static_cast<int>(column_index(t, "item_hash")));
+      if (stored_hash != item.item_hash)
+        throw_input_error(path() + ": run " + std::to_string(run_id) + " already holds item '" + item.item_key +
+                          "' with different content (hash " + stored_hash + ", now " + item.item_hash + ")");
+      id = find.column_int(static_cast<int>(column_index(t, "id")));
+    }
+  }
+  if (id == 0) {
+    int64_t digest = 0;
+    id = RowInserter(*connection_, t)
+             .insert_new_id({std::nullopt, run_id, item.item_key, item.domain, item.evalset_hash, item.item_hash,
+                             item.gold_answer, item.calibration ? SqlValue(item.calibration->prefill_ms) : SqlValue(),
+                             item.calibration ? SqlValue(item.calibration->decode_ms) : SqlValue()},
+                            &digest);
+    seal.add(digest);
+  }
   // The item is measured now: an earlier failure of it (engine mode) no longer stands.
   Statement cleared(*connection_, "DELETE FROM item_failures WHERE run_id = ?1 AND item_key = ?2");
   cleared.bind(1, run_id).bind(2, item.item_key);
   cleared.run();
-  return ItemWriter(*connection_, std::move(tx), id);
+  return ItemWriter(*connection_, std::move(tx), run_id, id, seal);
 }
 
 void ItemWriter::add_metrics(const ItemMetrics& m) {
-  Statement s(connection_,
-              "INSERT INTO item_metrics (item_id, config_id, scored_tokens, kld_mean, kld_max, kld_p99, delta_p_mean, "
-              "delta_p_rms, top1_agreement, nll_mean, nll_ref_mean, generated_tokens, first_divergence, "
-              "exact_match_ref, exact_match_gold) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
-  s.bind(1, item_row_id_).bind(2, m.config_id).bind(3, m.scored_tokens).bind(4, m.kld_mean).bind(5, m.kld_max);
-  s.bind(6, m.kld_p99).bind(7, m.delta_p_mean).bind(8, m.delta_p_rms).bind(9, m.same_top1);
-  s.bind(10, m.nll_mean).bind(11, m.nll_ref_mean).bind(12, m.generated_tokens).bind(13, m.first_divergence);
-  s.bind(14, m.exact_match_ref).bind(15, m.exact_match_gold);
-  s.run();
+  seal_.add(RowInserter(connection_, digested_table("item_metrics"))
+                .insert({item_row_id_, m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, m.delta_p_mean,
+                         m.delta_p_rms, m.same_top1, m.nll_mean, m.nll_ref_mean, m.generated_tokens, m.first_divergence,
+                         m.exact_match_ref, m.exact_match_gold}));
 }
 
 void ItemWriter::add_turn(const TurnMetrics& t) {
-  Statement s(connection_,
-              "INSERT INTO turn_metrics (item_id, config_id, turn_index, context_tokens, scored_tokens, kld_mean, "
-              "top1_agreement, ttft_ms, tpot_ms, prompt_tokens, cached_tokens, answer, answer_tokens, answer_divergence) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
-  s.bind(1, item_row_id_).bind(2, t.config_id).bind(3, t.turn_index).bind(4, t.context_tokens);
-  s.bind(5, t.scored_tokens).bind(6, t.kld_mean).bind(7, t.same_top1).bind(8, t.ttft_ms).bind(9, t.tpot_ms);
-  s.bind(10, t.prompt_tokens).bind(11, t.cached_tokens);
-  s.bind(12, t.answer).bind(13, t.answer_tokens).bind(14, t.answer_divergence);
-  s.run();
+  seal_.add(RowInserter(connection_, digested_table("turn_metrics"))
+                .insert({item_row_id_, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean,
+                         t.same_top1, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens, t.answer, t.answer_tokens,
+                         t.answer_divergence, t.ttft_cpu_ms, t.tpot_cpu_ms}));
 }
 
 void ItemWriter::add_token_class(const TokenClassMetrics& c) {
-  Statement s(connection_,
-              "INSERT INTO token_class_metrics (item_id, config_id, token_class, scored_tokens, kld_sum, "
-              "delta_p_sum, same_top1) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  s.bind(1, item_row_id_).bind(2, c.config_id).bind(3, c.token_class).bind(4, c.scored_tokens);
-  s.bind(5, c.kld_sum).bind(6, c.delta_p_sum).bind(7, c.same_top1);
-  s.run();
+  seal_.add(RowInserter(connection_, digested_table("token_class_metrics"))
+                .insert({item_row_id_, c.config_id, c.token_class, c.scored_tokens, c.kld_sum, c.delta_p_sum,
+                         c.same_top1}));
 }
 
 void ItemWriter::add_latency(const LatencySamples& l) {
-  Statement s(connection_,
-              "INSERT INTO latency_samples (item_id, config_id, turn_index, token_index, t_ms) "
-              "VALUES (?1, ?2, ?3, ?4, ?5)");
-  for (size_t i = 0; i < l.token_times_ms.size(); ++i) {
-    s.reset();
-    s.bind(1, item_row_id_).bind(2, l.config_id).bind(3, l.turn_index).bind(4, static_cast<int64_t>(i));
-    s.bind(5, l.token_times_ms[i]);
-    s.run();
-  }
+  RowInserter samples(connection_, digested_table("latency_samples"));
+  for (size_t i = 0; i < l.token_times_ms.size(); ++i)
+    seal_.add(samples.insert({item_row_id_, l.config_id, l.turn_index, static_cast<int64_t>(i), l.token_times_ms[i]}));
 }
 
-void ItemWriter::commit() { transaction_.commit(); }
+void ItemWriter::commit() {
+  add_to_run_seal(connection_, run_id_, seal_);
+  transaction_.commit();
+}
 
 void Store::add_kernel_benchmark(int64_t run_id, const KernelBenchmark& b) {
-  Statement s(*connection_,
-              "INSERT INTO kernel_benchmarks (run_id, kernel, format, backend, head_dim, tokens, iterations, "
-              "ns_per_iteration, bytes_per_second, bound_bytes_per_second) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-  s.bind(1, run_id).bind(2, b.kernel).bind(3, b.format).bind(4, b.backend).bind(5, b.head_dim).bind(6, b.tokens);
-  s.bind(7, b.iterations).bind(8, b.ns_per_iteration).bind(9, b.bytes_per_second).bind(10, b.bound_bytes_per_second);
-  s.run();
+  Transaction tx(*connection_);
+  RowInserter(*connection_, digested_table("kernel_benchmarks"))
+      .insert_new_id({std::nullopt, run_id, b.kernel, b.format, b.backend, b.head_dim, b.tokens, b.iterations,
+                      b.ns_per_iteration, b.bytes_per_second, b.bound_bytes_per_second});
+  tx.commit();
 }
 
 int64_t Store::add_gate_decision(const GateDecision& d) {
-  Statement s(*connection_,
-              "INSERT INTO gate_decisions (baseline_run_id, candidate_run_id, config_id, check_name, metric, passed, "
-              "baseline_value, candidate_value, delta, ci_low, ci_high, threshold, detail, decided_at) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id");
-  s.bind(1, d.baseline_run_id).bind(2, d.candidate_run_id).bind(3, d.config_id).bind(4, d.check_name);
-  s.bind(5, d.metric).bind(6, d.passed).bind(7, d.baseline_value).bind(8, d.candidate_value).bind(9, d.delta);
-  s.bind(10, d.ci_low).bind(11, d.ci_high).bind(12, d.threshold).bind(13, d.detail).bind(14, now_utc());
-  s.step();
-  return s.column_int(0);
+  Transaction tx(*connection_);
+  const int64_t id = RowInserter(*connection_, digested_table("gate_decisions"))
+                         .insert_new_id({std::nullopt, d.baseline_run_id, d.candidate_run_id, d.config_id, d.check_name,
+                                         d.metric, d.passed, d.baseline_value, d.candidate_value, d.delta, d.ci_low,
+                                         d.ci_high, d.threshold, d.detail, now_utc()});
+  tx.commit();
+  return id;
 }
 
 std::vector<RunRecord> Store::list_runs() {
-  Statement s(*connection_, std::string("SELECT ") + kRunColumns + " FROM runs r ORDER BY r.id");
+  Statement s(*connection_, run_select() + " ORDER BY r.id");
   std::vector<RunRecord> runs;
-  while (s.step()) runs.push_back(read_run(s));
+  while (s.step()) runs.push_back(read_run(*connection_, s));
   return runs;
 }
 
 std::optional<RunRecord> Store::find_run(int64_t run_id) {
-  Statement s(*connection_, std::string("SELECT ") + kRunColumns + " FROM runs r WHERE r.id = ?1");
+  Statement s(*connection_, run_select() + " WHERE r.id = ?1");
   s.bind(1, run_id);
   if (!s.step()) return std::nullopt;
-  return read_run(s);
+  return read_run(*connection_, s);
+}
+
+void Store::check_run(int64_t run_id) {
+  if (checked_runs_.count(run_id)) return;
+  check_run_rows(*connection_, run_id);
+  checked_runs_.insert(run_id);
 }
 
 RunRecord Store::resolve_run(const std::string& ref) {
@@ -417,6 +490,7 @@ RunRecord Store::resolve_run(const std::string& ref) {
 }
 
 std::vector<RunConfigRecord> Store::run_configs(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT c.id, c.spec, c.hash, rc.role, c.bits_per_element, rc.kv_bytes_per_token, rc.kld_estimator, "
               "rc.top_k, cm.kv_spec, cm.model_label, cm.model_path, cm.model_sha256, cm.file_bytes, cm.weight_bytes, "
@@ -446,6 +520,7 @@ std::vector<RunConfigRecord> Store::run_configs(int64_t run_id) {
 }
 
 std::set<std::pair<std::string, int64_t>> Store::finished_pairs(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT i.item_key, m.config_id FROM items i JOIN item_metrics m ON m.item_id = i.id "
               "WHERE i.run_id = ?1");
@@ -456,6 +531,7 @@ std::set<std::pair<std::string, int64_t>> Store::finished_pairs(int64_t run_id) 
 }
 
 std::optional<ItemMetrics> Store::item_metrics(int64_t run_id, const std::string& item_key, int64_t config_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, m.delta_p_mean, m.delta_p_rms, "
               "m.top1_agreement, m.nll_mean, m.nll_ref_mean, m.generated_tokens, m.first_divergence, "
@@ -505,6 +581,7 @@ ItemMetrics read_item_metrics(const Statement& s, int first) {
 }  // namespace
 
 std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT i.item_key, i.domain, m.config_id, m.scored_tokens, m.kld_mean, m.kld_max, m.kld_p99, "
               "m.delta_p_mean, m.delta_p_rms, m.top1_agreement, m.nll_mean, m.nll_ref_mean, m.generated_tokens, "
@@ -517,23 +594,27 @@ std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
 }
 
 std::vector<ItemInfo> Store::run_items(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
-              "SELECT item_key, domain, evalset_hash, item_hash, gold_answer FROM items WHERE run_id = ?1 ORDER BY item_key");
+              "SELECT item_key, domain, evalset_hash, item_hash, gold_answer, calibration_prefill_ms, calibration_decode_ms "
+              "FROM items WHERE run_id = ?1 ORDER BY item_key");
   s.bind(1, run_id);
   std::vector<ItemInfo> out;
   while (s.step()) {
     ItemInfo info{s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3)};
     if (!s.is_null(4)) info.gold_answer = s.column_text(4);
+    if (!s.is_null(5) && !s.is_null(6)) info.calibration = ItemCalibration{s.column_double(5), s.column_double(6)};
     out.push_back(std::move(info));
   }
   return out;
 }
 
 std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT i.item_key, i.domain, t.config_id, t.turn_index, t.context_tokens, t.scored_tokens, t.kld_mean, "
               "t.top1_agreement, t.ttft_ms, t.tpot_ms, t.prompt_tokens, t.cached_tokens, t.answer, t.answer_tokens, "
-              "t.answer_divergence FROM turn_metrics t "
+              "t.answer_divergence, t.ttft_cpu_ms, t.tpot_cpu_ms FROM turn_metrics t "
               "JOIN items i ON i.id = t.item_id WHERE i.run_id = ?1 ORDER BY i.item_key, t.config_id, t.turn_index");
   s.bind(1, run_id);
   std::vector<RunTurnMetrics> out;
@@ -545,33 +626,36 @@ std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
     if (!s.is_null(12)) r.turn.answer = s.column_text(12);
     r.turn.answer_tokens = s.column_optional_int(13);
     r.turn.answer_divergence = s.column_optional_int(14);
+    r.turn.ttft_cpu_ms = s.column_double(15);
+    r.turn.tpot_cpu_ms = s.column_double(16);
     out.push_back(std::move(r));
   }
   return out;
 }
 
 std::vector<GateDecision> Store::gate_decisions_for_candidate(int64_t candidate_run_id) {
-  Statement s(*connection_,
-              "SELECT baseline_run_id, candidate_run_id, config_id, check_name, metric, passed, baseline_value, "
-              "candidate_value, delta, ci_low, ci_high, threshold, detail FROM gate_decisions "
-              "WHERE candidate_run_id = ?1 ORDER BY id");
+  // Checked row by row, not as the whole run: `--baseline passing` reads the decisions of every run.
+  const DigestedTable& t = digested_table("gate_decisions");
+  Statement s(*connection_, "SELECT " + digest_columns(t) + " FROM gate_decisions WHERE candidate_run_id = ?1 ORDER BY id");
   s.bind(1, candidate_run_id);
+  auto at = [&](std::string_view column) { return static_cast<int>(column_index(t, column)); };
   std::vector<GateDecision> out;
   while (s.step()) {
+    check_row(*connection_, s, 0, t, candidate_run_id);
     GateDecision d;
-    d.baseline_run_id = s.column_int(0);
-    d.candidate_run_id = s.column_int(1);
-    d.config_id = s.column_optional_int(2);
-    d.check_name = s.column_text(3);
-    d.metric = s.column_text(4);
-    d.passed = s.column_int(5) != 0;
-    d.baseline_value = s.column_double(6);
-    d.candidate_value = s.column_double(7);
-    d.delta = s.column_double(8);
-    d.ci_low = s.column_double(9);
-    d.ci_high = s.column_double(10);
-    d.threshold = s.column_double(11);
-    d.detail = s.column_text(12);
+    d.baseline_run_id = s.column_int(at("baseline_run_id"));
+    d.candidate_run_id = s.column_int(at("candidate_run_id"));
+    d.config_id = s.column_optional_int(at("config_id"));
+    d.check_name = s.column_text(at("check_name"));
+    d.metric = s.column_text(at("metric"));
+    d.passed = s.column_int(at("passed")) != 0;
+    d.baseline_value = s.column_double(at("baseline_value"));
+    d.candidate_value = s.column_double(at("candidate_value"));
+    d.delta = s.column_double(at("delta"));
+    d.ci_low = s.column_double(at("ci_low"));
+    d.ci_high = s.column_double(at("ci_high"));
+    d.threshold = s.column_double(at("threshold"));
+    d.detail = s.column_text(at("detail"));
     out.push_back(std::move(d));
   }
   return out;
@@ -583,29 +667,17 @@ void Store::record_plan(int64_t run_id, const RunPlan& plan, const std::vector<P
     Statement del(*connection_, "DELETE FROM run_plan_items WHERE run_id = ?1");
     del.bind(1, run_id).run();
   }
-  Statement s(*connection_,
-              "INSERT INTO run_plans (run_id, plan_hash, plan, plan_items, shard_index, shard_count, shard_origin) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (run_id) DO UPDATE SET plan_hash = excluded.plan_hash, "
-              "plan = excluded.plan, plan_items = excluded.plan_items, shard_index = excluded.shard_index, "
-              "shard_count = excluded.shard_count, shard_origin = excluded.shard_origin");
-  s.bind(1, run_id).bind(2, plan.plan_hash).bind(3, plan.plan).bind(4, plan.plan_items).bind(5, plan.shard_index);
-  s.bind(6, plan.shard_count);
-  if (plan.shard_index) {
-    s.bind(7, plan.shard_origin);
-  } else {
-    s.bind_null(7);
-  }
-  s.run();
-  Statement item(*connection_, "INSERT INTO run_plan_items (run_id, position, item_key, shard_index) VALUES (?1, ?2, ?3, ?4)");
-  for (const PlanItem& p : items) {
-    item.reset();
-    item.bind(1, run_id).bind(2, p.position).bind(3, p.item_key).bind(4, p.shard_index);
-    item.run();
-  }
+  upsert_row(*connection_, digested_table("run_plans"), "run_id = ?1", {run_id},
+             {run_id, plan.plan_hash, plan.plan, plan.plan_items, plan.shard_index, plan.shard_count,
+              plan.shard_index ? SqlValue(plan.shard_origin) : SqlValue()},
+             run_id);
+  RowInserter item(*connection_, digested_table("run_plan_items"));
+  for (const PlanItem& p : items) item.insert({run_id, p.position, p.item_key, p.shard_index});
   tx.commit();
 }
 
 std::optional<RunPlan> Store::run_plan(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT plan_hash, plan, plan_items, shard_index, shard_count, shard_origin FROM run_plans WHERE run_id = ?1");
   s.bind(1, run_id);
@@ -615,6 +687,7 @@ std::optional<RunPlan> Store::run_plan(int64_t run_id) {
 }
 
 std::vector<PlanItem> Store::run_plan_items(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_, "SELECT position, item_key, shard_index FROM run_plan_items WHERE run_id = ?1 ORDER BY position");
   s.bind(1, run_id);
   std::vector<PlanItem> out;
@@ -623,6 +696,7 @@ std::vector<PlanItem> Store::run_plan_items(int64_t run_id) {
 }
 
 std::vector<MergeSource> Store::merge_sources(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT shard_index, shard_count, source_db, source_run_id, host, started_at, finished_at, digest "
               "FROM run_merges WHERE run_id = ?1 ORDER BY shard_index");

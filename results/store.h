@@ -7,6 +7,7 @@
 // run killed at any point leaves whole items only, and its run row still says 'running'.
 // finished_pairs() tells a resumed run which (item, config) pairs it can skip.
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "results/row_digest.h"
 #include "results/sqlite.h"
 
 namespace kvgate::results {
@@ -21,6 +23,9 @@ namespace kvgate::results {
 // The database path for a command: --db if given, else $KVGATE_DB if set and non-empty,
 // else ./kvgate.db.
 std::string resolve_db_path(const std::string& db_flag);
+
+// Now, as every time column holds it: ISO 8601 UTC with milliseconds, "2026-12-02T09:55:00.123Z".
+std::string now_utc();
 
 enum class RunStatus { running, complete, failed, interrupted };
 const char* run_status_name(RunStatus s);
@@ -38,6 +43,10 @@ struct RunInfo {
   int64_t seed = 0;
   int64_t threads = 0;
   std::string kvgate_version;
+  // The latency yardstick its items were timed against (harness/eval/calibration.h), as text;
+  // empty: not calibrated (engine mode, a GPU backend, or a run made before v10). Two runs'
+  // calibrated latencies compare only when this is the same.
+  std::string calibration;
 };
 
 // What else the machine ran during a run: 1-minute load averages at its start and the highest
@@ -91,12 +100,19 @@ struct RunConfigRecord {
   std::string label;
 };
 
+// The calibration workload's times around one item (docs/gates.md, "How latency is gated"): the
+// geometric mean of the samples timed just before and just after it, in wall milliseconds.
+struct ItemCalibration {
+  double prefill_ms = 0, decode_ms = 0;
+};
+
 struct ItemInfo {
   std::string item_key;  // the eval item's id, or the session id of a replayed trace
   std::string domain;
   std::string evalset_hash;
   std::string item_hash;
   std::optional<std::string> gold_answer = std::nullopt;  // the eval item's gold answer, if it has one
+  std::optional<ItemCalibration> calibration = std::nullopt;  // nullopt: the run was not calibrated
 };
 
 // One item under one config. Metrics that were not measured are NaN / nullopt (NULL).
@@ -132,6 +148,9 @@ struct TurnMetrics {
   // the reference itself). nullopt answer: not generated (or a run made before answers were kept).
   std::optional<std::string> answer = std::nullopt;
   std::optional<int64_t> answer_tokens = std::nullopt, answer_divergence = std::nullopt;
+  // TTFT and TPOT in CPU time of the work (core/cpu_time.h), in-process only; NaN (NULL): not
+  // measured (an endpoint's, or a run made before v10).
+  double ttft_cpu_ms = std::numeric_limits<double>::quiet_NaN(), tpot_cpu_ms = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One position bucket of one turn under one config (docs/schema.md "Position buckets"): the sums
@@ -303,21 +322,29 @@ class ItemWriter {
 
  private:
   friend class Store;
-  ItemWriter(Connection& connection, Transaction transaction, int64_t item_row_id)
-      : connection_(connection), transaction_(std::move(transaction)), item_row_id_(item_row_id) {}
+  ItemWriter(Connection& connection, Transaction transaction, int64_t run_id, int64_t item_row_id, ItemRowSeal seal)
+      : connection_(connection), transaction_(std::move(transaction)), run_id_(run_id), item_row_id_(item_row_id),
+        seal_(seal) {}
   Connection& connection_;
   Transaction transaction_;
+  int64_t run_id_;
   int64_t item_row_id_;
+  ItemRowSeal seal_;  // the rows written, added to the run's seal in the same transaction
 };
 
 class Store {
  public:
-  enum class Mode { create, existing };
-  // create: makes the file if needed and migrates it to the latest schema.
+  enum class Mode { create, existing, update };
+  // create: makes the file if needed (removing it again if that fails) and migrates it to the
+  // latest schema; a file that was there must pass quick_check.
   // existing: the file must exist and already be a kvgate database (for read-only commands),
   // pass quick_check, and is opened read-only where it cannot be written.
-  // Errors (kvgate::Error): input for a missing file in existing mode, a file that is not a
-  // database, or one whose schema is newer than this build knows.
+  // update: as existing, for a command that writes into what the file holds (`eval --resume`):
+  // never created, and refused where it cannot be written.
+  // Every mode checks the tables against the schema (row_digest.h, check_schema).
+  // Errors (kvgate::Error): input for a missing file where one must exist, a path that is not a
+  // regular file, a file that is not a kvgate database or is damaged, or one whose schema is
+  // newer than this build knows.
   static Store open(const std::string& path, Mode mode = Mode::create);
 
   const std::string& path() const { return connection_->path(); }
@@ -328,6 +355,9 @@ class Store {
   // on open, so every reader of a stored run, gate and merge included, refuses a damaged file).
   void check_integrity();
   int schema_version();
+  // Checks every row of the run against its digest and the run's seal (row_digest.h), once per
+  // Store: every reader of a run's rows below calls it first. Input error naming the row.
+  void check_run(int64_t run_id);
 
   int64_t begin_run(const RunInfo& info);
   void finish_run(int64_t run_id, RunStatus status);
@@ -335,6 +365,8 @@ class Store {
   void resume_run(int64_t run_id);
   // Records the run's machine load (nullopt: unknown, stored as NULL).
   void record_run_load(int64_t run_id, const std::optional<RunLoad>& load);
+  // A resumed run timed with another yardstick than it was begun with records both (RunInfo::calibration).
+  void record_run_calibration(int64_t run_id, const std::string& calibration);
 
   int64_t add_config(const ConfigInfo& config);  // returns the existing id for a known spec
   void attach_config(int64_t run_id, int64_t config_id, ConfigRole role, double kv_bytes_per_token);
@@ -400,6 +432,7 @@ class Store {
   explicit Store(std::unique_ptr<Connection> connection) : connection_(std::move(connection)) {}
   void migrate(bool create);
   std::unique_ptr<Connection> connection_;
+  std::set<int64_t> checked_runs_;  // runs whose rows check_run found sound
 };
 
 }  // namespace kvgate::results

@@ -1,40 +1,34 @@
 // The store's engine-mode tables (schema migration 3, docs/schema.md): endpoints behind configs,
 // item failures, load replays and the capacity predictions beside them.
 #include "core/error.h"
+#include "results/row_digest.h"
 #include "results/store.h"
 
 namespace kvgate::results {
 
-namespace {
-
-// The same ISO 8601 UTC text with milliseconds as the other time columns.
-constexpr const char* kNowUtc = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-
-}  // namespace
-
 void Store::set_config_estimator(int64_t run_id, int64_t config_id, const std::string& estimator,
                                  std::optional<int64_t> top_k) {
-  Statement s(*connection_,
-              "UPDATE run_configs SET kld_estimator = ?1, top_k = ?2 WHERE run_id = ?3 AND config_id = ?4 RETURNING run_id");
-  s.bind(1, estimator).bind(2, top_k).bind(3, run_id).bind(4, config_id);
-  if (!s.step())
+  const DigestedTable& t = digested_table("run_configs");
+  const bool found = update_row(
+      *connection_, t, "run_id = ?1 AND config_id = ?2", {run_id, config_id},
+      [&](Row& r) {
+        r[column_index(t, "kld_estimator")] = estimator;
+        r[column_index(t, "top_k")] = top_k;
+      },
+      run_id);
+  if (!found)
     throw_internal_error(path() + ": run " + std::to_string(run_id) + " has no config " + std::to_string(config_id));
 }
 
 void Store::add_config_endpoint(int64_t run_id, const ConfigEndpoint& e) {
-  Statement s(*connection_,
-              "INSERT INTO config_endpoints (run_id, config_id, name, url, engine, engine_version, model, kv, kv_source, "
-              "kv_reported, discovery) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
-              "ON CONFLICT (run_id, config_id) DO UPDATE SET name = excluded.name, url = excluded.url, "
-              "engine = excluded.engine, engine_version = excluded.engine_version, model = excluded.model, "
-              "kv = excluded.kv, kv_source = excluded.kv_source, kv_reported = excluded.kv_reported, "
-              "discovery = excluded.discovery");
-  s.bind(1, run_id).bind(2, e.config_id).bind(3, e.name).bind(4, e.url).bind(5, e.engine).bind(6, e.engine_version);
-  s.bind(7, e.model).bind(8, e.kv).bind(9, e.kv_source).bind(10, e.kv_reported).bind(11, e.discovery);
-  s.run();
+  upsert_row(*connection_, digested_table("config_endpoints"), "run_id = ?1 AND config_id = ?2", {run_id, e.config_id},
+             {run_id, e.config_id, e.name, e.url, e.engine, e.engine_version, e.model, e.kv, e.kv_source, e.kv_reported,
+              e.discovery},
+             run_id);
 }
 
 std::vector<ConfigEndpoint> Store::config_endpoints(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT config_id, name, url, engine, engine_version, model, kv, kv_source, kv_reported, discovery "
               "FROM config_endpoints WHERE run_id = ?1 ORDER BY config_id");
@@ -47,18 +41,12 @@ std::vector<ConfigEndpoint> Store::config_endpoints(int64_t run_id) {
 }
 
 void Store::record_item_failure(int64_t run_id, const ItemFailure& f) {
-  Statement s(*connection_,
-              std::string("INSERT INTO item_failures (run_id, item_key, config_id, endpoint, failure, message, failed_at) "
-                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ") +
-                  kNowUtc +
-                  ") ON CONFLICT (run_id, item_key) DO UPDATE SET config_id = excluded.config_id, "
-                  "endpoint = excluded.endpoint, failure = excluded.failure, message = excluded.message, "
-                  "failed_at = excluded.failed_at");
-  s.bind(1, run_id).bind(2, f.item_key).bind(3, f.config_id).bind(4, f.endpoint).bind(5, f.failure).bind(6, f.message);
-  s.run();
+  upsert_row(*connection_, digested_table("item_failures"), "run_id = ?1 AND item_key = ?2", {run_id, f.item_key},
+             {run_id, f.item_key, f.config_id, f.endpoint, f.failure, f.message, now_utc()}, run_id);
 }
 
 std::vector<ItemFailure> Store::item_failures(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT item_key, config_id, endpoint, failure, message, failed_at FROM item_failures WHERE run_id = ?1 "
               "ORDER BY item_key");
@@ -71,17 +59,13 @@ std::vector<ItemFailure> Store::item_failures(int64_t run_id) {
 }
 
 void Store::add_load_replay(int64_t run_id, const LoadReplaySettings& l) {
-  Statement s(*connection_,
-              "INSERT INTO load_replays (run_id, trace, format, requests, time_scale, max_inflight, slo_ttft_ms, "
-              "slo_tpot_ms, block_tokens, predict_gpu, predict_model) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
-  s.bind(1, run_id).bind(2, l.trace).bind(3, l.format).bind(4, l.requests).bind(5, l.time_scale);
-  s.bind(6, l.max_inflight).bind(7, l.slo_ttft_ms).bind(8, l.slo_tpot_ms).bind(9, l.block_tokens);
-  s.bind(10, l.predict_gpu).bind(11, l.predict_model);
-  s.run();
+  RowInserter(*connection_, digested_table("load_replays"))
+      .insert({run_id, l.trace, l.format, l.requests, l.time_scale, l.max_inflight, l.slo_ttft_ms, l.slo_tpot_ms,
+               l.block_tokens, l.predict_gpu, l.predict_model});
 }
 
 std::optional<LoadReplaySettings> Store::load_replay(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT trace, format, requests, time_scale, max_inflight, slo_ttft_ms, slo_tpot_ms, block_tokens, "
               "predict_gpu, predict_model FROM load_replays WHERE run_id = ?1");
@@ -94,21 +78,15 @@ std::optional<LoadReplaySettings> Store::load_replay(int64_t run_id) {
 
 void Store::add_load_requests(int64_t run_id, const std::vector<LoadRequest>& requests) {
   Transaction tx(*connection_);
-  Statement s(*connection_,
-              "INSERT INTO load_requests (run_id, config_id, request_index, arrival_ms, prompt_tokens, max_tokens, ok, "
-              "failure, output_tokens, cached_tokens, ttft_ms, tpot_ms, latency_ms, max_gap_ms) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
-  for (const LoadRequest& r : requests) {
-    s.reset();
-    s.bind(1, run_id).bind(2, r.config_id).bind(3, r.request_index).bind(4, r.arrival_ms).bind(5, r.prompt_tokens);
-    s.bind(6, r.max_tokens).bind(7, r.ok).bind(8, r.failure).bind(9, r.output_tokens).bind(10, r.cached_tokens);
-    s.bind(11, r.ttft_ms).bind(12, r.tpot_ms).bind(13, r.latency_ms).bind(14, r.max_gap_ms);
-    s.run();
-  }
+  RowInserter insert(*connection_, digested_table("load_requests"));
+  for (const LoadRequest& r : requests)
+    insert.insert({run_id, r.config_id, r.request_index, r.arrival_ms, r.prompt_tokens, r.max_tokens, r.ok, r.failure,
+                   r.output_tokens, r.cached_tokens, r.ttft_ms, r.tpot_ms, r.latency_ms, r.max_gap_ms});
   tx.commit();
 }
 
 std::vector<LoadRequest> Store::load_requests(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT config_id, request_index, arrival_ms, prompt_tokens, max_tokens, ok, failure, output_tokens, "
               "cached_tokens, ttft_ms, tpot_ms, latency_ms, max_gap_ms FROM load_requests WHERE run_id = ?1 "
@@ -136,17 +114,13 @@ std::vector<LoadRequest> Store::load_requests(int64_t run_id) {
 }
 
 void Store::add_capacity_prediction(int64_t run_id, const CapacityPrediction& p) {
-  Statement s(*connection_,
-              "INSERT INTO capacity_predictions (run_id, config_id, hit_rate, ttft_p50_ms, ttft_p95_ms, ttft_p99_ms, "
-              "tpot_p50_ms, tpot_p95_ms, output_tokens_per_s, kv_token_capacity, verdict) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
-  s.bind(1, run_id).bind(2, p.config_id).bind(3, p.hit_rate).bind(4, p.ttft_p50_ms).bind(5, p.ttft_p95_ms);
-  s.bind(6, p.ttft_p99_ms).bind(7, p.tpot_p50_ms).bind(8, p.tpot_p95_ms).bind(9, p.output_tokens_per_s);
-  s.bind(10, p.kv_token_capacity).bind(11, p.verdict);
-  s.run();
+  RowInserter(*connection_, digested_table("capacity_predictions"))
+      .insert({run_id, p.config_id, p.hit_rate, p.ttft_p50_ms, p.ttft_p95_ms, p.ttft_p99_ms, p.tpot_p50_ms,
+               p.tpot_p95_ms, p.output_tokens_per_s, p.kv_token_capacity, p.verdict});
 }
 
 std::vector<CapacityPrediction> Store::capacity_predictions(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT config_id, hit_rate, ttft_p50_ms, ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, "
               "output_tokens_per_s, kv_token_capacity, verdict FROM capacity_predictions WHERE run_id = ?1 "

@@ -5,15 +5,13 @@
 namespace kvgate::results {
 
 void ItemWriter::add_position(const PositionMetrics& p) {
-  Statement s(connection_,
-              "INSERT INTO position_metrics (item_id, config_id, turn_index, position_from, position_to, scored_tokens, "
-              "kld_sum, delta_p_sum, same_top1) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
-  s.bind(1, item_row_id_).bind(2, p.config_id).bind(3, p.turn_index).bind(4, p.position_from).bind(5, p.position_to);
-  s.bind(6, p.scored_tokens).bind(7, p.kld_sum).bind(8, p.delta_p_sum).bind(9, p.same_top1);
-  s.run();
+  seal_.add(RowInserter(connection_, digested_table("position_metrics"))
+                .insert({item_row_id_, p.config_id, p.turn_index, p.position_from, p.position_to, p.scored_tokens,
+                         p.kld_sum, p.delta_p_sum, p.same_top1}));
 }
 
 std::vector<RunPositionMetrics> Store::run_position_metrics(int64_t run_id) {
+  check_run(run_id);
   Statement s(*connection_,
               "SELECT i.item_key, i.domain, p.config_id, p.turn_index, p.position_from, p.position_to, p.scored_tokens, "
               "p.kld_sum, p.delta_p_sum, p.same_top1 FROM position_metrics p JOIN items i ON i.id = p.item_id "

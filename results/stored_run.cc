@@ -18,6 +18,8 @@ StoredRun StoredRun::load(Store& store, const RunRecord& run) {
   s.items = store.run_item_metrics(run.id);
   s.turns = store.run_turn_metrics(run.id);
   s.positions = store.run_position_metrics(run.id);
+  for (const ItemInfo& i : store.run_items(run.id))
+    if (i.calibration) s.calibration[i.item_key] = *i.calibration;
   std::map<std::pair<std::string, int64_t>, ItemMetrics*> by_item;
   for (RunItemMetrics& r : s.items) by_item[{r.item_key, r.metrics.config_id}] = &r.metrics;
   for (const RunTurnMetrics& t : s.turns)

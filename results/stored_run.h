@@ -5,6 +5,7 @@
 // weights x KV table each take one, so they see the same rows joined the same way, and roles
 // and statuses arrive as the store's enums.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct StoredRun {
   std::vector<RunItemMetrics> items;     // in item-key order
   std::vector<RunTurnMetrics> turns;
   std::vector<RunPositionMetrics> positions;  // position buckets, per turn (empty before schema 7)
+  std::map<std::string, ItemCalibration> calibration;  // by item key: the items timed against a yardstick
 
   static StoredRun load(Store& store, const RunRecord& run);
 

@@ -2,8 +2,11 @@
 
 #include <cctype>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "runtime/gguf.h"
+#include "runtime/jinja.h"
 
 namespace kvgate::runtime {
 
@@ -58,6 +61,19 @@ ChatTemplate ChatTemplate::gemma() {
 }
 
 ChatTemplate ChatTemplate::from_template_text(std::string_view tpl, const std::string& source) {
+  return recognise(tpl, source);
+}
+
+ChatTemplate ChatTemplate::from_jinja(std::string_view tpl, const std::string& source,
+                                      std::vector<std::pair<std::string, std::string>> special_tokens) {
+  ChatTemplate t;
+  t.style_ = Style::jinja;
+  t.jinja_ = std::make_shared<const jinja::Template>(jinja::Template::parse(tpl, source));
+  t.special_tokens_ = std::move(special_tokens);
+  return t;
+}
+
+ChatTemplate ChatTemplate::recognise(std::string_view tpl, const std::string& source) {
   if (tpl.find("<start_of_turn>") != std::string_view::npos) return gemma();
   if (tpl.find(kStart) == std::string_view::npos || tpl.find(kEnd) == std::string_view::npos) {
     std::string head(tpl.substr(0, 60));
@@ -87,6 +103,24 @@ ChatTemplate ChatTemplate::from_gguf(const GgufFile& file) {
     throw_input_error(file.name() + ": tokenizer.chat_template: missing; cannot format chat messages for this model");
   }
   return from_template_text(*tpl, file.name() + ": tokenizer.chat_template");
+}
+
+std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  if (style_ == Style::jinja) {
+    // What transformers' apply_chat_template passes: the messages, no tools or documents, the
+    // flag and the tokenizer's special tokens.
+    nlohmann::ordered_json context = nlohmann::ordered_json::object();
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+    context["messages"] = std::move(list);
+    context["tools"] = nullptr;
+    context["documents"] = nullptr;
+    context["add_generation_prompt"] = add_generation_prompt;
+    for (const auto& [name, text] : special_tokens_) context[name] = text;
+    return jinja_->render(context);
+  }
+  return style_ == Style::gemma ? apply_gemma(messages, add_generation_prompt)
+                                : apply_chatml(messages, add_generation_prompt);
 }
 
 std::string ChatTemplate::apply_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
@@ -119,8 +153,7 @@ std::string ChatTemplate::apply_gemma(const std::vector<ChatMessage>& messages, 
   return out;
 }
 
-std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  if (style_ == Style::gemma) return apply_gemma(messages, add_generation_prompt);
+std::string ChatTemplate::apply_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
   std::string out;
   // The SmolLM2 template adds it inside its message loop, so an empty conversation gets none.
   if (default_system_ && !messages.empty() && messages.front().role != "system") {

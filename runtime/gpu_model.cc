@@ -1,6 +1,7 @@
 #include "runtime/gpu_model.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -102,8 +103,9 @@ gpu::WeightType gpu_weight_type(GgmlType type, const std::string& tensor) {
                     ", which the GPU backend does not multiply with");
 }
 
-// The matrix's bytes as stored ([rows][row_bytes], row-major as ggml stores it).
-GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total) {
+// The matrix's bytes as stored ([rows][row_bytes], row-major as ggml stores it), repacked into
+// the device's planes.
+GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total, const uint8_t* bytes_override) {
   const gpu::WeightType type = gpu_weight_type(w.type, w.name);
   const int64_t block_elems = gpu::weight_block_elems(type);
   if (w.rows > std::numeric_limits<int>::max() || w.cols > std::numeric_limits<int>::max() ||
@@ -111,17 +113,8 @@ GpuModel::Weight GpuModel::upload_weight(const WeightMatrix& w, uint64_t& total)
       w.row_bytes != static_cast<size_t>(w.cols / block_elems) * static_cast<size_t>(gpu::weight_block_bytes(type)))
     throw_usage_error("tensor '" + w.name + "': a " + std::to_string(w.rows) + " x " + std::to_string(w.cols) + " " +
                       ggml_type_name(w.type) + " matrix the GPU kernels cannot address");
-  const size_t bytes = static_cast<size_t>(w.rows) * w.row_bytes;
-  Weight out;
-  out.memory = gpu::DeviceMemory(bytes);
-  out.memory.upload(w.data, bytes);
-  out.view.data = out.memory.bytes();
-  out.view.type = type;
-  out.view.rows = static_cast<int>(w.rows);
-  out.view.cols = static_cast<int>(w.cols);
-  out.view.row_bytes = w.row_bytes;
-  total += bytes;
-  return out;
+  total += static_cast<uint64_t>(w.rows) * w.row_bytes;
+  return gpu::upload_weight(type, bytes_override ? bytes_override : w.data, static_cast<int>(w.rows), static_cast<int>(w.cols), w.row_bytes);
 }
 
 gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const ModelArch& arch, int layer) {
@@ -156,20 +149,39 @@ std::unique_ptr<GpuSequence> GpuSequence::fork(int64_t n) const {
 }
 
 std::unique_ptr<GpuModel> GpuModel::upload(const Model& model) {
+  GpuModelSource source;
+  source.arch = model.arch();
+  source.n_rot = static_cast<int>(model.rope_inv_freq().size() * 2);
+  source.token_embedding = &model.token_embedding();
+  source.output = model.output().data == model.token_embedding().data ? &model.token_embedding() : &model.output();
+  source.output_norm = &model.output_norm();
+  source.rope_inv_freq = &model.rope_inv_freq();
+  source.layers = &model.layers();
+  return upload(source);
+}
+
+std::unique_ptr<GpuModel> GpuModel::upload(const GpuModelSource& source) {
   std::unique_ptr<GpuModel> g(new GpuModel());
-  g->arch_ = model.arch();
-  g->n_rot_ = static_cast<int>(model.rope_inv_freq().size() * 2);
+  g->arch_ = source.arch;
+  g->n_rot_ = source.n_rot;
   uint64_t& total = g->device_weight_bytes_;
-  g->token_embd_ = upload_weight(model.token_embedding(), total);
-  g->tied_output_ = model.output().data == model.token_embedding().data;
-  if (!g->tied_output_) g->output_ = upload_weight(model.output(), total);
-  g->output_norm_ = upload_floats(model.output_norm());
-  g->rope_inv_freq_ = upload_floats(model.rope_inv_freq());
-  for (const LayerWeights& w : model.layers()) {
+  g->token_embd_ = upload_weight(*source.token_embedding, total);
+  g->tied_output_ = source.output == source.token_embedding;
+  if (!g->tied_output_) g->output_ = upload_weight(*source.output, total);
+  g->output_norm_ = upload_floats(*source.output_norm);
+  g->rope_inv_freq_ = upload_floats(*source.rope_inv_freq);
+  for (const LayerWeights& w : *source.layers) {
     Layer l;
     l.attn_norm = upload_floats(w.attn_norm);
-    l.wq = upload_weight(w.wq, total);
-    l.wk = upload_weight(w.wk, total);
+    if (source.arch.rope_layout == RopeLayout::halves) {
+      // The kernels rotate adjacent pairs: a Hugging Face Llama's Q/K rows are reordered once here.
+      const int head_dim = static_cast<int>(source.arch.head_dim);
+      l.wq = upload_weight(w.wq, total, rows_for_adjacent_pairs(w.wq, head_dim).data());
+      l.wk = upload_weight(w.wk, total, rows_for_adjacent_pairs(w.wk, head_dim).data());
+    } else {
+      l.wq = upload_weight(w.wq, total);
+      l.wk = upload_weight(w.wk, total);
+    }
     l.wv = upload_weight(w.wv, total);
     l.wo = upload_weight(w.wo, total);
     l.ffn_norm = upload_floats(w.ffn_norm);
@@ -178,6 +190,8 @@ std::unique_ptr<GpuModel> GpuModel::upload(const Model& model) {
     l.w_down = upload_weight(w.w_down, total);
     g->layers_.push_back(std::move(l));
   }
+  // Token ids of chunks up to this size go up without a wait; a longer chunk regrows it (once).
+  g->staging_.reserve(size_t{1} << 16);
   gpu::device_synchronize();
   return g;
 }
@@ -198,17 +212,37 @@ std::unique_ptr<GpuSequence> GpuModel::start(const kernels::KvConfig& config, in
 void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) const {
   const int n = static_cast<int>(tokens.size());
   if (n == 0) return;
-  const int E = static_cast<int>(arch_.n_embd), H = static_cast<int>(arch_.n_heads);
-  const int KV = static_cast<int>(arch_.n_kv_heads), D = static_cast<int>(arch_.head_dim);
-  const int F = static_cast<int>(arch_.n_ff), V = static_cast<int>(arch_.n_vocab);
+  const int V = static_cast<int>(arch_.n_vocab);
   for (int32_t t : tokens)
     if (t < 0 || t >= V)
       throw_input_error("token id " + std::to_string(t) + " is outside the vocabulary (0.." + std::to_string(V - 1) + ")");
   if (seq.length() + n > seq.capacity())
     throw_usage_error("GPU sequence: " + std::to_string(n) + " tokens do not fit after " + std::to_string(seq.length()) +
                       " of capacity " + std::to_string(seq.capacity()));
+  // Exact arithmetic: tensor cores on 16-bit pieces. llama.cpp (CPU): f32 products of inputs
+  // rounded as ggml-cpu rounds them. The CUDA engines: one 16-bit GEMM of the rounded inputs.
+  const gpu::MatmulPath path = seq.arithmetic_ == kernels::Arithmetic::exact       ? gpu::MatmulPath::exact
+                               : seq.arithmetic_ == kernels::Arithmetic::llama_cpp ? gpu::MatmulPath::f32
+                                                                                   : gpu::MatmulPath::engine;
+  const int64_t pos0 = seq.length();
+  run(seq, tokens, all_logits, logits, path);
+  // The flag came back with the logits (one wait for both). Raised, the pass is redone in f32
+  // from the same position: the chunk's K/V are rewritten, nothing else has changed.
+  if (path == gpu::MatmulPath::exact && gpu::matmul_flag_raised()) {
+    seq.truncate(pos0);
+    run(seq, tokens, all_logits, logits, gpu::MatmulPath::f32);
+  }
+}
+
+void GpuModel::run(GpuSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits,
+                   gpu::MatmulPath path) const {
+  const int n = static_cast<int>(tokens.size());
+  const int E = static_cast<int>(arch_.n_embd), H = static_cast<int>(arch_.n_heads);
+  const int KV = static_cast<int>(arch_.n_kv_heads), D = static_cast<int>(arch_.head_dim);
+  const int F = static_cast<int>(arch_.n_ff), V = static_cast<int>(arch_.n_vocab);
   const int64_t pos0 = seq.length();
   const size_t f = sizeof(float);
+  // Stream-ordered growth: none of these waits for the device.
   ids_.reserve(static_cast<size_t>(n) * sizeof(int32_t));
   x_.reserve(static_cast<size_t>(n) * E * f);
   xn_.reserve(static_cast<size_t>(n) * E * f);
@@ -216,55 +250,58 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
   k_.reserve(static_cast<size_t>(n) * KV * D * f);
   v_.reserve(static_cast<size_t>(n) * KV * D * f);
   att_.reserve(static_cast<size_t>(n) * H * D * f);
-  proj_.reserve(static_cast<size_t>(n) * E * f);
   gate_.reserve(static_cast<size_t>(n) * F * f);
   up_.reserve(static_cast<size_t>(n) * F * f);
 
-  ids_.upload(tokens.data(), tokens.size() * sizeof(int32_t));
+  // The previous forward's wait for its logits also finished its upload from staging_.
+  staging_.reserve(tokens.size() * sizeof(int32_t));
+  std::memcpy(staging_.data(), tokens.data(), tokens.size() * sizeof(int32_t));
+  ids_.upload_async(staging_, tokens.size() * sizeof(int32_t));
+  if (path == gpu::MatmulPath::exact) gpu::matmul_flag_reset();
   gpu::gather_rows(token_embd_.view, ids_.ints(), n, x_.floats());
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const size_t residual = static_cast<size_t>(n) * E;
-  // llama.cpp's CPU matmuls convert their input to the weights' dot type; under
-  // @engine=llama.cpp each input is rounded the same way as Model::forward rounds it on the CPU
-  // (same buffers, same points). Every buffer rounded here is read only by the matmul that follows.
-  const bool llama_cpp_inputs = seq.arithmetic_ == kernels::Arithmetic::llama_cpp;
+  // Engines round matmul inputs (weight_blocks.h engine_dot_input), as Model::forward does on the
+  // CPU (same buffers, same points). Every buffer rounded here is read only by the matmuls that
+  // follow, which must round it alike.
+  const kernels::Arithmetic engine = seq.arithmetic_;
+  const auto dot_input = [&](const Weight& w) { return gpu::engine_dot_input(engine, w.view.type); };
   const auto round_input = [&](const Weight& w, float* in, int rows) {
-    if (llama_cpp_inputs) gpu::round_input_like_llama_cpp(w.view, in, rows);
+    gpu::round_matmul_input(dot_input(w), w.view, in, rows);
   };
-  // Prefill-sized chunks on tensor cores where the build has cuBLASLt; @engine=llama.cpp keeps
-  // the project's GEMM, whose f32 products of the rounded inputs mirror the CPU forward's.
-  const auto matmul = [&](const float* in, int rows, const Weight& w, float* out) {
-    if (llama_cpp_inputs) gpu::gemm_xwt(in, rows, w.view, out);
-    else gpu::gemm_xwt_fast(in, rows, w.view, out);
+  // accumulate: out += x . w^T (the residual adds ride on the matmul).
+  const auto matmul = [&](const float* in, int rows, const Weight& w, float* out, bool accumulate = false) {
+    gpu::matmul(path, in, rows, w.view, out, accumulate);
   };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& w = layers_[l];
     gpu::rms_norm_rows(x_.floats(), n, E, w.attn_norm.floats(), arch_.rms_eps, xn_.floats());
-    KVGATE_CHECK(!llama_cpp_inputs || (w.wk.view.type == w.wq.view.type && w.wv.view.type == w.wq.view.type),
-                 "llama.cpp input rounding: Q, K and V weights of different types");
+    KVGATE_CHECK(dot_input(w.wk) == dot_input(w.wq) && dot_input(w.wv) == dot_input(w.wq),
+                 "engine input rounding: Q, K and V weights whose inputs the engine rounds differently");
     round_input(w.wq, xn_.floats(), n);
-    matmul(xn_.floats(), n, w.wq, q_.floats());
-    matmul(xn_.floats(), n, w.wk, k_.floats());
-    matmul(xn_.floats(), n, w.wv, v_.floats());
-    gpu::rope_pairs(q_.floats(), n, H, D, n_rot_, pos0, rope_inv_freq_.floats());
-    gpu::rope_pairs(k_.floats(), n, KV, D, n_rot_, pos0, rope_inv_freq_.floats());
+    {
+      const gpu::DeviceWeight* qkv[] = {&w.wq.view, &w.wk.view, &w.wv.view};
+      float* out[] = {q_.floats(), k_.floats(), v_.floats()};
+      gpu::matmul_many(path, xn_.floats(), n, 3, qkv, out);
+    }
+    gpu::rope_pairs(q_.floats(), H, k_.floats(), KV, n, D, n_rot_, pos0, rope_inv_freq_.floats());
     // Keys are quantized after RoPE and the chunk attends to its own quantized K/V, as on the CPU.
     seq.layers_[l]->append_device(k_.floats(), v_.floats(), n);
     seq.layers_[l]->attention_device(H, q_.floats(), n, softmax_scale, att_.floats());
     round_input(w.wo, att_.floats(), n);
-    matmul(att_.floats(), n, w.wo, proj_.floats());
-    gpu::add_into(x_.floats(), proj_.floats(), residual);
+    matmul(att_.floats(), n, w.wo, x_.floats(), true);
 
     gpu::rms_norm_rows(x_.floats(), n, E, w.ffn_norm.floats(), arch_.rms_eps, xn_.floats());
-    KVGATE_CHECK(!llama_cpp_inputs || w.w_up.view.type == w.w_gate.view.type,
-                 "llama.cpp input rounding: gate and up weights of different types");
+    KVGATE_CHECK(dot_input(w.w_up) == dot_input(w.w_gate),
+                 "engine input rounding: gate and up weights whose inputs the engine rounds differently");
     round_input(w.w_gate, xn_.floats(), n);
-    matmul(xn_.floats(), n, w.w_gate, gate_.floats());
-    matmul(xn_.floats(), n, w.w_up, up_.floats());
+    {
+      const gpu::DeviceWeight* gate_up[] = {&w.w_gate.view, &w.w_up.view};
+      float* out[] = {gate_.floats(), up_.floats()};
+      gpu::matmul_many(path, xn_.floats(), n, 2, gate_up, out);
+    }
     gpu::silu_mul(gate_.floats(), up_.floats(), static_cast<size_t>(n) * F);
     round_input(w.w_down, gate_.floats(), n);
-    matmul(gate_.floats(), n, w.w_down, proj_.floats());
-    gpu::add_into(x_.floats(), proj_.floats(), residual);
+    matmul(gate_.floats(), n, w.w_down, x_.floats(), true);
   }
   const int first = all_logits ? 0 : n - 1;
   const int rows = n - first;
@@ -274,7 +311,8 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
   const Weight& head = tied_output_ ? token_embd_ : output_;
   round_input(head, xn_.floats(), rows);
   matmul(xn_.floats(), rows, head, logits_.floats());
-  logits_.download(logits, static_cast<size_t>(rows) * V * f);
+  if (path == gpu::MatmulPath::exact) gpu::matmul_flag_fetch();
+  logits_.download(logits, static_cast<size_t>(rows) * V * f);  // the forward's one wait
 }
 
 namespace {

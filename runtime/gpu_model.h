@@ -1,9 +1,11 @@
 #pragma once
 // The forward pass of runtime/model.h on a GPU (built with KVGATE_CUDA or KVGATE_HIP): the same
-// Llama decoder, weights uploaded once in their stored GGUF type (the GEMV/GEMM kernels decode
-// them as they load them, to the very floats the CPU decodes), activations on the device,
-// and each layer's K/V in kernels/gpu's paged device cache in the format under test, attended
-// by the fused kernels that read the quantized pages. Logits come back to the host.
+// Llama decoder, weights uploaded once in their stored GGUF type (repacked into 16-byte planes,
+// kernels/gpu/weight_planes.h; the GEMV/GEMM kernels decode them as they load them, to the very
+// floats the CPU decodes), activations on the device, and each layer's K/V in kernels/gpu's
+// paged device cache in the format under test, attended by the fused kernels that read the
+// quantized pages. Logits come back to the host. A forward queues its work and waits for the
+// device once, for the logits (the matmul flag of the exact path rides on that wait).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -27,6 +29,19 @@ kernels::gpu::PagedKvShape gpu_kv_shape(const kernels::KvConfig& config, const M
 // The device weight type of a GGUF weight type (every type the CPU runtime multiplies with has
 // one); throws Error (usage) naming `tensor` otherwise.
 kernels::gpu::WeightType gpu_weight_type(GgmlType type, const std::string& tensor);
+
+// What GpuModel::upload takes from a model: its shape and host views of its weights, read during
+// the upload only. upload(const Model&) gathers them; tests/runtime builds one for a shape
+// without a file (its recording stub of kernels/gpu never reads the bytes).
+struct GpuModelSource {
+  ModelArch arch;
+  int n_rot = 0;
+  const WeightMatrix* token_embedding = nullptr;
+  const WeightMatrix* output = nullptr;  // the same object as token_embedding when tied
+  const std::vector<float>* output_norm = nullptr;
+  const std::vector<float>* rope_inv_freq = nullptr;
+  const std::vector<LayerWeights>* layers = nullptr;
+};
 
 // One sequence's KV cache on the device: one paged cache per layer.
 class GpuSequence {
@@ -52,6 +67,7 @@ class GpuModel {
   // must outlive nothing here (everything needed is copied). Throws Error (environment) on a
   // device failure.
   static std::unique_ptr<GpuModel> upload(const Model& model);
+  static std::unique_ptr<GpuModel> upload(const GpuModelSource& source);
 
   const ModelArch& arch() const { return arch_; }
   uint64_t device_weight_bytes() const { return device_weight_bytes_; }
@@ -59,20 +75,25 @@ class GpuModel {
   std::unique_ptr<GpuSequence> start(const kernels::KvConfig& config, int64_t max_tokens) const;
 
   // Runs `tokens` at positions [seq.length(), +n), appending their K/V in every layer; logits
-  // (host memory): [n][n_vocab] when all_logits, else [1][n_vocab] for the last token.
+  // (host memory): [n][n_vocab] when all_logits, else [1][n_vocab] for the last token. Waits
+  // for the device once, when the logits come back; should the exact path's matmul flag be
+  // raised (a value f16 pieces cannot hold), the pass is redone on f32 matmuls from the same
+  // cache position, so the result is never a rounded infinity.
   void forward(GpuSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits) const;
 
  private:
-  struct Weight {
-    kernels::gpu::DeviceMemory memory;
-    kernels::gpu::DeviceWeight view;  // points into memory
-  };
+  using Weight = kernels::gpu::UploadedWeight;
+  void run(GpuSequence& seq, std::span<const int32_t> tokens, bool all_logits, float* logits,
+           kernels::gpu::MatmulPath path) const;
   struct Layer {
     kernels::gpu::DeviceMemory attn_norm, ffn_norm;
     Weight wq, wk, wv, wo, w_gate, w_up, w_down;
   };
   GpuModel() = default;
-  static Weight upload_weight(const WeightMatrix& w, uint64_t& total);
+  // `bytes`: the matrix's data as uploaded, when not w.data (Q/K rows reordered).
+  static Weight upload_weight(const WeightMatrix& w, uint64_t& total, const uint8_t* bytes = nullptr);
+  // Token ids on their way to ids_ (pinned, sized at upload so no forward waits to grow it).
+  mutable kernels::gpu::PinnedHost staging_;
 
   ModelArch arch_;
   int n_rot_ = 0;
@@ -82,7 +103,7 @@ class GpuModel {
   std::vector<Layer> layers_;
   uint64_t device_weight_bytes_ = 0;
   // Activation buffers, grown to the largest chunk seen (forward is not reentrant).
-  mutable kernels::gpu::DeviceMemory ids_, x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, logits_;
+  mutable kernels::gpu::DeviceMemory ids_, x_, xn_, q_, k_, v_, att_, gate_, up_, logits_;
 };
 
 // The Backend (runtime/backend.h) over a GpuModel uploaded from `model`; name() is the vendor

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "runtime/hf_checkpoint.h"
 
 namespace kvgate::runtime {
 namespace {
@@ -17,19 +18,31 @@ constexpr const char* kSupportedArchitectures = "llama (Llama 2/3.x, Mistral, Sm
 // consumes (a feature kvgate does not implement) is reported instead of silently ignored.
 class TensorLoader {
  public:
-  explicit TensorLoader(const GgufFile& f) : f_(f) {}
+  explicit TensorLoader(const ModelFiles& f) : f_(f) {}
 
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
 
+  // A norm, bias or rope-factor vector, widened to float (F16/BF16 in Hugging Face checkpoints).
   std::vector<float> vector(const std::string& name, uint64_t expected) {
-    const GgufTensor* t = f_.find_tensor(name);
-    if (!t) throw_input_error(f_.name() + ": missing tensor '" + name + "'");
-    if (t->type != GgmlType::F32 || t->n_elements != expected)
-      throw_input_error_at(f_.name(), t->file_offset,
-                           "tensor '" + name + "' must be F32 with " + std::to_string(expected) + " elements");
+    const ModelTensor* t = f_.find_tensor(name);
+    if (!t) throw_input_error(f_.path() + ": missing tensor '" + name + "'");
+    const bool floating = t->type == GgmlType::F32 || t->type == GgmlType::F16 || t->type == GgmlType::BF16;
+    if (!floating || t->n_elements != expected || t->dims[1] != 1)
+      throw_input_error_at(t->file, t->file_offset,
+                           "tensor '" + t->stored_name + "' must be F32, F16 or BF16 with " + std::to_string(expected) +
+                               " elements");
     used_.insert(t->name);
     std::vector<float> v(expected);
-    std::memcpy(v.data(), t->data, expected * sizeof(float));
+    WeightMatrix row;
+    row.type = t->type;
+    row.rows = 1;
+    row.cols = static_cast<int64_t>(expected);
+    row.row_bytes = static_cast<size_t>(t->n_bytes);
+    row.data = t->data;
+    dequantize_weight_row(row, 0, v.data());
+    // Hugging Face's Gemma stores RMSNorm weights w for a scale of (1 + w).
+    if (f_.options().norm_weight_offset != 0.0f && name.ends_with("norm.weight"))
+      for (float& x : v) x += f_.options().norm_weight_offset;
     return v;
   }
   std::vector<float> optional_vector(const std::string& name, uint64_t expected) {
@@ -37,12 +50,12 @@ class TensorLoader {
   }
 
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) {
-    const GgufTensor* t = f_.find_tensor(name);
-    if (!t) throw_input_error(f_.name() + ": missing tensor '" + name + "'");
-    WeightMatrix w = weight_from_tensor(f_, *t);
+    const ModelTensor* t = f_.find_tensor(name);
+    if (!t) throw_input_error(f_.path() + ": missing tensor '" + name + "'" + stored_hint(name));
+    WeightMatrix w = weight_from_tensor(*t);
     if (w.rows != rows || w.cols != cols)
-      throw_input_error_at(f_.name(), t->file_offset,
-                           "tensor '" + name + "' has shape [" + std::to_string(w.rows) + " x " + std::to_string(w.cols) +
+      throw_input_error_at(t->file, t->file_offset,
+                           "tensor '" + t->stored_name + "' has shape [" + std::to_string(w.rows) + " x " + std::to_string(w.cols) +
                                "], expected [" + std::to_string(rows) + " x " + std::to_string(cols) + "]");
     used_.insert(t->name);
     return w;
@@ -50,16 +63,22 @@ class TensorLoader {
 
   // Every tensor of the file must have been loaded.
   void require_all_used(const std::string& arch) const {
-    for (const GgufTensor& t : f_.tensors())
+    for (const ModelTensor& t : f_.tensors())
       if (!used_.count(t.name))
-        throw_input_error_at(f_.name(), t.file_offset,
-                             "tensor '" + std::string(t.name) + "' is not part of kvgate's " + arch +
+        throw_input_error_at(t.file, t.file_offset,
+                             "tensor '" + t.stored_name + "' is not part of kvgate's " + arch +
                                  " forward pass; this model uses a feature kvgate does not implement");
   }
 
  private:
-  const GgufFile& f_;
-  std::set<std::string_view> used_;
+  // A Hugging Face directory names its tensors otherwise.
+  std::string stored_hint(const std::string& name) const {
+    if (f_.format() != ModelFormat::hf) return "";
+    return " (Hugging Face name '" + hf_tensor_name(name, static_cast<const HfCheckpoint&>(f_).model_type()) + "')";
+  }
+
+  const ModelFiles& f_;
+  std::set<std::string> used_;
 };
 
 // x[n][dim] -> out[n][dim], each row scaled to unit RMS then by weight.
@@ -167,6 +186,18 @@ std::vector<float> rope_frequencies(double base, int n_rot, double scale, const 
 
 }  // namespace
 
+std::vector<uint8_t> rows_for_adjacent_pairs(const WeightMatrix& w, int head_dim) {
+  KVGATE_CHECK(head_dim > 0 && head_dim % 2 == 0 && w.rows % head_dim == 0, "rows_for_adjacent_pairs: bad head size");
+  std::vector<uint8_t> out(static_cast<size_t>(w.rows) * w.row_bytes);
+  const int half = head_dim / 2;
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const int64_t head = r / head_dim, in_head = r % head_dim;
+    const int64_t from = head * head_dim + in_head / 2 + (in_head % 2) * half;
+    std::memcpy(out.data() + static_cast<size_t>(r) * w.row_bytes, w.row(from), w.row_bytes);
+  }
+  return out;
+}
+
 // ---- ModelKvCache ------------------------------------------------------------------------------
 
 ModelKvCache::ModelKvCache(std::unique_ptr<kernels::PagedKvCache> full, std::unique_ptr<kernels::PagedKvCache> local,
@@ -213,13 +244,17 @@ size_t ModelKvCache::used_bytes() const {
 
 // ---- Model -------------------------------------------------------------------------------------
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
-  std::unique_ptr<Model> m(new Model(GgufFile::open(path), path));
-  const GgufFile& f = m->gguf_;
-  m->arch_ = read_model_arch(f);
+std::unique_ptr<Model> Model::load(const std::string& path) { return load(ModelFiles::open(path)); }
+
+std::unique_ptr<Model> Model::load(std::unique_ptr<ModelFiles> files) {
+  std::unique_ptr<Model> m(new Model(std::move(files)));
+  const ModelFiles& f = *m->files_;
+  const std::string& path = f.path();
+  m->arch_ = f.arch();
   const ModelArch& a = m->arch_;
   const ArchRules rules = rules_for(path, a);
-  check_hyper_parameters(f, a);
+  // A Hugging Face config was checked key by key when it was read (hf_checkpoint.cc).
+  if (const GgufFile* gguf = f.gguf()) check_hyper_parameters(*gguf, a);
   TensorLoader load(f);
   const int64_t E = a.n_embd, D = a.head_dim, H = a.n_heads, KV = a.n_kv_heads, F = a.n_ff, V = a.n_vocab;
   m->token_embd_ = load.matrix("token_embd.weight", V, E);
@@ -259,10 +294,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   }
   // Llama 3.1+ files store their rope scaling as per-frequency divisors (llama.cpp's
   // rope_freqs.weight, one tensor shared by every layer).
-  std::vector<float> rope_factors;
-  if (a.arch == "llama") rope_factors = load.optional_vector("rope_freqs.weight", a.n_rot / 2);
+  std::vector<float> rope_factors = f.options().rope_factors;
+  if (a.arch == "llama" && rope_factors.empty()) rope_factors = load.optional_vector("rope_freqs.weight", a.n_rot / 2);
   load.require_all_used(a.arch);
-  for (const GgufTensor& t : f.tensors()) m->weight_bytes_ += t.n_bytes;
+  m->weight_bytes_ = f.weight_bytes();
 
   ForwardFeatures& ft = m->features_;
   if (rules.gemma) {
@@ -272,9 +307,12 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     // (llama.cpp decides by the layer count, 62).
     ft.attention_scale = a.n_layers == 62 ? 1.0f / std::sqrt(static_cast<float>(a.n_embd / a.n_heads))
                                           : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
-    ft.final_logit_softcap = f.get_f32(a.arch + ".final_logit_softcapping").value_or(0.0f);
-    ft.sliding_window = a.n_swa_layers() > 0;
+    // A Hugging Face config states the scalar (query_pre_attn_scalar).
+    if (f.options().query_pre_attn_scalar > 0.0f) ft.attention_scale = 1.0f / std::sqrt(f.options().query_pre_attn_scalar);
+    ft.final_logit_softcap = f.options().final_logit_softcap;
   }
+  // Gemma 3's local layers, or Mistral's window on every layer (Hugging Face config).
+  ft.sliding_window = a.n_swa_layers() > 0;
   const int n_rot = static_cast<int>(a.n_rot);
   m->rope_inv_freq_ = rope_frequencies(a.rope_base, n_rot, a.rope_freq_scale, rope_factors);
   // Sliding-window layers have their own base and are never scaled (rope_freq_scale_train_swa).
@@ -287,7 +325,8 @@ bool Model::is_plain_llama(std::string* why) const {
     if (why) *why = what;
     return false;
   };
-  if (arch_.rope_layout != RopeLayout::adjacent_pairs) return fail("RoPE on halves of each head");
+  if (arch_.rope_layout != RopeLayout::adjacent_pairs && arch_.n_rot != arch_.head_dim)
+    return fail("RoPE on halves of part of each head");
   if (features_.sliding_window) return fail("sliding-window attention layers");
   if (features_.embedding_scale != 1.0f) return fail("scaled embeddings");
   if (features_.activation != FfnActivation::silu) return fail("a GELU feed-forward");
@@ -363,12 +402,17 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
   std::vector<float> up(static_cast<size_t>(n) * F);      // [n][F]
 
   for (int i = 0; i < n; ++i) embed(tokens[static_cast<size_t>(i)], x.data() + static_cast<size_t>(i) * E);
-  // llama.cpp's CPU matmuls convert their input to the weights' dot type (q8_1 next to Q4_1
-  // weights, ...); under @engine=llama.cpp kvgate rounds each input the same way. Every buffer
-  // rounded here is read only by the matmul that follows.
-  const bool llama_cpp_inputs = cache.arithmetic() == kernels::Arithmetic::llama_cpp;
+  // Engines round matmul inputs (llama.cpp's CPU matmuls convert theirs to the weights' dot
+  // type, q8_1 next to Q4_1 weights, ...; llama.cpp's cuBLAS path and vLLM multiply 16-bit
+  // activations with 16-bit weights); under @engine= kvgate rounds each input the same way
+  // (round_input_like_engine). Every buffer rounded here is read only by the matmuls that follow.
+  const kernels::Arithmetic engine = cache.arithmetic();
   const auto round_input = [&](const WeightMatrix& w, float* in, int rows) {
-    if (llama_cpp_inputs) round_input_like_llama_cpp(w.type, in, rows, w.cols);
+    round_input_like_engine(engine, w.type, in, rows, w.cols);
+  };
+  // One rounded input feeds several matmuls (Q, K, V; gate, up): they must round it alike.
+  const auto same_rounding = [&](const WeightMatrix& a, const WeightMatrix& b) {
+    return engine_dot_input(engine, a.type) == engine_dot_input(engine, b.type);
   };
 
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -378,8 +422,8 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
     {
       const WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
       float* out[] = {q.data(), k.data(), v.data()};
-      KVGATE_CHECK(!llama_cpp_inputs || (w.wk.type == w.wq.type && w.wv.type == w.wq.type),
-                   "llama.cpp input rounding: Q, K and V weights of different types");
+      KVGATE_CHECK(same_rounding(w.wk, w.wq) && same_rounding(w.wv, w.wq),
+                   "engine input rounding: Q, K and V weights whose inputs the engine rounds differently");
       round_input(w.wq, xn.data(), n);
       matmul_many(pool, qkv, xn.data(), n, out);
     }
@@ -411,8 +455,8 @@ void Model::forward(ThreadPool& pool, ModelKvCache& cache, kernels::SeqId seq, s
     {
       const WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
       float* out[] = {gate.data(), up.data()};
-      KVGATE_CHECK(!llama_cpp_inputs || w.w_up.type == w.w_gate.type,
-                   "llama.cpp input rounding: gate and up weights of different types");
+      KVGATE_CHECK(same_rounding(w.w_up, w.w_gate),
+                   "engine input rounding: gate and up weights whose inputs the engine rounds differently");
       round_input(w.w_gate, xn.data(), n);
       matmul_many(pool, gate_up, xn.data(), n, out);
     }

@@ -1,5 +1,5 @@
 #pragma once
-// A decoder-only transformer over weights kept in their GGUF types, with its KV cache in
+// A decoder-only transformer over weights kept in their stored types (GGUF or safetensors), with its KV cache in
 // kvgate's paged cache so every token's K/V is stored in the format under test and attention
 // reads the quantized pages. One forward function covers the architectures whose graphs
 // differ only in optional pieces (llama.cpp's src/models/*.cpp):
@@ -26,6 +26,7 @@
 #include "kernels/kv_config.h"
 #include "kernels/paged_kv_cache.h"
 #include "runtime/gguf.h"
+#include "runtime/model_files.h"
 #include "runtime/weights.h"
 
 namespace kvgate::runtime {
@@ -84,17 +85,27 @@ class ModelKvCache {
   std::vector<bool> layer_is_local_;
 };
 
+// The bytes of a Q or K projection whose rows are laid out for RoPE on halves of each head of
+// `head_dim` (Hugging Face's rotate_half), reordered for RoPE on adjacent pairs (GGUF's layout,
+// llama.cpp's convert permutation): row 2i of a head takes row i, row 2i+1 row i + head_dim/2.
+// The products then come out in the adjacent-pairs order, and attention's dot products of Q with
+// K, reordered alike, are unchanged.
+std::vector<uint8_t> rows_for_adjacent_pairs(const WeightMatrix& w, int head_dim);
+
 class Model {
  public:
-  // Maps the file and checks that every tensor the forward needs is present with the shape
-  // the metadata implies and that no tensor is left unused; a missing or misshapen tensor, an
-  // unknown architecture or an unsupported hyper-parameter is an input error naming it.
+  // Maps the model (a GGUF file or a Hugging Face directory, model_files.h) and checks that
+  // every tensor the forward needs is present with the shape the metadata implies and that no
+  // tensor is left unused; a missing or misshapen tensor, an unknown architecture or an
+  // unsupported hyper-parameter is an input error naming it.
   static std::unique_ptr<Model> load(const std::string& path);
+  static std::unique_ptr<Model> load(std::unique_ptr<ModelFiles> files);
 
   const ModelArch& arch() const { return arch_; }
   const ForwardFeatures& features() const { return features_; }
-  const GgufFile& gguf() const { return gguf_; }
-  const std::string& path() const { return path_; }
+  // What the model was read from: its tokenizer, chat template, tensors and format.
+  const ModelFiles& files() const { return *files_; }
+  const std::string& path() const { return files_->path(); }
   uint64_t weight_bytes() const { return weight_bytes_; }
 
   // The weights as loaded, for backends that keep their own copy (runtime/gpu_model.h).
@@ -107,8 +118,11 @@ class Model {
   const std::vector<float>& rope_inv_freq() const { return rope_inv_freq_; }
   const std::vector<float>& rope_inv_freq_swa() const { return rope_inv_freq_swa_; }
   // True when the forward is exactly the plain Llama block (what the GPU backend implements):
-  // no biases, Q/K norms, sandwich norms, embedding scale, GELU, soft-cap, sliding window or
-  // RoPE on halves. Otherwise `why` names the first feature that is not.
+  // no biases, Q/K norms, sandwich norms, embedding scale, GELU, soft-cap, sliding window, or
+  // RoPE on halves of part of a head. RoPE on the halves of the whole head (a Hugging Face
+  // Llama) counts: it is RoPE on adjacent pairs of Q/K rows reordered by
+  // rows_for_adjacent_pairs, which a backend does once as it copies the weights. Otherwise `why`
+  // names the first feature that is not.
   bool is_plain_llama(std::string* why = nullptr) const;
 
   // Builds an empty cache for `config` sized for `max_tokens` tokens over all sequences.
@@ -120,11 +134,10 @@ class Model {
                bool all_logits, float* logits) const;
 
  private:
-  Model(GgufFile gguf, std::string path) : gguf_(std::move(gguf)), path_(std::move(path)) {}
+  explicit Model(std::unique_ptr<ModelFiles> files) : files_(std::move(files)) {}
   void embed(int32_t token, float* out) const;
 
-  GgufFile gguf_;
-  std::string path_;
+  std::unique_ptr<ModelFiles> files_;
   ModelArch arch_;
   ForwardFeatures features_;
   WeightMatrix token_embd_;

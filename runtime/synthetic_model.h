@@ -54,6 +54,15 @@ struct SyntheticSummary {
 // tokenizer.ggml.tokens; environment error when `out` cannot be written.
 SyntheticSummary write_synthetic_model(const SyntheticModel& m, const std::string& out);
 
+// The same model as a Hugging Face directory `out_dir` (`--format hf`): config.json (its
+// model_type, shape, and "kvgate_synthetic": {shape, weights, seed, tokenizer}), the matrices in
+// model.safetensors as `m.weights` (F16 or BF16; norms F32 ones; Qwen2's Q/K/V biases random
+// like the matrices) under Hugging Face's names, and the tokenizer files of the Hugging Face
+// directory `m.tokenizer_from` copied (tokenizer.json, tokenizer_config.json, chat_template.jinja,
+// generation_config.json). The directory appears whole or not at all (written under
+// OUT_DIR.partial, then renamed). Usage error for quantized weights.
+SyntheticSummary write_synthetic_model_hf(const SyntheticModel& m, const std::string& out_dir);
+
 // True when the file says it was made by write_synthetic_model (kvgate.synthetic = true).
 bool is_synthetic(const GgufFile& file);
 inline constexpr const char* kSyntheticKey = "kvgate.synthetic";

@@ -1,9 +1,11 @@
 #include "runtime/tokenizer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <queue>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "runtime/gguf.h"
 #include "runtime/unicode.h"
 
@@ -27,6 +29,8 @@ std::optional<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
       name == "pixtral") {
     return PreTokenizer::llama3;
   }
+  if (name == "qwen2" || name == "deepseek-r1-qwen") return PreTokenizer::qwen2;
+  if (name == "none") return PreTokenizer::none;
   return std::nullopt;
 }
 
@@ -106,8 +110,9 @@ void split_gpt2(const Segment& s, std::vector<size_t>& ends) {
 }
 
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
-// \s*[\r\n]+|\s+(?!\S)|\s+    Mirrors llama.cpp's unicode_regex_split_custom_llama3.
-void split_llama3(const Segment& s, std::vector<size_t>& ends) {
+// \s*[\r\n]+|\s+(?!\S)|\s+    Mirrors llama.cpp's unicode_regex_split_custom_llama3. With
+// max_digits 1 it is Qwen2's pattern (\p{N} one at a time).
+void split_llama3(const Segment& s, std::vector<size_t>& ends, size_t max_digits = 3) {
   auto is_newline = [&](size_t p) { return s.cp(p) == '\r' || s.cp(p) == '\n'; };
   size_t pos = s.begin();
   while (pos < s.end()) {
@@ -128,7 +133,7 @@ void split_llama3(const Segment& s, std::vector<size_t>& ends) {
       size_t run = 0;
       while (s.is(pos, CharClass::number)) {
         ++pos;
-        if (++run == 3) {
+        if (++run == max_digits) {
           ends.push_back(pos);
           run = 0;
         }
@@ -307,6 +312,17 @@ Tokenizer Tokenizer::from_vocab(VocabData data) {
   }
   t.pre_ = *pre;
   t.pre_name_ = data.pre;
+  t.byte_level_ = data.byte_level;
+  t.byte_fallback_ = data.byte_fallback;
+  // llama.cpp sets ignore_merges for llama3 vocabularies; a tokenizer.json says so itself.
+  t.ignore_merges_ = data.ignore_merges || *pre == PreTokenizer::llama3;
+  t.fuse_unk_ = data.fuse_unk;
+  t.drop_missing_bytes_ = data.drop_missing_bytes;
+  t.nfc_ = data.nfc;
+  t.space_replacement_ = data.space_replacement;
+  t.prepend_ = data.prepend;
+  if (!t.byte_level_ && (*pre != PreTokenizer::none))
+    fail_key(src, "pre-tokenizer", "a character-level BPE takes no byte-level pre-tokenizer pattern");
   if (data.tokens.empty()) fail_key(src, "tokenizer.ggml.tokens", "empty vocabulary");
   if (data.tokens.size() > static_cast<size_t>(INT32_MAX / 2)) fail_key(src, "tokenizer.ggml.tokens", "too many tokens");
   if (!data.types.empty() && data.types.size() != data.tokens.size()) {
@@ -322,6 +338,8 @@ Tokenizer Tokenizer::from_vocab(VocabData data) {
   for (auto id : {t.bos_, t.eos_, t.unk_, t.pad_, data.eot_id, data.eom_id}) {
     if (id && !t.valid_id(*id)) fail_key(src, "special token ids", "id " + std::to_string(*id) + " is out of range");
   }
+  for (int32_t id : data.more_end_of_generation)
+    if (!t.valid_id(id)) fail_key(src, "eos_token_id", "id " + std::to_string(id) + " is out of range");
 
   t.token_ids_.reserve(t.tokens_.size());
   for (size_t i = 0; i < t.tokens_.size(); ++i) {
@@ -343,18 +361,24 @@ Tokenizer Tokenizer::from_vocab(VocabData data) {
   });
 
   // Symbols the merges mention but the vocabulary lacks get ids past the vocabulary.
-  std::unordered_map<std::string, int32_t> extra_ids;
   auto symbol_of = [&](const std::string& s) -> int32_t {
     if (auto it = t.token_ids_.find(s); it != t.token_ids_.end()) return it->second;
-    auto [it, inserted] = extra_ids.try_emplace(s, static_cast<int32_t>(t.tokens_.size() + t.extra_symbols_.size()));
+    auto [it, inserted] = t.extra_ids_.try_emplace(s, static_cast<int32_t>(t.tokens_.size() + t.extra_symbols_.size()));
     if (inserted) t.extra_symbols_.push_back(s);
     return it->second;
   };
-  for (int b = 0; b < 256; ++b) {
+  for (int b = 0; b < 256 && t.byte_level_; ++b) {
     const std::string form = unicode::bytes_to_vocab_form(std::string(1, static_cast<char>(b)));
     t.byte_symbol_[b] = symbol_of(form);
     auto it = t.token_ids_.find(form);
     t.byte_token_[b] = it == t.token_ids_.end() ? -1 : it->second;
+  }
+  // Character BPE falls back to "<0xXX>" tokens (tokenizers' byte_fallback).
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  t.spm_byte_token_.fill(-1);
+  for (int b = 0; b < 256 && !t.byte_level_ && t.byte_fallback_; ++b) {
+    const std::string hex = std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">";
+    if (auto it = t.token_ids_.find(hex); it != t.token_ids_.end()) t.spm_byte_token_[static_cast<size_t>(b)] = it->second;
   }
   t.merges_.reserve(data.merges.size());
   for (size_t rank = 0; rank < data.merges.size(); ++rank) {
@@ -379,6 +403,7 @@ void Tokenizer::set_end_of_generation(const VocabData& data) {
   end_of_generation_.clear();
   for (const auto& id : {data.eos_id, data.eot_id, data.eom_id})
     if (id) end_of_generation_.push_back(*id);
+  for (int32_t id : data.more_end_of_generation) end_of_generation_.push_back(id);
   for (std::string_view turn_end : {"<end_of_turn>", "<|im_end|>"})
     if (const auto id = find_token(turn_end)) end_of_generation_.push_back(*id);
   std::sort(end_of_generation_.begin(), end_of_generation_.end());
@@ -413,6 +438,12 @@ std::vector<std::string_view> Tokenizer::split_words(std::string_view text) cons
     case PreTokenizer::llama3:
       split_llama3(Segment(cps, classes, 0, cps.size()), ends);
       break;
+    case PreTokenizer::qwen2:
+      split_llama3(Segment(cps, classes, 0, cps.size()), ends, 1);
+      break;
+    case PreTokenizer::none:
+      if (!cps.empty()) ends.push_back(cps.size());
+      break;
     case PreTokenizer::smollm: {
       // First pass, \p{N}: each number code point is a piece of its own and the runs between
       // them are pieces too; the gpt2 pattern then splits every piece independently.
@@ -439,9 +470,9 @@ std::vector<std::string_view> Tokenizer::split_words(std::string_view text) cons
 }
 
 void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const {
-  if (pre_ == PreTokenizer::llama3) {
-    // llama.cpp sets ignore_merges for llama3: a word that is a vocabulary entry is one token.
-    if (auto id = find_token(unicode::bytes_to_vocab_form(word))) {
+  if (ignore_merges_) {
+    // A word that is a vocabulary entry is one token (llama.cpp for llama3, tokenizers' ignore_merges).
+    if (auto id = find_token(byte_level_ ? unicode::bytes_to_vocab_form(word) : std::string(word))) {
       out.push_back(*id);
       return;
     }
@@ -452,11 +483,16 @@ void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const
     int32_t next;
     bool alive;
   };
-  const auto n = static_cast<int32_t>(word.size());
-  std::vector<Symbol> symbols(static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) {
-    symbols[i] = Symbol{byte_symbol_[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+  std::vector<int32_t> initial;
+  if (byte_level_) {
+    initial.reserve(word.size());
+    for (char c : word) initial.push_back(byte_symbol_[static_cast<uint8_t>(c)]);
+  } else {
+    char_symbols(word, initial);
   }
+  const auto n = static_cast<int32_t>(initial.size());
+  std::vector<Symbol> symbols(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) symbols[i] = Symbol{initial[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1, true};
   std::vector<Bigram> storage;
   storage.reserve(static_cast<size_t>(n));
   std::priority_queue<Bigram, std::vector<Bigram>, BigramAfter> queue(BigramAfter{}, std::move(storage));
@@ -490,13 +526,17 @@ void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const
     }
     // A merge produced a string the vocabulary lacks: fall back to one token per byte.
     std::string bytes;
-    unicode::vocab_form_to_bytes(extra_symbols_[static_cast<size_t>(id - vocab_size())], bytes);
+    const std::string& extra = extra_symbols_[static_cast<size_t>(id - vocab_size())];
+    if (byte_level_) unicode::vocab_form_to_bytes(extra, bytes);
+    else bytes = extra;
     for (char c : bytes) {
-      const int32_t byte_token = byte_token_[static_cast<uint8_t>(c)];
+      const int32_t byte_token = (byte_level_ ? byte_token_ : spm_byte_token_)[static_cast<uint8_t>(c)];
       if (byte_token >= 0) {
         out.push_back(byte_token);
       } else if (unk_) {
         out.push_back(*unk_);
+      } else if (drop_missing_bytes_) {
+        continue;  // tokenizers' BPE without an unk_token drops a byte it has no token for
       } else {
         throw_input_error("tokenizer vocabulary has no token for byte " + std::to_string(static_cast<uint8_t>(c)) +
                           " and no unknown token");
@@ -505,8 +545,116 @@ void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const
   }
 }
 
+void Tokenizer::char_symbols(std::string_view word, std::vector<int32_t>& symbols) const {
+  // tokenizers' BPE::merge_word: each character is its vocabulary entry, else its bytes'
+  // <0xXX> tokens (byte_fallback, when all exist), else the unknown token (consecutive ones
+  // fused with fuse_unk). Such symbols never merge.
+  for (size_t at = 0; at < word.size();) {
+    size_t len = 1;
+    const auto lead = static_cast<unsigned char>(word[at]);
+    if (lead >= 0xF0) len = 4;
+    else if (lead >= 0xE0) len = 3;
+    else if (lead >= 0xC0) len = 2;
+    len = std::min(len, word.size() - at);
+    const std::string_view ch = word.substr(at, len);
+    at += len;
+    if (const auto id = find_token(ch)) {
+      symbols.push_back(*id);
+      continue;
+    }
+    if (auto it = extra_ids_.find(std::string(ch)); it != extra_ids_.end()) {
+      symbols.push_back(it->second);
+      continue;
+    }
+    bool all_bytes = byte_fallback_;
+    for (char c : ch) all_bytes = all_bytes && spm_byte_token_[static_cast<uint8_t>(c)] >= 0;
+    if (all_bytes) {
+      for (char c : ch) symbols.push_back(spm_byte_token_[static_cast<uint8_t>(c)]);
+      continue;
+    }
+    if (!unk_) {
+      if (drop_missing_bytes_) continue;  // as tokenizers' BPE without an unk_token
+      throw_input_error("tokenizer vocabulary has no token for the character '" + std::string(ch) +
+                        "', no byte fallback and no unknown token");
+    }
+    if (fuse_unk_ && !symbols.empty() && symbols.back() == *unk_) continue;
+    symbols.push_back(*unk_);
+  }
+}
+
+std::string Tokenizer::normalize_fragment(std::string_view text, bool at_start) const {
+  std::string out = nfc_ ? unicode::nfc(text) : std::string(text);
+  if (!space_replacement_.empty()) {
+    std::string replaced;
+    for (char c : out) {
+      if (c == ' ') replaced += space_replacement_;
+      else replaced += c;
+    }
+    out = std::move(replaced);
+    const bool prepend = prepend_ == VocabData::Prepend::always || (prepend_ == VocabData::Prepend::first && at_start);
+    if ((prepend && !out.starts_with(space_replacement_)) || (prepend_ == VocabData::Prepend::unconditional && !out.empty()))
+      out = space_replacement_ + out;
+  }
+  return out;
+}
+
 void Tokenizer::encode_fragment(std::string_view text, std::vector<int32_t>& out) const {
   for (std::string_view word : split_words(text)) bpe_word(word, out);
+}
+
+std::string Tokenizer::fingerprint() const {
+  std::string text = pipeline_description() + "\n";
+  auto put = [&](std::string_view s) {
+    text += std::to_string(s.size());
+    text += ':';
+    text += s;
+  };
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    put(tokens_[i]);
+    text += static_cast<char>('0' + static_cast<int>(types_[i]));
+  }
+  for (float f : scores_) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &f, sizeof bits);
+    put(std::to_string(bits));
+  }
+  std::vector<std::pair<int32_t, uint64_t>> ranked;
+  ranked.reserve(merges_.size());
+  for (const auto& [pair, merge] : merges_) ranked.emplace_back(merge.rank, pair);
+  std::sort(ranked.begin(), ranked.end());
+  auto symbol_text = [&](int32_t id) -> const std::string& {
+    return id < vocab_size() ? tokens_[static_cast<size_t>(id)] : extra_symbols_[static_cast<size_t>(id - vocab_size())];
+  };
+  for (const auto& [rank, pair] : ranked) {
+    put(symbol_text(static_cast<int32_t>(pair >> 32)));
+    put(symbol_text(static_cast<int32_t>(pair & 0xFFFFFFFFu)));
+  }
+  // Left out for byte-level vocabularies: there the unknown token only stands in for bytes the
+  // vocabulary lacks (SmolLM2's: six control characters, lead bytes of planes 4+), which
+  // llama.cpp writes as it and tokenizers drops; a GGUF names one where the tokenizer.json
+  // it was converted from does not.
+  if (!(byte_level_ && model_ == TokenizerModel::bpe)) text += "unk " + (unk_ ? std::to_string(*unk_) : std::string("-"));
+  text += " bos " + (add_bos_ && bos_ ? std::to_string(*bos_) : std::string("-"));
+  return hex_u64(xxhash64(text));
+}
+
+std::string Tokenizer::pipeline_description() const {
+  if (model_ == TokenizerModel::spm) return std::string("sentencepiece scores, space prefix ") + (add_space_prefix_ ? "yes" : "no");
+  std::string d = byte_level_ ? "byte-level BPE" : "character BPE";
+  // The pattern, not the name: llama.cpp's "llama-bpe" and a tokenizer.json's Llama 3 Split are one.
+  static constexpr const char* kPatterns[] = {"gpt2", "smollm", "llama3", "qwen2", "none"};
+  d += std::string(", pre-tokenizer ") + kPatterns[static_cast<int>(pre_)];
+  if (nfc_) d += ", NFC";
+  if (!space_replacement_.empty())
+    d += std::string(", spaces as U+2581, prepend ") +
+         (prepend_ == VocabData::Prepend::always          ? "always"
+          : prepend_ == VocabData::Prepend::unconditional ? "unconditional"
+          : prepend_ == VocabData::Prepend::first         ? "first"
+                                                          : "never");
+  if (byte_fallback_) d += ", byte fallback";
+  if (ignore_merges_) d += ", whole-word vocabulary entries";
+  if (fuse_unk_) d += ", fused unknowns";
+  return d;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special, const std::string& source) const {
@@ -561,6 +709,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
       }
       spm_fragment(escaped, ids);
       after_special = false;
+    } else if (f.text.empty()) {
+      continue;  // an empty input: tokenizers' normalizers add nothing to nothing
+    } else if (nfc_ || !space_replacement_.empty()) {
+      const bool at_start = f.text.data() == text.data();
+      const std::string normalized = normalize_fragment(f.text, at_start);
+      encode_fragment(normalized, ids);
     } else {
       encode_fragment(f.text, ids);
     }
@@ -579,13 +733,16 @@ std::string Tokenizer::piece(int32_t id, bool render_special) const {
     case TokenType::user_defined:
       return text;
     case TokenType::normal: {
+      if (!byte_level_) return spm_piece(id, render_special);
       std::string bytes;
       unicode::vocab_form_to_bytes(text, bytes);
       return bytes;
     }
+    case TokenType::byte:
+      if (!byte_level_) return spm_piece(id, render_special);
+      break;
     case TokenType::undefined:
     case TokenType::unused:
-    case TokenType::byte:
       break;
   }
   // llama.cpp renders the types a byte-level vocabulary should not contain as nothing.
@@ -604,6 +761,10 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special)
     // llama.cpp's detokenizer drops the space the SentencePiece encoder prefixed: at most one,
     // from the first token.
     if (i == 0 && model_ == TokenizerModel::spm && add_space_prefix_ && !p.empty() && p[0] == ' ') p.erase(0, 1);
+    // tokenizers' Strip decoder of a Metaspace tokenizer that prepends: the same single space.
+    if (i == 0 && model_ == TokenizerModel::bpe && !byte_level_ && prepend_ != VocabData::Prepend::never && !p.empty() &&
+        p[0] == ' ')
+      p.erase(0, 1);
     out += p;
   }
   return out;

@@ -58,7 +58,9 @@ enum class TokenType : uint8_t {
   byte = 6,
 };
 
-enum class PreTokenizer : uint8_t { gpt2, smollm, llama3 };
+// none: the whole fragment is one word (SentencePiece-style BPE of a tokenizer.json); qwen2:
+// llama3's pattern with one digit per word (\p{N} instead of \p{N}{1,3}).
+enum class PreTokenizer : uint8_t { gpt2, smollm, llama3, qwen2, none };
 enum class TokenizerModel : uint8_t { bpe, spm };
 
 // Everything a tokenizer is built from, independent of the file it came from.
@@ -75,6 +77,25 @@ struct VocabData {
   std::optional<int32_t> eot_id, eom_id;
   bool add_bos = false;
   std::string source = "vocabulary";  // names the origin in error messages
+
+  // What a Hugging Face tokenizer.json declares beyond a GGUF vocabulary (hf_tokenizer.cc); a
+  // GGUF's tokenizer leaves these as they are.
+  bool byte_level = true;       // BPE symbols start as GPT-2-alphabet bytes; false: as characters
+  bool byte_fallback = false;   // character BPE: a character missing from the vocabulary is <0xXX> tokens
+  bool ignore_merges = false;   // a word that is a vocabulary entry is one token (llama3 does this anyway)
+  bool fuse_unk = false;        // consecutive unknown tokens are one
+  bool nfc = false;             // fragments are NFC-normalized first (Qwen's normalizer)
+  std::string space_replacement;  // non-empty ("\u2581"): spaces are written as it
+  enum class Prepend : uint8_t { never, first, always, unconditional };
+  // Whether a fragment gets space_replacement in front: tokenizers' Metaspace prepend_scheme
+  // (first: only a fragment at the start of the text; first and always never to a fragment that
+  // already starts with it), or its Prepend normalizer (unconditional).
+  Prepend prepend = Prepend::never;
+  // A byte the vocabulary lacks, with no unknown token, is dropped (tokenizers' BPE) rather than
+  // refused (an input error, the GGUF path's rule: llama.cpp would need an unknown token).
+  bool drop_missing_bytes = false;
+  // More end-of-generation ids (generation_config.json may list several).
+  std::vector<int32_t> more_end_of_generation;
 };
 
 class Tokenizer {
@@ -120,6 +141,13 @@ class Tokenizer {
   std::optional<int32_t> unk_id() const { return unk_; }
   std::optional<int32_t> pad_id() const { return pad_; }
   bool add_bos() const { return add_bos_; }
+  // One line of what decides the ids a text gets beyond the vocabulary and merges (model,
+  // pre-tokenizer, normalizer, fallbacks), for fingerprints and model info.
+  std::string pipeline_description() const;
+  // xxHash64 (hex) of everything that decides the ids of a text: the pipeline, tokens, token
+  // types, scores, merges in rank order, the unknown token, and BOS when it is added. Equal for
+  // the same vocabulary read from a GGUF and from a tokenizer.json.
+  std::string fingerprint() const;
 
   // Whether greedy generation stops before `id` (the token is not part of the answer): EOS, the
   // end-of-turn and end-of-message tokens the GGUF declares (tokenizer.ggml.eot_token_id,
@@ -143,6 +171,10 @@ class Tokenizer {
   // Fills end_of_generation_ from the ids in `data` and the vocabulary (token_ids_ built).
   void set_end_of_generation(const VocabData& data);
   std::string spm_piece(int32_t id, bool render_special) const;
+  // Normalization of one fragment (VocabData's nfc, space_replacement, prepend); `at_start`:
+  // the fragment starts the text.
+  std::string normalize_fragment(std::string_view text, bool at_start) const;
+  void char_symbols(std::string_view word, std::vector<int32_t>& symbols) const;
 
   struct MergeResult {
     int32_t rank;
@@ -169,6 +201,15 @@ class Tokenizer {
   std::array<int32_t, 256> spm_byte_token_{};  // <0xXX> token of each byte (or the byte's own entry), -1 if none
   PreTokenizer pre_ = PreTokenizer::gpt2;
   std::string pre_name_;
+  bool byte_level_ = true;
+  bool byte_fallback_ = false;
+  bool ignore_merges_ = false;
+  bool fuse_unk_ = false;
+  bool drop_missing_bytes_ = false;
+  bool nfc_ = false;
+  std::string space_replacement_;
+  VocabData::Prepend prepend_ = VocabData::Prepend::never;
+  std::unordered_map<std::string, int32_t> extra_ids_;  // extra_symbols_' ids
   std::optional<int32_t> bos_, eos_, unk_, pad_;
   bool add_bos_ = false;
   std::vector<int32_t> end_of_generation_;  // ascending

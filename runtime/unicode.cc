@@ -2,6 +2,8 @@
 
 #include <utf8proc.h>
 
+#include <cstdlib>
+
 #include <array>
 
 #include "core/error.h"
@@ -184,6 +186,20 @@ bool vocab_form_to_bytes(std::string_view vocab_form, std::string& out) {
     pos += len;
   }
   return all_mapped;
+}
+
+std::string nfc(std::string_view text) {
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                          static_cast<utf8proc_ssize_t>(text.size()), &out,
+                                          static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (n < 0) {
+    std::free(out);
+    throw_internal_error(std::string("NFC normalization failed: ") + utf8proc_errmsg(n));
+  }
+  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
+  return result;
 }
 
 }  // namespace kvgate::runtime::unicode

@@ -43,4 +43,7 @@ std::string bytes_to_vocab_form(std::string_view bytes);
 // false; `vocab_form` must be well-formed UTF-8, as every string read from a GGUF is checked.
 bool vocab_form_to_bytes(std::string_view vocab_form, std::string& out);
 
+// Unicode Normalization Form C of well-formed UTF-8 (utf8proc), as tokenizers' NFC normalizer.
+std::string nfc(std::string_view text);
+
 }  // namespace kvgate::runtime::unicode

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/float_convert.h"
 #include "kernels/ggml_blocks.h"
+#include "runtime/model_files.h"
 #include "runtime/weights_avx2.h"
 
 namespace kvgate::runtime {
@@ -58,24 +59,37 @@ bool weight_type_supported(GgmlType type) {
   return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16 || block_type(type) != nullptr;
 }
 
-WeightMatrix weight_from_tensor(const GgufFile& file, const GgufTensor& t) {
-  if (!weight_type_supported(t.type))
-    throw_input_error_at(file.name(), t.file_offset,
-                         "tensor '" + std::string(t.name) + "' has weight type " + ggml_type_name(t.type) +
+namespace {
+
+WeightMatrix make_weight(const std::string& file, std::string_view name, GgmlType type, uint32_t n_dims,
+                         const std::array<uint64_t, 4>& dims, uint64_t n_elements, uint64_t n_bytes, uint64_t offset,
+                         const uint8_t* data) {
+  if (!weight_type_supported(type))
+    throw_input_error_at(file, offset,
+                         "tensor '" + std::string(name) + "' has weight type " + ggml_type_name(type) +
                              ", which the runtime does not multiply with (supported: F32, F16, BF16, Q4_0, Q4_1, "
                              "Q5_0, Q5_1, Q8_0, Q4_K, Q6_K)");
-  if (t.n_dims > 2 || t.dims[2] != 1 || t.dims[3] != 1)
-    throw_input_error_at(file.name(), t.file_offset, "tensor '" + std::string(t.name) + "' is not a matrix");
-  if (t.n_elements == 0)
-    throw_input_error_at(file.name(), t.file_offset, "tensor '" + std::string(t.name) + "' has a dimension of 0");
+  if (n_dims > 2 || dims[2] != 1 || dims[3] != 1)
+    throw_input_error_at(file, offset, "tensor '" + std::string(name) + "' is not a matrix");
+  if (n_elements == 0) throw_input_error_at(file, offset, "tensor '" + std::string(name) + "' has a dimension of 0");
   WeightMatrix w;
-  w.name = std::string(t.name);
-  w.type = t.type;
-  w.cols = static_cast<int64_t>(t.dims[0]);
-  w.rows = static_cast<int64_t>(t.n_dims >= 2 ? t.dims[1] : 1);
-  w.row_bytes = static_cast<size_t>(t.n_bytes / static_cast<uint64_t>(w.rows));
-  w.data = t.data;
+  w.name = std::string(name);
+  w.type = type;
+  w.cols = static_cast<int64_t>(dims[0]);
+  w.rows = static_cast<int64_t>(n_dims >= 2 ? dims[1] : 1);
+  w.row_bytes = static_cast<size_t>(n_bytes / static_cast<uint64_t>(w.rows));
+  w.data = data;
   return w;
+}
+
+}  // namespace
+
+WeightMatrix weight_from_tensor(const GgufFile& file, const GgufTensor& t) {
+  return make_weight(file.name(), t.name, t.type, t.n_dims, t.dims, t.n_elements, t.n_bytes, t.file_offset, t.data);
+}
+
+WeightMatrix weight_from_tensor(const ModelTensor& t) {
+  return make_weight(t.file, t.name, t.type, t.n_dims, t.dims, t.n_elements, t.n_bytes, t.file_offset, t.data);
 }
 
 void dequantize_weight_row(const WeightMatrix& w, int64_t r, float* out) {
@@ -146,6 +160,7 @@ struct RowKernel {
     if (block_dot) return block_dot(w->row(row), w->cols / 32, x, block_sums);
     if (simd && w->type == GgmlType::F32) return avx2::dot_f32(reinterpret_cast<const float*>(w->row(row)), w->cols, x);
     if (simd && w->type == GgmlType::F16) return avx2::dot_f16(w->row(row), w->cols, x);
+    if (simd && w->type == GgmlType::BF16) return avx2::dot_bf16(w->row(row), w->cols, x);
     return dot_weight_row(*w, row, x);
   }
 };
@@ -185,6 +200,7 @@ void use_one_blas_thread() {
 }
 
 constexpr int64_t kTile = 64;
+
 
 }  // namespace
 
@@ -277,15 +293,35 @@ ggml::DotInput llama_cpp_dot_input(GgmlType type) {
 
 }  // namespace
 
-void round_input_like_llama_cpp(GgmlType type, float* x, int64_t n, int64_t cols) {
-  const ggml::DotInput dot = llama_cpp_dot_input(type);
+namespace {
+void round_input_to(ggml::DotInput dot, GgmlType type, float* x, int64_t n, int64_t cols) {
   if (dot == ggml::DotInput::f32) return;
   const int block = ggml::dot_input_block(dot);
-  KVGATE_CHECK(cols % block == 0, std::string("llama.cpp input rounding: a row of ") + std::to_string(cols) +
+  KVGATE_CHECK(cols % block == 0, std::string("matmul input rounding: a row of ") + std::to_string(cols) +
                                       " is not whole blocks of " + std::to_string(block) + " for weight type " +
                                       ggml_type_name(type));
   const int64_t count = n * cols;
   for (int64_t i = 0; i < count; i += block) ggml::round_dot_input(dot, x + i);
+}
+}  // namespace
+
+void round_input_like_llama_cpp(GgmlType type, float* x, int64_t n, int64_t cols) {
+  round_input_to(llama_cpp_dot_input(type), type, x, n, cols);
+}
+
+ggml::DotInput engine_dot_input(kernels::Arithmetic arithmetic, GgmlType type) {
+  switch (arithmetic) {
+    case kernels::Arithmetic::exact: return ggml::DotInput::f32;
+    case kernels::Arithmetic::llama_cpp: return llama_cpp_dot_input(type);
+    case kernels::Arithmetic::llama_cpp_cuda:
+    case kernels::Arithmetic::vllm_fa3:
+      return type == GgmlType::F16 ? ggml::DotInput::f16 : type == GgmlType::BF16 ? ggml::DotInput::bf16 : ggml::DotInput::f32;
+  }
+  return ggml::DotInput::f32;
+}
+
+void round_input_like_engine(kernels::Arithmetic arithmetic, GgmlType type, float* x, int64_t n, int64_t cols) {
+  round_input_to(engine_dot_input(arithmetic, type), type, x, n, cols);
 }
 
 }  // namespace kvgate::runtime

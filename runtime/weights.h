@@ -9,6 +9,8 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "kernels/arithmetic.h"
+#include "kernels/ggml_blocks.h"
 #include "runtime/gguf.h"
 
 namespace kvgate::runtime {
@@ -30,6 +32,8 @@ struct WeightMatrix {
 bool weight_type_supported(GgmlType type);
 // Wraps a GGUF tensor; an input error naming the tensor when its type or shape is unusable.
 WeightMatrix weight_from_tensor(const GgufFile& file, const GgufTensor& tensor);
+struct ModelTensor;
+WeightMatrix weight_from_tensor(const ModelTensor& tensor);
 
 // out[0..cols) = row r of w, in float.
 void dequantize_weight_row(const WeightMatrix& w, int64_t r, float* out);
@@ -52,6 +56,13 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int n, floa
 // F32 stays f32. Used for @engine=llama.cpp, where those roundings make a small perturbation
 // (a q8_0 cache) flip the activations' 8-bit codes downstream, which is most of llama.cpp's KLD.
 void round_input_like_llama_cpp(GgmlType type, float* x, int64_t n, int64_t cols);
+// What the config's engine rounds a matmul input to next to weights of `type`
+// (kernels/arithmetic.h arithmetic_matmul_inputs says it in words; the GPU forward rounds the same
+// way, kernels/gpu/weight_blocks.h engine_dot_input): llama.cpp's CPU dot types above; f16/bf16
+// next to F16/BF16 weights under llama.cpp-cuda and vllm-fa3 (their GEMMs take 16-bit
+// activations); f32 otherwise.
+kernels::ggml::DotInput engine_dot_input(kernels::Arithmetic arithmetic, GgmlType type);
+void round_input_like_engine(kernels::Arithmetic arithmetic, GgmlType type, float* x, int64_t n, int64_t cols);
 
 // ys[i] = matmul(ws[i], x) for several matrices of the same input width in one hand-off to the
 // pool (a decode step's Q/K/V, or gate and up), with the same per-row and per-tile arithmetic

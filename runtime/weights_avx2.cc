@@ -129,4 +129,22 @@ KVGATE_AVX2 float dot_f16(const uint8_t* row, int64_t n, const float* x) {
   return sum;
 }
 
+KVGATE_AVX2 float dot_bf16(const uint8_t* row, int64_t n, const float* x) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    prefetch_ahead(row + 2 * i);
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    const __m256 w = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+    acc = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + i), acc);
+  }
+  float sum = hsum(acc);
+  for (; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    sum += bf16_to_f32(h) * x[i];
+  }
+  return sum;
+}
+
 }  // namespace kvgate::runtime::avx2

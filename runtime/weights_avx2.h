@@ -10,5 +10,7 @@ float dot_q4_1(const uint8_t* row, int64_t n_blocks, const float* x, const float
 float dot_q8_0(const uint8_t* row, int64_t n_blocks, const float* x, const float* block_sums);
 float dot_f32(const float* row, int64_t n, const float* x);
 float dot_f16(const uint8_t* row, int64_t n, const float* x);
+// bf16 is the top half of an f32: widened by a 16-bit shift, exactly as bf16_to_f32.
+float dot_bf16(const uint8_t* row, int64_t n, const float* x);
 
 }  // namespace kvgate::runtime::avx2

@@ -95,9 +95,12 @@ struct GoldSignal {
 GoldSignal gold_signal(int64_t reference_correct, int64_t reference_answered);
 GoldSignal gold_signal(const ItemAggregate& reference);
 
-// One scored turn's latency, ms. NaN (or a TPOT <= 0) where not measured.
+// One scored turn's latency, ms. NaN (or a TPOT <= 0) where not measured. The *_cpu_ms pair is
+// the same spans in CPU time of the work (core/cpu_time.h): what the gate compares between runs
+// made under different load (docs/gates.md, "How latency is gated").
 struct TurnLatency {
   double ttft_ms = 0, tpot_ms = 0;
+  double ttft_cpu_ms = 0, tpot_cpu_ms = 0;
 };
 
 struct LatencyAggregate {

@@ -390,6 +390,41 @@ std::map<TurnKey, double> log_ratios_to_reference(const GateRun& run, const std:
 
 constexpr size_t kMinSlowdownTurns = 8;
 
+// A latency check with no timed turn to compare: `what` says what is missing; it fails unless
+// the policy's latency.allow_unmeasured lets it pass (skipped, never read as a pass).
+void settle_untimed(CheckResult& c, const std::string& what, const GatePolicy& policy) {
+  c.passed = c.skipped = policy.latency.allow_unmeasured;
+  c.detail = what + (c.passed ? "; not checked (the policy allows it unmeasured)"
+                              : "; fails (set latency.allow_unmeasured in the policy to accept that)");
+}
+
+// The decision of a latency ratio check from paired logarithms (`bv`, `cv`: the baseline's and
+// the candidate's, pair by pair): the geometric means, the seeded bootstrap interval of the
+// ratio candidate / baseline in c.delta, c.ci_low and c.ci_high, and `passed` unless the
+// slowdown is both real (the interval lies above 1) and beyond `limit`. Returns whether it is real.
+bool decide_latency_ratio(CheckResult& c, const std::vector<double>& bv, const std::vector<double>& cv, double limit,
+                          const GatePolicy& policy) {
+  const uint64_t seed = policy.bootstrap.seed ^ xxhash64(c.name);
+  const BootstrapCi ci = paired_bootstrap_ci(bv, cv, policy.bootstrap.resamples, policy.bootstrap.confidence, seed);
+  double bsum = 0, csum = 0;
+  for (size_t i = 0; i < bv.size(); ++i) bsum += bv[i], csum += cv[i];
+  const double n = static_cast<double>(bv.size());
+  c.baseline_value = std::exp(bsum / n);
+  c.candidate_value = std::exp(csum / n);
+  c.delta = std::exp(ci.mean_delta);
+  c.ci_low = std::exp(ci.low);
+  c.ci_high = std::exp(ci.high);
+  const bool real = ci.low > 0;
+  c.passed = !(real && c.delta > limit);
+  return real;
+}
+
+// How a latency ratio check ended, for its detail line.
+std::string ratio_verdict(const CheckResult& c, bool real, double limit) {
+  if (!c.passed) return fmt::format("> limit x{}", num(limit));
+  return real ? fmt::format("real but within the limit x{}", num(limit)) : std::string("interval includes no slowdown");
+}
+
 void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out) {
   const std::set<std::string> base_configs(base.configs.begin(), base.configs.end());
   for (const std::string& config : cand.configs) {
@@ -410,12 +445,11 @@ void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const Ga
         }
       c.items = bv.size();
       if (bv.empty()) {
-        c.passed = policy.latency.allow_unmeasured;
-        c.detail = fmt::format("{} relative to the reference config {}: no turn timed under both it and this config in "
-                               "both runs ({} in the baseline, {} in the candidate){}",
-                               what, cand.reference_config, b.size(), v.size(),
-                               c.passed ? "; not checked (the policy allows it unmeasured)"
-                                        : "; fails (set latency.allow_unmeasured in the policy to accept that)");
+        settle_untimed(c,
+                       fmt::format("{} relative to the reference config {}: no turn timed under both it and this config in "
+                                   "both runs ({} in the baseline, {} in the candidate)",
+                                   what, cand.reference_config, b.size(), v.size()),
+                       policy);
         out.push_back(std::move(c));
         continue;
       }
@@ -430,26 +464,146 @@ void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const Ga
         out.push_back(std::move(c));
         continue;
       }
-      const uint64_t seed = policy.bootstrap.seed ^ xxhash64(c.name);
-      const BootstrapCi ci = paired_bootstrap_ci(bv, cv, policy.bootstrap.resamples, policy.bootstrap.confidence, seed);
-      double bsum = 0, csum = 0;
-      for (size_t i = 0; i < bv.size(); ++i) bsum += bv[i], csum += cv[i];
-      const double n = static_cast<double>(bv.size());
-      c.baseline_value = std::exp(bsum / n);  // geometric mean of config / reference
-      c.candidate_value = std::exp(csum / n);
-      c.delta = std::exp(ci.mean_delta);  // the slowdown: candidate's relative latency over the baseline's
-      c.ci_low = std::exp(ci.low);
-      c.ci_high = std::exp(ci.high);
-      const bool real = ci.low > 0;
-      c.passed = !(real && c.delta > *limit);
+      // Values: geometric means of config / reference; delta: the slowdown, the candidate's
+      // relative latency over the baseline's.
+      const bool real = decide_latency_ratio(c, bv, cv, *limit, policy);
       const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
       c.detail = fmt::format("{} relative to the reference config {} of the same run: x{:.4g} in the baseline, x{:.4g} in "
                              "the candidate: slowdown x{:.4g} ({}% CI [x{:.4g}, x{:.4g}], {} turns) {}",
                              what, cand.reference_config, c.baseline_value, c.candidate_value, c.delta, pct, c.ci_low,
-                             c.ci_high, bv.size(),
-                             c.passed ? (real ? fmt::format("real but within the limit x{}", num(*limit))
-                                              : std::string("interval includes no slowdown"))
-                                      : fmt::format("> limit x{}", num(*limit)));
+                             c.ci_high, bv.size(), ratio_verdict(c, real, *limit));
+      out.push_back(std::move(c));
+    }
+  }
+}
+
+// Items needed in both runs before a calibrated ratio is judged: load changes from item to item,
+// so the interval is over items, and over fewer it is no interval.
+constexpr size_t kMinCalibratedItems = 5;
+
+// What a latency is divided by: TTFT is the turn's prefill (few long compute-bound matmuls), TPOT
+// a decode step (many short hand-offs reading every weight once): the yardstick's part of each kind.
+double yardstick(const ItemCalibration& c, bool ttft) { return ttft ? c.prefill_ms : c.decode_ms; }
+
+// Why the two runs' calibrated latencies cannot be compared, or "".
+std::string not_calibrated(const GateRun& base, const GateRun& cand) {
+  for (const auto& [run, role] : {std::pair{&base, "baseline"}, std::pair{&cand, "candidate"}})
+    if (run->calibration.empty())
+      return fmt::format("the {} run {} timed no calibration workload (engine mode, a GPU backend, or a kvgate from "
+                         "before it did)",
+                         role, run->id);
+  if (base.calibration != cand.calibration)
+    return fmt::format("the runs timed different calibration workloads (baseline run {}: {}; candidate run {}: {})",
+                       base.id, base.calibration, cand.id, cand.calibration);
+  return "";
+}
+
+// The log of the run's yardstick: the median over its items of the part's CPU time (of the
+// two middle ones, their geometric mean); NaN when no item has one. One figure per run, not one
+// per item: on a saturated machine the CPU time of 40 ms of yardstick and of the seconds of
+// work beside it move apart from item to item (measured in bench/latency-gate-bench: the
+// per-item quotient was noisier than the CPU time alone), while the run's median follows what
+// changes slowly, such as a slower or throttled host, and one burst cannot move it.
+double run_yardstick_log(const GateRun& run, bool ttft) {
+  std::vector<double> logs;
+  for (const auto& [key, c] : run.item_calibration)
+    if (timed(yardstick(c, ttft))) logs.push_back(std::log(yardstick(c, ttft)));
+  if (logs.empty()) return std::nan("");
+  std::sort(logs.begin(), logs.end());
+  const size_t n = logs.size();
+  return n % 2 ? logs[n / 2] : (logs[n / 2 - 1] + logs[n / 2]) / 2;
+}
+
+// Per (item, turn) of `config` timed in CPU time in `run`: log(latency in CPU time of the work).
+std::map<TurnKey, double> cpu_latency_logs(const GateRun& run, const std::string& config, bool ttft) {
+  std::map<TurnKey, double> out;
+  for (const GateTurn& t : run.turns) {
+    const double v = ttft ? t.latency.ttft_cpu_ms : t.latency.tpot_cpu_ms;
+    if (t.config == config && timed(v)) out[{t.item_key, t.turn_index}] = std::log(v);
+  }
+  return out;
+}
+
+void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand,
+                           std::vector<CheckResult>& out, std::vector<std::string>& notes) {
+  struct Spec {
+    const char* metric;
+    bool ttft;
+    std::optional<double> limit;
+  };
+  const Spec specs[] = {{"ttft_calibrated_ratio", true, policy.latency.ttft_calibrated_ratio_max},
+                        {"tpot_calibrated_ratio", false, policy.latency.tpot_calibrated_ratio_max}};
+  if (std::none_of(std::begin(specs), std::end(specs), [](const Spec& s) { return s.limit.has_value(); })) return;
+  const std::string why_not = not_calibrated(base, cand);
+  if (!why_not.empty()) notes.push_back("calibrated run-to-run latency was not checked: " + why_not);
+  const std::set<std::string> base_configs(base.configs.begin(), base.configs.end());
+  for (const std::string& config : cand.configs) {
+    if (!base_configs.count(config)) continue;
+    for (const Spec& spec : specs) {
+      if (!spec.limit) continue;
+      const char* what = spec.ttft ? "TTFT" : "TPOT";
+      const char* workload = spec.ttft ? "prefill" : "decode";
+      CheckResult c = make_check(CheckKind::latency, spec.metric, "*", config);
+      c.threshold = *spec.limit;
+      if (!why_not.empty()) {
+        c.skipped = true;
+        c.detail = fmt::format("{} against the calibration workload: not checked, {}", what, why_not);
+        out.push_back(std::move(c));
+        continue;
+      }
+      // Per item, over its turns timed in both runs, the mean log of CPU latency over the run's
+      // yardstick: the interval is over items, whose load differs.
+      const double yard_b = run_yardstick_log(base, spec.ttft), yard_c = run_yardstick_log(cand, spec.ttft);
+      struct Sums {
+        double base = 0, cand = 0;
+        size_t turns = 0;
+      };
+      std::map<std::string, Sums> items;
+      const auto b = cpu_latency_logs(base, config, spec.ttft), v = cpu_latency_logs(cand, config, spec.ttft);
+      size_t turns = 0;
+      if (std::isfinite(yard_b) && std::isfinite(yard_c))
+        for (const auto& [key, cl] : v)
+          if (const auto it = b.find(key); it != b.end()) {
+            Sums& s = items[key.first];
+            s.base += it->second - yard_b;
+            s.cand += cl - yard_c;
+            ++s.turns;
+            ++turns;
+          }
+      std::vector<double> bv, cv;
+      for (const auto& [key, s] : items) {
+        const double n = static_cast<double>(s.turns);
+        bv.push_back(s.base / n);
+        cv.push_back(s.cand / n);
+      }
+      c.items = items.size();
+      if (items.empty()) {
+        settle_untimed(c,
+                       fmt::format("{} against the calibration workload: no turn timed in CPU time in both runs ({} in "
+                                   "the baseline, {} in the candidate{})",
+                                   what, b.size(), v.size(),
+                                   std::isfinite(yard_b) && std::isfinite(yard_c) ? "" : "; a run holds no yardstick time"),
+                       policy);
+        out.push_back(std::move(c));
+        continue;
+      }
+      if (items.size() < kMinCalibratedItems) {
+        c.passed = c.skipped = true;
+        c.detail = fmt::format("{} against the calibration workload: only {} item{} timed in both runs; at least {} "
+                               "are needed for an interval over items; not checked",
+                               what, items.size(), items.size() == 1 ? "" : "s", kMinCalibratedItems);
+        out.push_back(std::move(c));
+        continue;
+      }
+      // Values: geometric means of CPU latency / yardstick (ms per ms); delta: their ratio.
+      const bool real = decide_latency_ratio(c, bv, cv, *spec.limit, policy);
+      const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
+      const double yard_ratio = std::exp(yard_c - yard_b);
+      c.detail = fmt::format("{} in CPU time per CPU ms of the calibration workload's {} part (the run's median): "
+                             "x{:.4g} in the candidate over the baseline ({}% CI [x{:.4g}, x{:.4g}], {} items, {} turns; "
+                             "{} in CPU time itself x{:.4g}, the workload x{:.4g}) {}",
+                             what, workload, c.delta, pct, c.ci_low, c.ci_high, items.size(), turns, what,
+                             c.delta * yard_ratio, yard_ratio, ratio_verdict(c, real, *spec.limit));
       out.push_back(std::move(c));
     }
   }
@@ -505,11 +659,8 @@ void add_run_to_run_checks(const GatePolicy& policy, const GateRun& base, const 
         c.skipped = true;
         c.detail = fmt::format("{}: not checked, the machines were not both quiet: {}", spec.metric, noisy);
       } else if (base_turns == 0 || cand_turns == 0) {
-        c.passed = policy.latency.allow_unmeasured;
-        c.skipped = c.passed;
-        c.detail = fmt::format("{}: no timed turns in {}{}", spec.metric, base_turns == 0 ? "the baseline" : "the candidate",
-                               c.passed ? "; not checked (the policy allows it unmeasured)"
-                                        : "; fails (set latency.allow_unmeasured in the policy to accept that)");
+        settle_untimed(c, fmt::format("{}: no timed turns in {}", spec.metric, base_turns == 0 ? "the baseline" : "the candidate"),
+                       policy);
       } else {
         c.baseline_value = b.*spec.value;
         c.candidate_value = v.*spec.value;
@@ -697,9 +848,11 @@ GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, con
   add_coverage_min_checks(policy, candidate, o.checks);
   add_absolute_checks(policy, baseline, candidate, o.checks);
   add_position_checks(policy, baseline, candidate, o.checks);
+  add_depth_checks(policy, candidate, o.checks);
   if (baseline) {
     add_regression_checks(policy, *baseline, candidate, o.checks);
     add_slowdown_checks(policy, *baseline, candidate, o.checks);
+    add_calibrated_checks(policy, *baseline, candidate, o.checks, o.notes);
     add_run_to_run_checks(policy, *baseline, candidate, o.checks, o.notes);
   }
   return o;

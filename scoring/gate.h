@@ -7,6 +7,7 @@
 // negligible change must not fail a nightly, so the mean delta must also exceed a magnitude.
 // Identical runs give all-zero deltas, an interval of [0, 0], and so can never fire.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,11 @@ struct RunLoad {
 // the run's threads) / cores. A resumed run counts its worst invocation.
 double other_load_per_core(const RunLoad& load);
 
+// The calibration workload's CPU times around one item (results::ItemCalibration), ms.
+struct ItemCalibration {
+  double prefill_ms = 0, decode_ms = 0;
+};
+
 struct GateRun {
   int64_t id = 0;
   std::string status;  // complete | interrupted | running | failed
@@ -59,6 +65,10 @@ struct GateRun {
   // kvgate kept them.
   std::vector<PositionRow> positions;
   std::optional<RunLoad> load;  // nullopt: not recorded (an older kvgate, or a killed invocation)
+  // The latency yardstick: the calibration workload as text ("": the run was not calibrated) and
+  // its times around each item, by item key (an item without one is not in the map).
+  std::string calibration;
+  std::map<std::string, ItemCalibration> item_calibration;
 };
 
 struct AffectedItem {

@@ -1,16 +1,15 @@
 #include "scoring/gate_policy.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/json_input.h"
+#include "core/mapped_file.h"
 #include "scoring/position_buckets.h"
 
 namespace kvgate::scoring {
@@ -111,6 +110,23 @@ CoverageLimits read_coverage(const json& j, const std::string& source, const std
   return c;
 }
 
+// The start of a position bucket at `key`, or an error listing them.
+int64_t read_bucket_start(const json& e, const char* key, const std::string& source, const std::string& at) {
+  if (!e.contains(key) || !e[key].is_number_integer() || !position_bucket_starting_at(e[key].get<int64_t>())) {
+    std::string starts;
+    for (const int64_t s : kPositionBucketStart) starts += (starts.empty() ? "" : ", ") + std::to_string(s);
+    bad(source, at + "." + key, "expected the start of a position bucket (" + starts + ")");
+  }
+  return e[key].get<int64_t>();
+}
+
+// The metric of a position or depth check: "kld_mean" or "same_top1", the two a bucket sums.
+std::string read_position_metric(const json& e, const std::string& source, const std::string& at) {
+  if (!e.contains("metric") || !e["metric"].is_string() || (e["metric"] != "kld_mean" && e["metric"] != "same_top1"))
+    bad(source, at + ".metric", "expected \"kld_mean\" or \"same_top1\"");
+  return e["metric"].get<std::string>();
+}
+
 // "positions": [{"metric": "kld_mean", "min_position": 16384, "regression": 0.002, "limit": 0.5}, ...]
 // or null (none here, overriding a less specific rule).
 std::vector<PositionLimit> read_positions(const json& j, const std::string& source, const std::string& where) {
@@ -122,17 +138,8 @@ std::vector<PositionLimit> read_positions(const json& j, const std::string& sour
     const json& e = require_object(j[i], source, at);
     reject_unknown_keys(e, {"metric", "min_position", "regression", "limit"}, source, at);
     PositionLimit p;
-    if (!e.contains("metric") || !e["metric"].is_string() ||
-        (e["metric"] != "kld_mean" && e["metric"] != "same_top1"))
-      bad(source, at + ".metric", "expected \"kld_mean\" or \"same_top1\"");
-    p.metric = e["metric"].get<std::string>();
-    if (!e.contains("min_position") || !e["min_position"].is_number_integer() ||
-        !position_bucket_starting_at(e["min_position"].get<int64_t>())) {
-      std::string starts;
-      for (const int64_t s : kPositionBucketStart) starts += (starts.empty() ? "" : ", ") + std::to_string(s);
-      bad(source, at + ".min_position", "expected the start of a position bucket (" + starts + ")");
-    }
-    p.min_position = e["min_position"].get<int64_t>();
+    p.metric = read_position_metric(e, source, at);
+    p.min_position = read_bucket_start(e, "min_position", source, at);
     const double upper = p.metric == "same_top1" ? 1.0 : INFINITY;
     p.regression = read_limit(e, "regression", source, at, upper);
     p.limit = read_limit(e, "limit", source, at, upper);
@@ -140,6 +147,34 @@ std::vector<PositionLimit> read_positions(const json& j, const std::string& sour
     drop_explicit_off(p.limit);
     if (!p.regression && !p.limit) bad(source, at, "sets neither \"regression\" nor \"limit\", so it checks nothing");
     out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// "depth": [{"metric": "kld_mean", "shallow": 0, "min_position": 2048, "ratio_max": 3, "floor": 0.002}, ...]
+// or null (none here, overriding a less specific rule).
+std::vector<DepthLimit> read_depth(const json& j, const std::string& source, const std::string& where) {
+  if (j.is_null()) return {};
+  if (!j.is_array()) bad(source, where, "expected an array of depth checks or null");
+  std::vector<DepthLimit> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const json& e = require_object(j[i], source, at);
+    reject_unknown_keys(e, {"metric", "shallow", "min_position", "ratio_max", "floor"}, source, at);
+    DepthLimit d;
+    d.metric = read_position_metric(e, source, at);
+    d.shallow = e.contains("shallow") ? read_bucket_start(e, "shallow", source, at) : 0;
+    d.min_position = read_bucket_start(e, "min_position", source, at);
+    if (d.min_position <= d.shallow) bad(source, at + ".min_position", "must be deeper than \"shallow\"");
+    if (e.contains("ratio_max") && d.metric != "kld_mean")
+      bad(source, at + ".ratio_max", "applies to kld_mean (a ratio of agreement rates says little; use \"floor\")");
+    d.ratio_max = read_limit(e, "ratio_max", source, at);
+    d.floor = read_limit(e, "floor", source, at, d.metric == "same_top1" ? 1.0 : INFINITY);
+    drop_explicit_off(d.ratio_max);
+    drop_explicit_off(d.floor);
+    if (d.ratio_max && *d.ratio_max < 1) bad(source, at + ".ratio_max", "must be at least 1 (a ratio below 1 is no worsening)");
+    if (!d.ratio_max && !d.floor) bad(source, at, "sets neither \"ratio_max\" nor \"floor\", so it checks nothing");
+    out.push_back(std::move(d));
   }
   return out;
 }
@@ -180,6 +215,7 @@ void overlay_limits(GateLimits& into, const GateLimits& from) {
   overlay(into.regression.first_token_eos_rate, from.regression.first_token_eos_rate);
   overlay(into.regression.first_token_differs_rate, from.regression.first_token_differs_rate);
   if (from.positions) into.positions = from.positions;
+  if (from.depth) into.depth = from.depth;
   overlay(into.coverage.items_min, from.coverage.items_min);
   overlay(into.coverage.scored_tokens_min, from.coverage.scored_tokens_min);
   if (from.allow_unmeasured) into.allow_unmeasured = from.allow_unmeasured;
@@ -240,40 +276,54 @@ GatePolicy parse_gate_policy(const std::string& text, const std::string& source)
   for (size_t i = 0; i < j["rules"].size(); ++i) {
     const std::string where = "rules[" + std::to_string(i) + "]";
     const json& r = require_object(j["rules"][i], source, where);
-    reject_unknown_keys(r, {"domain", "kv", "absolute", "regression", "coverage", "positions", "allow_unmeasured", "note"},
+    reject_unknown_keys(r,
+                        {"domain", "kv", "absolute", "regression", "coverage", "positions", "depth", "allow_unmeasured",
+                         "note", "optional"},
                         source, where);
     GateRule rule;
+    rule.index = i;
     rule.domain = read_name(r, "domain", source, where);
     rule.kv = read_name(r, "kv", source, where);
+    if (r.contains("optional")) {
+      if (!r["optional"].is_boolean()) bad(source, where + ".optional", "expected true or false");
+      rule.optional = r["optional"].get<bool>();
+    }
     if (r.contains("absolute")) rule.limits.absolute = read_absolute(r["absolute"], source, where + ".absolute");
     if (r.contains("regression")) rule.limits.regression = read_regression(r["regression"], source, where + ".regression");
     if (r.contains("coverage")) rule.limits.coverage = read_coverage(r["coverage"], source, where + ".coverage");
     if (r.contains("positions")) rule.limits.positions = read_positions(r["positions"], source, where + ".positions");
+    if (r.contains("depth")) {
+      if (rule.domain != "*")
+        bad(source, where + ".depth", "a depth effect is measured over all of a run's documents: set it in a rule with "
+                                      "\"domain\": \"*\"");
+      rule.limits.depth = read_depth(r["depth"], source, where + ".depth");
+    }
     rule.limits.allow_unmeasured = read_bool(r, "allow_unmeasured", source, where);
     p.rules.push_back(std::move(rule));
   }
   if (j.contains("latency")) {
     const json& l = require_object(j["latency"], source, "latency");
-    reject_unknown_keys(l,
-                        {"ttft_slowdown_max", "tpot_slowdown_max", "ttft_p50_ratio_max", "ttft_p95_ratio_max",
-                         "tpot_p50_ratio_max", "tpot_p95_ratio_max", "quiet_load_max", "allow_unmeasured"},
-                        source, "latency");
-    p.latency.ttft_slowdown_max = read_limit(l, "ttft_slowdown_max", source, "latency");
-    p.latency.tpot_slowdown_max = read_limit(l, "tpot_slowdown_max", source, "latency");
-    p.latency.ttft_p50_ratio_max = read_limit(l, "ttft_p50_ratio_max", source, "latency");
-    p.latency.ttft_p95_ratio_max = read_limit(l, "ttft_p95_ratio_max", source, "latency");
-    p.latency.tpot_p50_ratio_max = read_limit(l, "tpot_p50_ratio_max", source, "latency");
-    p.latency.tpot_p95_ratio_max = read_limit(l, "tpot_p95_ratio_max", source, "latency");
-    // Latency limits have no rules to inherit from: null and absent both mean off.
-    for (std::optional<double>* v : {&p.latency.ttft_slowdown_max, &p.latency.tpot_slowdown_max,
-                                     &p.latency.ttft_p50_ratio_max, &p.latency.ttft_p95_ratio_max,
-                                     &p.latency.tpot_p50_ratio_max, &p.latency.tpot_p95_ratio_max})
-      drop_explicit_off(*v);
-    // A ratio limit below 1 would fail identical runs.
-    for (const char* key : {"ttft_slowdown_max", "tpot_slowdown_max", "ttft_p50_ratio_max", "ttft_p95_ratio_max",
-                            "tpot_p50_ratio_max", "tpot_p95_ratio_max"})
-      if (l.contains(key) && l[key].is_number() && l[key].get<double>() < 1.0)
-        bad(source, std::string("latency.") + key, "a ratio limit must be >= 1 (1 means no slower)");
+    // Every latency limit is a ratio: no slower is 1.
+    const std::pair<const char*, std::optional<double> LatencyLimits::*> ratio_limits[] = {
+        {"ttft_slowdown_max", &LatencyLimits::ttft_slowdown_max},
+        {"tpot_slowdown_max", &LatencyLimits::tpot_slowdown_max},
+        {"ttft_calibrated_ratio_max", &LatencyLimits::ttft_calibrated_ratio_max},
+        {"tpot_calibrated_ratio_max", &LatencyLimits::tpot_calibrated_ratio_max},
+        {"ttft_p50_ratio_max", &LatencyLimits::ttft_p50_ratio_max},
+        {"ttft_p95_ratio_max", &LatencyLimits::ttft_p95_ratio_max},
+        {"tpot_p50_ratio_max", &LatencyLimits::tpot_p50_ratio_max},
+        {"tpot_p95_ratio_max", &LatencyLimits::tpot_p95_ratio_max}};
+    std::set<std::string> known{"quiet_load_max", "allow_unmeasured"};
+    for (const auto& [key, member] : ratio_limits) known.insert(key);
+    reject_unknown_keys(l, known, source, "latency");
+    for (const auto& [key, member] : ratio_limits) {
+      std::optional<double>& v = p.latency.*member;
+      v = read_limit(l, key, source, "latency");
+      // Latency limits have no rules to inherit from: null and absent both mean off.
+      drop_explicit_off(v);
+      // A ratio limit below 1 would fail identical runs.
+      if (v && *v < 1.0) bad(source, std::string("latency.") + key, "a ratio limit must be >= 1 (1 means no slower)");
+    }
     if (l.contains("quiet_load_max")) {
       // null: no machine counts as quiet, so run-to-run ratios are never checked.
       const std::optional<double> q = read_limit(l, "quiet_load_max", source, "latency");
@@ -282,27 +332,29 @@ GatePolicy parse_gate_policy(const std::string& text, const std::string& source)
     if (const std::optional<bool> allow = read_bool(l, "allow_unmeasured", source, "latency"))
       p.latency.allow_unmeasured = *allow;
   }
-  canonicalize_policy_kv(p, [](const std::string& s) { return s; });
+  canonicalize_policy_kv(p, [](const GateRule& r) { return std::vector<std::string>{r.kv}; });
   return p;
 }
 
-GatePolicy load_gate_policy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error(path + ": cannot open the gate policy file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_gate_policy(ss.str(), path);
-}
+GatePolicy load_gate_policy(const std::string& path) { return parse_gate_policy(read_whole_file(path, kMaxConfigFileBytes), path); }
 
-void canonicalize_policy_kv(GatePolicy& policy, const std::function<std::string(const std::string&)>& canonical) {
-  std::set<std::pair<std::string, std::string>> seen;
-  for (size_t i = 0; i < policy.rules.size(); ++i) {
-    GateRule& r = policy.rules[i];
-    if (r.kv != "*") r.kv = canonical(r.kv);
-    if (!seen.emplace(r.domain, r.kv).second)
-      bad(policy.source, "rules[" + std::to_string(i) + "]",
-          "a second rule for domain '" + r.domain + "' and kv '" + r.kv + "' (merge them into one)");
+void canonicalize_policy_kv(GatePolicy& policy, const std::function<std::vector<std::string>(const GateRule&)>& canonical) {
+  std::map<std::pair<std::string, std::string>, size_t> seen;  // (domain, kv) -> the rule that set it
+  std::vector<GateRule> rules;
+  for (const GateRule& r : policy.rules) {
+    const std::vector<std::string> specs = r.kv == "*" ? std::vector<std::string>{"*"} : canonical(r);
+    for (const std::string& spec : specs) {
+      const auto [it, fresh] = seen.emplace(std::make_pair(r.domain, spec), r.index);
+      if (!fresh)
+        bad(policy.source, "rules[" + std::to_string(r.index) + "]",
+            "a second rule for domain '" + r.domain + "' and kv '" + spec + "' (rules[" + std::to_string(it->second) +
+                "] names it too; merge them into one)");
+      GateRule bound = r;
+      bound.kv = spec;
+      rules.push_back(std::move(bound));
+    }
   }
+  policy.rules = std::move(rules);
 }
 
 }  // namespace kvgate::scoring

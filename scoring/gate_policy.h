@@ -51,6 +51,19 @@ struct PositionLimit {
   std::optional<double> regression, limit;
 };
 
+// A depth-effect check (docs/gates.md "Checks by depth"): per candidate config, over all the
+// run's documents (items) together, `metric` in every position bucket from `min_position` on
+// against the bucket starting at `shallow`, paired on the documents holding both
+// (scoring/depth_effect.h). It fails when the worsening with depth is real (its bootstrap
+// interval over documents excludes none) and exceeds every limit given: `ratio_max` (kld_mean:
+// deep / shallow) and `floor` (deep - shallow KLD, or shallow - deep top-1 agreement).
+// Fewer than kDepthMinDocuments paired documents, or no bucket reached, skip with the reason.
+struct DepthLimit {
+  std::string metric;
+  int64_t shallow = 0, min_position = 0;
+  std::optional<double> ratio_max, floor;
+};
+
 // How much of the candidate run a (domain, config) must hold for its checks to mean anything:
 // items with the config's row, and tokens whose KLD was measured (items whose KLD was not
 // measured count for neither).
@@ -66,6 +79,9 @@ struct GateLimits {
   // The per-position checks, all taken from the most specific rule that sets "positions" (an
   // empty list: none, as `null` says in the file).
   std::optional<std::vector<PositionLimit>> positions;
+  // The depth-effect checks, likewise from the most specific rule that sets "depth"; only rules
+  // for every domain ("*") may set them, since a depth effect is measured over all documents.
+  std::optional<std::vector<DepthLimit>> depth;
   // A check whose metric the data allows (the items have scored tokens, gold answers, greedy
   // answers) but that no item measured fails, unless this is true. Off by default.
   std::optional<bool> allow_unmeasured;
@@ -73,8 +89,15 @@ struct GateLimits {
 
 struct GateRule {
   std::string domain = "*";
+  // "*" or a config as the user names it; bound to the stored spec(s) of the run's configs it
+  // names before checks look it up (harness/report/verdicts.h, bind_policy).
   std::string kv = "*";
   GateLimits limits;  // NaN: the file set this limit to null (off, overriding less specific rules)
+  // "optional": true: the rule is meant for runs that have its config; one that has none is not
+  // an error (a note says the rule was not applied). Otherwise a `kv` rule that names no config
+  // of the run is an input error: a rule that applies to nothing would let a gate pass unseen.
+  bool optional = false;
+  size_t index = 0;  // the rule's place in the file, "rules[N]" in messages
 };
 
 // Latency (docs/gates.md, "How latency is gated").
@@ -85,11 +108,17 @@ struct GateRule {
 // with a bootstrap interval. It fails when the interval excludes 1 on the slow side and the
 // slowdown exceeds the limit. Load slows a config and its reference alike, so it cannot fail.
 //
+// Calibrated, run to run: per config, reference included, each turn's TTFT/TPOT divided by the
+// calibration workload timed just around its item (harness/eval/calibration.h), which load slows
+// as it slows the items and a slower kvgate does not; candidate against baseline, per item
+// paired, as a geometric mean with a bootstrap interval over items. Fails as the slowdown does.
+//
 // Run to run: per-config percentiles candidate / baseline, which load does move; checked only
 // when both runs recorded a quiet machine (at most quiet_load_max other runnable tasks per
 // core; null: no machine is quiet), otherwise passed with a detail saying why not checked.
 struct LatencyLimits {
   std::optional<double> ttft_slowdown_max, tpot_slowdown_max;
+  std::optional<double> ttft_calibrated_ratio_max, tpot_calibrated_ratio_max;
   std::optional<double> ttft_p50_ratio_max, ttft_p95_ratio_max;
   std::optional<double> tpot_p50_ratio_max, tpot_p95_ratio_max;
   std::optional<double> quiet_load_max = 0.25;
@@ -116,9 +145,9 @@ struct GatePolicy {
 GatePolicy parse_gate_policy(const std::string& text, const std::string& source);
 GatePolicy load_gate_policy(const std::string& path);
 
-// Rewrites every rule's KV config name with `canonical` (short names such as "fp8" to the
-// canonical spec the results store records), so rules match what runs hold. Rules that name
-// the same (domain, config) twice are an input error.
-void canonicalize_policy_kv(GatePolicy& policy, const std::function<std::string(const std::string&)>& canonical);
+// Rewrites every rule's KV config name with `canonical` (the stored spec(s) a rule names; several
+// rewrite the rule into one per spec), so rules match what runs hold by exact spec. Rules that
+// name the same (domain, config) twice are an input error naming both.
+void canonicalize_policy_kv(GatePolicy& policy, const std::function<std::vector<std::string>(const GateRule&)>& canonical);
 
 }  // namespace kvgate::scoring

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "scoring/depth_effect.h"
 
 namespace kvgate::scoring {
 namespace {
@@ -158,6 +159,79 @@ void add_position_checks(const GatePolicy& policy, const GateRun* baseline, cons
                                c.passed ? (real ? fmt::format("real but within the {} floor", num(*pl.regression))
                                                 : std::string("interval includes no worsening"))
                                         : fmt::format("worse by more than the {} floor", num(*pl.regression)));
+        out.push_back(std::move(c));
+      }
+    }
+  }
+}
+
+void add_depth_checks(const GatePolicy& policy, const GateRun& cand, std::vector<CheckResult>& out) {
+  const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
+  for (const std::string& config : cand.configs) {
+    if (config == cand.reference_config) continue;  // its KLD is against itself
+    const GateLimits limits = policy.limits_for("*", config);
+    if (!limits.depth || limits.depth->empty()) continue;
+    const ConfigDocuments docs = config_documents(cand.positions, config);
+    int deepest = -1;  // the deepest bucket any document reaches
+    for (const auto& [key, buckets] : docs)
+      for (const auto& [b, sums] : buckets)
+        if (sums.tokens > 0) deepest = std::max(deepest, b);
+    for (const DepthLimit& dl : *limits.depth) {
+      const int shallow = *position_bucket_starting_at(dl.shallow), first = *position_bucket_starting_at(dl.min_position);
+      const bool kld = dl.metric == "kld_mean";
+      const double threshold = dl.ratio_max.value_or(dl.floor.value_or(kNaN));
+      if (deepest < first) {
+        CheckResult c = make("depth", dl.metric + "@" + from_name(dl.min_position) + "/" + position_bucket_name(shallow),
+                             "*", config);
+        c.passed = c.skipped = true;
+        c.threshold = threshold;
+        c.items = docs.size();
+        c.detail = fmt::format("{} from position {} on against {}: no scored token of the run reaches position {}; not "
+                               "checked",
+                               dl.metric, dl.min_position, position_bucket_name(shallow), dl.min_position);
+        out.push_back(std::move(c));
+        continue;
+      }
+      for (int b = first; b <= deepest; ++b) {
+        const std::string pair = position_bucket_name(b) + " against " + position_bucket_name(shallow);
+        CheckResult c = make("depth", dl.metric + "@" + position_bucket_name(b) + "/" + position_bucket_name(shallow),
+                             "*", config);
+        c.threshold = threshold;
+        const DepthEffect e = depth_effect(docs, shallow, b, policy.bootstrap, estimate_seed(policy.bootstrap, c.name));
+        c.items = static_cast<size_t>(e.documents);
+        if (!e.measured()) {
+          c.passed = c.skipped = true;
+          c.detail = fmt::format("{} at {}: {} document{} hold{} scored tokens in both ({} needed for an interval over "
+                                 "documents); not checked",
+                                 dl.metric, pair, e.documents, e.documents == 1 ? "" : "s", e.documents == 1 ? "s" : "",
+                                 kDepthMinDocuments);
+          out.push_back(std::move(c));
+          continue;
+        }
+        // The worsening with depth: more KLD, or less top-1 agreement, deep than shallow.
+        const Estimate& diff = kld ? e.kld_difference : e.top1_difference;
+        const double sign = kld ? 1.0 : -1.0;
+        c.baseline_value = kld ? e.shallow_kld : e.shallow_top1;
+        c.candidate_value = kld ? e.deep_kld : e.deep_top1;
+        c.delta = diff.value;
+        c.ci_low = diff.low;
+        c.ci_high = diff.high;
+        const bool real = kld ? diff.low > 0 : diff.high < 0;
+        const bool over_ratio = !dl.ratio_max || (std::isfinite(e.kld_ratio.value) && e.kld_ratio.value > *dl.ratio_max);
+        const bool over_floor = !dl.floor || sign * diff.value > *dl.floor;
+        c.passed = !(real && over_ratio && over_floor);
+        std::string limits_text;
+        if (dl.ratio_max) limits_text += fmt::format("ratio limit {}x", num(*dl.ratio_max));
+        if (dl.floor) limits_text += fmt::format("{}floor {}", limits_text.empty() ? "" : ", ", num(*dl.floor));
+        c.detail = fmt::format("{} at {} on the same {} documents: {} -> {} ({:+.6g}, {}% CI [{:+.6g}, {:+.6g}]{}); {}",
+                               dl.metric, pair, e.documents, num(c.baseline_value), num(c.candidate_value), diff.value, pct,
+                               diff.low, diff.high,
+                               kld ? fmt::format("; {}x [{}x, {}x]", num(e.kld_ratio.value), num(e.kld_ratio.low),
+                                                 num(e.kld_ratio.high))
+                                   : std::string(),
+                               !real ? std::string("interval includes no worsening with depth")
+                               : c.passed ? fmt::format("worse with depth, but within the {}", limits_text)
+                                          : fmt::format("worse with depth beyond the {}", limits_text));
         out.push_back(std::move(c));
       }
     }

@@ -1,5 +1,6 @@
 #pragma once
-// The gate's checks by position (docs/gates.md "Checks by position"), apart from gate.cc so the
+// The gate's checks by position and by depth (docs/gates.md "Checks by position", "Checks by
+// depth"), apart from gate.cc so the
 // per-bucket logic reads in one place. Called by evaluate_gate.
 #include <vector>
 
@@ -13,5 +14,10 @@ namespace kvgate::scoring {
 // group reaches in either run give one skipped check naming the range, never a pass.
 void add_position_checks(const GatePolicy& policy, const GateRun* baseline, const GateRun& candidate,
                          std::vector<CheckResult>& out);
+
+// Per candidate config (the reference has none), over all the run's documents: each DepthLimit
+// of the config's "*" rules, every bucket from its min_position on against its shallow bucket,
+// paired on the documents holding both (scoring/depth_effect.h). Needs no baseline.
+void add_depth_checks(const GatePolicy& policy, const GateRun& candidate, std::vector<CheckResult>& out);
 
 }  // namespace kvgate::scoring

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "serving/engine_traits.h"
 
 namespace kvgate::serving {
 
@@ -16,6 +17,21 @@ json token_array(const std::vector<int32_t>& tokens) {
   json a = json::array();
   for (int32_t t : tokens) a.push_back(t);
   return a;
+}
+
+// The engine's neutral sampling fields (engine_traits), written over whatever `body` holds.
+void pin_sampling(EngineKind kind, json& body) {
+  static const auto parsed = [] {
+    std::vector<std::pair<EngineKind, json>> out;
+    for (EngineKind k : {EngineKind::vllm, EngineKind::sglang, EngineKind::llama_server, EngineKind::openai})
+      out.emplace_back(k, json::parse(engine_traits(k).neutral_sampling));
+    return out;
+  }();
+  const std::string_view where = engine_traits(kind).sampling_object;
+  json& target = where.empty() ? body : body[std::string(where)];
+  for (const auto& [k, fields] : parsed)
+    if (k == kind)
+      for (const auto& [key, value] : fields.items()) target[key] = value;
 }
 
 void check_generate(const GenerateRequest& r) {
@@ -108,7 +124,11 @@ ScoreResult parse_vllm_score(const ScoreRequest& r, const std::string& body) {
 }
 
 // SGLang: meta_info.input_token_logprobs[i] = [logprob, id, text] for prompt position
-// logprob_start_len + i, input_top_logprobs[i] = [[logprob, id, text], ...].
+// logprob_start_len + i, input_top_logprobs[i] = [[logprob, id, text], ...]. The row at
+// logprob_start_len itself is never scored: SGLang returns [None] + the logprobs of positions
+// logprob_start_len + 1 .. end, ids from logprob_start_len on, and a null top list first
+// (managers/scheduler_components/logprob_result_processor.py:26-84). So kvgate asks from the
+// context's last token, checks that dropped row names it, and reads the span from row 1.
 ScoreResult parse_sglang_score(const ScoreRequest& r, const std::string& body) {
   json j = parse_json(body, "SGLang /generate");
   if (j.is_array() && j.size() == 1) j = j[0];
@@ -120,17 +140,25 @@ ScoreResult parse_sglang_score(const ScoreRequest& r, const std::string& body) {
   const json& lps = meta["input_token_logprobs"];
   const json empty = json::array();
   const json& tops = meta.contains("input_top_logprobs") && meta["input_top_logprobs"].is_array() ? meta["input_top_logprobs"] : empty;
-  if (lps.size() != r.span.size())
+  const size_t rows = r.span.size() + 1;
+  const std::string start = " (logprob_start_len " + std::to_string(r.context.size() - 1) + ")";
+  if (lps.size() != rows)
     throw_input_error("SGLang returned input logprobs for " + std::to_string(lps.size()) + " positions, expected " +
-                      std::to_string(r.span.size()) + " (logprob_start_len " + std::to_string(r.context.size()) + ")");
-  if (tops.size() != r.span.size())
+                      std::to_string(rows) + start);
+  if (tops.size() != rows)
     throw_input_error("SGLang returned input_top_logprobs for " + std::to_string(tops.size()) + " positions, expected " +
-                      std::to_string(r.span.size()));
+                      std::to_string(rows) + start);
+  const json& dropped = lps[0];
+  if (!dropped.is_array() || dropped.size() < 2 || !dropped[0].is_null() || id_of(dropped[1]) != r.context.back() ||
+      !tops[0].is_null())
+    throw_input_error("SGLang input_token_logprobs[0] is " + dropped.dump().substr(0, 80) +
+                      ", not the unscored row of the context's last token " + std::to_string(r.context.back()) + start +
+                      " (does this SGLang version score the row at logprob_start_len?)");
   ScoreResult out;
   for (size_t i = 0; i < r.span.size(); ++i) {
-    const json& e = lps[i];
+    const json& e = lps[i + 1];
     if (!e.is_array() || e.size() < 2 || !e[0].is_number())
-      throw_input_error("SGLang input_token_logprobs[" + std::to_string(i) + "] has no logprob");
+      throw_input_error("SGLang input_token_logprobs[" + std::to_string(i + 1) + "] has no logprob");
     const auto id = id_of(e[1]);
     if (!id || *id != r.span[i])
       throw_input_error("SGLang scored token " + e[1].dump() + " at span position " + std::to_string(i) +
@@ -138,8 +166,8 @@ ScoreResult parse_sglang_score(const ScoreRequest& r, const std::string& body) {
     ScoredToken st;
     st.target = r.span[i];
     st.target_logprob = e[0].get<double>();
-    if (tops[i].is_array())
-      for (const json& t : tops[i]) {
+    if (tops[i + 1].is_array())
+      for (const json& t : tops[i + 1]) {
         if (!t.is_array() || t.size() < 2 || !t[0].is_number()) continue;
         const auto tid = id_of(t[1]);
         if (!tid) continue;
@@ -233,13 +261,12 @@ EngineRequest build_generate(EngineKind kind, const std::string& model, const Ge
       if (!model.empty()) body["model"] = model;
       body["prompt"] = prompt;
       body["max_tokens"] = r.max_tokens;
-      body["temperature"] = 0;
       if (r.top_logprobs > 0) body["logprobs"] = r.top_logprobs;
       body["stream"] = r.stream;
       if (r.stream) body["stream_options"] = {{"include_usage", true}};
       if (kind == EngineKind::vllm) {
         // Ids instead of token text in the logprobs, so alternatives are compared by id.
-        body["return_tokens_as_token_ids"] = true;
+        if (r.top_logprobs > 0) body["return_tokens_as_token_ids"] = true;
         body["return_token_ids"] = true;
         body["skip_special_tokens"] = false;
         if (r.ignore_eos) body["ignore_eos"] = true;
@@ -251,7 +278,7 @@ EngineRequest build_generate(EngineKind kind, const std::string& model, const Ge
       out.format = ResponseFormat::sglang_generate;
       if (r.prompt_tokens.empty()) body["text"] = r.prompt_text;
       else body["input_ids"] = prompt;
-      body["sampling_params"] = {{"temperature", 0}, {"max_new_tokens", r.max_tokens}, {"skip_special_tokens", false}};
+      body["sampling_params"] = {{"max_new_tokens", r.max_tokens}, {"skip_special_tokens", false}};
       if (r.ignore_eos) body["sampling_params"]["ignore_eos"] = true;
       if (r.top_logprobs > 0) {
         body["return_logprob"] = true;
@@ -266,8 +293,7 @@ EngineRequest build_generate(EngineKind kind, const std::string& model, const Ge
       out.format = ResponseFormat::llama_completion;
       body["prompt"] = prompt;
       body["n_predict"] = r.max_tokens;
-      body["temperature"] = 0;  // greedy; n_probs still reports the raw softmax
-      if (r.top_logprobs > 0) body["n_probs"] = r.top_logprobs;
+      if (r.top_logprobs > 0) body["n_probs"] = r.top_logprobs;  // the raw softmax, whatever the sampling
       body["cache_prompt"] = true;
       body["return_tokens"] = true;
       body["stream"] = r.stream;
@@ -277,6 +303,7 @@ EngineRequest build_generate(EngineKind kind, const std::string& model, const Ge
     case EngineKind::automatic:
       throw_usage_error("generate: the engine kind is not resolved yet (run discovery first)");
   }
+  pin_sampling(kind, body);
   out.body = body.dump();
   return out;
 }
@@ -292,9 +319,9 @@ std::vector<EngineRequest> build_score(EngineKind kind, const std::string& model
       if (!model.empty()) body["model"] = model;
       body["prompt"] = token_array(prompt);
       body["max_tokens"] = 1;
-      body["temperature"] = 0;
       body["prompt_logprobs"] = r.top_logprobs;
       body["stream"] = false;
+      pin_sampling(kind, body);
       out.push_back({"POST", "/v1/completions", body.dump(), ResponseFormat::openai_completions, false});
       return out;
     }
@@ -302,14 +329,16 @@ std::vector<EngineRequest> build_score(EngineKind kind, const std::string& model
       prompt.insert(prompt.end(), r.span.begin(), r.span.end());
       json body;
       body["input_ids"] = token_array(prompt);
-      // Temperature 1 and no truncation: SGLang reports logprobs after temperature scaling
-      // unless the server sets SGLANG_RETURN_ORIGINAL_LOGPROB, and the one sampled token does
-      // not matter here.
-      body["sampling_params"] = {{"max_new_tokens", 1}, {"temperature", 1.0}, {"top_p", 1.0}, {"top_k", -1}};
+      // SGLang's input logprobs are the raw log-softmax whatever the sampling
+      // (layers/logprob_processor.py); the one sampled token does not matter here.
+      body["sampling_params"] = {{"max_new_tokens", 1}};
       body["return_logprob"] = true;
-      body["logprob_start_len"] = static_cast<int64_t>(r.context.size());
+      // One position early: SGLang leaves the row at logprob_start_len unscored
+      // (parse_sglang_score), so the context's last token stands there and span[0] is row 1.
+      body["logprob_start_len"] = static_cast<int64_t>(r.context.size()) - 1;
       body["top_logprobs_num"] = r.top_logprobs;
       body["stream"] = false;
+      pin_sampling(kind, body);
       out.push_back({"POST", "/generate", body.dump(), ResponseFormat::sglang_generate, false});
       return out;
     }
@@ -320,10 +349,10 @@ std::vector<EngineRequest> build_score(EngineKind kind, const std::string& model
         body["prompt"] = token_array(prompt);
         body["n_predict"] = 1;
         body["n_probs"] = r.top_logprobs;
-        body["temperature"] = 0;
         body["cache_prompt"] = true;
         body["stream"] = false;
         if (r.plain_token) body["logit_bias"] = json::array({json::array({*r.plain_token, 1000.0})});
+        pin_sampling(kind, body);
         out.push_back({"POST", "/completion", body.dump(), ResponseFormat::llama_completion, false});
         prompt.push_back(r.span[i]);
       }
@@ -353,22 +382,62 @@ ScoreResult parse_score(EngineKind kind, const ScoreRequest& r, const std::vecto
   }
 }
 
-std::vector<std::string> discovery_paths(EngineKind kind) {
-  switch (kind) {
-    case EngineKind::llama_server: return {"/props", "/v1/models"};
-    case EngineKind::vllm: return {"/version", "/v1/models"};
-    case EngineKind::sglang: return {"/get_server_info", "/get_model_info"};
-    case EngineKind::openai: return {"/v1/models"};
-    case EngineKind::automatic: return {};
+namespace {
+
+// The labels of the first sample of `metric` in Prometheus text exposition format
+// ({name="value",...}; values escape \\, \" and \n), nullopt when no sample of it is there.
+std::optional<json> prometheus_labels(const std::string& text, std::string_view metric) {
+  size_t line = 0;
+  while (line < text.size()) {
+    const size_t eol = std::min(text.find('\n', line), text.size());
+    const std::string_view l(text.data() + line, eol - line);
+    line = eol + 1;
+    if (l.substr(0, metric.size()) != metric || l.size() == metric.size() || l[metric.size()] != '{') continue;
+    json labels = json::object();
+    size_t i = metric.size() + 1;
+    while (i < l.size() && l[i] != '}') {
+      const size_t eq = l.find('=', i);
+      if (eq == std::string_view::npos || eq + 1 >= l.size() || l[eq + 1] != '"') return std::nullopt;
+      std::string name(l.substr(i, eq - i)), value;
+      size_t k = eq + 2;
+      for (; k < l.size() && l[k] != '"'; ++k) {
+        if (l[k] == '\\' && k + 1 < l.size()) {
+          ++k;
+          value += l[k] == 'n' ? '\n' : l[k];
+        } else {
+          value += l[k];
+        }
+      }
+      if (k >= l.size()) return std::nullopt;
+      labels[name] = value;
+      i = k + 1;
+      if (i < l.size() && l[i] == ',') ++i;
+    }
+    return labels;
   }
-  return {};
+  return std::nullopt;
 }
+
+// SGLang's spellings of a model dtype that resolve "auto" (arg_groups/fields/model.py:160-176).
+bool names_a_dtype(const std::string& dtype) { return !dtype.empty() && dtype != "auto"; }
+
+}  // namespace
 
 EngineInfo parse_discovery(EngineKind kind, const std::vector<std::pair<std::string, std::string>>& answers) {
   EngineInfo info;
   info.kind = kind;
+  const EngineTraits& traits = engine_traits(kind);
   json raw = json::object();
+  bool metrics_answered = false;
   for (const auto& [path, body] : answers) {
+    if (path == "/metrics") {
+      // vLLM's Prometheus text; only the cache config is kept, the rest is live counters.
+      metrics_answered = true;
+      const std::optional<json> labels = prometheus_labels(body, "vllm:cache_config_info");
+      raw[path] = {{"vllm:cache_config_info", labels ? *labels : json(nullptr)}};
+      if (labels && labels->contains("cache_dtype")) info.kv_cache_dtype = (*labels)["cache_dtype"].get<std::string>();
+      continue;
+    }
     const json j = parse_json(body, "GET " + path);
     raw[path] = j;
     if (path == "/v1/models") {
@@ -385,19 +454,60 @@ EngineInfo parse_discovery(EngineKind kind, const std::vector<std::pair<std::str
       if (const json* g = get(j, "default_generation_settings")) info.context_length = int_at(*g, "n_ctx");
     } else if (path == "/version") {
       info.version = str_at(j, "version");
-    } else if (path == "/get_server_info") {
+    } else if (path == "/server_info" || path == "/get_server_info") {
+      // SGLang: the resolved server args plus the scheduler's info (utils/common.py:3584-3593).
       info.version = str_at(j, "version");
       info.kv_cache_dtype = str_at(j, "kv_cache_dtype");
+      if (names_a_dtype(str_at(j, "dtype"))) info.model_dtype = str_at(j, "dtype");
       const std::string served = str_at(j, "served_model_name");
       if (!served.empty()) info.model = served;
       else if (info.model.empty()) info.model = str_at(j, "model_path");
       if (auto c = int_at(j, "context_length")) info.context_length = c;
-    } else if (path == "/get_model_info") {
+      info.max_input_tokens = int_at(j, "max_req_input_len");
+    } else if (path == "/model_info" || path == "/get_model_info") {
       if (info.model.empty()) info.model = str_at(j, "model_path");
+      // --preferred-sampling-params fills what a /generate request leaves out.
+      if (const json* preferred = get(j, "preferred_sampling_params"); preferred != nullptr && preferred->is_object()) {
+        const json pinned = json::parse(traits.neutral_sampling);
+        std::string unpinned;
+        for (const auto& [key, value] : preferred->items())
+          if (!pinned.contains(key)) unpinned += (unpinned.empty() ? "" : ", ") + key;
+        if (!unpinned.empty())
+          info.notes.push_back("the server's --preferred-sampling-params set " + unpinned +
+                               ", which kvgate's greedy requests do not pin: its greedy answers follow them");
+      }
     }
   }
   info.raw = raw.dump();
+  if (!info.context_length && kind != EngineKind::openai)
+    info.notes.push_back("it reports no context length: items are not checked against it before the run");
+  if (kind == EngineKind::vllm && info.kv_cache_dtype.empty())
+    info.notes.push_back(metrics_answered ? "its /metrics has no vllm:cache_config_info (started with --disable-log-stats?): "
+                                            "its KV cache dtype is unknown, the stated KV config stands unchecked"
+                                          : "it serves no /metrics: its KV cache dtype is unknown, the stated KV config "
+                                            "stands unchecked");
+  if (kind == EngineKind::llama_server)
+    info.notes.push_back("llama-server does not report its KV cache type: the stated KV config stands unchecked");
+  if (kind == EngineKind::sglang && info.kv_cache_dtype.empty())
+    info.notes.push_back("it reports no kv_cache_dtype: the stated KV config stands unchecked");
   return info;
+}
+
+std::string reported_kv_label(const EngineInfo& info) {
+  if (info.kv_cache_dtype != "auto") return info.kv_cache_dtype;
+  if (!info.model_dtype.empty()) return "auto: the model's dtype, " + info.model_dtype;
+  return "auto: " + std::string(engine_traits(info.kind).auto_means);
+}
+
+std::string context_problem(const EngineInfo& info, int64_t prompt_tokens, int64_t new_tokens) {
+  // SGLang refuses a prompt of max_req_input_len tokens or more (managers/utils.py:272).
+  if (info.max_input_tokens && prompt_tokens >= *info.max_input_tokens)
+    return "a prompt of " + std::to_string(prompt_tokens) + " tokens is not below the " +
+           std::to_string(*info.max_input_tokens) + " tokens the scheduler admits (max_req_input_len)";
+  if (info.context_length && prompt_tokens + new_tokens > *info.context_length)
+    return std::to_string(prompt_tokens) + " prompt tokens and up to " + std::to_string(new_tokens) +
+           " generated ones are more than the " + std::to_string(*info.context_length) + " tokens of context it serves";
+  return "";
 }
 
 std::string plain_token_request() { return json{{"content", "."}, {"add_special", false}}.dump(); }
@@ -416,6 +526,8 @@ std::optional<int32_t> parse_plain_token(const std::string& body) {
   return last.is_object() && last.contains("id") ? id_of(last["id"]) : id_of(last);
 }
 
+std::vector<std::string> probe_paths() { return {"/props", "/server_info", "/get_server_info", "/version"}; }
+
 std::optional<EngineKind> kind_from_probe(const std::string& path, const std::string& body) {
   json j;
   try {
@@ -425,7 +537,10 @@ std::optional<EngineKind> kind_from_probe(const std::string& path, const std::st
   }
   if (!j.is_object()) return std::nullopt;
   if (path == "/props" && (j.contains("default_generation_settings") || j.contains("build_info"))) return EngineKind::llama_server;
-  if (path == "/get_server_info" && (j.contains("version") || j.contains("model_path"))) return EngineKind::sglang;
+  // vLLM serves /server_info too, with dev routes on, as {"vllm_config": ...}.
+  if ((path == "/server_info" || path == "/get_server_info") && !j.contains("vllm_config") &&
+      (j.contains("kv_cache_dtype") || j.contains("model_path")))
+    return EngineKind::sglang;
   if (path == "/version" && j.contains("version") && j["version"].is_string()) return EngineKind::vllm;
   return std::nullopt;
 }

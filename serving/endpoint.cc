@@ -1,5 +1,6 @@
 #include "serving/endpoint.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <set>
@@ -38,6 +39,20 @@ std::string url_problem(std::string_view url) {
       return "contains a space, control character or quote";
   if (url.find('?') != std::string_view::npos || url.find('#') != std::string_view::npos)
     return "must not carry a query or fragment (paths are appended to it)";
+  // The port, if given, must be one a socket can have: libcurl would refuse 99999 only at the
+  // first request, as a connection failure (exit 3) rather than the typo it is.
+  std::string_view authority = url.substr(rest, url.find('/', rest) - rest);
+  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
+  const size_t bracket = authority.rfind(']');
+  const size_t colon = authority.rfind(':');
+  if (colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket)) {
+    const std::string_view port = authority.substr(colon + 1);
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value < 1 || value > 65535)
+      return "has port '" + echo_user_text(port) + "', not a number from 1 to 65535";
+  }
+  if (authority.empty() || authority.front() == ':') return "has no host";
   return "";
 }
 
@@ -205,7 +220,7 @@ std::vector<EndpointConfig> parse_endpoints_json(std::string_view text, const st
 }
 
 std::vector<EndpointConfig> load_endpoints_file(const std::string& path) {
-  return parse_endpoints_json(read_whole_file(path), path);
+  return parse_endpoints_json(read_whole_file(path, kMaxConfigFileBytes), path);
 }
 
 std::vector<std::string> request_headers(const EndpointConfig& endpoint) {

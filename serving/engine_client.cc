@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "serving/engine_traits.h"
+
 namespace kvgate::serving {
 
 namespace {
@@ -69,7 +71,7 @@ std::pair<HttpOutcome, std::string> EngineClient::exchange(const HttpRequest& re
 const EngineInfo& EngineClient::discover() {
   if (kind_ == EngineKind::automatic) {
     // Each engine has one path nobody else serves; a 404 there just means "not this one".
-    for (const char* path : {"/props", "/get_server_info", "/version"}) {
+    for (const std::string& path : probe_paths()) {
       auto [outcome, body] = exchange(get_request(path));
       if (outcome.ok()) {
         if (const auto kind = kind_from_probe(path, body)) {
@@ -83,11 +85,17 @@ const EngineInfo& EngineClient::discover() {
     if (kind_ == EngineKind::automatic) kind_ = EngineKind::openai;
   }
   std::vector<std::pair<std::string, std::string>> answers;
-  for (const std::string& path : discovery_paths(kind_)) {
-    auto [outcome, body] = exchange(get_request(path));
-    if (outcome.ok()) answers.emplace_back(path, std::move(body));
-    else if (outcome.failure != Failure::http_status)
-      throw EndpointError(outcome.failure, outcome.message + " (while discovering the engine)");
+  for (const DiscoveryPath& d : engine_traits(kind_).discovery) {
+    for (std::string_view path : {d.path, d.fallback}) {
+      if (path.empty()) break;
+      auto [outcome, body] = exchange(get_request(std::string(path)));
+      if (outcome.ok()) {
+        answers.emplace_back(path, std::move(body));
+        break;
+      }
+      if (outcome.failure != Failure::http_status)
+        throw EndpointError(outcome.failure, outcome.message + " (while discovering the engine)");
+    }
   }
   try {
     info_ = parse_discovery(kind_, answers);

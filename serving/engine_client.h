@@ -1,6 +1,6 @@
 #pragma once
-// One serving endpoint as the harness sees it: discover what it runs, generate greedily with
-// top-k logprobs (streamed, timed per token), score a span teacher-forced, or submit many
+// One serving endpoint as the harness sees it: discover what it runs, generate greedily
+// (streamed, timed per token, top-k logprobs where asked), score a span teacher-forced, or submit many
 // generations at once for load replay. Requests go through a shared HttpClient, so several
 // endpoints (one per KV config) and hundreds of requests share one driving thread.
 //
@@ -56,7 +56,8 @@ class EngineClient {
   // The model field sent: the configured one, else what discovery found.
   const std::string& model() const { return model_; }
 
-  // Probes the engine kind when it is `auto`, then reads version, model and KV dtype. Called
+  // Probes the engine kind when it is `auto`, then reads version, model, context and KV dtype
+  // (each discovery path, or its older spelling where the path answers 404). Called
   // by generate/score on first use when needed; call it first to record the engine in a run.
   const EngineInfo& discover();
   const std::optional<EngineInfo>& info() const { return info_; }

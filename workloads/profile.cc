@@ -1,5 +1,6 @@
 #include "workloads/profile.h"
 
+#include <cmath>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -48,7 +49,8 @@ WorkloadProfile profile_trace(const Trace& trace) {
   p.prompt_tokens = summarize(std::move(prompt));
   p.output_tokens = summarize(std::move(output));
   if (!trace.requests.empty()) p.duration_s = trace.requests.back().arrival_s - trace.requests.front().arrival_s;
-  if (p.duration_s > 0) p.arrival_rate = static_cast<double>(p.requests) / p.duration_s;
+  // Requests that all arrive at one instant have no rate (not 0 requests/s, nor infinitely many).
+  p.arrival_rate = p.duration_s > 0 ? static_cast<double>(p.requests) / p.duration_s : std::nan("");
 
   if (trace.has_sessions) {
     std::unordered_map<int64_t, uint64_t> turns;

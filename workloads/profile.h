@@ -34,7 +34,7 @@ struct WorkloadProfile {
   uint64_t requests = 0;
   uint64_t bad_rows_skipped = 0;
   double duration_s = 0;      // first to last arrival
-  double arrival_rate = 0;    // requests per second over the duration (0 for a single instant)
+  double arrival_rate = 0;    // requests per second over the duration; NaN when every request arrives at one instant
   Distribution prompt_tokens;
   Distribution output_tokens;
   int64_t total_prompt_tokens = 0;

@@ -289,7 +289,13 @@ double azure_seconds(std::string_view cell) {
     bad();
   const int year = num(0, 4), month = num(5, 2), day = num(8, 2);
   const int hour = num(11, 2), minute = num(14, 2), second = num(17, 2);
-  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) bad();
+  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 60) bad();
+  // A day the month does not have (Feb 30, Apr 31) would roll into the next month unseen.
+  static constexpr int kDays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (day > kDays[month - 1] + (month == 2 && leap ? 1 : 0))
+    row_error("column \"TIMESTAMP\" is \"" + echo_user_text(cell) + "\": " + std::to_string(year) + "-" +
+              (month < 10 ? "0" : "") + std::to_string(month) + " has no day " + std::to_string(day));
   double fraction = 0.0;
   size_t pos = 19;
   if (pos < cell.size() && cell[pos] == '.') {
@@ -320,8 +326,14 @@ CsvColumns csv_columns(std::string_view header, TraceFormat format, const std::s
   c.count = cells.size();
   int* slots[3] = {&c.time, &c.input, &c.output};
   for (int k = 0; k < 3; ++k) {
-    for (size_t i = 0; i < cells.size(); ++i)
-      if (cells[i] == want[k]) *slots[k] = static_cast<int>(i);
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (cells[i] != want[k]) continue;
+      // Two columns of one name: which one holds the numbers cannot be told.
+      if (*slots[k] >= 0)
+        throw_input_error_line(name, 1, std::string("the header names column \"") + want[k] + "\" twice (columns " +
+                                            std::to_string(*slots[k] + 1) + " and " + std::to_string(i + 1) + ")");
+      *slots[k] = static_cast<int>(i);
+    }
     if (*slots[k] < 0)
       throw_input_error_line(name, 1, std::string("the ") + std::string(format_name(format)) +
                                           " header has no column \"" + want[k] + "\"");

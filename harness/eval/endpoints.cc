@@ -1,5 +1,7 @@
 #include "harness/eval/endpoints.h"
 
+#include <cstdio>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -17,15 +19,12 @@ void check_engine_context(const EvalPlan& plan, const std::vector<PreparedItem>&
                           int max_new_tokens) {
   for (size_t c = 0; c < plan.configs.size(); ++c) {
     const serving::EngineClient* client = endpoints.clients[c].get();
-    if (client == nullptr || !client->info() || !client->info()->context_length) continue;
-    const int64_t ctx = *client->info()->context_length;
+    if (client == nullptr || !client->info()) continue;
     for (const PreparedItem& p : prepared)
-      if (p.tokens + max_new_tokens > ctx)
-        throw_input_error(fmt::format("item {} is {} tokens long and its greedy answers need up to {} more, more than the "
-                                      "{} tokens of context {} serves; start the server with a larger context or "
-                                      "lower --max-new-tokens",
-                                      echo_user_text(p.item->id), p.tokens, max_new_tokens, ctx,
-                                      where(client->endpoint())));
+      if (const std::string problem = serving::context_problem(*client->info(), p.tokens, max_new_tokens); !problem.empty())
+        throw_input_error(fmt::format("item {} does not fit {}: {}; start the server with a larger context or lower "
+                                      "--max-new-tokens",
+                                      echo_user_text(p.item->id), where(client->endpoint()), problem));
   }
 }
 
@@ -39,7 +38,9 @@ Endpoints connect_endpoints(EvalPlan& plan, uint64_t seed, bool scores_spans) {
     if (!config.endpoint) continue;
     auto client = std::make_unique<serving::EngineClient>(*config.endpoint, *out.http);
     const serving::EngineInfo& info = client->discover();
-    settle_endpoint_kv(config, info.kv_cache_dtype);
+    for (const std::string& note : info.notes)
+      std::fprintf(stderr, "kvgate: %s: %s\n", where(*config.endpoint).c_str(), note.c_str());
+    settle_endpoint_kv(config, info);
     if (scores_spans && config.role == ConfigRole::reference && client->kind() == serving::EngineKind::openai)
       throw_usage_error(where(config.endpoint.value()) +
                         " speaks the plain OpenAI API, which returns no prompt logprobs: it cannot be the reference "
@@ -60,7 +61,7 @@ results::ConfigEndpoint endpoint_record(const PlannedConfig& config, const servi
   e.engine = serving::engine_kind_name(client.kind());
   if (client.info()) {
     e.engine_version = client.info()->version;
-    e.kv_reported = client.info()->kv_cache_dtype;
+    e.kv_reported = serving::reported_kv_label(*client.info());
     e.discovery = client.info()->raw;
   }
   e.model = client.model();

@@ -8,6 +8,7 @@
 #include "core/hash.h"
 #include "evalsets/suite.h"
 #include "serving/adapters.h"
+#include "serving/engine_traits.h"
 
 namespace kvgate::harness {
 namespace {
@@ -235,14 +236,20 @@ PlannedConfig endpoint_config(ConfigRole role, serving::EndpointConfig endpoint,
   PlannedConfig c;
   c.role = role;
   c.top_k = top_k;
-  if (!endpoint.kv.empty()) {
+  // "auto" is the engine's own word for its model's dtype, which the engine may report and kvgate
+  // must not read as f16: such an endpoint settles at discovery.
+  auto is_auto = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return s == "auto";
+  };
+  if (!endpoint.kv.empty() && !is_auto(endpoint.kv)) {
     try {
       c.kv = kernels::parse_kv_config(endpoint.kv);
     } catch (const Error& e) {
       throw_usage_error("endpoint '" + endpoint.name + "': kv '" + echo_user_text(endpoint.kv) + "': " + e.what());
     }
     c.kv_source = "stated";
-  } else {
+  } else if (endpoint.kv.empty() && !is_auto(endpoint.name)) {
     try {
       c.kv = kernels::parse_kv_config(endpoint.name);
       c.kv_source = "name";
@@ -297,20 +304,82 @@ bool EvalPlan::has_in_process_configs() const {
   return std::any_of(configs.begin(), configs.end(), [](const PlannedConfig& c) { return !c.endpoint.has_value(); });
 }
 
-void settle_endpoint_kv(PlannedConfig& c, const std::string& reported) {
-  if (!c.endpoint || !c.kv_source.empty()) return;
-  if (reported.empty())
-    throw_usage_error("endpoint '" + c.endpoint->name + "': kvgate cannot tell which KV config it runs (its name is not a KV "
-                      "spec and the engine does not report one): name it after the config (q8_0=URL) or give \"kv\" in "
-                      "an endpoints file");
+namespace {
+
+// A model dtype as an engine spells it ("bfloat16", "half", "float") as a KV config.
+std::optional<kernels::KvConfig> model_dtype_config(const std::string& dtype) {
+  const std::string spec = dtype == "half" ? "f16" : dtype == "float" ? "f32" : dtype;
   try {
-    c.kv = kernels::parse_kv_config(reported);
-  } catch (const Error& e) {
-    throw_usage_error("endpoint '" + c.endpoint->name + "' reports KV cache dtype '" + echo_user_text(reported) +
-                      "', which kvgate does not know (" + e.what() + "); give \"kv\" in an endpoints file");
+    return kernels::parse_kv_config(spec);
+  } catch (const Error&) {
+    return std::nullopt;
   }
-  c.kv_source = "engine";
-  c.spec = endpoint_spec(c.endpoint->name, c.kv);
+}
+
+bool unquantized(const kernels::KvConfig& kv) {
+  auto plain = [](const kernels::FormatSpec& f) { return f.format->family == "float"; };
+  if (!plain(kv.key) || !plain(kv.value)) return false;
+  for (const kernels::LayerOverride& o : kv.overrides)
+    if (!plain(o.key) || !plain(o.value)) return false;
+  return true;
+}
+
+std::string stated_by(const std::string& kv_source) {
+  if (kv_source == "stated") return "its \"kv\" in the endpoints file";
+  if (kv_source == "name") return "its name";
+  return "what the engine reported when the run began";
+}
+
+}  // namespace
+
+void settle_endpoint_kv(PlannedConfig& c, const serving::EngineInfo& info) {
+  if (!c.endpoint) return;
+  const serving::EngineTraits& traits = serving::engine_traits(info.kind);
+  const std::string& reported = info.kv_cache_dtype;
+  const std::string who = "endpoint '" + c.endpoint->name + "' (" + serving::redact_url(c.endpoint->url) + ")";
+  const bool is_auto = reported == "auto";
+  // What the engine's report says it stores: a KV config, or (auto without the model's dtype)
+  // only that it is unquantized, or (a name kvgate does not know or refuses) nothing kvgate runs.
+  std::optional<kernels::KvConfig> engine_kv;
+  std::string engine_unknown;
+  if (is_auto && !info.model_dtype.empty()) engine_kv = model_dtype_config(info.model_dtype);
+  else if (!is_auto && !reported.empty()) {
+    try {
+      engine_kv = kernels::parse_kv_config(reported);
+    } catch (const Error& e) {
+      engine_unknown = e.what();
+    }
+  }
+  const std::string said = "the engine reports kv cache dtype '" + echo_user_text(reported) + "' (" +
+                           std::string(traits.kv_dtype_where) + ")" +
+                           (is_auto ? ", which stores " + std::string(traits.auto_means) +
+                                          (info.model_dtype.empty() ? "" : "; its dtype is " + info.model_dtype)
+                                    : "");
+  if (c.kv_source.empty()) {
+    if (reported.empty())
+      throw_usage_error(who + ": kvgate cannot tell which KV config it runs (its name is not a KV spec and the engine does "
+                              "not report one): name it after the config (q8_0=URL) or give \"kv\" in an endpoints file");
+    if (!engine_kv && is_auto)
+      throw_usage_error(who + ": " + said + ", and kvgate will not guess which (bf16 and f16 are different caches): name it "
+                              "after the dtype (bf16=URL, f16=URL) or give \"kv\" in an endpoints file");
+    if (!engine_kv)
+      throw_usage_error(who + ": " + said + ", which kvgate does not know (" + engine_unknown +
+                        "); give \"kv\" in an endpoints file");
+    c.kv = *engine_kv;
+    c.kv_source = "engine";
+    c.spec = endpoint_spec(c.endpoint->name, c.kv);
+    return;
+  }
+  if (reported.empty()) return;  // nothing to check it against (discovery notes say so)
+  bool agrees = false;
+  if (engine_kv) agrees = emulates(c.kv, *engine_kv);
+  else if (is_auto) agrees = unquantized(c.kv);
+  if (!agrees)
+    throw_usage_error(who + " runs " + c.kv.canonical() + " by " + stated_by(c.kv_source) + ", but " + said +
+                      (engine_unknown.empty() ? "" : " (" + engine_unknown + ")") +
+                      ": the results would carry a KV config the engine does not run. Start the server with the cache "
+                      "this endpoint is meant to have (--kv-cache-dtype), or name the endpoint after the one it has" +
+                      (is_auto && !traits.auto_caveat.empty() ? " (" + std::string(traits.auto_caveat) + ")" : ""));
 }
 
 SuiteKv parse_suite_kv(const evalsets::Suite& suite) {
@@ -415,26 +484,38 @@ EvalPlan plan_from_stored_run(int64_t run_id, const std::string& source, const s
   if (ref == configs.end()) throw_input_error("run " + std::to_string(run_id) + " has no reference config to resume with");
   plan.weights_run = !ref->model_label.empty();
   if (plan.weights_run) plan.models = {PlannedModel{ref->model_path, ref->model_label}};
+  // A stored spec is read as stored (kernels::parse_stored_kv_config: a bare llama.cpp type an
+  // older kvgate wrote is unrotated) and keeps its stored name, which the run's rows are keyed by.
+  auto stored_kv = [&](const std::string& spec) {
+    try {
+      return kernels::parse_stored_kv_config(spec);
+    } catch (const Error& e) {
+      throw_input_error("run " + std::to_string(run_id) + ": stored config '" + echo_user_text(spec) +
+                        "' is not a KV config this kvgate can run (" + e.what() + ")");
+    }
+  };
   auto add_stored = [&](const StoredConfig& c) {
     if (c.endpoint) {
       PlannedConfig p;
       p.role = c.role;
-      p.kv = kernels::parse_kv_config(c.kv);
+      p.kv = stored_kv(c.kv);
       p.kv_source = c.kv_source;
       p.spec = c.spec;
       p.label = std::string(kEndpointSpecPrefix) + c.endpoint->name;
       p.endpoint = c.endpoint;
       add_planned(plan, std::move(p));
     } else if (!plan.weights_run) {
-      add_config(plan, c.role, kernels::parse_kv_config(c.spec));
+      add_config(plan, c.role, stored_kv(c.spec));
+      plan.configs.back().spec = c.spec;
     } else {
       if (c.model_label.empty())
         throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " has no model recorded");
       const size_t m = add_model(plan, PlannedModel{c.model_path, c.model_label}, "run " + std::to_string(run_id));
-      add_config(plan, c.role, kernels::parse_kv_config(c.kv_spec), m);
-      if (plan.configs.back().spec != c.spec)
-        throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " is stored with KV spec " + c.kv_spec +
-                          ", which is now " + plan.configs.back().spec);
+      add_config(plan, c.role, stored_kv(c.kv_spec), m);
+      if (c.spec != c.model_label + "+" + c.kv_spec)
+        throw_input_error("run " + std::to_string(run_id) + ": config " + c.spec + " is stored with model " +
+                          c.model_label + " and KV spec " + c.kv_spec + ", which do not make its name");
+      plan.configs.back().spec = c.spec;
     }
     plan.configs.back().top_k = c.top_k;
     // The resumed run shows its configs as they were typed when it began.

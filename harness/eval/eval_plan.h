@@ -24,6 +24,7 @@
 #include "evalsets/suite.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
+#include "serving/adapters.h"
 #include "serving/endpoint.h"
 
 namespace kvgate::harness {
@@ -162,10 +163,14 @@ PlannedConfig endpoint_config(ConfigRole role, serving::EndpointConfig endpoint,
 bool emulates(const kernels::KvConfig& emulation, const kernels::KvConfig& engine);
 
 // Settles an endpoint config's KV config once discovery knows what the engine reports
-// (`reported`, e.g. SGLang's kv_cache_dtype): a config whose KV the user stated or named keeps
-// it; one without takes the reported one, and without either it is a usage error naming the
-// endpoint. Sets the config's spec.
-void settle_endpoint_kv(PlannedConfig& config, const std::string& reported);
+// (serving::EngineInfo::kv_cache_dtype: SGLang's /server_info, vLLM's /metrics). A config whose
+// KV the user stated or named keeps it, and the report must agree: the same key and value
+// formats, or, for "auto", an unquantized config (the model's dtype where the engine says which).
+// A config without one takes the reported one, "auto" only
+// where the engine names the model's dtype (never guessed as f16). A contradiction, an unknown
+// report with nothing stated, or nothing at all is a usage error (exit 2) naming the endpoint,
+// what the user said and what the engine says. Sets the config's spec.
+void settle_endpoint_kv(PlannedConfig& config, const serving::EngineInfo& info);
 
 // The flags of `kvgate eval` / `kvgate replay` that choose what to run.
 struct PlanFlags {

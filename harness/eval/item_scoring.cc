@@ -51,6 +51,12 @@ void ItemAccumulator::add_turn(results::TurnMetrics turn, double turn_kld, int64
   turn.ttft_ms = lat.ttft;
   // A one-token answer has no TPOT; the store keeps 0 there (scoring/aggregate.h skips it).
   turn.tpot_ms = std::isnan(lat.tpot) ? 0.0 : lat.tpot;
+  if (!turn_token_cpu_ms.empty()) {
+    const scoring::LatencyBreakdown cpu = scoring::derive_latency(turn_token_cpu_ms);
+    turn.ttft_cpu_ms = cpu.ttft;
+    turn.tpot_cpu_ms = cpu.tpot;  // NaN for a one-token answer: not measured
+    turn_token_cpu_ms.clear();
+  }
   turn.answer = std::exchange(turn_answer, std::nullopt);
   turn.answer_tokens = std::exchange(turn_answer_tokens, std::nullopt);
   turn.answer_divergence = std::exchange(turn_answer_divergence, std::nullopt);

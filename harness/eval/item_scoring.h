@@ -24,6 +24,9 @@ struct ItemAccumulator {
   std::map<scoring::TokenClass, results::TokenClassMetrics> classes;  // config_id set by the recorder
   std::vector<results::TurnMetrics> turns;
   std::vector<results::LatencySamples> latency;
+  // The current turn's answer's work CPU time per token (Answer::token_cpu_ms; empty from an
+  // endpoint), turned into the turn's CPU TTFT and TPOT by add_turn.
+  std::vector<double> turn_token_cpu_ms;
   std::vector<int32_t> final_greedy;
   std::optional<int64_t> first_divergence;
   bool diverged_anywhere = false;

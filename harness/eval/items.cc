@@ -44,7 +44,7 @@ std::vector<Segment> segment_item(const evalsets::EvalItem& item, const runtime:
     }
     add_context(segments, std::string_view(item.text).substr(cursor));
   } else {
-    const runtime::ChatTemplate tmpl = runtime::ChatTemplate::from_gguf(model.gguf());
+    const runtime::ChatTemplate tmpl = model.files().chat_template();
     std::vector<runtime::ChatMessage> chat;
     std::string rendered;  // the template's rendering of messages [0, k)
     size_t next_target = 0;
@@ -77,7 +77,10 @@ std::vector<Segment> segment_item(const evalsets::EvalItem& item, const runtime:
     }
   }
   for (Segment& s : segments) s.tokens = tokenizer.encode(s.text, s.target < 0);
-  if (tokenizer.add_bos() && tokenizer.bos_id()) {
+  // A template that writes the BOS text (Hugging Face's Gemma, Llama) already put it there.
+  const bool has_bos = !segments.empty() && !segments.front().tokens.empty() && tokenizer.bos_id() &&
+                       segments.front().tokens.front() == *tokenizer.bos_id();
+  if (tokenizer.add_bos() && tokenizer.bos_id() && !has_bos) {
     if (segments.empty() || segments.front().target >= 0) segments.insert(segments.begin(), Segment{});
     segments.front().tokens.insert(segments.front().tokens.begin(), *tokenizer.bos_id());
   }

@@ -1,6 +1,5 @@
 #include "harness/eval/run_recorder.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "core/cpu_time.h"
 #include "core/error.h"
 #include "core/hash.h"
 
@@ -18,13 +18,6 @@ namespace {
 double load_average() {
   double one = 0;
   return ::getloadavg(&one, 1) == 1 ? one : 0.0;
-}
-
-double cpu_seconds() {
-  struct rusage u {};
-  ::getrusage(RUSAGE_SELF, &u);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
-  return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
 double wall_seconds() {
@@ -89,8 +82,26 @@ EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id, int6
 }
 
 RunRecorder::RunRecorder(results::Store& store, const EvalPlan& plan, results::RunInfo info, std::string plan_text)
-    : store_(store), plan_(plan), info_(std::move(info)), plan_text_(std::move(plan_text)),
+    : store_(&store), plan_(plan), info_(std::move(info)), plan_text_(std::move(plan_text)),
       plan_hash_(hex_u64(xxhash64(plan_text_))) {}
+
+RunRecorder::RunRecorder(std::string db_path, const EvalPlan& plan, results::RunInfo info, std::string plan_text)
+    : db_path_(std::move(db_path)), plan_(plan), info_(std::move(info)), plan_text_(std::move(plan_text)),
+      plan_hash_(hex_u64(xxhash64(plan_text_))) {}
+
+RunRecorder::~RunRecorder() {
+  if (run_id_ == 0 || ended_) return;
+  try {
+    fail();
+  } catch (...) {
+    // A destructor must not throw; the run then stays 'running', as after a kill -9.
+  }
+}
+
+results::Store& RunRecorder::store() {
+  if (!store_) throw_internal_error("the run's store is used before the run is opened");
+  return *store_;
+}
 
 void RunRecorder::record_plan() {
   results::RunPlan record{plan_hash_, plan_text_, static_cast<int64_t>(plan_.plan_items()), std::nullopt, std::nullopt, {}};
@@ -105,42 +116,49 @@ void RunRecorder::record_plan() {
       items.push_back({static_cast<int64_t>(i), id, shard_of_item(id, plan_.shard->count)});
     }
   }
-  store_.record_plan(run_id_, record, items);
+  store_->record_plan(run_id_, record, items);
 }
 
-void RunRecorder::open(const std::vector<ConfigSetup>& setups) {
+void RunRecorder::open(const std::vector<ConfigSetup>& setups, const std::string& calibration) {
   KVGATE_CHECK(setups.size() == plan_.configs.size(), "one setup per config of the plan");
+  if (!store_) store_ = &owned_store_.emplace(results::Store::open(db_path_));
   if (plan_.resume_run > 0) {
     run_id_ = plan_.resume_run;
     std::map<std::string, int64_t> id_of;
-    for (const results::RunConfigRecord& c : store_.run_configs(run_id_)) id_of[c.spec] = c.config_id;
+    for (const results::RunConfigRecord& c : store_->run_configs(run_id_)) id_of[c.spec] = c.config_id;
     for (const PlannedConfig& c : plan_.configs) {
       const auto it = id_of.find(c.spec);
       if (it == id_of.end())
-        throw_internal_error(store_.path() + ": run " + std::to_string(run_id_) + " lost its config " + c.spec);
+        throw_internal_error(store_->path() + ": run " + std::to_string(run_id_) + " lost its config " + c.spec);
       config_ids_.push_back(it->second);
     }
-    earlier_load_ = store_.find_run(run_id_)->load;
-    store_.resume_run(run_id_);
+    const results::RunRecord stored = *store_->find_run(run_id_);
+    earlier_load_ = stored.load;
+    // Items stored without a calibration (a run begun before schema 10) are simply not calibrated.
+    const std::string& before = stored.info.calibration;
+    if (!calibration.empty() && before != calibration)
+      store_->record_run_calibration(run_id_, before.empty() ? calibration : before + "; then " + calibration);
+    store_->resume_run(run_id_);
     record_plan();
-    stored_ = store_.finished_pairs(run_id_);
+    stored_ = store_->finished_pairs(run_id_);
     load_known_ = earlier_load_.has_value() || stored_.empty();
     sample_load();
     return;
   }
-  run_id_ = store_.begin_run(info_);
+  info_.calibration = calibration;
+  run_id_ = store_->begin_run(info_);
   for (size_t i = 0; i < plan_.configs.size(); ++i) {
     const PlannedConfig& c = plan_.configs[i];
     const kernels::KvShape& shape = setups[i].shape;
     // An endpoint's results name is more than its KV config, so it hashes as the name it is.
     const std::string hash = c.endpoint ? hex_u64(xxhash64(c.spec)) : hex_u64(c.kv.hash());
-    const int64_t id = store_.add_config({c.spec, hash, c.kv.bits_per_element(shape)});
-    store_.attach_config(run_id_, id,
+    const int64_t id = store_->add_config({c.spec, hash, c.kv.bits_per_element(shape)});
+    store_->attach_config(run_id_, id,
                          c.role == ConfigRole::reference ? results::ConfigRole::reference : results::ConfigRole::candidate,
                          c.kv.bytes_per_token(shape));
-    if (c.top_k > 0) store_.set_config_estimator(run_id_, id, "topk", c.top_k);
-    store_.set_config_label(run_id_, id, c.label.empty() ? c.spec : c.label);
-    if (setups[i].model) store_.record_config_model(run_id_, id, *setups[i].model);
+    if (c.top_k > 0) store_->set_config_estimator(run_id_, id, "topk", c.top_k);
+    store_->set_config_label(run_id_, id, c.label.empty() ? c.spec : c.label);
+    if (setups[i].model) store_->record_config_model(run_id_, id, *setups[i].model);
     config_ids_.push_back(id);
   }
   record_plan();
@@ -153,7 +171,7 @@ void RunRecorder::sample_load() {
   if (wall_start_ == 0) {
     load_.load_avg_start = load_.load_avg_max = now;
     load_.cores = std::max<int64_t>(1, ::sysconf(_SC_NPROCESSORS_ONLN));
-    cpu_start_ = cpu_seconds();
+    cpu_start_ = process_cpu_seconds();
     wall_start_ = wall_seconds();
     return;
   }
@@ -164,7 +182,7 @@ void RunRecorder::record_load() {
   if (run_id_ == 0 || wall_start_ == 0) return;
   sample_load();
   results::RunLoad load = load_;
-  load.cpu_seconds = cpu_seconds() - cpu_start_;
+  load.cpu_seconds = process_cpu_seconds() - cpu_start_;
   load.wall_seconds = wall_seconds() - wall_start_;
   if (earlier_load_) {
     load.load_avg_start = std::max(load.load_avg_start, earlier_load_->load_avg_start);
@@ -173,7 +191,7 @@ void RunRecorder::record_load() {
     load.cpu_seconds += earlier_load_->cpu_seconds;
     load.wall_seconds += earlier_load_->wall_seconds;
   }
-  store_.record_run_load(run_id_, load_known_ ? std::optional<results::RunLoad>(load) : std::nullopt);
+  store_->record_run_load(run_id_, load_known_ ? std::optional<results::RunLoad>(load) : std::nullopt);
 }
 
 bool RunRecorder::holds(const std::string& item_key) const {
@@ -184,7 +202,7 @@ bool RunRecorder::holds(const std::string& item_key) const {
 
 void RunRecorder::record(ItemRecord item) {
   KVGATE_CHECK(item.configs.size() == config_ids_.size(), "one record per config of the plan");
-  results::ItemWriter writer = store_.begin_item(run_id_, item.info);
+  results::ItemWriter writer = store_->begin_item(run_id_, item.info);
   for (size_t c = 0; c < item.configs.size(); ++c) {
     ConfigItemRecord& r = item.configs[c];
     const int64_t id = config_ids_[c];
@@ -214,7 +232,7 @@ void RunRecorder::record(ItemRecord item) {
 void RunRecorder::record_endpoint(size_t config_index, results::ConfigEndpoint endpoint) {
   KVGATE_CHECK(config_index < config_ids_.size(), "an endpoint of a planned config");
   endpoint.config_id = config_ids_[config_index];
-  store_.add_config_endpoint(run_id_, endpoint);
+  store_->add_config_endpoint(run_id_, endpoint);
 }
 
 void RunRecorder::record_failure(const std::string& item_key, std::optional<size_t> config_index, const std::string& endpoint,
@@ -225,36 +243,38 @@ void RunRecorder::record_failure(const std::string& item_key, std::optional<size
   f.endpoint = endpoint;
   f.failure = failure;
   f.message = message;
-  store_.record_item_failure(run_id_, f);
+  store_->record_item_failure(run_id_, f);
 }
 
-void RunRecorder::record_load_replay(const results::LoadReplaySettings& settings) { store_.add_load_replay(run_id_, settings); }
+void RunRecorder::record_load_replay(const results::LoadReplaySettings& settings) { store_->add_load_replay(run_id_, settings); }
 
 void RunRecorder::record_load_requests(size_t config_index, std::vector<results::LoadRequest> requests) {
   KVGATE_CHECK(config_index < config_ids_.size(), "requests of a planned config");
   for (results::LoadRequest& r : requests) r.config_id = config_ids_[config_index];
-  store_.add_load_requests(run_id_, requests);
+  store_->add_load_requests(run_id_, requests);
 }
 
 void RunRecorder::record_capacity_prediction(size_t config_index, results::CapacityPrediction prediction) {
   KVGATE_CHECK(config_index < config_ids_.size(), "a prediction for a planned config");
   prediction.config_id = config_ids_[config_index];
-  store_.add_capacity_prediction(run_id_, prediction);
+  store_->add_capacity_prediction(run_id_, prediction);
 }
 
 void RunRecorder::finish(bool complete) {
   record_load();
-  store_.finish_run(run_id_, complete ? results::RunStatus::complete : results::RunStatus::interrupted);
+  store_->finish_run(run_id_, complete ? results::RunStatus::complete : results::RunStatus::interrupted);
+  ended_ = true;
 }
 
 void RunRecorder::fail() {
   if (run_id_ == 0) return;
+  ended_ = true;
   // The error that failed the run is what the user must see; the load is only context.
   try {
     record_load();
   } catch (const std::exception&) {
   }
-  store_.finish_run(run_id_, results::RunStatus::failed);
+  store_->finish_run(run_id_, results::RunStatus::failed);
 }
 
 }  // namespace kvgate::harness

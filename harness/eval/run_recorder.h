@@ -50,13 +50,26 @@ class RunRecorder {
   // `info` describes a new run; a plan that resumes a run keeps the stored description.
   // `plan_text` is describe_plan()'s text, recorded with the run with its hash.
   RunRecorder(results::Store& store, const EvalPlan& plan, results::RunInfo info, std::string plan_text);
+  // A new run into the database at `db_path`, which open() opens (creating it if needed): a run
+  // refused before it starts leaves no database behind.
+  RunRecorder(std::string db_path, const EvalPlan& plan, results::RunInfo info, std::string plan_text);
+  // A run opened but neither finished nor failed (an error on a path that did not call fail())
+  // is marked failed here, so that no run stays 'running' after its process ended by itself.
+  ~RunRecorder();
+  RunRecorder(const RunRecorder&) = delete;
+  RunRecorder& operator=(const RunRecorder&) = delete;
 
   // Writes the new run, attaches the plan's configs (their sizes and models from `setups`, one
   // per config in the plan's order) and records the plan (a shard also lists the plan's items
   // and their shards), or puts the resumed run back to 'running' with its plan brought up to
-  // date. Nothing is written before this.
-  void open(const std::vector<ConfigSetup>& setups);
+  // date. `calibration`: the workload its items are timed against (Calibration::workload(); ""
+  // for none); a resumed run timed against another one than it began with records both, so its
+  // calibrated latencies compare with no other run's. Nothing is written before this: call it
+  // only once everything that can be checked without writing has been.
+  void open(const std::vector<ConfigSetup>& setups, const std::string& calibration);
   int64_t run_id() const { return run_id_; }
+  // The store the run is written to (for a new run: once open() has opened it).
+  results::Store& store();
   const std::string& plan_hash() const { return plan_hash_; }
   // Whether every config of the plan already has this item stored (a resumed run skips it).
   bool holds(const std::string& item_key) const;
@@ -84,7 +97,10 @@ class RunRecorder {
   void sample_load();
   void record_load();
 
-  results::Store& store_;
+  std::string db_path_;
+  std::optional<results::Store> owned_store_;
+  results::Store* store_ = nullptr;
+  bool ended_ = false;  // finish() or fail() recorded how the run ended
   const EvalPlan& plan_;
   results::RunInfo info_;
   std::string plan_text_, plan_hash_;

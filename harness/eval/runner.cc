@@ -7,11 +7,13 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/interrupt.h"
+#include "harness/eval/calibration.h"
 #include "harness/eval/item_scoring.h"
 #include "harness/eval/items.h"
 #include "harness/eval/sources.h"
@@ -66,6 +68,12 @@ ConfigSummaryRow summary_row(const PlannedConfig& config, const ConfigTotals& to
   row.top_k = config.top_k;
   if (config.endpoint) row.endpoint = config.endpoint->name;
   return row;
+}
+
+// The yardstick of one item: the geometric mean of the samples just before and just after it,
+// so load that came or went while the item ran counts half.
+results::ItemCalibration around(const results::ItemCalibration& before, const results::ItemCalibration& after) {
+  return {std::sqrt(before.prefill_ms * after.prefill_ms), std::sqrt(before.decode_ms * after.decode_ms)};
 }
 
 std::string where(const serving::EndpointConfig& e) {
@@ -143,6 +151,7 @@ class ItemRun {
         Answer a = sources_[c]->answer(max_new);
         ItemAccumulator& acc = accs_[c];
         acc.latency.push_back({0, turn_index, std::move(a.token_ms)});
+        acc.turn_token_cpu_ms = std::move(a.token_cpu_ms);
         answers_[c] = std::move(a.tokens);
         if (seg.final_answer && item.has_answer) acc.gold_match = matches_gold(a.text, item.answer);
         acc.add_greedy(answers_[0], answers_[c], std::move(a.text));
@@ -263,6 +272,15 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, E
       sources.push_back(make_endpoint_source(*client, config, lm));
     } else {
       if (m.backend == nullptr) throw_internal_error("in-process config " + config.spec + " has no backend");
+      // A KV config the model cannot hold (a format whose blocks do not divide its head size) is
+      // refused here, as the cache it would build is, before the run is written.
+      try {
+        m.backend->start(config.kv, 1);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::usage && e.kind() != ErrorKind::input) throw;
+        throw Error(e.kind(), "config " + (config.label.empty() ? config.spec : config.label) + " on model " +
+                                  m.lm->model->path() + ": " + e.what());
+      }
       sources.push_back(make_in_process_source(*m.backend, config, *m.lm));
       identity = m.identity;
       identity->kv_spec = config.kv.canonical();
@@ -271,17 +289,26 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, E
                                        static_cast<int>(arch.head_dim)},
                       std::move(identity)});
   }
-  recorder.open(setups);
-  for (size_t c = 0; c < plan.configs.size(); ++c)
-    if (plan.configs[c].endpoint) recorder.record_endpoint(c, endpoint_record(plan.configs[c], *sources[c]->client()));
-
+  // The latency yardstick (calibration.h) times this machine's CPU: it says nothing of a server's
+  // or a GPU's latency, so only a run whose every config runs in-process on the CPU has one.
+  std::optional<Calibration> calibration;
+  if (!plan.has_endpoints() && options.backend == "cpu") {
+    const runtime::ModelArch& arch = lm.model->arch();
+    const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+    calibration.emplace(CalibrationShape{arch.n_embd, arch.n_layers, models.front().identity.weight_bytes, threads});
+  }
   CrossCheckObserver cross(plan);
   EvalResult result;
-  result.run_id = recorder.run_id();
   std::vector<std::pair<std::string, ItemFailure>> failures;
   bool stopped = false;
   try {
+    // Everything above is checked before the run is written; from here an error marks it failed.
+    recorder.open(setups, calibration ? calibration->workload() : std::string());
+    result.run_id = recorder.run_id();
+    for (size_t c = 0; c < plan.configs.size(); ++c)
+      if (plan.configs[c].endpoint) recorder.record_endpoint(c, endpoint_record(plan.configs[c], *sources[c]->client()));
     std::vector<ConfigTotals> totals(plan.configs.size());
+    std::optional<results::ItemCalibration> before;  // the last sample, just before the next item
     const size_t n_items = prepared.size();
     result.items_total = static_cast<int64_t>(n_items);
     for (size_t it = 0; it < n_items && !stopped; ++it) {
@@ -292,6 +319,7 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, E
         continue;
       }
       if (progress) progress("item " + std::to_string(it + 1) + "/" + std::to_string(n_items) + " " + item.id);
+      if (calibration && !before) before = calibration->sample();
       ItemRun run(prepared[it], lm, sources, cross, options);
       try {
         run.run();
@@ -311,6 +339,11 @@ EvalResult run_eval(const EvalPlan& plan, const std::vector<RunModel>& models, E
       }
       ItemRecord record;
       record.info = item_info(plan, item);
+      if (calibration) {
+        const results::ItemCalibration after = calibration->sample();
+        record.info.calibration = around(*before, after);
+        before = after;
+      }
       record.configs = run.records();
       for (size_t c = 0; c < record.configs.size(); ++c) totals[c].add(item.id, record.configs[c]);
       recorder.record(std::move(record));

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <span>
 
+#include "core/cpu_time.h"
 #include "scoring/token_metrics.h"
 
 namespace kvgate::harness {
@@ -52,12 +53,15 @@ std::vector<int32_t> ids_without_eos(const serving::Completion& c, const LoadedM
   return ids;
 }
 
+// No top-k lists: an answer keeps its tokens and their times only, and the engines pay per token
+// for lists (llama-server sorts the vocabulary, and turns backend sampling off), which would be
+// in TTFT and TPOT.
 EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm, const std::vector<int32_t>& prompt,
-                           int max_new, int k) {
+                           int max_new) {
   serving::GenerateRequest g;
   g.prompt_tokens = prompt;
   g.max_tokens = max_new;
-  g.top_logprobs = k;
+  g.top_logprobs = 0;
   g.stream = true;
   serving::GenerationResult res = client.generate(g);
   EngineAnswer a;
@@ -71,7 +75,6 @@ EngineAnswer engine_greedy(serving::EngineClient& client, const LoadedModel& lm,
     // the prompt cached, gives them; the times stay the stream's.
     serving::GenerateRequest whole = g;
     whole.stream = false;
-    whole.top_logprobs = 0;
     a.tokens = ids_without_eos(client.generate(whole).completion, lm, ids);
   }
   if (ids) {
@@ -106,11 +109,12 @@ class InProcessSource final : public ConfigSource {
     // Room for the item plus one greedy answer per scored span (each on a fork).
     seq_ = backend_.start(config_.kv, item_tokens + max_new_tokens + 64);
     last_row_.assign(vocab_, 0.0f);
-    pending_prefill_ms_ = 0;
+    pending_prefill_ms_ = pending_prefill_cpu_ms_ = 0;
   }
 
   void add_context(const std::vector<int32_t>& tokens) override {
     const auto t0 = Clock::now();
+    const double cpu0 = work_cpu_seconds();
     // A forward pass holds activations for every token it is given (and a sliding-window cache
     // every token until the pass ends), so a 32k-token document in one pass would need as much
     // memory again as its KV cache. Prefilled in chunks, as engines do (llama.cpp's ubatch,
@@ -125,6 +129,7 @@ class InProcessSource final : public ConfigSource {
       begin += n;
     }
     pending_prefill_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    pending_prefill_cpu_ms_ += std::max(0.0, 1e3 * (work_cpu_seconds() - cpu0));
   }
 
   Answer answer(int max_new) override {
@@ -134,11 +139,13 @@ class InProcessSource final : public ConfigSource {
     GreedyTokens g =
         greedy_decode(backend_, *fork, last_row_, max_new, [this](int32_t id) { return lm_.tokenizer.ends_generation(id); });
     for (double& t : g.token_ms) t += pending_prefill_ms_;
-    pending_prefill_ms_ = 0;
+    for (double& t : g.token_cpu_ms) t += pending_prefill_cpu_ms_;
+    pending_prefill_ms_ = pending_prefill_cpu_ms_ = 0;
     Answer a;
     a.text = lm_.tokenizer.decode(g.tokens, false);
     a.tokens = std::move(g.tokens);
     a.token_ms = std::move(g.token_ms);
+    a.token_cpu_ms = std::move(g.token_cpu_ms);
     return a;
   }
 
@@ -160,7 +167,7 @@ class InProcessSource final : public ConfigSource {
   size_t vocab_;
   std::unique_ptr<runtime::BackendSequence> seq_;
   std::vector<float> last_row_;  // logits that predict the next token to be appended
-  double pending_prefill_ms_ = 0;
+  double pending_prefill_ms_ = 0, pending_prefill_cpu_ms_ = 0;
 };
 
 class EndpointSource final : public ConfigSource {
@@ -172,7 +179,7 @@ class EndpointSource final : public ConfigSource {
   void add_context(const std::vector<int32_t>& tokens) override { sent_.insert(sent_.end(), tokens.begin(), tokens.end()); }
 
   Answer answer(int max_new) override {
-    EngineAnswer e = engine_greedy(client_, lm_, sent_, max_new, config_.top_k);
+    EngineAnswer e = engine_greedy(client_, lm_, sent_, max_new);
     Answer a;
     a.tokens = std::move(e.tokens);
     a.token_ms = std::move(e.token_ms);

@@ -33,6 +33,9 @@ struct TopList {
 struct Answer {
   std::vector<int32_t> tokens;
   std::vector<double> token_ms;
+  // In-process: the work's CPU time at each token, ms from the turn's start (GreedyTokens); empty
+  // for an endpoint, whose CPU is the server's.
+  std::vector<double> token_cpu_ms;
   std::string text;  // decoded (an endpoint that streams text only: what it sent)
   std::optional<int64_t> prompt_tokens, cached_tokens;  // endpoint usage, when reported
 };

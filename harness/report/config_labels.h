@@ -25,9 +25,31 @@ std::string canonical_legend(const std::vector<ConfigName>& configs);
 // The label of the run's config `spec`; `spec` itself for one the run does not have.
 std::string label_of(const std::vector<results::RunConfigRecord>& configs, const std::string& spec);
 
-// A config named on the command line (`--config`): a label or a spec of the run, or a spelling
-// that canonicalizes to one of its specs; returns the spec. Usage error listing the run's configs
-// (label and spec) otherwise.
+// What a user typed to name a stored config (a policy rule's `kv`, `--pair-config`, `--config`):
+// it names config C when it is C's label or spec as written (what `runs show` prints), or when it
+// means the same: the typed text read with today's grammar (kernels::parse_kv_config), C's stored
+// spec read as stored (kernels::parse_stored_kv_config), so `q4_0/q4_0`, as an older kvgate
+// stored its unrotated q4_0, names that run's config and not a rotated one. A weights config
+// (`LABEL+KV`) or an endpoint's (`endpoint:NAME=KV`) is named by its prefix and the KV part's
+// meaning.
+class ConfigMatcher {
+ public:
+  explicit ConfigMatcher(std::string typed);
+  bool names(const results::RunConfigRecord& config) const;
+  const std::string& typed() const { return typed_; }
+  // Why the typed text is not a KV spec ("" when it is one).
+  const std::string& parse_problem() const { return parse_problem_; }
+
+ private:
+  std::string typed_;
+  std::string parse_problem_;
+};
+
+// "f16 (f16/f16), q4_0/q4_0": a run's configs as a message lists them, label and spec.
+std::string config_list(const std::vector<results::RunConfigRecord>& configs);
+
+// A config named on the command line (`--config`): one the ConfigMatcher finds; returns its
+// spec. Usage error listing the run's configs (label and spec) otherwise.
 std::string resolve_config(const std::string& typed, const std::vector<results::RunConfigRecord>& configs,
                            const std::string& db, int64_t run_id);
 

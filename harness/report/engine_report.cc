@@ -1,12 +1,14 @@
 #include "harness/report/engine_report.h"
 
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "harness/eval/eval_plan.h"
 #include "harness/report/report_html.h"
+#include "serving/engine_traits.h"
 
 namespace kvgate::harness {
 
@@ -36,6 +38,18 @@ nlohmann::json summary_json(const scoring::LoadSummary& s) {
           {"goodput_share", json_num(s.goodput_share)},
           {"prefix_hit_rate", json_num(s.hit_rate)},
           {"hit_reported", s.hit_reported}};
+}
+
+// "endpoint 'fp8' (vLLM) reported no cached prompt tokens ..." for an endpoint config that
+// answered (`answered` > 0) without one (`reported` == 0).
+std::optional<std::string> uncached_note(const results::ConfigEndpoint& e, int64_t answered, int64_t reported) {
+  if (answered == 0 || reported > 0) return std::nullopt;
+  const auto kind = serving::parse_engine_kind(e.engine);
+  const serving::EngineTraits& t = serving::engine_traits(kind.value_or(serving::EngineKind::automatic));
+  return fmt::format("endpoint '{}' ({}) reported no cached prompt tokens in {} answers, so its prefix-cache hits are "
+                     "unknown, not zero{}",
+                     e.name, t.display, answered,
+                     t.cached_tokens_hint.empty() ? "" : ": " + std::string(t.cached_tokens_hint));
 }
 
 nlohmann::json prediction_json(const results::CapacityPrediction& p) {
@@ -79,7 +93,18 @@ EngineRunView read_engine_view(results::Store& store, int64_t run_id) {
         // A spec this build no longer parses is not paired.
       }
     }
-  if (!v.load) return v;
+  if (!v.load) {
+    if (v.endpoints.empty()) return v;
+    std::map<int64_t, std::pair<int64_t, int64_t>> answers;  // config id -> (answered, with cached tokens)
+    for (const results::RunTurnMetrics& t : store.run_turn_metrics(run_id))
+      if (t.turn.prompt_tokens) {
+        ++answers[t.turn.config_id].first;
+        if (t.turn.cached_tokens) ++answers[t.turn.config_id].second;
+      }
+    for (const results::ConfigEndpoint& e : v.endpoints)
+      if (auto note = uncached_note(e, answers[e.config_id].first, answers[e.config_id].second)) v.notes.push_back(*note);
+    return v;
+  }
   const std::vector<results::LoadRequest> rows = store.load_requests(run_id);
   const std::vector<results::CapacityPrediction> predictions = store.capacity_predictions(run_id);
   const scoring::LoadSlo slo{v.load->slo_ttft_ms, v.load->slo_tpot_ms};
@@ -96,6 +121,8 @@ EngineRunView read_engine_view(results::Store& store, int64_t run_id) {
     s.measured = scoring::summarize_load(timings, slo);
     for (const results::CapacityPrediction& p : predictions)
       if (p.config_id == c.config_id) s.predicted = p;
+    if (const results::ConfigEndpoint* e = v.endpoint_of(c.config_id))
+      if (auto note = uncached_note(*e, s.measured.succeeded, s.measured.hit_reported)) v.notes.push_back(*note);
     v.load_summaries.push_back(std::move(s));
   }
   return v;
@@ -111,6 +138,7 @@ std::string endpoints_text(const EngineRunView& v) {
                        e.kv_reported.empty() ? "" : ", engine reports " + e.kv_reported);
   const std::string note = v.estimator_note();
   if (!note.empty()) out += "  " + note + "\n";
+  for (const std::string& n : v.notes) out += "  note: " + n + "\n";
   return out;
 }
 
@@ -154,6 +182,7 @@ std::string engine_markdown(const EngineRunView& v) {
     out += "\n## Endpoints\n\n";
     const std::string note = v.estimator_note();
     if (!note.empty()) out += note + ".\n\n";
+    for (const std::string& n : v.notes) out += "Note: " + n + ".\n\n";
     out += "| config | endpoint | URL | engine | version | model | KV (source) |\n|---|---|---|---|---|---|---|\n";
     for (const results::ConfigEndpoint& e : v.endpoints)
       out += fmt::format("| {} | {} | {} | {} | {} | {} | {} ({}{}) |\n", spec_of(v, e.config_id), e.name, e.url, e.engine,
@@ -199,6 +228,7 @@ std::string engine_html(const EngineRunView& v) {
     h += "<h2>Endpoints</h2>\n";
     const std::string note = v.estimator_note();
     if (!note.empty()) h += "<p class=\"note\">" + xml_escape(note) + ".</p>\n";
+    for (const std::string& n : v.notes) h += "<p class=\"note\">" + xml_escape(n) + ".</p>\n";
     h += "<table>" + row({"kv config", "endpoint", "URL", "engine", "version", "model", "KV (source)"}, "th");
     for (const results::ConfigEndpoint& e : v.endpoints)
       h += row({spec_of(v, e.config_id), e.name, e.url, e.engine, e.engine_version.empty() ? "-" : e.engine_version,
@@ -255,6 +285,7 @@ nlohmann::json engine_json(const EngineRunView& v) {
                                   {"kv_source", e.kv_source},
                                   {"kv_reported", e.kv_reported}});
   }
+  if (!v.notes.empty()) out["notes"] = v.notes;
   if (!v.failures.empty()) {
     out["failed_items"] = nlohmann::json::array();
     for (const results::ItemFailure& f : v.failures)

@@ -32,6 +32,10 @@ struct EngineRunView {
 
   // Cross-check pairs (in-process spec, endpoint spec) running the same KV config.
   std::vector<std::pair<std::string, std::string>> cross_pairs;
+  // What the stored rows lack and why, one sentence each: an endpoint that answered but never
+  // reported a cached prompt token (vLLM without --enable-prompt-tokens-details), whose hit
+  // rate is therefore unknown rather than zero.
+  std::vector<std::string> notes;
 
   bool engine_mode() const { return !endpoints.empty(); }
   const results::ConfigEndpoint* endpoint_of(int64_t config_id) const;

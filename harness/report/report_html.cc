@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <cmath>
 #include <map>
 #include <set>
@@ -9,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/report/depth_accuracy.h"
 #include "harness/report/position_report.h"
 #include "harness/report/stored_scores.h"
 #include "scoring/aggregate.h"
@@ -17,8 +19,11 @@ namespace kvgate::harness {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-// Colour-blind-safe (Okabe–Ito) palette; configs keep their colour across every chart.
-constexpr const char* kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
+// Colour-blind-safe (Okabe–Ito) palette, then Paul Tol's muted colours, so a run of up to 16
+// configs gives each its own; configs keep their colour across every chart.
+constexpr const char* kPalette[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9",
+                                    "#F0E442", "#000000", "#882255", "#44AA99", "#999933", "#332288",
+                                    "#AA4499", "#117733", "#88CCEE", "#DDCC77"};
 
 
 std::string num(double v, int digits = 4) {
@@ -27,7 +32,8 @@ std::string num(double v, int digits = 4) {
 
 struct ConfigStats {
   std::string spec;
-  std::string label;  // as the user typed it: what tables and charts show
+  std::string label;  // as the user typed it: what tables show
+  std::string chart;  // what charts show: the label less the prefix every config's label shares
   results::ConfigRole role = results::ConfigRole::candidate;
   std::string color;
   double bits = kNaN, kv_bytes = kNaN;
@@ -56,13 +62,39 @@ struct Analysis {
   std::vector<MovedItem> moved;
   scoring::GoldSignal gold;  // the reference's gold answers over the run: whether accuracy says anything
   std::string reference_spec;
-  std::vector<scoring::PositionCurve> positions;  // candidates' quality by position
+  PositionView positions;  // candidates' quality by position, with intervals over documents and the depth effect
+  DepthAccuracy depth_accuracy;  // gold accuracy by the depth of the evidence (needles at controlled depths)
+  // What every config's label starts with, left out of the charts ("" when nothing worth it).
+  std::string chart_prefix;
   // A config's label (what tables show) from its spec.
   std::string label(const std::string& spec) const {
     const auto it = config_index.find(spec);
     return it == config_index.end() ? spec : configs[it->second].label;
   }
+  // A config's name in the charts from its spec.
+  std::string chart_label(const std::string& spec) const {
+    const auto it = config_index.find(spec);
+    return it == config_index.end() ? spec : configs[it->second].chart;
+  }
 };
+
+// The prefix that all `labels` share, ending just after a separator ('+' between weights and
+// KV, '/', '-', '_', ':', '.', ' '), when it is long enough to crowd a chart (ten configs typed
+// as "Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf+SPEC" differ only after 40 characters) and every
+// label keeps something after it; else "".
+std::string shared_label_prefix(const std::vector<std::string>& labels) {
+  if (labels.size() < 2) return "";
+  size_t n = labels.front().size();
+  for (const std::string& l : labels) {
+    size_t k = 0;
+    while (k < n && k < l.size() && l[k] == labels.front()[k]) ++k;
+    n = k;
+  }
+  while (n > 0 && std::string_view("+/-_:. ").find(labels.front()[n - 1]) == std::string_view::npos) --n;
+  for (const std::string& l : labels)
+    if (l.size() <= n) return "";
+  return n >= 12 ? labels.front().substr(0, n) : "";
+}
 
 Analysis analyze(const ReportInput& in) {
   Analysis a;
@@ -79,6 +111,10 @@ Analysis analyze(const ReportInput& in) {
     spec_of[c.config_id] = c.spec;
     a.configs.push_back(s);
   }
+  std::vector<std::string> labels;
+  for (const ConfigStats& c : a.configs) labels.push_back(c.label);
+  a.chart_prefix = shared_label_prefix(labels);
+  for (ConfigStats& c : a.configs) c.chart = c.label.substr(a.chart_prefix.size());
   std::map<std::string, std::vector<const results::RunItemMetrics*>> per_config;
   std::map<std::pair<std::string, std::string>, std::vector<const results::RunItemMetrics*>> per_domain;
   for (const results::RunItemMetrics& r : in.run.items) {
@@ -143,7 +179,8 @@ Analysis analyze(const ReportInput& in) {
   }
   for (const auto& [spec, turns] : session_turns) a.drift[spec] = scoring::drift_over_turns(turns);
   a.sessions = static_cast<int64_t>(sessions.size());
-  a.positions = run_position_curves(in.run);
+  a.positions = run_positions(in.run, positions_bootstrap());
+  a.depth_accuracy = run_depth_accuracy(in.run);
   return a;
 }
 
@@ -209,6 +246,15 @@ struct LabelBox {
   bool set = false;
 };
 
+// `text` cut to `width` px with an ellipsis (the whole of it stays in the element's tooltip).
+std::string fit_label(const std::string& text, double width) {
+  const size_t chars = static_cast<size_t>(std::max(4.0, width / 6.5));
+  if (text.size() <= chars) return text;
+  size_t cut = chars - 1;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return text.substr(0, cut) + "\u2026";
+}
+
 // 11 px sans-serif: about 6.5 px a character, enough to keep boxes apart.
 double label_width(const std::string& text) { return 6.5 * static_cast<double>(text.size()); }
 
@@ -217,14 +263,21 @@ bool overlaps(const LabelBox& a, const LabelBox& b) {
   return a.lx < b.lx + b.w && b.lx < a.lx + a.w && a.ly - h < b.ly && b.ly - h < a.ly;
 }
 
-// The first candidate place beside the point that no placed label (or point) takes.
-void place_label(LabelBox& box, const std::vector<LabelBox>& all, const Frame& f) {
+// The first candidate place beside the point that no placed label (or point) takes, inside the
+// plot; false when every place is taken (ten configs in one corner) or none is inside: the
+// caller then names the point in a legend instead, since a label that covers another is read
+// as neither.
+bool place_label(LabelBox& box, const std::vector<LabelBox>& all, const Frame& f) {
   const std::pair<double, double> offsets[] = {{9, -6},  {9, 12},  {9, -20}, {9, 26},  {-9, -6}, {-9, 12},
-                                               {9, -34}, {9, 40},  {-9, -20}, {-9, 26}, {9, -48}, {9, 54}};
+                                               {9, -34}, {9, 40},  {-9, -20}, {-9, 26}, {9, -48}, {9, 54},
+                                               {-9, -34}, {-9, 40}, {9, -62}, {9, 68}, {-9, -48}, {-9, 54}};
+  auto inside = [&] {
+    return box.lx >= f.left && box.lx + box.w <= f.w - 2 && box.ly - 11 >= f.top - 8 && box.ly <= f.h - f.bottom - 2;
+  };
   for (const auto& [dx, dy] : offsets) {
     box.lx = dx > 0 ? box.px + dx : box.px + dx - box.w;
     box.ly = box.py + dy;
-    if (box.lx < f.left || box.lx + box.w > f.w - 2 || box.ly - 11 < f.top - 8 || box.ly > f.h - f.bottom - 2) continue;
+    if (!inside()) continue;
     bool free = true;
     for (const LabelBox& other : all) {
       if (&other == &box) continue;
@@ -233,14 +286,21 @@ void place_label(LabelBox& box, const std::vector<LabelBox>& all, const Frame& f
       const LabelBox dot{0, 0, 12, other.px - 6, other.py + 6.5, true};
       if (overlaps(box, dot)) free = false;
     }
-    if (free) break;
+    if (free) {
+      box.set = true;
+      return true;
+    }
   }
-  box.set = true;
+  return false;
 }
 
 std::string chart_quality_bits(const Analysis& a) {
   Frame f;
-  std::string s = svg_open("chart-quality-bits", f, "Mean KLD vs effective bits per element (each point a KV config)");
+  // Each config's label sits beside its point: past six configs the plot grows taller, so more of
+  // the near-lossless configs crowded at the bottom find free places; the rest are named in a
+  // legend under the chart, by their colour.
+  f.h += 18 * static_cast<double>(std::max<ptrdiff_t>(0, static_cast<ptrdiff_t>(a.configs.size()) - 6));
+  std::string s;
   double xmax = 0, ymax = 0;
   for (const ConfigStats& c : a.configs)
     if (std::isfinite(c.bits) && std::isfinite(c.quality.kld_mean))
@@ -256,19 +316,33 @@ std::string chart_quality_bits(const Analysis& a) {
     const double x = f.px(c.bits), y = f.py(c.quality.kld_mean);
     s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"6\" fill=\"{}\"><title>{}: {} bits, mean KLD {}</title></circle>",
                      x, y, c.color, xml_escape(c.label), num(c.bits), num(c.quality.kld_mean));
-    placed.push_back({x, y, label_width(c.label), 0, 0});
+    placed.push_back({x, y, label_width(c.chart), 0, 0});
   }
   size_t k = 0;
+  std::vector<const ConfigStats*> unplaced;
   for (const ConfigStats& c : a.configs) {
     if (!std::isfinite(c.bits) || !std::isfinite(c.quality.kld_mean)) continue;
     LabelBox& box = placed[k++];
-    place_label(box, placed, f);
+    if (!place_label(box, placed, f)) {
+      unplaced.push_back(&c);
+      continue;
+    }
     if (std::fabs(box.ly - (box.py - 6)) > 1 || std::fabs(box.lx - (box.px + 9)) > 1)
       s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"1\"/>",
                        box.px, box.py, box.lx < box.px ? box.lx + box.w : box.lx, box.ly - 4, c.color);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>", box.lx, box.ly, xml_escape(c.label));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}</text>", box.lx, box.ly, xml_escape(c.chart));
   }
-  return s + "</svg>";
+  Frame outer = f;
+  outer.h += 14 * static_cast<double>(unplaced.size()) + (unplaced.empty() ? 0 : 4);
+  double ly = f.h;
+  for (const ConfigStats* c : unplaced) {
+    s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"5\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" class=\"pl\">{}: "
+                     "{} bits, mean KLD {}</text>",
+                     f.left + 5, ly - 4, c->color, f.left + 16, ly, xml_escape(fit_label(c->chart, f.w - f.left - 200)),
+                     num(c->bits), num(c->quality.kld_mean));
+    ly += 14;
+  }
+  return svg_open("chart-quality-bits", outer, "Mean KLD vs effective bits per element (each point a KV config)") + s + "</svg>";
 }
 
 struct BarSeries {
@@ -276,11 +350,31 @@ struct BarSeries {
   std::vector<double> values;  // one per row
 };
 
-// Horizontal grouped bars: one group per row label, one bar per series.
+
+// Horizontal grouped bars: one group per row label, one bar per series. The row labels' margin
+// fits the longest label (up to 300 px; a longer one is cut, whole in its tooltip) and the chart
+// widens by as much, so the bars keep their 460 px; the legend wraps onto as many lines as it
+// needs, so no series goes unnamed.
 std::string grouped_bars(const std::string& id, const std::string& title, const std::vector<std::string>& rows,
                          const std::vector<BarSeries>& series, const std::string& xlabel) {
   Frame f;
-  f.left = 200;
+  size_t longest = 0;
+  for (const std::string& r : rows) longest = std::max(longest, r.size());
+  f.left = std::clamp(label_width(std::string(longest, 'x')) + 16, 120.0, 300.0);
+  f.right = 60;  // room for the value printed past the longest bar
+  f.w = f.left + 460 + f.right;
+  // The legend's entries, line by line, from the plot's left edge to its right.
+  std::vector<std::pair<double, double>> legend;  // (x, y of the swatch's top) per series
+  double lx = f.left, ly = 28;
+  std::vector<std::string> names;  // each cut to the plot's width, whole in its tooltip
+  for (const BarSeries& b : series) {
+    names.push_back(fit_label(b.name, f.w - f.right - f.left - 24));
+    const double entry = 24 + 7 * static_cast<double>(names.back().size());
+    if (lx > f.left && lx + entry > f.w - f.right) lx = f.left, ly += 14;
+    legend.emplace_back(lx, ly);
+    lx += entry;
+  }
+  f.top += ly - 28;
   const double bar = 12, gap = 10;
   const double group = bar * static_cast<double>(series.size()) + gap;
   f.h = f.top + f.bottom + 20 + group * static_cast<double>(std::max<size_t>(rows.size(), 1));
@@ -296,17 +390,16 @@ std::string grouped_bars(const std::string& id, const std::string& title, const 
                      "class=\"xl\">{}</text>",
                      f.px(x), f.top + 20, f.px(x), f.h - f.bottom, f.px(x), f.h - f.bottom + 16, num(x, 6));
   s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", (f.left + f.w - f.right) / 2, f.h - 12, xml_escape(xlabel));
-  // Legend on one line under the title.
-  double lx = f.left;
-  for (const BarSeries& b : series) {
-    s += fmt::format("<rect x=\"{:.1f}\" y=\"28\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"37\" class=\"pl\">{}</text>",
-                     lx, b.color, lx + 14, xml_escape(b.name));
-    lx += 24 + 7 * static_cast<double>(b.name.size());
-  }
+  for (size_t k = 0; k < series.size(); ++k)
+    s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
+                     "class=\"pl\">{}<title>{}</title></text>",
+                     legend[k].first, legend[k].second, series[k].color, legend[k].first + 14, legend[k].second + 9,
+                     xml_escape(names[k]), xml_escape(series[k].name));
   if (rows.empty()) return s + empty_note(f, "no data") + "</svg>";
   for (size_t r = 0; r < rows.size(); ++r) {
     const double gy = f.top + 24 + group * static_cast<double>(r);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"yl\">{}</text>", f.left - 6, gy + group / 2, xml_escape(rows[r]));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"yl\">{}<title>{}</title></text>", f.left - 6, gy + group / 2,
+                     xml_escape(fit_label(rows[r], f.left - 10)), xml_escape(rows[r]));
     for (size_t k = 0; k < series.size(); ++k) {
       const double v = series[k].values[r];
       const double y = gy + bar * static_cast<double>(k);
@@ -325,6 +418,13 @@ std::string grouped_bars(const std::string& id, const std::string& title, const 
 
 std::string chart_drift(const Analysis& a) {
   Frame f;
+  // The legend stacks down a right margin as wide as the longest name, as the position chart's.
+  size_t longest = 0;
+  for (const auto& [spec, turns] : a.drift) longest = std::max(longest, a.chart_label(spec).size());
+  if (!a.drift.empty()) {
+    f.right = std::min(320.0, std::max(170.0, 34 + label_width(std::string(longest, 'x'))));
+    f.w += f.right - 20;
+  }
   std::string s = svg_open("chart-drift", f, "Drift over turns: mean KLD per assistant turn of replayed sessions");
   int64_t tmax = 0;
   double ymax = 0;
@@ -346,7 +446,8 @@ std::string chart_drift(const Analysis& a) {
                        f.px(static_cast<double>(t)), f.py(kld), color, xml_escape(a.label(spec)), t, num(kld));
     s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
                      "class=\"pl\">{}</text>",
-                     f.w - f.right - 150, ly, color, f.w - f.right - 136, ly + 9, xml_escape(a.label(spec)));
+                     f.w - f.right + 10, ly, color, f.w - f.right + 24, ly + 9,
+                     xml_escape(fit_label(a.chart_label(spec), f.right - 28)));
     ly += 14;
   }
   return s + "</svg>";
@@ -360,17 +461,26 @@ std::string chart_positions(const Analysis& a) {
   size_t longest = 0;
   std::set<int> present;
   double ymax = 0;
-  for (const scoring::PositionCurve& c : a.positions) {
-    longest = std::max(longest, c.shown().size());
-    for (const scoring::PositionPoint& p : c.points) {
+  const std::vector<scoring::PositionCurve>& curves = a.positions.curves;
+  // The interval of a config's bucket over documents (NaN bounds: none).
+  auto interval_of = [&](size_t k, int bucket) {
+    for (const scoring::DepthPoint& d : a.positions.depth[k].points)
+      if (d.bucket == bucket) return d.estimate.kld_mean;
+    return scoring::Estimate{};
+  };
+  for (size_t k = 0; k < curves.size(); ++k) {
+    longest = std::max(longest, a.chart_label(curves[k].config).size());
+    for (const scoring::PositionPoint& p : curves[k].points) {
       present.insert(p.bucket);
       if (std::isfinite(p.kld_mean)) ymax = std::max(ymax, p.kld_mean);
+      if (const double hi = interval_of(k, p.bucket).high; std::isfinite(hi)) ymax = std::max(ymax, hi);
     }
   }
   f.right = std::min(320.0, std::max(170.0, 34 + label_width(std::string(longest, 'x'))));
   // Room for every bucket's label ("64-128k" is ~46 px) however long the legend's names.
   f.w = std::max(f.w, f.left + f.right + 56.0 * static_cast<double>(present.size()));
-  std::string s = svg_open("chart-positions", f, "Mean KLD by position in the context (absolute position of the scored token)");
+  std::string s = svg_open("chart-positions", f,
+                           "Mean KLD by position, with intervals over documents");
   const std::vector<int> buckets(present.begin(), present.end());
   const std::vector<double> yt = ticks(0, ymax);
   f.x0 = -0.5, f.x1 = static_cast<double>(std::max<size_t>(buckets.size(), 1)) - 0.5, f.y0 = 0, f.y1 = yt.back();
@@ -383,22 +493,35 @@ std::string chart_positions(const Analysis& a) {
     s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>", f.px(x_of(b)), f.h - f.bottom + 16,
                      scoring::position_bucket_name(b));
   double ly = f.top + 4;
-  for (const scoring::PositionCurve& c : a.positions) {
+  for (size_t k = 0; k < curves.size(); ++k) {
+    const scoring::PositionCurve& c = curves[k];
     const auto ci = a.config_index.find(c.config);
     const std::string color = ci == a.config_index.end() ? "#777" : a.configs[ci->second].color;
+    // Each config's points sit a little apart, so that overlapping intervals stay readable.
+    const double shift = (static_cast<double>(k) - static_cast<double>(curves.size() - 1) / 2) * 0.06;
     std::string pts;
     for (const scoring::PositionPoint& p : c.points)
-      if (std::isfinite(p.kld_mean)) pts += fmt::format("{:.1f},{:.1f} ", f.px(x_of(p.bucket)), f.py(p.kld_mean));
+      if (std::isfinite(p.kld_mean)) pts += fmt::format("{:.1f},{:.1f} ", f.px(x_of(p.bucket) + shift), f.py(p.kld_mean));
     s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", pts, color);
-    for (const scoring::PositionPoint& p : c.points)
-      if (std::isfinite(p.kld_mean))
-        s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} at {}: mean KLD {}, same top-1 {}%, "
-                         "{} tokens in {} items</title></circle>",
-                         f.px(x_of(p.bucket)), f.py(p.kld_mean), color, xml_escape(c.shown()),
-                         scoring::position_bucket_name(p.bucket), num(p.kld_mean), num(100 * p.same_top1), p.tokens, p.items);
+    for (const scoring::PositionPoint& p : c.points) {
+      if (!std::isfinite(p.kld_mean)) continue;
+      const scoring::Estimate e = interval_of(k, p.bucket);
+      const double x = f.px(x_of(p.bucket) + shift);
+      if (std::isfinite(e.low))
+        s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"1\"/>", x,
+                         f.py(e.low), x, f.py(e.high), color);
+      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} at {}: mean KLD {} ({}), same "
+                       "top-1 {}%, {} tokens in {} items</title></circle>",
+                       x, f.py(p.kld_mean), color, xml_escape(c.shown()), scoring::position_bucket_name(p.bucket),
+                       num(p.kld_mean),
+                       std::isfinite(e.low) ? fmt::format("interval over documents {} to {}", num(e.low), num(e.high))
+                                            : std::string("too few documents for an interval"),
+                       num(100 * p.same_top1), p.tokens, p.items);
+    }
     s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\" "
                      "class=\"pl\">{}</text>",
-                     f.w - f.right + 10, ly, color, f.w - f.right + 24, ly + 9, xml_escape(c.shown()));
+                     f.w - f.right + 10, ly, color, f.w - f.right + 24, ly + 9,
+                     xml_escape(fit_label(a.chart_label(c.config), f.right - 28)));
     ly += 14;
   }
   return s + "</svg>";
@@ -410,9 +533,22 @@ std::string th(const std::vector<std::string>& cols) {
   return s + "</tr>";
 }
 
+// A cell that is one long word (a config as typed, a canonical spec) may wrap after each '/' (K
+// from V) and '+' (weights from KV): ten configs' tables then fit a laptop's width.
+std::string cell(const std::string& text) {
+  std::string out = xml_escape(text);
+  if (text.size() <= 16 || text.find_first_of(" \t\n") != std::string::npos) return out;
+  std::string broken;
+  for (const char ch : out) {
+    broken += ch;
+    if (ch == '/' || ch == '+') broken += "<wbr/>";
+  }
+  return broken;
+}
+
 std::string td(const std::vector<std::string>& cols) {
   std::string s = "<tr>";
-  for (const std::string& c : cols) s += "<td>" + xml_escape(c) + "</td>";
+  for (const std::string& c : cols) s += "<td>" + cell(c) + "</td>";
   return s + "</tr>";
 }
 
@@ -449,12 +585,17 @@ std::vector<const ConfigStats*> candidates(const Analysis& a) {
 
 std::string verdicts_html(const RunVerdicts& v) {
   if (v.configs.empty()) return "";
-  std::string h = "<h2>Verdict per config</h2>\n<p class=\"note\">From the gate policy " + xml_escape(v.policy) +
-                  ": unsafe where a limit is crossed, watch where a check used at least half of its allowance.</p>\n<ul>\n";
+  std::string h = "<h2>Verdict per config</h2>\n<p class=\"note\">Can each config replace " + xml_escape(v.reference) +
+                  " on this workload? Confidence bounds on the paired per-item harms against the margins of " +
+                  xml_escape(v.policy.source) +
+                  ": safe when every bound is inside its margin, unsafe when a harm is beyond one with confidence, "
+                  "inconclusive otherwise.</p>\n<ul>\n";
   for (const scoring::ConfigVerdict& c : v.configs)
-    h += fmt::format("<li class=\"v-{}\"><b>{}</b>: {}</li>\n", scoring::verdict_name(c.verdict), xml_escape(v.label(c)),
-                     xml_escape(v.line(c).substr(v.label(c).size() + 2)));
-  return h + "</ul>\n";
+    h += fmt::format("<li class=\"v-{}\"><b>{}</b>: {}: {}</li>\n", scoring::verdict_name(c.verdict), xml_escape(c.shown()),
+                     scoring::verdict_name(c.verdict), xml_escape(c.reason));
+  h += "</ul>\n";
+  for (const std::string& line : v.conclusion) h += "<p>" + xml_escape(line) + "</p>\n";
+  return h;
 }
 
 // Per candidate config: its turns whose answer differs from the reference's.
@@ -617,8 +758,9 @@ std::string render_report_html(const ReportInput& in) {
       "svg{display:block;margin:8px 0;border:1px solid #ddd}svg .t{font-size:13px;font-weight:600}"
       "svg .xl{font-size:11px;text-anchor:middle;fill:#333}svg .yl{font-size:11px;text-anchor:end;fill:#333}"
       "svg .pl{font-size:11px;fill:#222}svg .g{stroke:#eee}svg .a{stroke:#555}.note{color:#666;font-size:13px}"
-      "table.answers td{text-align:left;white-space:pre-wrap;max-width:320px}mark{background:#fdd}"
-      ".v-unsafe b{color:#b00}.v-watch b{color:#a60}.v-safe b{color:#070}\n"
+      "table.answers td,table.answers th{text-align:left}table.answers td{white-space:pre-wrap;max-width:320px}"
+      "mark{background:#fdd}"
+      ".v-unsafe b{color:#b00}.v-inconclusive b{color:#a60}.v-safe b{color:#070}\n"
       "</style>\n</head>\n<body>\n";
   h += fmt::format("<h1>kvgate report: run {}</h1>\n<p>{} &#183; status {} &#183; {} items &#183; model {} (sha256 {}) &#183; "
                    "started {} &#183; git {} &#183; {} threads on {}</p>\n",
@@ -651,14 +793,18 @@ std::string render_report_html(const ReportInput& in) {
     for (const std::string& line : t.attribution) h += "<p class=\"note\">" + xml_escape(line) + "</p>\n";
   }
 
-  h += "<h2>Quality vs effective bits</h2>\n" + chart_quality_bits(a) + "\n";
+  h += "<h2>Quality vs effective bits</h2>\n";
+  if (!a.chart_prefix.empty())
+    h += "<p class=\"note\">The charts name each config without the start its name shares with every other: <code>" +
+         xml_escape(a.chart_prefix) + "</code>.</p>\n";
+  h += chart_quality_bits(a) + "\n";
 
   h += "<h2>Per-domain breakdown</h2>\n";
   {
     std::vector<std::string> rows;
     std::vector<BarSeries> series;
     const std::vector<const ConfigStats*> cands = candidates(a);
-    for (const ConfigStats* c : cands) series.push_back({c->label, c->color, {}});
+    for (const ConfigStats* c : cands) series.push_back({c->chart, c->color, {}});
     for (const std::string& d : a.domains) {
       rows.push_back(d);
       for (size_t k = 0; k < cands.size(); ++k) {
@@ -689,15 +835,61 @@ std::string render_report_html(const ReportInput& in) {
   h += chart_drift(a) + "\n";
 
   h += "<h2>Quality by position</h2>\n<p class=\"note\">Each scored token counts in the range of its absolute position "
-       "in the item's context; KV quantization that fails at long context shows as a line that climbs to the right.</p>\n";
+       "in the item's context; KV quantization that fails at long context shows as a line that climbs to the right. "
+       "Intervals come from a bootstrap over the items (documents) in each range, never over tokens; where every item "
+       "is a depth sweep (docs/evalsets.md), every range holds the same documents and the line compares like with "
+       "like.</p>\n";
   h += chart_positions(a) + "\n";
   if (!a.positions.empty()) {
-    h += "<table>" + th({"kv config", "positions", "tokens", "items", "mean KLD", "mean Δp", "same top-1"});
-    for (const scoring::PositionCurve& c : a.positions)
-      for (const scoring::PositionPoint& p : c.points)
-        h += td({c.shown(), scoring::position_bucket_name(p.bucket), std::to_string(p.tokens), std::to_string(p.items),
-                 num(p.kld_mean), num(p.delta_p_mean), percent(p.same_top1)});
+    const int pct = static_cast<int>(std::lround(a.positions.bootstrap.confidence * 100));
+    h += "<table>" + th({"kv config", "positions", "items", "tokens", "mean KLD", fmt::format("{}% interval over items", pct),
+                         "mean Δp", "same top-1", "KLD vs the shallowest bucket (same items)"});
+    for (size_t k = 0; k < a.positions.curves.size(); ++k) {
+      const scoring::PositionCurve& c = a.positions.curves[k];
+      for (const scoring::PositionPoint& p : c.points) {
+        std::string ci = "-", vs = "-";
+        for (const scoring::DepthPoint& d : a.positions.depth[k].points) {
+          if (d.bucket != p.bucket) continue;
+          if (std::isfinite(d.estimate.kld_mean.low))
+            ci = fmt::format("{} to {}", num(d.estimate.kld_mean.low), num(d.estimate.kld_mean.high));
+          const scoring::DepthEffect& e = d.vs_shallow;
+          if (e.documents > 0 && std::isfinite(e.kld_ratio.value))
+            vs = fmt::format("{}x{} on {} items", num(e.kld_ratio.value, 3),
+                             std::isfinite(e.kld_ratio.low)
+                                 ? fmt::format(" ({} to {})", num(e.kld_ratio.low, 3), num(e.kld_ratio.high, 3))
+                                 : std::string(),
+                             e.documents);
+        }
+        h += td({c.shown(), scoring::position_bucket_name(p.bucket), std::to_string(p.items), std::to_string(p.tokens),
+                 num(p.kld_mean), ci, num(p.delta_p_mean), percent(p.same_top1), vs});
+      }
+    }
     h += "</table>\n";
+    if (a.positions.has_depth()) {
+      h += "<p>Depth effect (the deepest bucket that at least " + std::to_string(scoring::kDepthMinDocuments) +
+           " items share with the shallowest, paired on those items):</p>\n<ul>\n";
+      for (size_t k = 0; k < a.positions.curves.size(); ++k)
+        h += "<li>" +
+             xml_escape(depth_effect_line(a.positions.curves[k].shown(), a.positions.depth[k].effect, a.positions.bootstrap)) +
+             "</li>\n";
+      h += "</ul>\n";
+    }
+  }
+  if (!a.depth_accuracy.empty()) {
+    const DepthAccuracy& d = a.depth_accuracy;
+    h += "<h3>Gold accuracy by depth of the evidence</h3>\n<p class=\"note\">Items generated at each depth: the same "
+         "documents with the evidence moved (correct/answered).</p>\n<table>";
+    std::vector<std::string> head = {"domain", "depth"};
+    for (const std::string& l : d.labels) head.push_back(l);
+    h += th(head);
+    for (const DepthAccuracyRow& r : d.rows) {
+      std::vector<std::string> row = {r.domain, depth_text(r.depth_permille)};
+      for (size_t c = 0; c < d.labels.size(); ++c) row.push_back(depth_accuracy_cell(r, c));
+      h += td(row);
+    }
+    h += "</table>\n";
+    for (const auto& [domain, s] : d.signal)
+      if (!s.informative()) h += "<p class=\"note\">" + xml_escape(domain + ": " + s.note()) + "</p>\n";
   }
 
   h += "<h2>KLD distribution tails</h2>\n";
@@ -705,7 +897,7 @@ std::string render_report_html(const ReportInput& in) {
     std::vector<std::string> rows;
     BarSeries p99{"p99 over items of item KLD p99", "#0072B2", {}}, mx{"max token KLD", "#D55E00", {}};
     for (const ConfigStats* c : candidates(a)) {
-      rows.push_back(c->label);
+      rows.push_back(c->chart);
       p99.values.push_back(c->quality.kld_p99);
       mx.values.push_back(c->quality.kld_max);
     }
@@ -718,7 +910,7 @@ std::string render_report_html(const ReportInput& in) {
     BarSeries t50{"TTFT p50", "#0072B2", {}}, t95{"TTFT p95", "#56B4E9", {}}, o50{"TPOT p50", "#E69F00", {}},
         o95{"TPOT p95", "#D55E00", {}};
     for (const ConfigStats& c : a.configs) {
-      rows.push_back(c.label);
+      rows.push_back(c.chart);
       t50.values.push_back(c.latency.ttft_p50);
       t95.values.push_back(c.latency.ttft_p95);
       o50.values.push_back(c.latency.tpot_p50);
@@ -738,7 +930,7 @@ std::string render_report_html(const ReportInput& in) {
     std::vector<std::string> rows;
     BarSeries kv{"KV bytes per token", "#009E73", {}};
     for (const ConfigStats& c : a.configs) {
-      rows.push_back(c.label);
+      rows.push_back(c.chart);
       kv.values.push_back(c.kv_bytes);
     }
     h += grouped_bars("chart-memory", "KV cache bytes per token per KV config (weights: " + bytes(in.weight_bytes) + ")",
@@ -769,11 +961,7 @@ std::string render_report_markdown(const ReportInput& in) {
   const Analysis a = analyze(in);
   std::string md = fmt::format("## kvgate report: run {} ({}, {} items, {})\n\n", in.run.record.id, in.run.record.info.suite_name,
                                in.run.record.items, results::run_status_name(in.run.record.status));
-  if (!in.verdicts.configs.empty()) {
-    md += "**Verdict per config** (policy `" + in.verdicts.policy + "`):\n\n";
-    for (const scoring::ConfigVerdict& v : in.verdicts.configs) md += "- " + in.verdicts.line(v) + "\n";
-    md += "\n";
-  }
+  md += verdicts_markdown(in.verdicts);
   if (in.baseline) md += fmt::format("Baseline: run {} ({}).\n\n", in.baseline->record.id, in.baseline->record.info.suite_name);
   md += "| kv config | bits | mean KLD | item KLD p99 | same top-1 | gold accuracy | first token EOS | first token differs | "
         "TTFT p50 ms | TPOT p50 ms | KV B/token |\n"
@@ -808,6 +996,7 @@ std::string render_report_markdown(const ReportInput& in) {
     md += "\n";
   }
   md += positions_markdown(a.positions);
+  md += depth_accuracy_markdown(a.depth_accuracy);
   md += engine_markdown(in.engine) + cross_check_markdown(a, in.engine);
   md += changed_answers_markdown(in);
   if (in.baseline && !a.moved.empty()) {

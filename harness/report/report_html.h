@@ -24,7 +24,7 @@ struct ReportInput {
   std::optional<results::StoredRun> baseline;
   EngineRunView engine;  // engine mode: endpoints, failed items, load replay (empty otherwise)
   RunAnswers answers;    // every turn's answers (harness/report/answers.h): the report shows those that changed
-  RunVerdicts verdicts;  // one line per candidate config, from the gate policy in use
+  RunVerdicts verdicts;  // one line per candidate config, from the rollout policy in use
 };
 
 // The anchor of a config's "answers that changed" in the HTML report (the gate report links to it).

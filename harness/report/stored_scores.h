@@ -39,6 +39,8 @@ inline std::vector<scoring::PositionRow> position_rows(const results::StoredRun&
   return out;
 }
 
-inline scoring::TurnLatency turn_latency(const results::TurnMetrics& t) { return {t.ttft_ms, t.tpot_ms}; }
+inline scoring::TurnLatency turn_latency(const results::TurnMetrics& t) {
+  return {t.ttft_ms, t.tpot_ms, t.ttft_cpu_ms, t.tpot_cpu_ms};
+}
 
 }  // namespace kvgate::harness

@@ -1,25 +1,48 @@
 #include "harness/report/verdicts.h"
 
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "harness/default_policy.h"
 #include "harness/report/stored_scores.h"
+#include "harness/rollout_policy.h"
 #include "kernels/kv_config.h"
 
 namespace kvgate::harness {
 
 scoring::GatePolicy load_policy_or_default(const std::string& path) {
-  scoring::GatePolicy policy =
-      path.empty() ? scoring::parse_gate_policy(kDefaultGatePolicy, kDefaultGatePolicySource) : scoring::load_gate_policy(path);
-  const std::string source = path.empty() ? kDefaultGatePolicySource : path;
-  scoring::canonicalize_policy_kv(policy, [&](const std::string& spec) {
-    try {
-      return kernels::parse_kv_config(spec).canonical();
-    } catch (const Error& e) {
-      throw_input_error(source + ": rule kv '" + spec + "': " + e.what());
+  return path.empty() ? scoring::parse_gate_policy(kDefaultGatePolicy, kDefaultGatePolicySource)
+                      : scoring::load_gate_policy(path);
+}
+
+scoring::GatePolicy bind_policy(const scoring::GatePolicy& policy, const std::vector<results::RunConfigRecord>& configs,
+                                int64_t run_id, std::vector<std::string>* notes) {
+  scoring::GatePolicy bound = policy;
+  scoring::canonicalize_policy_kv(bound, [&](const scoring::GateRule& rule) {
+    const ConfigMatcher matcher(rule.kv);
+    std::vector<std::string> specs;
+    for (const results::RunConfigRecord& c : configs)
+      if (matcher.names(c)) specs.push_back(c.spec);
+    if (!specs.empty()) return specs;
+    const std::string where = fmt::format("{}: rules[{}] (kv '{}')", policy.source, rule.index, echo_user_text(rule.kv));
+    if (rule.optional) {
+      if (notes)
+        notes->push_back(fmt::format("{} names no config of run {} (its configs: {}); the rule is optional and was not "
+                                     "applied",
+                                     where, run_id, config_list(configs)));
+      return specs;
     }
+    throw_input_error(fmt::format(
+        "{} names no config of run {} (its configs: {}){}; a rule that applies to nothing would let the run pass "
+        "without its limits. Name a config as `kvgate runs show` prints it, or give the rule \"optional\": true if it "
+        "is meant only for runs that have that config",
+        where, run_id, config_list(configs),
+        matcher.parse_problem().empty() ? "" : "; as a KV spec: " + matcher.parse_problem()));
   });
-  return policy;
+  return bound;
 }
 
 scoring::GateRun load_gate_run(const results::StoredRun& stored) {
@@ -44,38 +67,100 @@ scoring::GateRun load_gate_run(const results::StoredRun& stored) {
   for (const results::RunTurnMetrics& t : stored.turns)
     g.turns.push_back({spec(t.turn.config_id), turn_latency(t.turn), t.item_key, t.turn.turn_index});
   g.positions = position_rows(stored);
+  g.calibration = run.info.calibration;
+  for (const auto& [key, c] : stored.calibration) g.item_calibration[key] = {c.prefill_ms, c.decode_ms};
   if (run.load)
     g.load = scoring::RunLoad{run.load->load_avg_start, run.load->load_avg_max, run.load->cpu_seconds,
                               run.load->wall_seconds, run.load->cores, run.info.threads};
   return g;
 }
 
-RunVerdicts run_verdicts(results::Store& store, const results::RunRecord& run, const std::string& policy_path) {
+scoring::RolloutPolicy load_rollout_policy_or_default(const std::string& path) {
+  return path.empty() ? scoring::parse_rollout_policy(kRolloutPolicy, kRolloutPolicySource) : scoring::load_rollout_policy(path);
+}
+
+RunVerdicts run_verdicts(const results::StoredRun& stored, const std::string& policy_path, size_t family) {
   RunVerdicts v;
-  v.policy = policy_path.empty() ? kDefaultGatePolicySource : policy_path;
-  const results::StoredRun stored = results::StoredRun::load(store, run);
-  v.configs = scoring::config_verdicts(load_policy_or_default(policy_path), load_gate_run(stored));
-  v.names = config_names(stored.configs);
+  v.policy = load_rollout_policy_or_default(policy_path);
+  v.configs = scoring::config_verdicts(v.policy, load_gate_run(stored), family);
+  for (scoring::ConfigVerdict& c : v.configs) c.label = label_of(stored.configs, c.config);
+  std::set<std::string> items, domains;
+  for (const results::RunItemMetrics& r : stored.items) items.insert(r.item_key), domains.insert(r.domain);
+  if (const results::RunConfigRecord* ref = stored.reference()) v.reference = label_of(stored.configs, ref->spec);
+  v.conclusion = scoring::verdict_conclusion(v.configs, v.policy, items.size(), v.reference,
+                                             std::vector<std::string>(domains.begin(), domains.end()));
   return v;
-}
-
-std::string RunVerdicts::label(const scoring::ConfigVerdict& c) const {
-  for (const ConfigName& n : names)
-    if (n.spec == c.config) return n.label;
-  return c.config;
-}
-
-std::string RunVerdicts::line(const scoring::ConfigVerdict& c) const {
-  scoring::ConfigVerdict named = c;
-  named.config = label(c);
-  return named.line();
 }
 
 std::string verdicts_text(const RunVerdicts& v) {
   if (v.configs.empty()) return "";
-  std::string text = "verdict per config (policy " + v.policy + "):\n";
-  for (const scoring::ConfigVerdict& c : v.configs) text += "  " + v.line(c) + "\n";
+  std::string text = fmt::format("verdict per config (rollout policy {}, against {}):\n", v.policy.source, v.reference);
+  for (const scoring::ConfigVerdict& c : v.configs) text += "  " + c.line() + "\n";
+  for (const std::string& line : v.conclusion) text += "  " + line + "\n";
   return text;
+}
+
+namespace {
+
+nlohmann::json number_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+nlohmann::json verdict_json(const scoring::ConfigVerdict& v) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const scoring::VerdictCheck& c : v.checks)
+    checks.push_back({{"name", c.name},
+                      {"metric", c.info().name},
+                      {"domain", c.domain},
+                      {"position_bucket", c.bucket < 0 ? nlohmann::json(nullptr) : nlohmann::json(scoring::position_bucket_name(c.bucket))},
+                      {"worse", c.info().worse == scoring::Worse::higher ? "higher" : "lower"},
+                      {"margin", c.margin},
+                      {"outcome", scoring::check_outcome_name(c.outcome)},
+                      {"skip_reason", c.skip_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.skip_reason)},
+                      {"items", c.items},
+                      {"estimate", number_or_null(c.estimate)},
+                      {"low", number_or_null(c.low)},
+                      {"high", number_or_null(c.high)},
+                      {"strict_low", number_or_null(c.strict_low)},
+                      {"strict_high", number_or_null(c.strict_high)},
+                      {"items_to_decide", number_or_null(c.items_to_decide)},
+                      {"run_items_to_decide", number_or_null(c.run_items_to_decide)}});
+  return {{"config", v.config},
+          {"label", v.shown()},
+          {"verdict", scoring::verdict_name(v.verdict)},
+          {"reason", v.reason},
+          {"line", v.line()},
+          {"items", v.items},
+          {"confidence", v.confidence},
+          {"strict_confidence", v.strict_confidence},
+          {"within", v.within},
+          {"beyond", v.beyond},
+          {"undecided", v.undecided},
+          {"skipped", v.skipped},
+          {"deciding_check", v.deciding < 0 ? nlohmann::json(nullptr) : nlohmann::json(v.checks[static_cast<size_t>(v.deciding)].name)},
+          {"items_to_decide", number_or_null(v.items_to_decide)},
+          {"toward_harm", v.toward_harm},
+          {"checks", checks}};
+}
+
+nlohmann::json verdicts_json(const RunVerdicts& v) {
+  nlohmann::json out = {{"policy", v.policy.source},
+                        {"confidence", v.policy.confidence},
+                        {"reference", v.reference},
+                        {"verdicts", nlohmann::json::array()},
+                        {"conclusion", v.conclusion}};
+  for (const scoring::ConfigVerdict& c : v.configs) out["verdicts"].push_back(verdict_json(c));
+  return out;
+}
+
+std::string verdicts_markdown(const RunVerdicts& v) {
+  if (v.configs.empty()) return "";
+  std::string md = fmt::format("**Verdict per config** (rollout policy `{}`, against `{}`):\n\n", v.policy.source, v.reference);
+  for (const scoring::ConfigVerdict& c : v.configs)
+    md += fmt::format("- **{}**: {}: {}\n", c.shown(), scoring::verdict_name(c.verdict), c.reason);
+  md += "\n";
+  for (const std::string& line : v.conclusion) md += line + "\n";
+  return md + "\n";
 }
 
 }  // namespace kvgate::harness

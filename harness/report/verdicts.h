@@ -1,36 +1,57 @@
 #pragma once
-// The verdict per config (scoring/verdict.h) for a stored run, under the policy a command was
-// given or the built-in default (ci/gates/default.json), and the run as the gate reads it.
+// The rollout verdict per config (scoring/verdict.h) for a stored run, under the rollout policy a
+// command was given or the built-in ci/gates/rollout.json, in the words every command prints it
+// (text, JSON, Markdown); and, for the gate, its policy and the run as the gate reads it.
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "harness/report/config_labels.h"
 #include "results/store.h"
 #include "results/stored_run.h"
 #include "scoring/gate.h"
 #include "scoring/gate_policy.h"
+#include "scoring/rollout_policy.h"
 #include "scoring/verdict.h"
 
 namespace kvgate::harness {
 
-// `path` "" gives the built-in default policy. Rules' KV names are canonicalized as runs store
-// them; a rule naming a KV spec that does not parse is an input error naming the file.
+// `path` "" gives the built-in default policy, as parsed: its rules' `kv` names are bound to a
+// run's configs by bind_policy.
 scoring::GatePolicy load_policy_or_default(const std::string& path);
 
-// A stored run as the gate's checks read it.
+// The policy's rules bound to run `run_id`'s configs, each `kv` rule keyed by the stored spec of
+// every config it names (ConfigMatcher: by label, spec as written, or meaning), as the checks
+// look limits up. A rule that names no config of the run is an input error naming the policy,
+// the rule and the run's configs, unless it is "optional"; then `notes` (if given) gets a line
+// saying it was not applied.
+scoring::GatePolicy bind_policy(const scoring::GatePolicy& policy, const std::vector<results::RunConfigRecord>& configs,
+                                int64_t run_id, std::vector<std::string>* notes);
+
+// A stored run as the gate's checks (and the verdicts) read it.
 scoring::GateRun load_gate_run(const results::StoredRun& stored);
 
-struct RunVerdicts {
-  std::string policy;  // where the policy came from
-  std::vector<scoring::ConfigVerdict> configs;  // `config` is the canonical spec
-  std::vector<ConfigName> names;                // the run's configs: labels beside specs
-  std::string label(const scoring::ConfigVerdict& c) const;
-  // The verdict's line naming the config by its label.
-  std::string line(const scoring::ConfigVerdict& c) const;
-};
-RunVerdicts run_verdicts(results::Store& store, const results::RunRecord& run, const std::string& policy_path);
+// `path` "" gives the built-in rollout policy (ci/gates/rollout.json).
+scoring::RolloutPolicy load_rollout_policy_or_default(const std::string& path);
 
-// "verdict per config (policy ...):" and one line per candidate config.
+struct RunVerdicts {
+  scoring::RolloutPolicy policy;
+  std::vector<scoring::ConfigVerdict> configs;  // per candidate config, `label` as typed
+  std::vector<std::string> conclusion;          // what the run can and cannot conclude, 2-3 lines
+  std::string reference;                        // the reference config as typed
+};
+// `family`: candidates decided together (kvgate compare), which widens every bound.
+RunVerdicts run_verdicts(const results::StoredRun& stored, const std::string& policy_path, size_t family = 1);
+
+// "verdict per config (rollout policy ..., against REF):", one line per candidate, then the
+// conclusion lines.
 std::string verdicts_text(const RunVerdicts& v);
+// {"policy", "confidence", "reference", "verdicts": [...], "conclusion": [...]}; each verdict
+// with its checks (bounds, margin, outcome, items to decide).
+nlohmann::json verdicts_json(const RunVerdicts& v);
+nlohmann::json verdict_json(const scoring::ConfigVerdict& v);
+// For a PR comment: the lines as a list, then the conclusion.
+std::string verdicts_markdown(const RunVerdicts& v);
 
 }  // namespace kvgate::harness

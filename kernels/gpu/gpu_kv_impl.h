@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "kernels/gpu/gpu_kv.h"
+#include "kernels/gpu/gpu_timing.h"
 #include "kernels/gpu/vendor.h"
 
 namespace kvgate::kernels::gpu {
@@ -30,15 +31,17 @@ struct DeviceBuffer {
   ~DeviceBuffer() { release(); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  // Stream-ordered (as gpu_ops.h DeviceMemory): growing a buffer inside a forward, as the
+  // attention's split scratch does when the cache grows, does not wait for the device.
   void release() {
-    if (ptr) (void)gpuFree(ptr);  // nothing useful to do with a failure here
+    if (ptr) (void)gpuFreeAsync(ptr, 0);  // nothing useful to do with a failure here
     ptr = nullptr;
     bytes = 0;
   }
   void resize(size_t n) {
     if (n <= bytes && ptr) return;
     release();
-    check(gpuMalloc(&ptr, n ? n : 1), "malloc");
+    check(gpuMallocAsync(&ptr, n ? n : 1, 0), "malloc");
     bytes = n;
   }
   template <class T>
@@ -163,24 +166,5 @@ struct DevicePagedKv::Impl {
                         float softmax_scale, float* out);
   std::vector<uint8_t> download_unit(const SideStore& s, int token, int kv_head) const;
 };
-
-// Mean milliseconds per call of `launch` over `iterations`, after one warm-up call.
-template <class Fn>
-inline double time_ms(int iterations, Fn&& launch) {
-  launch();
-  check(gpuDeviceSynchronize(), "warm-up");
-  gpuEvent_t start, stop;
-  check(gpuEventCreate(&start), "event");
-  check(gpuEventCreate(&stop), "event");
-  check(gpuEventRecord(start, 0), "event record");
-  for (int i = 0; i < iterations; ++i) launch();
-  check(gpuEventRecord(stop, 0), "event record");
-  check(gpuEventSynchronize(stop), "event sync");
-  float ms = 0.0f;
-  check(gpuEventElapsedTime(&ms, start, stop), "event time");
-  (void)gpuEventDestroy(start);
-  (void)gpuEventDestroy(stop);
-  return static_cast<double>(ms) / std::max(iterations, 1);
-}
 
 }  // namespace kvgate::kernels::gpu

@@ -90,6 +90,7 @@ KVGATE_HD auto with_rows(FormatId f, Fn&& fn) -> decltype(fn(NoRows{})) {
     return fn(__VA_ARGS__{});
     KVGATE_GPU_ROWS(KVGATE_ROWS_CASE)
 #undef KVGATE_ROWS_CASE
+    case FormatId::fp4_mx_block16:  // CPU only for now (GpuStorage::none)
     case FormatId::external: break;
   }
   return fn(NoRows{});

@@ -20,6 +20,13 @@ using gpuDeviceProp_t = hipDeviceProp_t;
 #define gpuGetLastError hipGetLastError
 #define gpuGetErrorString hipGetErrorString
 #define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuMallocAsync hipMallocAsync
+#define gpuFreeAsync hipFreeAsync
+#define gpuHostAlloc hipHostMalloc
+#define gpuHostAllocDefault hipHostMallocDefault
+#define gpuFreeHost hipHostFree
 using gpuEvent_t = hipEvent_t;
 #define gpuEventCreate hipEventCreate
 #define gpuEventRecord hipEventRecord
@@ -55,6 +62,13 @@ using gpuDeviceProp_t = cudaDeviceProp;
 #define gpuGetLastError cudaGetLastError
 #define gpuGetErrorString cudaGetErrorString
 #define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuMallocAsync cudaMallocAsync
+#define gpuFreeAsync cudaFreeAsync
+#define gpuHostAlloc cudaHostAlloc
+#define gpuHostAllocDefault cudaHostAllocDefault
+#define gpuFreeHost cudaFreeHost
 using gpuEvent_t = cudaEvent_t;
 #define gpuEventCreate cudaEventCreate
 #define gpuEventRecord cudaEventRecord

@@ -12,6 +12,7 @@
 
 #include "core/float_convert.h"
 #include "core/host_device.h"
+#include "kernels/arithmetic.h"
 #include "kernels/ggml_blocks.h"
 
 namespace kvgate::kernels::gpu {
@@ -44,6 +45,32 @@ KVGATE_HD int weight_block_bytes(WeightType t) {
     case WeightType::q6_k: return ggml::Q6_K::kBytes;
   }
   return 0;
+}
+
+// How a weight of type t sits on the device (weight_planes.h): each ggml block split into its
+// quant bytes, which go to a plane of 16-byte units, and the rest (scales, minima, high bits),
+// which goes to a meta plane. ggml's 18-byte q4_0 blocks cannot be read with 128-bit loads; the
+// planes can. The float types are their own quant plane (no meta). Q6_K's quants are also
+// reordered there, so one unit holds every bit of the elements it decodes.
+struct PlaneLayout {
+  int quant_offset;  // where the quant bytes start in the ggml block (Q6_K: 0, they come first)
+  int quant_bytes;   // a multiple of 16: the block's bytes in the quant plane
+  int meta_bytes;    // the block's other bytes, in their ggml order, in the meta plane
+};
+KVGATE_HD PlaneLayout plane_layout(WeightType t) {
+  switch (t) {
+    case WeightType::f32:
+    case WeightType::f16:
+    case WeightType::bf16: return {0, weight_block_bytes(t), 0};
+    case WeightType::q4_0: return {2, 16, 2};
+    case WeightType::q4_1: return {4, 16, 4};
+    case WeightType::q5_0: return {6, 16, 6};
+    case WeightType::q5_1: return {8, 16, 8};
+    case WeightType::q8_0: return {2, 32, 2};
+    case WeightType::q4_k: return {16, 128, 16};
+    case WeightType::q6_k: return {0, 192, 18};
+  }
+  return {0, 0, 0};
 }
 
 // Element i of a weight row stored as `t` (row: the row's first byte).
@@ -81,6 +108,22 @@ KVGATE_HD ggml::DotInput llama_cpp_dot_input(WeightType t) {
     case WeightType::q8_0: return ggml::DotInput::q8_0;
     case WeightType::q4_k:
     case WeightType::q6_k: return ggml::DotInput::q8_k;
+  }
+  return ggml::DotInput::f32;
+}
+
+// What an engine rounds a matmul input to before it meets weights of type t (the forward rounds
+// it so; runtime/weights.h round_input_like_engine is the CPU's side): llama.cpp's CPU mul_mat
+// converts to the dot type above; llama.cpp's CUDA cuBLAS path and vLLM multiply 16-bit
+// activations with 16-bit weights (their GEMMs take f16/bf16 operands); exact keeps f32, and so do
+// quantized weights under the CUDA engines (llama.cpp CUDA's MMQ rounding is not reproduced).
+KVGATE_HD ggml::DotInput engine_dot_input(Arithmetic a, WeightType t) {
+  switch (a) {
+    case Arithmetic::exact: return ggml::DotInput::f32;
+    case Arithmetic::llama_cpp: return llama_cpp_dot_input(t);
+    case Arithmetic::llama_cpp_cuda:
+    case Arithmetic::vllm_fa3:
+      return t == WeightType::f16 ? ggml::DotInput::f16 : t == WeightType::bf16 ? ggml::DotInput::bf16 : ggml::DotInput::f32;
   }
   return ggml::DotInput::f32;
 }

@@ -92,9 +92,14 @@ TEST(EngineShardCli, ShardsOnTheirOwnEndpointsMergeIntoTheUnshardedRun) {
     std::ofstream(items, std::ios::app) << slurp(part);
   }
   // The unsharded run and shard 0 use one pair of servers; shard 1, another worker, its own.
-  FakeServer ref_a, cand_a, ref_b, cand_b;
+  // vLLM servers (the fake's default) that report prefix-cache hits, the candidates with an fp8
+  // cache as /metrics says.
+  FakeServerOptions ref_options, cand_options;
+  ref_options.vllm_prompt_tokens_details = cand_options.vllm_prompt_tokens_details = true;
+  cand_options.kv_cache_dtype = "fp8";
+  FakeServer ref_a(ref_options), cand_a(cand_options), ref_b(ref_options), cand_b(cand_options);
   auto endpoints = [](const FakeServer& ref, const FakeServer& cand) {
-    return " --endpoint f16=" + ref.url() + ",q8_0=" + cand.url() + " --ref-endpoint f16";
+    return " --endpoint f16=" + ref.url() + ",fp8=" + cand.url() + " --ref-endpoint f16";
   };
   const std::string plan = "eval --evalset " + items + " --max-new-tokens 4";
   const std::string db = temp("whole.db"), s0 = temp("shard0.db"), s1 = temp("shard1.db");
@@ -124,7 +129,7 @@ TEST(EngineShardCli, ShardsOnTheirOwnEndpointsMergeIntoTheUnshardedRun) {
   EXPECT_EQ(measured_rows(db, 2), from_shards) << "times and cache hits are copied from the shards unchanged";
   // Each endpoint config names every server its shards ran on.
   EXPECT_EQ(sql_rows(db, "SELECT e.url FROM config_endpoints e JOIN configs c ON c.id = e.config_id "
-                     "WHERE e.run_id = 2 AND e.name = 'q8_0'", "t"),
+                     "WHERE e.run_id = 2 AND e.name = 'fp8'", "t"),
             std::vector<std::string>{cand_a.url() + ", " + cand_b.url() + "|"});
   const nlohmann::json show = run_json("runs show 2 --db " + db);
   EXPECT_EQ(show["status"], "complete");

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -216,6 +217,166 @@ TEST(EngineLoadFakeCli, PromptsFollowTheTracedBlocks) {
   EXPECT_EQ(j["load_replay"]["requests"], 4);
 }
 
+// ---- what the engines report and are sent, on the fake in their layouts (issue 39) ----
+
+bool db_has_runs(const std::string& db) {
+  if (!std::ifstream(db).good()) return false;
+  return !results::Store::open(db, results::Store::Mode::existing).list_runs().empty();
+}
+
+// A server started without its --kv-cache-dtype behind fp8=URL: the engine says "auto", the name
+// says fp8, and the run would label bf16 rows fp8. Exit 2 before anything is sent or written.
+TEST(EngineReportsCli, AKvConfigTheEngineContradictsIsExit2BeforeAnyItem) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  for (Personality who : {Personality::vllm, Personality::sglang}) {
+    FakeServerOptions o;
+    o.personality = who;  // kv_cache_dtype "auto", both engines' default
+    FakeServer server(o);
+    const std::string db = fresh_db("contradiction.db");
+    CliResult r = run_kvgate("eval --evalset " + small_evalset() + " --endpoint f16=" + server.url() + ",fp8=" +
+                             server.url() + " --ref-endpoint f16 --max-new-tokens 4 --db " + db);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("endpoint 'fp8' (" + server.url() + ") runs fp8_e4m3/fp8_e4m3 by its name"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("kv cache dtype 'auto'"), std::string::npos) << r.err;
+    EXPECT_FALSE(db_has_runs(db));
+    for (const RecordedRequest& q : server.requests()) EXPECT_EQ(q.method == "POST" && q.path != "/tokenize", false) << q.path;
+  }
+}
+
+// SGLang end to end in its own layouts: spans scored from the row after the one it leaves
+// unscored (every item failed before), discovery on /server_info, greedy requests pinned and
+// without logprobs, the KV label the engine's "auto" as the model's dtype.
+TEST(EngineReportsCli, SglangRunsEndToEnd) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  FakeServerOptions o;
+  o.personality = Personality::sglang;
+  o.model_dtype = "bfloat16";
+  FakeServer server(o);
+  const std::string db = fresh_db("sglang.db");
+  CliResult r = run_kvgate("eval --evalset " + small_evalset() + " --endpoint ref=" + server.url() + ",bf16=" +
+                           server.url() + " --ref-endpoint ref --max-new-tokens 4 --json --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["items_run"], 2);
+  for (const auto& c : j["configs"]) EXPECT_EQ(c["kld_mean"].get<double>(), 0.0) << c.dump();
+  int scoring = 0, greedy = 0;
+  std::set<std::string> paths;
+  for (const RecordedRequest& q : server.requests()) {
+    paths.insert(q.method + " " + q.path);
+    if (q.path != "/generate") continue;
+    const auto b = nlohmann::json::parse(q.body);
+    EXPECT_EQ(b["sampling_params"]["repetition_penalty"], 1) << q.body;
+    EXPECT_EQ(b["sampling_params"]["temperature"], 0) << q.body;
+    if (b.value("return_logprob", false)) {
+      ++scoring;
+      EXPECT_GE(b["logprob_start_len"].get<int64_t>(), 0);
+    } else {
+      ++greedy;
+      EXPECT_FALSE(b.contains("top_logprobs_num")) << "nothing reads a greedy answer's top-k lists";
+    }
+  }
+  EXPECT_GT(scoring, 0);
+  EXPECT_GT(greedy, 0);
+  EXPECT_TRUE(paths.count("GET /server_info"));
+  EXPECT_FALSE(paths.count("GET /get_server_info")) << "the deprecated alias warns on every call";
+  results::Store store = results::Store::open(db, results::Store::Mode::existing);
+  for (const auto& e : store.config_endpoints(j["run"].get<int64_t>())) {
+    EXPECT_EQ(e.kv, "bf16/bf16") << e.name;
+    EXPECT_EQ(e.kv_source, e.name == "ref" ? "engine" : "name") << "ref: the engine named the model's dtype";
+    EXPECT_EQ(e.kv_reported, "auto: the model's dtype, bfloat16");
+  }
+}
+
+// SGLang's /server_info has context_length null by default; /v1/models and the scheduler's
+// max_req_input_len still say what fits, so oversize items stop the run before any work.
+TEST(EngineReportsCli, SglangContextIsLearntAndOversizeItemsAreExit2) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  FakeServerOptions o;
+  o.personality = Personality::sglang;
+  o.context_length = 100;  // the items are 120-200 tokens
+  FakeServer server(o);
+  const std::string db = fresh_db("sglang-context.db");
+  CliResult r = run_kvgate("eval --evalset " + small_evalset() + " --endpoint f16=" + server.url() + ",bf16=" +
+                           server.url() + " --ref-endpoint f16 --max-new-tokens 4 --db " + db);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("does not fit endpoint 'f16'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("max_req_input_len"), std::string::npos) << r.err;
+  EXPECT_FALSE(db_has_runs(db));
+  for (const RecordedRequest& q : server.requests()) EXPECT_NE(q.path, "/generate");
+}
+
+// Every greedy request pins the sampling the model file could set (vLLM: generation_config.json;
+// llama-server: the GGUF's general.sampling.*) and asks for no top-k lists, which nothing reads
+// and which would be in TTFT and TPOT.
+TEST(EngineReportsCli, GreedyRequestsPinSamplingAndAskNoTopK) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  for (Personality who : {Personality::vllm, Personality::llama_server}) {
+    FakeServerOptions o;
+    o.personality = who;
+    FakeServer server(o);
+    CliResult r = run_kvgate("eval --evalset " + small_evalset() + " --endpoint f16=" + server.url() + ",bf16=" +
+                             server.url() + " --ref-endpoint f16 --max-new-tokens 4 --db " + fresh_db("pinned.db"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    int greedy = 0;
+    for (const RecordedRequest& q : server.requests()) {
+      if (q.method != "POST" || q.path == "/tokenize") continue;
+      const auto b = nlohmann::json::parse(q.body);
+      if (who == Personality::vllm) {
+        EXPECT_EQ(b["repetition_penalty"], 1) << q.body;
+        EXPECT_EQ(b["presence_penalty"], 0) << q.body;
+        EXPECT_EQ(b["frequency_penalty"], 0) << q.body;
+        if (b.contains("prompt_logprobs")) continue;
+        EXPECT_FALSE(b.contains("logprobs")) << q.body;
+      } else {
+        EXPECT_EQ(b["repeat_penalty"], 1) << q.body;
+        EXPECT_EQ(b["mirostat"], 0) << q.body;
+        EXPECT_EQ(b["dry_multiplier"], 0) << q.body;
+        EXPECT_EQ(b["samplers"], nlohmann::json::array({"temperature"})) << q.body;
+        if (b["n_predict"] == 1) continue;  // a scoring step
+        EXPECT_FALSE(b.contains("n_probs")) << q.body;
+      }
+      ++greedy;
+    }
+    EXPECT_GT(greedy, 0);
+  }
+}
+
+// vLLM fills usage.prompt_tokens_details only with --enable-prompt-tokens-details: without it a
+// replay's hit rate is unknown, and kvgate says so and how to get it rather than print a bare
+// "-" (or NaN). With the flag the rate is there and nothing is said.
+TEST(EngineReportsCli, VllmWithoutPromptTokensDetailsSaysHitsAreUnknown) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  const std::string trace = temp("details.jsonl");
+  {
+    std::ofstream out(trace);
+    for (int i = 0; i < 3; ++i)
+      out << nlohmann::json{{"timestamp_ms", i * 10.0}, {"input_tokens", 32}, {"output_tokens", 2}, {"block_tokens", 16},
+                            {"hash_ids", {1, 2}}}
+                 .dump()
+          << "\n";
+  }
+  for (bool details : {false, true}) {
+    FakeServerOptions o;
+    o.vllm_prompt_tokens_details = details;
+    FakeServer server(o);
+    CliResult r = run_kvgate("replay --trace " + trace + " --endpoint f16=" + server.url() + " --db " +
+                             fresh_db("details.db"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const bool said = r.out.find("endpoint 'f16' (vLLM) reported no cached prompt tokens in 3 answers") != std::string::npos &&
+                      r.out.find("--enable-prompt-tokens-details") != std::string::npos;
+    EXPECT_EQ(said, !details) << r.out;
+  }
+  FakeServer plain;
+  const std::string db = fresh_db("details-eval.db");
+  CliResult e = run_kvgate("eval --evalset " + small_evalset() + " --endpoint f16=" + plain.url() + ",bf16=" +
+                           plain.url() + " --ref-endpoint f16 --max-new-tokens 4 --db " + db);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.out.find("note: endpoint 'f16' (vLLM) reported no cached prompt tokens"), std::string::npos) << e.out;
+  CliResult show = run_kvgate("runs show latest --db " + db);
+  EXPECT_NE(show.out.find("start vLLM with --enable-prompt-tokens-details"), std::string::npos) << show.out;
+}
+
 // ---- a real llama-server ----
 
 class EngineLlamaServerCli : public ::testing::Test {
@@ -300,6 +461,10 @@ TEST_F(EngineLlamaServerCli, CrossCheckComparesEmulationWithTheEngine) {
   const std::string md = temp("cross.md");
   ASSERT_EQ(run_kvgate("report --run latest --md " + md + " --db " + db).exit_code, 0);
   EXPECT_NE(slurp(md).find("Cross-check: q4_0:rot=wht/q4_0:rot=wht emulated"), std::string::npos);
+  // The report of an engine-mode run: its endpoints and the cross-check beside the charts.
+  const std::string html = temp("cross.html");
+  ASSERT_EQ(run_kvgate("report --run latest --html " + html + " --db " + db).exit_code, 0);
+  EXPECT_REPORT_RENDERS(html);
 }
 
 // Replayed sessions resend each turn's growing prefix; the engine's own counters show it cached.
@@ -437,6 +602,7 @@ TEST_F(EngineLlamaServerCli, LoadReplayOfAShapeTrace) {
   const std::string html = temp("load.html");
   ASSERT_EQ(run_kvgate("report --run " + std::to_string(run) + " --html " + html + " --db " + db).exit_code, 0);
   EXPECT_NE(slurp(html).find("<h2>Load replay</h2>"), std::string::npos);
+  EXPECT_REPORT_RENDERS(html);
 }
 
 }  // namespace

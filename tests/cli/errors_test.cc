@@ -79,13 +79,16 @@ TEST_F(CliErrors, EveryFileFlagNamesADirectoryAsTheProblem) {
       "replay --kv fp8 --db " + temp_path("x.db") + " --trace " + dir_,
       "kv check fp8 --input " + dir_,
       "kv roundtrip fp8 --output " + temp_path("out.npy") + " --input " + dir_,
-      "model info --model " + dir_,
   };
   for (const std::string& command : commands) {
     const CliResult r = run_kvgate(command);
     EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
     EXPECT_NE(r.err.find(dir_ + ": is a directory, expected a file"), std::string::npos) << command << ": " << r.err;
   }
+  // A directory is a model too (a Hugging Face checkpoint): an empty one is named with what it lacks.
+  const CliResult model = run_kvgate("model info --model " + dir_);
+  EXPECT_EQ(model.exit_code, 2) << model.err;
+  EXPECT_NE(model.err.find(dir_ + ": no config.json"), std::string::npos) << model.err;
 }
 
 TEST_F(CliErrors, HugeFieldsAreCutWhereTheyAreEchoed) {

@@ -92,6 +92,22 @@ TEST(EvalsetCli, FromGitAndFromTextOnTheUsersMaterial) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["items"], 2);  // one continuation, one fact ("2015")
   r = run_kvgate("evalset validate " + temp_path("text.jsonl"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Too short for a sweep of 1000 tokens: no documents, a clear error.
+  r = run_kvgate("evalset from-text --dir '" + repo + "' --sweep --out " + temp_path("sweep.jsonl"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no documents (need .txt/.md files of at least 90% of --context-tokens)"), std::string::npos) << r.err;
+  r = run_kvgate("evalset from-text --dir '" + repo + "' --sweep --context-tokens 30");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--context-tokens must be at least 256 with --sweep"), std::string::npos) << r.err;
+  {
+    std::ofstream doc(repo + "/long.txt");
+    for (int i = 0; i < 40; ++i) doc << "The office on floor " << i % 7 << " keeps its keys in the blue cabinet.\n\n";
+  }
+  r = run_kvgate("evalset from-text --dir '" + repo + "' --sweep --context-tokens 256 --json --out " + temp_path("sweep.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["items"], 2) << r.out;  // two of 256 tokens; the tail and the short files skipped
+  const std::string first_sweep = slurp(temp_path("sweep.jsonl")).substr(0, slurp(temp_path("sweep.jsonl")).find('\n'));
+  EXPECT_EQ(nlohmann::json::parse(first_sweep)["meta"]["rule"], "sweep");
 }
 
 TEST(EvalsetCli, GeneratesALongItemAtADepthThatValidates) {
@@ -119,6 +135,29 @@ TEST(EvalsetCli, GeneratesALongItemAtADepthThatValidates) {
   r = run_kvgate("evalset generate --domain tables --n 1 --depth 0.5");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--depth applies to the long domains"), std::string::npos) << r.err;
+
+  // Depth lists and sweeps (issue 42).
+  r = run_kvgate("evalset generate --domain retrieval --seed 5 --n 2 --tokens-min 2000 --tokens-max 2400 --depth 0.1,0.9 "
+                 "--out " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["items"], 4);
+  EXPECT_EQ(nlohmann::json::parse(slurp(out).substr(0, slurp(out).find('\n')))["id"], "retrieval-s5-d100-0000");
+  r = run_kvgate("evalset generate --domain long_tables --seed 5 --n 1 --tokens-min 2000 --tokens-max 2400 --sweep "
+                 "--out " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json sweep = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(sweep["id"], "long_tables-s5-sweep-0000");
+  EXPECT_EQ(sweep["score"]["kind"], "spans");
+  EXPECT_EQ(sweep["score"]["spans"][0][1], sweep["text"].get<std::string>().size());
+  r = run_kvgate("evalset generate --domain retrieval --n 1 --sweep --depth 0.5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--sweep scores every depth"), std::string::npos) << r.err;
+  r = run_kvgate("evalset generate --domain retrieval --n 1 --depth 0.5,0.5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("twice"), std::string::npos) << r.err;
+  r = run_kvgate("evalset generate --domain policy --n 1 --sweep");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--sweep applies to the long domains"), std::string::npos) << r.err;
 }
 
 }  // namespace

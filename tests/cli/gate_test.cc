@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -239,8 +240,18 @@ TEST_F(GateCli, BadPolicyAndBadRunsExit2) {
 // 4 tables and 4 policy items with identical metrics under f16 (reference) and q4_0, every item
 // timed on two turns; each config's TTFT and TPOT are multiplied by its scale, and the run
 // records `load` as its machine's.
-int64_t timed_run(results::Store& store, double ref_scale, double q4_scale, const results::RunLoad& load) {
-  const int64_t run = store.begin_run(synthetic_info("smoke"));
+// The CPU side of a timed run (schema v9): every turn's CPU latencies `work` times the wall
+// figures at scale 1 (the work, whatever share of the machine the run got), and the calibration
+// workload's CPU times around each item `yardstick` times 20 and 10 ms.
+struct CpuTiming {
+  double work = 1, yardstick = 1;
+};
+
+int64_t timed_run(results::Store& store, double ref_scale, double q4_scale, const results::RunLoad& load,
+                  std::optional<CpuTiming> cpu = std::nullopt) {
+  results::RunInfo info = synthetic_info("smoke");
+  if (cpu) info.calibration = "kvgate calibration 2: test; 1 thread";
+  const int64_t run = store.begin_run(info);
   const int64_t ref = store.add_config({"f16/f16", "r", 16.0});
   const int64_t q4 = store.add_config({"q4_0/q4_0", "q", 4.5});
   store.attach_config(run, ref, results::ConfigRole::reference, 23040);
@@ -248,7 +259,9 @@ int64_t timed_run(results::Store& store, double ref_scale, double q4_scale, cons
   for (const char* domain : {"tables", "policy"})
     for (int i = 0; i < 4; ++i) {
       const std::string key = std::string(domain) + "-" + std::to_string(i);
-      results::ItemWriter w = store.begin_item(run, {key, domain, "es", "h-" + key});
+      results::ItemInfo item{key, domain, "es", "h-" + key};
+      if (cpu) item.calibration = results::ItemCalibration{20 * cpu->yardstick, 10 * cpu->yardstick};
+      results::ItemWriter w = store.begin_item(run, item);
       for (int64_t config : {ref, q4}) {
         results::ItemMetrics m;
         m.config_id = config;
@@ -261,9 +274,15 @@ int64_t timed_run(results::Store& store, double ref_scale, double q4_scale, cons
         m.exact_match_gold = true;
         w.add_metrics(m);
         const double scale = config == ref ? ref_scale : q4_scale;
-        for (int turn = 0; turn < 2; ++turn)
-          w.add_turn({config, turn, 300, 25, m.kld_mean, m.same_top1, scale * (100.0 + 7 * i + turn),
-                      scale * (10.0 + 0.5 * i + (config == ref ? 0.0 : 1.0))});
+        for (int turn = 0; turn < 2; ++turn) {
+          results::TurnMetrics t{config, turn, 300, 25, m.kld_mean, m.same_top1, scale * (100.0 + 7 * i + turn),
+                                 scale * (10.0 + 0.5 * i + (config == ref ? 0.0 : 1.0))};
+          if (cpu) {
+            t.ttft_cpu_ms = cpu->work * (100.0 + 7 * i + turn);
+            t.tpot_cpu_ms = cpu->work * (10.0 + 0.5 * i + (config == ref ? 0.0 : 1.0));
+          }
+          w.add_turn(t);
+        }
       }
       w.commit();
     }
@@ -310,6 +329,48 @@ TEST_F(GateCli, ShippedPolicyPassesALoadedRunAndFailsAConfigSlowerThanItsReferen
   r = run_kvgate(gate("--baseline 1 --candidate 4"));
   EXPECT_EQ(r.exit_code, 1) << "both machines quiet: the run-to-run ratio applies: " << r.out << r.err;
   EXPECT_NE(r.out.find("FAIL latency.tpot_p50_ratio[*, f16/f16]"), std::string::npos) << r.out;
+}
+
+// Issue 46: the shipped policy on a busy runner. Wall time 7x slower beside other jobs, CPU
+// time of the work and of the yardstick a little up with them (shared caches): passes. Every
+// config, reference included, 1.3x more CPU time with the yardstick unchanged (a slower matmul):
+// fails the calibrated check, which the per-run slowdown cannot see. A baseline from before
+// calibration: skipped with a note.
+TEST_F(GateCli, ShippedPolicyCatchesAGlobalSlowdownOnABusyRunner) {
+  const results::RunLoad busy{5.0, 9.0, 45, 210, 2};
+  {
+    results::Store store = results::Store::open(db_);
+    timed_run(store, 1.0, 1.0, busy, CpuTiming{1.0, 1.0});    // 1
+    timed_run(store, 7.0, 7.0, busy, CpuTiming{1.08, 1.08});  // 2: same build, busier
+    timed_run(store, 7.0, 7.0, busy, CpuTiming{1.3, 1.0});    // 3: every config 1.3x the work
+    timed_run(store, 1.0, 1.0, busy);                         // 4: from before calibration
+  }
+  CliResult r = run_kvgate(gate("--baseline 1 --candidate 2 --json"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  int calibrated = 0;
+  for (const auto& c : j["checks"])
+    if (c["name"].get<std::string>().find("calibrated_ratio[") != std::string::npos) {
+      ++calibrated;
+      EXPECT_TRUE(c["passed"].get<bool>() && !c["skipped"].get<bool>()) << c["name"] << ": " << c["detail"];
+      EXPECT_NEAR(c["delta"].get<double>(), 1.0, 1e-9) << c["detail"];
+    }
+  EXPECT_EQ(calibrated, 4) << "TTFT and TPOT of f16 and q4_0: " << r.out;
+
+  r = run_kvgate(gate("--baseline 1 --candidate 3"));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  for (const char* name : {"FAIL latency.tpot_calibrated_ratio[*, f16/f16]", "FAIL latency.tpot_calibrated_ratio[*, q4_0/q4_0]"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name << "\n" << r.out;
+  EXPECT_EQ(r.out.find("FAIL latency.tpot_slowdown"), std::string::npos) << "the reference slowed as much: " << r.out;
+
+  r = run_kvgate(gate("--baseline 4 --candidate 3 --json"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  j = nlohmann::json::parse(r.out);
+  std::string notes;
+  for (const auto& n : j["notes"]) notes += n.get<std::string>() + "\n";
+  EXPECT_NE(notes.find("calibrated run-to-run latency was not checked: the baseline run 4 timed no calibration workload"),
+            std::string::npos)
+      << notes;
 }
 
 // Issue 34: a config whose quality metrics were NULL on every item passed every quality check.
@@ -439,6 +500,71 @@ TEST_F(GateCli, PairConfigNamesAStoredCanonicalStringAsWritten) {
       << notes;
 }
 
+// Issue 46: a run of ten configs typed with long names (weights files, notes) renders at a
+// laptop's width: every table and chart within 1366 px, each config named in the verdicts, the
+// position curve and the charts' legends, and the page well-formed (scripts/check-report-html).
+TEST_F(GateCli, ReportOfTenConfigsWithLongLabelsFitsALaptop) {
+  const char* specs[] = {"f16/f16", "q8_0/q8_0", "fp8_e4m3/fp8_e4m3", "fp8_e5m2/fp8_e5m2",
+                         "q4_0:rot=wht/q4_0:rot=wht", "q8_0/q4_0:rot=wht", "tq4/4", "tq3/3", "kivi4/kivi2", "q4_1/q4_1"};
+  auto label = [&](size_t c) {
+    return std::string("Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf+") + specs[c] + " (rollout candidate " +
+           std::to_string(c) + ")";
+  };
+  {
+    results::Store store = results::Store::open(db_);
+    for (int run_index = 0; run_index < 2; ++run_index) {
+      const int64_t run = store.begin_run(synthetic_info("smoke"));
+      std::vector<int64_t> ids;
+      for (size_t c = 0; c < std::size(specs); ++c) {
+        ids.push_back(store.add_config({specs[c], "h" + std::to_string(c), c == 0 ? 16.0 : 8.0 - 0.5 * static_cast<double>(c)}));
+        store.attach_config(run, ids.back(), c == 0 ? results::ConfigRole::reference : results::ConfigRole::candidate,
+                            23040.0 / static_cast<double>(c + 1));
+        store.set_config_label(run, ids.back(), label(c));
+      }
+      for (const char* domain : {"tables", "policy"})
+        for (int i = 0; i < 3; ++i) {
+          const std::string key = std::string(domain) + "-" + std::to_string(i);
+          results::ItemWriter w = store.begin_item(run, {key, domain, "es", "h-" + key});
+          for (size_t c = 0; c < ids.size(); ++c) {
+            // Nearly lossless configs crowd the bottom of the quality chart, as they do.
+            const double kld = c == 0 ? 0.0 : 0.002 * static_cast<double>(c * c) + 0.001 * i + 0.001 * run_index;
+            results::ItemMetrics m;
+            m.config_id = ids[c];
+            m.scored_tokens = 40;
+            m.kld_mean = kld;
+            m.kld_max = 6 * kld;
+            m.kld_p99 = 4 * kld;
+            m.same_top1 = 1.0 - 2 * kld;
+            m.generated_tokens = 8;
+            m.exact_match_gold = c < 5;
+            w.add_metrics(m);
+            w.add_turn({ids[c], 0, 3000, 40, kld, m.same_top1, 900.0 + 10 * static_cast<double>(c), 20.0 + static_cast<double>(c)});
+            for (int b = 0; b < 3; ++b)
+              w.add_position({ids[c], 0, 1024 * b, 1024 * (b + 1), 12, 12 * kld * (1 + b), 0.0, 11});
+          }
+          w.commit();
+        }
+      store.finish_run(run, results::RunStatus::complete);
+    }
+  }
+  const std::string html = db_ + ".report.html";
+  const CliResult r = run_kvgate("report --run 2 --baseline 1 --db " + db_ + " --html " + html);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string page = slurp(html);
+  for (size_t c = 1; c < std::size(specs); ++c) {
+    EXPECT_NE(page.find("<li class=\"v-"), std::string::npos);
+    // The verdict names every config as typed.
+    EXPECT_NE(page.find("<b>" + label(c) + "</b>"), std::string::npos) << label(c);
+  }
+  EXPECT_NE(page.find("<h2>Quality by position</h2>"), std::string::npos);
+  // The charts leave out what every name shares, and say so; the tables keep the whole name.
+  EXPECT_NE(page.find("without the start its name shares with every other: <code>Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf+</code>"),
+            std::string::npos);
+  EXPECT_NE(page.find(">tq3/3 (rollout candidate 7)<"), std::string::npos);
+  EXPECT_REPORT_RENDERS(html);
+  std::remove(html.c_str());
+}
+
 // Two real eval runs of the default model, made once for the tests below.
 class GateRealRuns : public ::testing::Test {
  protected:
@@ -466,13 +592,17 @@ class GateRealRuns : public ::testing::Test {
       if (c.spec.rfind("q4_0", 0) == 0) q4_id_ = c.config_id;
     }
     std::map<std::string, std::vector<results::TurnMetrics>> turns;  // copied unchanged: timed as run 2 was
+    std::map<std::string, std::optional<results::ItemCalibration>> calibration;  // and its yardstick
+    for (const results::ItemInfo& i : store.run_items(2)) calibration[i.item_key] = i.calibration;
     for (const results::RunTurnMetrics& t : store.run_turn_metrics(2)) turns[t.item_key].push_back(t.turn);
     std::string current;
     std::optional<results::ItemWriter> w;
     for (const results::RunItemMetrics& r : store.run_item_metrics(2)) {
       if (r.item_key != current) {
         if (w) w->commit();
-        w.emplace(store.begin_item(run, {r.item_key, r.domain, "copied", "copied-" + r.item_key}));
+        results::ItemInfo info{r.item_key, r.domain, "copied", "copied-" + r.item_key};
+        info.calibration = calibration[r.item_key];
+        w.emplace(store.begin_item(run, info));
         current = r.item_key;
         for (const results::TurnMetrics& t : turns[r.item_key]) w->add_turn(t);
       }
@@ -558,16 +688,11 @@ TEST_F(GateRealRuns, IdenticalRunsPassWorseCandidateFailsReportRenders) {
     EXPECT_NE(summary.find("Items that moved most"), std::string::npos) << summary;
     EXPECT_NE(summary.find("(tables, q4_0)"), std::string::npos) << summary;
 
-    const std::string cmd =
-        std::string(KVGATE_SOURCE_DIR) + "/scripts/check-report-html " + html + " >" + html + ".log 2>&1";
-    const int status = std::system(cmd.c_str());
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    const std::string log = slurp(html + ".log");
+    const ReportCheck check = check_report_html(html);
     std::remove(html.c_str());
     std::remove(md.c_str());
-    std::remove((html + ".log").c_str());
-    if (code == 77) GTEST_SKIP() << log;
-    EXPECT_EQ(code, 0) << log;
+    if (check.exit_code == 77) GTEST_SKIP() << check.log;
+    EXPECT_EQ(check.exit_code, 0) << check.log;
   }
 }
 

@@ -18,16 +18,18 @@
 namespace kvgate::testing {
 
 struct CorpusFile {
-  std::string kind;  // "items", "suite", "policy", "endpoints", "messages", "overhead", "trace", "gguf", "db"
+  std::string kind;  // "items", "suite", "policy", "endpoints", "messages", "overhead", "trace", "gguf", "db", "resume-db"
   std::string name;  // a file name unique in the corpus, e.g. "policy-017.json"
   std::string bytes;
 };
 
 // The valid inputs every mutant starts from. The binary seeds (a GGUF model, a results database
-// holding a complete run) are the caller's: the test makes them from committed files.
+// holding a complete run, and one holding a run stopped by --limit that `eval --resume` can
+// continue) are the caller's: the test makes them from committed files.
 struct CorpusSeeds {
   std::string gguf;
   std::string db;
+  std::string resumable_db;
 };
 
 namespace corpus_detail {
@@ -241,8 +243,104 @@ inline std::vector<std::pair<std::string, std::string>> text_seeds() {
 inline const char* corpus_extension(const std::string& kind) {
   if (kind == "items" || kind == "trace") return ".jsonl";
   if (kind == "gguf") return ".gguf";
-  if (kind == "db") return ".db";
+  if (kind == "db" || kind == "resume-db") return ".db";
   return ".json";
+}
+
+// Targeted cases (issue 40): one or more per hole the attack on 403acac found, each the command
+// that reached it and what kvgate must answer. In `args`: {file} is this case's bytes written to
+// `name`; {db} a copy of the seed database ({resumable} of the resumable one; an empty file with
+// `fresh_db`) with `sql` applied first; {items} the seed items that need no chat template (the
+// tiny models have none); {model} the tiny qwen2 model;
+// {trace} a small shape trace; {scratch} a database path that must still not exist afterwards.
+struct CorpusCase {
+  int finding = 0;
+  std::string name;
+  std::string bytes;
+  std::string sql;
+  bool fresh_db = false;
+  std::string args;
+  int exit_code = 2;
+  std::string says;          // in stderr
+  std::string never_prints;  // never in stdout
+};
+
+inline std::vector<CorpusCase> finding_cases(const CorpusSeeds& seeds) {
+  std::vector<CorpusCase> out;
+  auto add = [&](CorpusCase c) { out.push_back(std::move(c)); };
+  // 1: a policy rule that names no config of the run (the seed run has f16 and fp8).
+  add({1, "f1-policy.json",
+       "{\"kvgate_gate_policy\":1,\"rules\":[{\"kv\":\"*\",\"absolute\":{\"kld_mean_max\":1}},"
+       "{\"kv\":\"q4_0/q4_0\",\"absolute\":{\"kld_mean_max\":0.001}}]}",
+       "", false, "gate --baseline latest --allow-missing-baseline --no-store --policy {file} --db {db}", 2,
+       "rules[1] (kv 'q4_0/q4_0') names no config of run 1", ""});
+  // 2: stored values changed outside kvgate.
+  const std::string one_metric = "UPDATE item_metrics SET kld_mean = kld_mean + 1e-12 WHERE rowid = "
+                                 "(SELECT MAX(rowid) FROM item_metrics)";
+  add({2, "f2-value.db", "", one_metric, false, "runs show latest --db {db}", 2, "table item_metrics, row item_id", ""});
+  add({2, "f2-gate.db", "", one_metric, false,
+       "gate --baseline latest --allow-missing-baseline --no-store --policy " KVGATE_SOURCE_DIR "/ci/gates/default.json --db {db}",
+       2, "do not match its row digest", ""});
+  add({2, "f2-deleted.db", "", "DELETE FROM turn_metrics WHERE rowid = (SELECT MIN(rowid) FROM turn_metrics)", false,
+       "runs show latest --db {db}", 2, "its items hold", ""});
+  // 3: GGUF metadata its tensors contradict (2 layers relabelled as 7).
+  if (!seeds.gguf.empty()) {
+    std::string gguf = seeds.gguf;
+    const std::string key = "qwen2.block_count";
+    const size_t at = gguf.find(key);
+    if (at != std::string::npos) corpus_detail::put_u32(gguf, at + key.size() + 4, 7);
+    add({3, "f3-layers.gguf", gguf, "", false, "model info --model {file}", 2, "missing tensor 'blk.2.", ""});
+    add({3, "f3-capacity.gguf", gguf, "", false, "capacity --trace {trace} --kv f16 --model-arch {file}", 2,
+         "missing tensor 'blk.2.", ""});
+  }
+  // 4: JSON nested 60,000 levels.
+  std::string deep;
+  for (int i = 0; i < 60000; ++i) deep += "{\"a\":";
+  deep += "1" + std::string(60000, '}');
+  add({4, "f4-deep.jsonl",
+       "{\"id\":\"d\",\"domain\":\"tables\",\"text\":\"abc def\",\"score\":{\"kind\":\"spans\",\"spans\":[[0,3]]},"
+       "\"meta\":" + deep + "}\n",
+       "", false, "evalset validate {file}", 2, "nested deeper than 256 levels", ""});
+  // 5: a device given as an input file.
+  add({5, "f5-items", "", "", false, "evalset validate /dev/zero", 2, "/dev/zero: not a regular file", ""});
+  add({5, "f5-endpoints", "", "", false, "eval --evalset {items} --endpoints /dev/zero --db {scratch}", 2,
+       "/dev/zero: not a regular file", ""});
+  add({5, "f5-messages", "", "", false, "generate -n 1 --messages /dev/zero --model {model}", 2,
+       "/dev/zero: not a regular file", ""});
+  add({5, "f5-suite.json", "{\"name\":\"z\",\"evalsets\":[{\"path\":\"/dev/zero\"}],\"kv\":[\"fp8\"]}", "", false,
+       "evalset validate {file}", 2, "/dev/zero: not a regular file", ""});
+  // 6: rejected before a run (or a database) exists.
+  add({6, "f6-resume", "", "", false, "eval --resume 1 --db {scratch}", 2, "no such results database", ""});
+  add({6, "f6-head-dim", "", "", false, "eval --evalset {items} --model {model} --kv q4_0 --threads 1 --db {scratch}", 2,
+       "needs head_dim to be a multiple of 32", ""});
+  add({6, "f6-max-new", "", "", false,
+       "eval --evalset {items} --model {model} --kv fp8 --max-new-tokens 0 --db {scratch}", 2, "--max-new-tokens", ""});
+  // 7: --resume checks what the read commands check before it writes.
+  add({7, "f7-resume.db", "", "UPDATE turn_metrics SET ttft_ms = 1", false,
+       "eval --resume 1 --threads 1 --max-new-tokens 4 --db {resumable}", 2, "table turn_metrics", ""});
+  // 8: values that cannot mean anything.
+  add({8, "f8-feb30.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-02-30 18:15:50.1,396,109\n", "", false,
+       "profile --trace {file}", 2, "has no day 30", ""});
+  add({8, "f8-header.csv", "Timestamp,Request tokens,Response tokens,Request tokens\n1,2,3,4\n", "", false,
+       "profile --trace {file}", 2, "names column \"Request tokens\" twice", ""});
+  add({8, "f8-instant.jsonl",
+       "{\"timestamp_ms\": 7, \"input_tokens\": 50, \"output_tokens\": 4}\n"
+       "{\"timestamp_ms\": 7, \"input_tokens\": 60, \"output_tokens\": 4}\n",
+       "", false, "profile --trace {file}", 0, "", "0.00 requests/s"});
+  add({8, "f8-seed", "", "", false, "evalset generate --domain tables --n 1 --seed -1", 2, "--seed", ""});
+  add({8, "f8-seed-64", "", "", false, "evalset generate --domain tables --n 1 --seed 18446744073709551616", 2, "--seed", ""});
+  add({8, "f8-bandwidth", "", "", false, "capacity --trace {trace} --kv f16 --gpu-bw-gbs 0", 2, "positive number", ""});
+  add({8, "f8-tflops", "", "", false, "capacity --trace {trace} --kv f16 --gpu-tflops nan", 2, "positive number", ""});
+  // 9: exit 2 where 2 is promised.
+  add({9, "f9-dropped.db", "", "DROP TABLE token_class_metrics", false, "runs show latest --db {db}", 2, "is missing", ""});
+  add({9, "f9-renamed.db", "", "ALTER TABLE items RENAME COLUMN domain TO area", false, "runs list --db {db}", 2,
+       "has no column domain", ""});
+  add({9, "f9-foreign.db", "", "CREATE TABLE notes (body TEXT); PRAGMA user_version = 8", true, "runs list --db {db}", 2,
+       "", ""});
+  add({9, "f9-port.json", "{\"endpoints\":[{\"name\":\"a\",\"url\":\"http://127.0.0.1:99999\",\"kv\":\"fp8\"}]}", "",
+       false, "eval --evalset {items} --endpoints {file} --db {scratch}", 2, "not a number from 1 to 65535", ""});
+  add({9, "f9-dev-null", "", "", false, "runs list --db /dev/null", 2, "/dev/null: not a regular file", ""});
+  return out;
 }
 
 // `per_kind` mutants of every seed, 1-3 mutations each. `gguf_metadata_end` bounds the GGUF
@@ -276,6 +374,14 @@ inline std::vector<CorpusFile> make_input_corpus(uint64_t seed, const CorpusSeed
       std::string s = seeds.db;
       for (uint64_t m = 0, n = 1 + below(rng, 2); m < n; ++m) mutate_db(rng, s);
       add("db", s, i);
+    }
+  // Damaged copies of a run `eval --resume` could continue (issue 40, finding 7): the test checks
+  // that resume refuses every one a read command refuses.
+  if (!seeds.resumable_db.empty())
+    for (size_t i = 0; i < per_kind / 2; ++i) {
+      std::string s = seeds.resumable_db;
+      for (uint64_t m = 0, n = 1 + below(rng, 2); m < n; ++m) mutate_db(rng, s);
+      add("resume-db", s, i);
     }
   return out;
 }

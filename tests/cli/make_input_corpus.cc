@@ -42,6 +42,14 @@ int main(int argc, char** argv) {
     std::ofstream(out + "/" + f.name, std::ios::binary) << f.bytes;
     ++n;
   }
+  // Issue 40's targeted cases: their files, and one line each saying how to run them.
+  std::ofstream index(out + "/issue40-cases.txt");
+  for (const auto& c : kvgate::testing::finding_cases(seeds)) {
+    if (!c.bytes.empty()) std::ofstream(out + "/" + c.name, std::ios::binary) << c.bytes;
+    index << "finding " << c.finding << " " << c.name << ": kvgate " << c.args << "  => exit " << c.exit_code
+          << (c.sql.empty() ? "" : "  (after on the database: " + c.sql + ")") << "\n";
+    ++n;
+  }
   std::printf("%zu files in %s (seed %llu, %zu per kind)\n", n, out.c_str(), static_cast<unsigned long long>(seed), per_kind);
   return 0;
 }

@@ -83,8 +83,7 @@ TEST(ModelCli, FetchWhenCachedIsANoOp) {
 TEST(ModelCli, InfoOnAnotherGgufWithModelFlag) {
   GgufWriter w;
   add_tiny_llama_metadata(w);
-  w.add_tensor("output_norm.weight", kTF32, {32}, pattern_bytes(128, 1));
-  w.add_tensor("token_embd.weight", kTQ8_0, {32, 5}, pattern_bytes(5 * 34, 2));
+  const uint64_t weight_bytes = add_tiny_llama_tensors(w);
   const std::string path = temp_path("tiny.gguf");
   write_file(path, w.finish());
   CliResult r = run_kvgate("model info --json --model '" + path + "'");
@@ -94,8 +93,8 @@ TEST(ModelCli, InfoOnAnotherGgufWithModelFlag) {
   EXPECT_TRUE(j["sha256"].is_null());
   // 2 layers x 2 KV heads x (8 + 8) x 2 bytes.
   EXPECT_EQ(j["kv_bytes_per_token_f16"], 2 * 2 * 16 * 2);
-  EXPECT_EQ(j["weight_bytes"], 128 + 5 * 34);
-  EXPECT_EQ(j["tensor_count"], 2);
+  EXPECT_EQ(j["weight_bytes"], weight_bytes);
+  EXPECT_EQ(j["tensor_count"], 2 + 2 * 9);
 
   CliResult text = run_kvgate("model info --model '" + path + "'");
   EXPECT_EQ(text.exit_code, 0) << text.err;

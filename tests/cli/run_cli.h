@@ -86,4 +86,30 @@ inline CliResult run_kvgate(const std::string& args, const std::string& env = ""
   return r;
 }
 
+// scripts/check-report-html on an HTML report: strict XHTML, every chart in the rendered DOM,
+// nothing wider than a laptop's window, a screenshot (kept at `screenshot` when given). Exit 77:
+// no chromium on this machine (scripts/test installs Debian's where apt can); the log says so.
+struct ReportCheck {
+  int exit_code = 0;
+  std::string log;
+};
+inline ReportCheck check_report_html(const std::string& html, const std::string& screenshot = "") {
+  const std::string log = html + ".check.log";
+  const std::string cmd = std::string(KVGATE_SOURCE_DIR) + "/scripts/check-report-html " + html +
+                          (screenshot.empty() ? "" : " " + screenshot) + " >" + log + " 2>&1 </dev/null";
+  const int status = std::system(cmd.c_str());
+  ReportCheck r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(log)};
+  std::remove(log.c_str());
+  return r;
+}
+
+// In a test body, last: the report passes check-report-html, or the test is skipped with the
+// script's reason where chromium is missing (ctest lists it as skipped, never as passed).
+#define EXPECT_REPORT_RENDERS(html)                                            \
+  do {                                                                         \
+    const ::kvgate::testing::ReportCheck check_ = ::kvgate::testing::check_report_html(html); \
+    if (check_.exit_code == 77) GTEST_SKIP() << check_.log;                    \
+    EXPECT_EQ(check_.exit_code, 0) << check_.log;                              \
+  } while (0)
+
 }  // namespace kvgate::testing

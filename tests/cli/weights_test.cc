@@ -186,8 +186,8 @@ TEST(WeightsTokenizer, TheFingerprintSeparatesVocabulariesAndTheCheckNamesBothFi
   KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const auto smol = runtime::Model::load(default_model_file());
   const auto tiny = runtime::Model::load(tiny_model("tiny-qwen2.gguf"));
-  EXPECT_EQ(harness::tokenizer_fingerprint(smol->gguf()), harness::tokenizer_fingerprint(smol->gguf()));
-  EXPECT_NE(harness::tokenizer_fingerprint(smol->gguf()), harness::tokenizer_fingerprint(tiny->gguf()));
+  EXPECT_EQ(harness::tokenizer_fingerprint(smol->files()), harness::tokenizer_fingerprint(smol->files()));
+  EXPECT_NE(harness::tokenizer_fingerprint(smol->files()), harness::tokenizer_fingerprint(tiny->files()));
   EXPECT_NO_THROW(harness::check_same_tokenizer(*smol, *smol));
   try {
     harness::check_same_tokenizer(*smol, *tiny);
@@ -305,6 +305,9 @@ TEST(WeightsEndToEnd, OneRunScoresWeightsTimesKvAgainstOneReference) {
   EXPECT_EQ(run_kvgate("report --db " + db + " --md " + md + " --gpu MI300X").exit_code, 0);
   EXPECT_NE(slurp(md).find("## Weights x KV"), std::string::npos);
   EXPECT_NE(slurp(md).find("memory on MI300X"), std::string::npos);
+  const std::string html = temp("report.html");
+  EXPECT_EQ(run_kvgate("report --db " + db + " --html " + html + " --gpu MI300X").exit_code, 0);
+  EXPECT_NE(slurp(html).find("<h2>Weights x KV</h2>"), std::string::npos);
 
   // Gates take these configs as any others: a run against itself passes.
   const CliResult gate = run_kvgate("gate --db " + db + " --baseline " + std::to_string(run) + " --candidate " +
@@ -312,6 +315,7 @@ TEST(WeightsEndToEnd, OneRunScoresWeightsTimesKvAgainstOneReference) {
   EXPECT_EQ(gate.exit_code, 0) << gate.out << gate.err;
   std::remove(md.c_str());
   std::remove(db.c_str());
+  EXPECT_REPORT_RENDERS(html);
 }
 
 TEST(WeightsEndToEnd, AWeightsRunWithEndpointsExitsTwoBeforeAnything) {

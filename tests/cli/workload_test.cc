@@ -155,7 +155,7 @@ TEST(WorkloadCli, OverheadFactorsComeFromAFileAndMatchSpecsByMeaning) {
 TEST(WorkloadCli, CapacityReadsTheModelShapeFromAGgufFile) {
   GgufWriter w;
   add_tiny_llama_metadata(w);  // 2 layers, 4 heads, 2 KV heads, embedding 32: head_dim 8
-  w.add_tensor("token_embd.weight", kTF32, {32, 8}, pattern_bytes(32 * 8 * 4, 1));
+  const uint64_t weight_bytes = add_tiny_llama_tensors(w);
   const std::vector<uint8_t> bytes = w.finish();
   const std::string model = ::testing::TempDir() + "kvgate_wl_tiny_" + std::to_string(::getpid()) + ".gguf";
   write_file(model, bytes);
@@ -168,8 +168,8 @@ TEST(WorkloadCli, CapacityReadsTheModelShapeFromAGgufFile) {
   EXPECT_EQ(j["model"]["layers"], 2);
   EXPECT_EQ(j["model"]["kv_heads"], 2);
   EXPECT_EQ(j["model"]["head_dim"], 8);
-  EXPECT_DOUBLE_EQ(j["model"]["params"].get<double>(), 256.0);
-  EXPECT_DOUBLE_EQ(j["model"]["weight_bytes"].get<double>(), 1024.0);
+  EXPECT_DOUBLE_EQ(j["model"]["params"].get<double>(), static_cast<double>(weight_bytes / 4));  // all F32
+  EXPECT_DOUBLE_EQ(j["model"]["weight_bytes"].get<double>(), static_cast<double>(weight_bytes));
   // 2 layers x 2 KV heads x 8 x (K + V) x 2 bytes.
   EXPECT_DOUBLE_EQ(j["configs"][0]["kv_bytes_per_token"].get<double>(), 128.0);
   EXPECT_EQ(j["configs"][0]["completed"], 1);

@@ -67,17 +67,39 @@ TEST(ReadWholeFile, ReadsBytesAndNamesThePathOfWhatCannotBeRead) {
   const std::string path = temp_path("bytes.bin");
   const std::string bytes("a\0b\nc", 5);
   std::ofstream(path, std::ios::binary) << bytes;
-  EXPECT_EQ(read_whole_file(path), bytes);
+  EXPECT_EQ(read_whole_file(path, 5), bytes);
   std::ofstream(path, std::ios::binary | std::ios::trunc).close();
-  EXPECT_EQ(read_whole_file(path), "");
+  EXPECT_EQ(read_whole_file(path, 0), "");
   std::remove(path.c_str());
 
-  const std::string missing = error_of([&] { read_whole_file(path); });
+  const std::string missing = error_of([&] { read_whole_file(path, kMaxConfigFileBytes); });
   EXPECT_NE(missing.find(path + ": cannot open"), std::string::npos) << missing;
-  const std::string dir = error_of([] { read_whole_file(::testing::TempDir()); });
+  const std::string dir = error_of([] { read_whole_file(::testing::TempDir(), kMaxConfigFileBytes); });
   EXPECT_NE(dir.find("is a directory, expected a file"), std::string::npos) << dir;
   const std::string mapped_dir = error_of([] { MappedFile m(::testing::TempDir()); });
   EXPECT_NE(mapped_dir.find("is a directory, expected a file"), std::string::npos) << mapped_dir;
+}
+
+// Issue 40: /dev/zero as an eval set was read until memory ran out. A device is refused at once;
+// a file over its limit, or a pipe that goes on past it, is refused naming it and the limit.
+TEST(ReadWholeFile, RefusesDevicesAndReadsNoFurtherThanTheLimit) {
+  const std::string zero = error_of([] { read_whole_file("/dev/zero", kMaxDataFileBytes); });
+  EXPECT_NE(zero.find("/dev/zero: not a regular file or a pipe"), std::string::npos) << zero;
+
+  const std::string path = temp_path("six.bin");
+  std::ofstream(path, std::ios::binary) << "123456";
+  EXPECT_EQ(read_whole_file(path, 6), "123456");
+  const std::string big = error_of([&] { read_whole_file(path, 5); });
+  EXPECT_NE(big.find(path + ": the file (6 bytes) is larger than the 5 bytes"), std::string::npos) << big;
+  std::remove(path.c_str());
+
+  // A pipe that never ends (yes(1)) stops at the limit.
+  FILE* yes = ::popen("yes", "r");
+  ASSERT_NE(yes, nullptr);
+  const std::string pipe = "/dev/fd/" + std::to_string(::fileno(yes));
+  const std::string endless = error_of([&] { read_whole_file(pipe, 1 << 20); });
+  EXPECT_NE(endless.find(pipe + ": what the pipe delivered is larger than the 1 MiB"), std::string::npos) << endless;
+  ::pclose(yes);
 }
 
 }  // namespace

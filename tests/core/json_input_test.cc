@@ -68,6 +68,29 @@ TEST(JsonInput, ThrowingFormsNameTheFile) {
   }
 }
 
+// Issue 40: an item's meta nested 60,000 levels crashed the recursive copy of the parsed value.
+// kMaxJsonDepth levels parse; one more is bad input at the byte that opens it.
+TEST(JsonInput, NestingDeeperThanTheLimitIsRefusedAtItsByte) {
+  auto nested = [](int levels) { return std::string(levels, '[') + std::string(levels, ']'); };
+  nlohmann::json out;
+  JsonProblem problem;
+  EXPECT_TRUE(parse_json_strict(nested(kMaxJsonDepth), out, problem)) << problem.problem;
+  EXPECT_FALSE(parse_json_strict(nested(kMaxJsonDepth + 1), out, problem));
+  EXPECT_EQ(problem.byte, static_cast<uint64_t>(kMaxJsonDepth));
+  EXPECT_NE(problem.problem.find("nested deeper than 256 levels"), std::string::npos) << problem.problem;
+  // Objects count as arrays do, and a deep file is refused quickly, not copied.
+  std::string objects;
+  for (int i = 0; i < 60000; ++i) objects += "{\"a\":";
+  objects += "1" + std::string(60000, '}');
+  try {
+    parse_json_input(objects, "deep.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_EQ(std::string(e.what()).rfind("deep.json: at byte", 0), 0u) << e.what();
+  }
+}
+
 TEST(WriteOutputFile, UnwritablePathIsInputErrorNamingIt) {
   const std::string missing_dir = ::testing::TempDir() + "kvgate_no_such_dir_" + std::to_string(::getpid()) + "/out.txt";
   try {
@@ -80,7 +103,7 @@ TEST(WriteOutputFile, UnwritablePathIsInputErrorNamingIt) {
   const std::string path = ::testing::TempDir() + "kvgate_write_output_" + std::to_string(::getpid());
   write_output_file(path, "first");
   write_output_file(path, "second");
-  EXPECT_EQ(read_whole_file(path), "second");
+  EXPECT_EQ(read_whole_file(path, kMaxConfigFileBytes), "second");
   std::filesystem::remove(path);
   try {
     write_output_file(::testing::TempDir(), "x");

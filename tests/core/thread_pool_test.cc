@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/cpu_time.h"
+
 namespace kvgate {
 namespace {
 
@@ -42,4 +44,21 @@ TEST(ThreadPool, PropagatesExceptions) {
 }
 
 }  // namespace
+// The polling that core/cpu_time.h takes off the CPU time: every hand-off a pool waits on adds
+// to it, never more than the polling limit per wait, and the work clock stays below the process's.
+TEST(ThreadPool, CountsItsPollingForCpuTimeNetOfIt) {
+  const double before = ThreadPool::polled_seconds();
+  ThreadPool pool(2);
+  std::atomic<int64_t> sum{0};
+  constexpr int kJobs = 2000;
+  for (int j = 0; j < kJobs; ++j) pool.run(2, [&](int, size_t b, size_t e) { sum += static_cast<int64_t>(e - b); });
+  EXPECT_EQ(sum.load(), 2 * kJobs);
+  const double polled = ThreadPool::polled_seconds() - before;
+  EXPECT_GT(polled, 0.0) << "the caller polls for the worker's part of every job";
+  EXPECT_LE(polled, 2 * kJobs * 50e-6 + 1e-3) << "at most the 50 us limit per wait, per thread";
+  const double work = work_cpu_seconds(), process = process_cpu_seconds();
+  EXPECT_LE(work, process);
+  EXPECT_GT(process, 0.0);
+}
+
 }  // namespace kvgate

@@ -438,7 +438,8 @@ TEST(Generate, AgenticRepliesStateFactsOfTheirToolResults) {
 
 std::vector<EvalItem> make_long(const std::string& domain, size_t n, TokenRange tokens, int depth = kNoDepth,
                                 uint64_t seed = 42) {
-  std::vector<EvalItem> items = generate(GenerateOptions{domain, seed, n, tokens, depth});
+  std::vector<EvalItem> items =
+      generate(GenerateOptions{domain, seed, n, tokens, depth == kNoDepth ? std::vector<int>{} : std::vector<int>{depth}});
   EXPECT_EQ(canonical_jsonl(parse_items(canonical_jsonl(items), "generated")), canonical_jsonl(items));
   return items;
 }
@@ -528,8 +529,8 @@ TEST(GenerateLong, LengthsStayInsideTheTokenRange) {
 }
 
 TEST(GenerateLong, BadOptionsAreUsageErrors) {
-  EXPECT_THROW(generate(GenerateOptions{"tables", 1, 1, {}, 500}), Error);  // no depth for short domains
-  EXPECT_THROW(generate(GenerateOptions{"retrieval", 1, 1, {}, 1001}), Error);
+  EXPECT_THROW(generate(GenerateOptions{"tables", 1, 1, {}, {500}}), Error);  // no depth for short domains
+  EXPECT_THROW(generate(GenerateOptions{"retrieval", 1, 1, {}, {1001}}), Error);
   EXPECT_THROW(generate(GenerateOptions{"retrieval", 1, 1, {1000, 140000}}), Error);
   EXPECT_THROW(generate(GenerateOptions{"tables", 1, 1, {1000, 40000}}), Error);
   EXPECT_NO_THROW(generate(GenerateOptions{"long_tables", 1, 1, {1000, 40000}}));

@@ -100,6 +100,29 @@ class GpuSmallModel : public ::testing::TestWithParam<const char*> {
 
 TEST_P(GpuSmallModel, MatchesTheCpuRuntime) { expect_gpu_matches_cpu(path_, *model_, *gpu_, GetParam()); }
 
+// A forward queues its work and waits for the device once, for its logits: no wait per matmul
+// (the exact path's flag comes back with the logits), none to upload the token ids. The host
+// test (tests/runtime gpu_forward_stub_test.cc) checks the forward's calls on the 8B shape;
+// this counts the real library's waits (gpu_ops.h host_waits) on a device.
+TEST(GpuForwardWaits, APrefillChunkAndADecodeStepWaitForTheDeviceOnceEach) {
+  if (kernels::gpu::device_count() == 0) GTEST_SKIP() << "no " << kernels::gpu::vendor() << " device present";
+  const auto model = Model::load(write_small_llama());
+  const auto gpu = GpuModel::upload(*model);
+  for (const char* config : {"f16", "q4_0@engine=llama.cpp-cuda"}) {
+    const auto seq = gpu->start(kernels::parse_kv_config(config), 64);
+    const std::vector<int32_t> ids = prompt_ids(40, static_cast<int>(model->arch().n_vocab));
+    std::vector<float> logits(model->arch().n_vocab);
+    // The first chunk sizes the buffers (stream-ordered: no wait either); count from the second.
+    gpu->forward(*seq, std::span<const int32_t>(ids.data(), 20), false, logits.data());
+    const uint64_t before = kernels::gpu::host_waits();
+    gpu->forward(*seq, std::span<const int32_t>(ids.data() + 20, 19), false, logits.data());
+    EXPECT_EQ(kernels::gpu::host_waits() - before, 1u) << config << ": a prefill chunk";
+    const uint64_t mid = kernels::gpu::host_waits();
+    gpu->forward(*seq, std::span<const int32_t>(ids.data() + 39, 1), false, logits.data());
+    EXPECT_EQ(kernels::gpu::host_waits() - mid, 1u) << config << ": a decode step";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(KvConfigs, GpuSmallModel,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "fp8", "fp8_e5m2", "q4_0/q4_1", "int8_pth",
                                            "int4_pth", "fp8_pth@0=f16", "k8v4", "tq3/4", "tq4:nc/u8", "u2/u3",
@@ -217,14 +240,10 @@ TEST(GpuWeights, GemmAndGatherMatchTheCpuDecodeForEveryType) {
     std::vector<float> dense(static_cast<size_t>(rows) * cols);
     for (int r = 0; r < rows; ++r) dequantize_weight_row(w, r, dense.data() + static_cast<size_t>(r) * cols);
 
-    gpu::DeviceMemory wmem(bytes.size());
-    wmem.upload(bytes.data(), bytes.size());
-    gpu::DeviceWeight dw;
-    dw.data = wmem.bytes();
-    dw.type = gpu_weight_type(type, "probe");
-    dw.rows = rows;
-    dw.cols = cols;
-    dw.row_bytes = w.row_bytes;
+    // As the forward uploads weights: repacked into the device's planes.
+    const gpu::UploadedWeight uploaded =
+        gpu::upload_weight(gpu_weight_type(type, "probe"), bytes.data(), rows, cols, w.row_bytes);
+    const gpu::DeviceWeight& dw = uploaded.view;
 
     for (int n : {1, 3, gpu::kGemvMaxTokens, gpu::kGemvMaxTokens + 1, 70}) {
       std::vector<float> x(static_cast<size_t>(n) * cols);
@@ -265,16 +284,18 @@ TEST(GpuWeights, GemmAndGatherMatchTheCpuDecodeForEveryType) {
   }
 }
 
-// The prefill GEMM on tensor cores (gemm_xwt_fast: cuBLASLt where the build has it) against a
-// float64 product of the CPU's decoded weights, for every weight type. Each operand goes as an
-// f16 pair (hi + lo scaled by 2^11, gpu_blas.cu): what the pair misses of a factor is at most
-// 2^-23 of it (half an f16 ulp of lo), and the dropped lo.lo term 2^-22 of the product, so each
-// product w x carries at most 2^-21 relative error, plus, where a hi lands among the f16
-// subnormals, 2^-25 absolute times the other factor; the tensor cores' f32 sums add at most
-// cols x 2^-23 of sum |w x| (truncating rather than rounding, as Hopper's MMA units may), and
-// the three products' sum two more f32 roundings. The bound below is that sum, 20 times below
-// what plain f16 inputs (2^-10 per product) reach. Batches of kGemvMaxTokens rows or fewer keep
-// the GEMV (bit for bit). Runs twice: the same bits.
+// The prefill GEMM on tensor cores (matmul on the exact path: cuBLASLt where the build has it)
+// against a float64 product of the CPU's decoded weights, for every weight type. x goes as 16-bit
+// pieces riding as extra columns of one GEMM (split_columns.h: an f16 pair after a per-token
+// power-of-two scale next to F16 weights, three bf16 pieces next to BF16), quantized weights as
+// f16 hi/lo tiles too. The worst case is both operands as f16 pairs: what a pair misses of a
+// factor is at most 2^-23 of it (half an f16 ulp of lo), and the dropped lo.lo term 2^-22 of the
+// product, so each product w x carries at most 2^-21 relative error, plus, where a hi lands among
+// the f16 subnormals, 2^-25 absolute times the other factor; the tensor cores' f32 sums add at
+// most cols x 2^-23 of sum |w x| (truncating rather than rounding, as Hopper's MMA units may), and
+// the combine two more f32 roundings. The bound below is that sum, 20 times below what plain f16
+// inputs (2^-10 per product) reach. Batches of kGemvMaxTokens rows or fewer keep the GEMV (bit
+// for bit). Runs twice: the same bits.
 TEST(GpuWeights, TensorCoreGemmMatchesTheCpuDecodeWithinItsSplitF16Rounding) {
   namespace gpu = kernels::gpu;
   if (gpu::device_count() == 0) GTEST_SKIP() << "no " << gpu::vendor() << " device present";
@@ -294,14 +315,10 @@ TEST(GpuWeights, TensorCoreGemmMatchesTheCpuDecodeWithinItsSplitF16Rounding) {
     w.data = bytes.data();
     std::vector<float> dense(static_cast<size_t>(rows) * cols);
     for (int r = 0; r < rows; ++r) dequantize_weight_row(w, r, dense.data() + static_cast<size_t>(r) * cols);
-    gpu::DeviceMemory wmem(bytes.size());
-    wmem.upload(bytes.data(), bytes.size());
-    gpu::DeviceWeight dw;
-    dw.data = wmem.bytes();
-    dw.type = gpu_weight_type(type, "probe");
-    dw.rows = rows;
-    dw.cols = cols;
-    dw.row_bytes = w.row_bytes;
+    // As the forward uploads weights: repacked into the device's planes.
+    const gpu::UploadedWeight uploaded =
+        gpu::upload_weight(gpu_weight_type(type, "probe"), bytes.data(), rows, cols, w.row_bytes);
+    const gpu::DeviceWeight& dw = uploaded.view;
     for (int n : {gpu::kGemvMaxTokens, gpu::kGemvMaxTokens + 1, 70, 257}) {
       std::vector<float> x(static_cast<size_t>(n) * cols);
       for (float& v : x) v = static_cast<float>(rng.normal());
@@ -310,9 +327,9 @@ TEST(GpuWeights, TensorCoreGemmMatchesTheCpuDecodeWithinItsSplitF16Rounding) {
       std::vector<float> poison(static_cast<size_t>(n) * rows, NAN), y(poison.size()), again(poison.size()),
           own(poison.size());
       yd.upload(poison.data(), poison.size() * sizeof(float));
-      gpu::gemm_xwt_fast(xd.floats(), n, dw, yd.floats());
+      gpu::matmul(gpu::MatmulPath::exact, xd.floats(), n, dw, yd.floats());
       yd.download(y.data(), y.size() * sizeof(float));
-      gpu::gemm_xwt_fast(xd.floats(), n, dw, yd.floats());
+      gpu::matmul(gpu::MatmulPath::exact, xd.floats(), n, dw, yd.floats());
       yd.download(again.data(), again.size() * sizeof(float));
       EXPECT_EQ(std::memcmp(y.data(), again.data(), y.size() * sizeof(float)), 0) << ggml_type_name(type) << " n=" << n;
       gpu::gemm_xwt(xd.floats(), n, dw, yd.floats());

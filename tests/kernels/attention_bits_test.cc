@@ -63,6 +63,7 @@ const std::map<std::string, std::string> kPinned = {
   {"mxfp4", "93d528de041a04c3"},
   {"nvfp4", "b6514fcc33f8bbfa"},
   {"nvfp4_4over6", "ece70f9d833035e2"},
+  {"fp4_mx_block16", "254548b031350c65"},
   {"kivi2_k", "9b3edbf5f8c74a17"},
   {"kivi2_v", "810c99f9a110b825"},
   {"kivi4_k", "9b3edbf5f8c74a17"},

@@ -134,7 +134,7 @@ TEST(FormatRoundTrip, GroupBytesMatchTheFormatDefinitions) {
       {"f32", 32},    {"f16", 16},     {"bf16", 16},       {"fp8_e4m3", 8},  {"fp8_e5m2", 8},
       {"fp8_e4m3fnuz", 8}, {"int8_pth", 8.25}, {"fp8_pth", 8.25}, {"int4_pth", 4.25}, {"q8_0", 8.5},
       {"q5_0", 5.5},  {"q5_1", 6},     {"q4_0", 4.5},      {"q4_1", 5},      {"iq4_nl", 4.5},
-      {"mxfp4", 4.25}, {"nvfp4", 4.5}, {"u2", 2.25},    {"u3", 3.25},       {"u4", 4.25},     {"u8", 8.25}};
+      {"mxfp4", 4.25}, {"nvfp4", 4.5}, {"fp4_mx_block16", 4.5}, {"u2", 2.25},    {"u3", 3.25},       {"u4", 4.25},     {"u8", 8.25}};
   for (const auto& [name, bits] : nominal_bits_d128) {
     auto codec = make_codec(name, 128);
     EXPECT_DOUBLE_EQ(codec->bits_per_element(), bits) << name;

@@ -305,7 +305,7 @@ TEST(FormatQuality, GaussianNmsePerFormat) {
       {"fp8_e4m3", 1.0e-3}, {"fp8_e5m2", 3.3e-3}, {"fp8_e4m3fnuz", 1.0e-3}, {"int8_pth", 7e-5},
       {"fp8_pth", 1.0e-3},  {"int4_pth", 0.022},  {"q8_0", 4.5e-5},        {"q5_0", 3.0e-3},
       {"q5_1", 2.1e-3},     {"q4_0", 0.011},      {"q4_1", 9.2e-3},        {"iq4_nl", 9.0e-3},
-      {"mxfp4", 0.019},     {"nvfp4", 0.014},     {"u2", 0.43},            {"u3", 0.074},
+      {"mxfp4", 0.019},     {"nvfp4", 0.014},     {"fp4_mx_block16", 0.03},     {"u2", 0.43},            {"u3", 0.074},
       {"u4", 0.016},        {"u8", 6.0e-5}};
   for (const QualityCase& c : cases) {
     auto codec = make_codec(c.name, 128);

@@ -155,6 +155,7 @@ TEST(VllmNames, AreAcceptedWhereTheStorageMatchesAndRefusedWithTheReason) {
       {"fp8_ds_mla", "multi-head latent attention model"},
       {"nvfp4_ds_mla", "multi-head latent attention model"},
       {"int4_per_token_head", "does not reproduce"},
+      {"mxfp8", "also quantizes each query row to MXFP8"},  // SGLang's
   };
   for (const auto& [name, reason] : refused) {
     SCOPED_TRACE(name);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -40,6 +41,7 @@ RunInfo shard_info(const std::string& host) {
   r.suite_hash = "00000000deadbeef";
   r.threads = 1;
   r.kvgate_version = "0.1.0";
+  r.calibration = "kvgate calibration 1: test workload; 1 thread";
   return r;
 }
 
@@ -51,6 +53,8 @@ void write_item(Store& store, int64_t run, int64_t position, const std::vector<i
   Rng rng(seed * 1000 + static_cast<uint64_t>(position));
   ItemInfo info{item_key(position), position % 2 ? "korean" : "tables", "set-hash", "content-" + std::to_string(position)};
   if (position % 2) info.gold_answer = "010-" + std::to_string(1000 + position);
+  // The yardstick's times around the item (schema v9); one item timed against none.
+  if (position != 2) info.calibration = ItemCalibration{20 + rng.uniform(), 10 + rng.uniform()};
   ItemWriter w = store.begin_item(run, info);
   for (const int64_t config : config_ids) {
     ItemMetrics m;
@@ -79,6 +83,9 @@ void write_item(Store& store, int64_t run, int64_t position, const std::vector<i
         t.answer_tokens = 3 + turn;
         if (config != config_ids.front() && position % 2) t.answer_divergence = turn;
       }
+      // CPU latencies (schema v9); the one-token turn has no TPOT.
+      t.ttft_cpu_ms = rng.uniform() * 90;
+      if (turn != 1) t.tpot_cpu_ms = rng.uniform() * 20;
       w.add_turn(t);
       LatencySamples l{config, turn, {}};
       for (int t = 0; t < (turn == 1 ? 1 : 4); ++t) l.token_times_ms.push_back(rng.uniform() * 100 + 10 * t);
@@ -100,8 +107,11 @@ struct Plan {
 };
 
 // A run of `plan` holding the items of `shard` (all of them for nullopt), as `kvgate eval` records it.
+// `configs_of(position)`, if given, says how many of the run's configs the item at that position
+// holds (0: the item is missing), as a run that stopped early would have left it.
 int64_t write_run(const std::string& path, const Plan& plan, std::optional<int64_t> shard, uint64_t seed = 1,
-                  const std::string& status = "complete", const std::string& plan_text = kPlanText) {
+                  const std::string& status = "complete", const std::string& plan_text = kPlanText,
+                  const std::function<size_t(int64_t)>& configs_of = nullptr) {
   Store store = Store::open(path);
   const int64_t run = store.begin_run(shard_info(shard ? "node-" + std::to_string(*shard) : "node-0"));
   std::vector<int64_t> configs;
@@ -124,7 +134,10 @@ int64_t write_run(const std::string& path, const Plan& plan, std::optional<int64
   }
   store.record_plan(run, record, items);
   for (int64_t p = 0; p < plan.items; ++p)
-    if (!shard || plan.shard_of(p) == *shard) write_item(store, run, p, configs, seed);
+    if (!shard || plan.shard_of(p) == *shard) {
+      const size_t n = configs_of ? configs_of(p) : configs.size();
+      if (n > 0) write_item(store, run, p, std::vector<int64_t>(configs.begin(), configs.begin() + static_cast<std::ptrdiff_t>(n)), seed);
+    }
   store.finish_run(run, status == "interrupted" ? RunStatus::interrupted : RunStatus::complete);
   if (status == "running") store.resume_run(run);
   return run;
@@ -139,21 +152,22 @@ std::vector<std::string> stored_rows(const std::string& path, int64_t run) {
     for (std::string& row : sql_rows(path, sql, kinds)) all.push_back(table + ": " + row);
   };
   add("run", "SELECT status, git_sha, build_flags, cpu, gpu, backend, model_path, model_sha256, suite_name, "
-             "suite_hash, seed, threads, kvgate_version FROM runs WHERE id = " + r, "ttttttttttttt");
+             "suite_hash, seed, threads, kvgate_version, calibration FROM runs WHERE id = " + r, "tttttttttttttt");
   add("config", "SELECT c.spec, c.hash, c.bits_per_element, rc.role, rc.kv_bytes_per_token, rc.label FROM run_configs rc "
                 "JOIN configs c ON c.id = rc.config_id WHERE rc.run_id = " + r + " ORDER BY c.spec", "ttdtdt");
   add("plan", "SELECT plan_hash, plan, plan_items, shard_index, shard_count FROM run_plans WHERE run_id = " + r, "ttttt");
-  add("item", "SELECT item_key, domain, evalset_hash, item_hash, gold_answer FROM items WHERE run_id = " + r + " ORDER BY id",
-      "ttttt");
+  add("item", "SELECT item_key, domain, evalset_hash, item_hash, gold_answer, calibration_prefill_ms, calibration_decode_ms "
+              "FROM items WHERE run_id = " + r + " ORDER BY id",
+      "tttttdd");
   const std::string join = " JOIN items i ON i.id = x.item_id JOIN configs c ON c.id = x.config_id WHERE i.run_id = " + r;
   add("metrics", "SELECT i.item_key, c.spec, x.scored_tokens, x.kld_mean, x.kld_max, x.kld_p99, x.delta_p_mean, "
                  "x.delta_p_rms, x.top1_agreement, x.nll_mean, x.nll_ref_mean, x.generated_tokens, x.first_divergence, "
                  "x.exact_match_ref, x.exact_match_gold FROM item_metrics x" + join + " ORDER BY 1, 2",
       "tttddddddddtttt");
   add("turn", "SELECT i.item_key, c.spec, x.turn_index, x.context_tokens, x.scored_tokens, x.kld_mean, x.top1_agreement, "
-              "x.ttft_ms, x.tpot_ms, x.answer, x.answer_tokens, x.answer_divergence FROM turn_metrics x" + join +
-                  " ORDER BY 1, 2, 3",
-      "tttttddddttt");
+              "x.ttft_ms, x.tpot_ms, x.answer, x.answer_tokens, x.answer_divergence, x.ttft_cpu_ms, x.tpot_cpu_ms "
+              "FROM turn_metrics x" + join + " ORDER BY 1, 2, 3",
+      "tttttddddtttdd");
   add("class", "SELECT i.item_key, c.spec, x.token_class, x.scored_tokens, x.kld_sum, x.delta_p_sum, x.same_top1 "
                "FROM token_class_metrics x" + join + " ORDER BY 1, 2, 3", "ttttddt");
   add("latency", "SELECT i.item_key, c.spec, x.turn_index, x.token_index, x.t_ms FROM latency_samples x" + join +
@@ -231,6 +245,11 @@ TEST_F(MergeTest, MergedRunHoldsExactlyTheRowsOfTheUnshardedRun) {
   EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM turn_metrics WHERE answer LIKE '전화 010-%'"), 10);
   EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM turn_metrics WHERE answer_divergence IS NOT NULL"), 2);
   EXPECT_EQ(count(db("merged"), "SELECT COUNT(*) FROM items WHERE gold_answer IS NOT NULL"), 3);
+  // The calibration came along, per item and the run's workload, and the CPU latencies per turn.
+  EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM turn_metrics WHERE tpot_cpu_ms > 0 AND ttft_cpu_ms > 0"), 10);
+  EXPECT_EQ(count(db("merged"), "SELECT COUNT(*) FROM items WHERE calibration_prefill_ms > 20 AND calibration_decode_ms > 10"),
+            plan.items - 1);
+  EXPECT_EQ(count(db("merged"), "SELECT COUNT(*) FROM runs WHERE calibration LIKE 'kvgate calibration 1: %'"), 1);
   // The position buckets came along, the open-ended one included.
   EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM position_metrics"), 20);
   EXPECT_GT(count(db("merged"), "SELECT COUNT(*) FROM position_metrics WHERE position_to IS NULL"), 0);
@@ -389,18 +408,22 @@ TEST_F(MergeTest, IncompleteShardIsNamedWithItsMissingItems) {
   std::string e = merge_error(shards);
   EXPECT_NE(e.find(shards[1] + " (shard 1/3, run 2) is incomplete: its status is 'running'"), std::string::npos) << e;
 
-  shards = shard_dbs(plan);
   // plan.shard_of(2) == 2: item-2 is shard 2's.
-  execute(shards[2], "DELETE FROM items WHERE item_key = 'item-2'");
-  e = merge_error(shards);
-  EXPECT_NE(e.find("(shard 2/3, run 1) is incomplete: 1 of its items are missing or lack a config: item-2"),
-            std::string::npos)
-      << e;
+  for (const size_t configs : {size_t{0}, size_t{1}}) {
+    shards = shard_dbs(plan);
+    std::filesystem::remove(shards[2]);
+    write_run(shards[2], plan, 2, 1, "complete", kPlanText, [&](int64_t p) { return p == 2 ? configs : size_t{2}; });
+    e = merge_error(shards);
+    EXPECT_NE(e.find("(shard 2/3, run 1) is incomplete: 1 of its items are missing or lack a config: item-2"),
+              std::string::npos)
+        << e;
+  }
 
+  // Rows deleted by hand break the shard run's seal (issue 40): refused as altered, not merged.
   shards = shard_dbs(plan);
   execute(shards[2], "DELETE FROM item_metrics WHERE config_id = 2 AND item_id = (SELECT id FROM items WHERE item_key = 'item-2')");
   e = merge_error(shards);
-  EXPECT_NE(e.find("lack a config: item-2"), std::string::npos) << e;
+  EXPECT_NE(e.find(shards[2] + ": run 1: its items hold "), std::string::npos) << e;
 }
 
 TEST_F(MergeTest, ItemHeldByTwoShardsIsADuplicate) {

@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "results/schema.h"
 #include "results/sqlite.h"
+#include "results/stored_run.h"
 
 namespace kvgate::results {
 namespace {
@@ -137,6 +138,44 @@ TEST_F(StoreTest, VersionFourDatabaseGainsRunLoad) {
   EXPECT_EQ(load->cores, 4);
   store.record_run_load(1, std::nullopt);
   EXPECT_FALSE(store.list_runs().front().load.has_value());
+}
+
+// Migration 10 (CPU latencies and the latency yardstick): a version-9 file keeps its runs and
+// items, which read back as not calibrated and are sealed again (their digests now cover the new
+// columns); a new run records its workload and each item its times, and a resumed run timed
+// against another workload records both.
+TEST_F(StoreTest, VersionNineDatabaseGainsCalibration) {
+  {
+    Connection c(path_, true);
+    for (size_t m = 0; m < 9; ++m) c.execute_script(schema_migrations()[m]);
+    c.execute_script("PRAGMA user_version = 9");
+    c.execute_script(
+        "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, model_path, "
+        "model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) VALUES ('complete', 't', 'c', 'g', 'b', "
+        "'h', 'cpu', '', 'cpu', 'm', 's', 'suite:smoke', 'x', 0, 2, '0.1.0');"
+        "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash) VALUES (1, 'old', 'tables', 'e', 'h')");
+  }
+  Store store = Store::open(path_);
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+  EXPECT_NO_THROW(store.check_run(1));
+  EXPECT_EQ(store.find_run(1)->info.calibration, "");
+  ASSERT_EQ(store.run_items(1).size(), 1u);
+  EXPECT_FALSE(store.run_items(1)[0].calibration.has_value());
+
+  RunInfo info = store.find_run(1)->info;
+  info.calibration = "kvgate calibration 1: w; 2 threads";
+  const int64_t run = store.begin_run(info);
+  ItemInfo item{"new", "tables", "e", "h"};
+  item.calibration = ItemCalibration{21.5, 9.25};
+  store.begin_item(run, item).commit();
+  EXPECT_EQ(store.find_run(run)->info.calibration, info.calibration);
+  const std::vector<ItemInfo> items = store.run_items(run);
+  ASSERT_EQ(items.size(), 1u);
+  ASSERT_TRUE(items[0].calibration.has_value());
+  EXPECT_EQ(items[0].calibration->prefill_ms, 21.5);
+  EXPECT_EQ(items[0].calibration->decode_ms, 9.25);
+  store.record_run_calibration(run, "a; then b");
+  EXPECT_EQ(store.find_run(run)->info.calibration, "a; then b");
 }
 
 TEST_F(StoreTest, NewerSchemaIsAClearInputError) {
@@ -608,6 +647,182 @@ TEST_F(StoreTest, PositionRowsRoundTripAndSurviveResume) {
   ItemWriter w = store.begin_item(run, sample_item("d"));
   EXPECT_THROW(w.add_position({q4, 0, 0, 1024, 0, 0.0, 0.0, 0}), Error);
   EXPECT_THROW(w.add_position({q4, 0, 2048, 1024, 1, 0.0, 0.0, 0}), Error);
+}
+
+// Issue 40: one byte of a stored kld_mean, changed with the sqlite3 shell or in the file, passed
+// quick_check and was reported and gated on. Every reader now checks each row's digest and the
+// run's seal over its item rows, and names the run, table and row.
+class RowDigestTest : public StoreTest {
+ protected:
+  // A run with two items under two configs, every kind of item row included.
+  int64_t write_run() {
+    Store store = Store::open(path_);
+    const int64_t run = store.begin_run(sample_run());
+    const int64_t ref = store.add_config({"f16/f16", "1111", 16.0});
+    const int64_t q4 = store.add_config({"q4_0/q4_0", "2222", 4.5});
+    store.attach_config(run, ref, ConfigRole::reference, 18432);
+    store.attach_config(run, q4, ConfigRole::candidate, 5184);
+    for (const char* key : {"t-1", "t-2"}) {
+      ItemWriter w = store.begin_item(run, sample_item(key));
+      for (const int64_t c : {ref, q4}) {
+        w.add_metrics(sample_metrics(c, c == ref ? 0.0 : 0.02));
+        TurnMetrics t;
+        t.config_id = c;
+        t.scored_tokens = 100;
+        t.answer = "an answer";
+        t.answer_tokens = 2;
+        w.add_turn(t);
+        w.add_token_class({c, "digits", 10, 0.1, -0.01, 9});
+        w.add_latency({c, 0, {1.5, 2.5, -0.0}});
+        w.add_position({c, 0, 0, 1024, 100, 2.0, -0.5, 95});
+      }
+      w.commit();
+    }
+    store.finish_run(run, RunStatus::complete);
+    return run;
+  }
+  std::string load_error(int64_t run) {
+    try {
+      Store store = Store::open(path_, Store::Mode::existing);
+      StoredRun::load(store, *store.find_run(run));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2) << e.what();
+      return e.what();
+    }
+    return "";
+  }
+  void execute(const std::string& sql) {
+    Connection c(path_, false);
+    c.execute_script(sql);
+  }
+};
+
+TEST_F(RowDigestTest, ASoundRunReadsBack) {
+  const int64_t run = write_run();
+  EXPECT_EQ(load_error(run), "");
+  Store store = Store::open(path_, Store::Mode::existing);
+  EXPECT_EQ(StoredRun::load(store, *store.find_run(run)).items.size(), 4u);
+}
+
+TEST_F(RowDigestTest, AChangedValueIsNamedByRunTableAndRow) {
+  const int64_t run = write_run();
+  execute("UPDATE item_metrics SET kld_mean = 0.0200001 WHERE config_id = 2 AND item_id = 2");
+  const std::string e = load_error(run);
+  EXPECT_EQ(e.rfind(path_ + ": run 1: table item_metrics, row item_id 2 (item 't-2'), config_id 2: ", 0), 0u) << e;
+  EXPECT_NE(e.find("do not match its row digest"), std::string::npos) << e;
+}
+
+TEST_F(RowDigestTest, EveryTableOfTheRunIsCovered) {
+  const std::vector<std::pair<std::string, std::string>> edits = {
+      {"runs", "UPDATE runs SET suite_name = 'other'"},
+      {"configs", "UPDATE configs SET spec = 'fp8_e4m3/fp8_e4m3' WHERE id = 2"},
+      {"run_configs", "UPDATE run_configs SET role = 'reference' WHERE config_id = 2"},
+      {"items", "UPDATE items SET domain = 'policy' WHERE item_key = 't-1'"},
+      {"turn_metrics", "UPDATE turn_metrics SET answer = 'another answer' WHERE item_id = 1 AND config_id = 2"},
+      {"turn_metrics", "UPDATE turn_metrics SET tpot_cpu_ms = 3.5 WHERE item_id = 1 AND config_id = 2"},
+      {"items", "UPDATE items SET calibration_decode_ms = 1.0 WHERE item_key = 't-1'"},
+      {"runs", "UPDATE runs SET calibration = 'another workload'"},
+      {"token_class_metrics", "UPDATE token_class_metrics SET same_top1 = 10 WHERE item_id = 1 AND config_id = 2"},
+      {"latency_samples", "UPDATE latency_samples SET t_ms = 1.25 WHERE token_index = 0 AND item_id = 2 AND config_id = 2"},
+      {"position_metrics", "UPDATE position_metrics SET kld_sum = 1.0 WHERE item_id = 1 AND config_id = 2"},
+      {"run_plans", "INSERT INTO run_plans (run_id, plan_hash, plan, plan_items) VALUES (1, 'h', 'p', 2)"}};
+  for (const auto& [table, sql] : edits) {
+    remove_db();
+    const int64_t run = write_run();
+    execute(sql);
+    const std::string e = load_error(run);
+    EXPECT_NE(e.find("table " + table + ", row "), std::string::npos) << table << ": " << e;
+  }
+}
+
+TEST_F(RowDigestTest, ADeletedOrAddedRowBreaksTheRunsSeal) {
+  for (const char* sql : {"DELETE FROM latency_samples WHERE rowid = (SELECT MAX(rowid) FROM latency_samples)",
+                          "DELETE FROM items WHERE item_key = 't-2'"}) {
+    remove_db();
+    const int64_t run = write_run();
+    execute(std::string("PRAGMA foreign_keys = ON; ") + sql);
+    const std::string e = load_error(run);
+    EXPECT_EQ(e.rfind(path_ + ": run 1: its items hold ", 0), 0u) << sql << ": " << e;
+  }
+}
+
+TEST_F(RowDigestTest, AWriterChecksTheRowItChanges) {
+  const int64_t run = write_run();
+  execute("UPDATE runs SET model_sha256 = 'b'");
+  Store store = Store::open(path_);
+  EXPECT_THROW(store.resume_run(run), Error);
+  EXPECT_THROW(store.finish_run(run, RunStatus::failed), Error);
+}
+
+// A file made before digests is sealed when first opened for writing, and protected from then on.
+TEST_F(RowDigestTest, AVersionEightFileIsSealedOnItsFirstOpen) {
+  {
+    Connection c(path_, true);
+    for (size_t m = 0; m < 8; ++m) c.execute_script(schema_migrations()[m]);
+    c.execute_script(
+        "PRAGMA user_version = 8;"
+        "INSERT INTO runs (status, started_at, command, git_sha, build_flags, host, cpu, gpu, backend, model_path, "
+        "model_sha256, suite_name, suite_hash, seed, threads, kvgate_version) VALUES ('complete', 't', 'c', 'g', 'b', "
+        "'h', 'cpu', '', 'cpu', 'm', 's', 'suite:smoke', 'x', 0, 2, '0.1.0');"
+        "INSERT INTO configs (spec, hash, bits_per_element) VALUES ('q4_0/q4_0', 'h', 4.5);"
+        "INSERT INTO run_configs (run_id, config_id, role, kv_bytes_per_token) VALUES (1, 1, 'candidate', 6480);"
+        "INSERT INTO items (run_id, item_key, domain, evalset_hash, item_hash) VALUES (1, 'a', 'tables', 'e', 'i');"
+        "INSERT INTO item_metrics (item_id, config_id, scored_tokens, kld_mean) VALUES (1, 1, 10, 0.5);");
+  }
+  EXPECT_EQ(load_error(1), "");
+  EXPECT_EQ(count("SELECT item_rows FROM runs"), 2);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM item_metrics WHERE row_digest IS NULL"), 0);
+  execute("UPDATE item_metrics SET kld_mean = 0.25");
+  EXPECT_NE(load_error(1).find("table item_metrics"), std::string::npos);
+}
+
+// Random doubles (integral ones stored as integers, subnormals, infinities), NaN and -0.0 read
+// back with the digests they were written with.
+TEST_F(RowDigestTest, DigestsHoldForEveryDouble) {
+  Rng rng(7);
+  std::vector<double> values = {-0.0, 0.0, 1e300, -1e-310,
+                                std::numeric_limits<double>::infinity(), 9007199254740993.0, 4.0};
+  while (values.size() < 2000)
+    if (const double v = std::bit_cast<double>(rng.next_u64()); !std::isnan(v)) values.push_back(v);
+  int64_t run = 0;
+  {
+    Store store = Store::open(path_);
+    run = store.begin_run(sample_run());
+    const int64_t q = store.add_config({"nvfp4/nvfp4", "aaaa", 4.5});
+    ItemWriter w = store.begin_item(run, sample_item("doubles"));
+    w.add_latency({q, 0, values});
+    w.commit();
+  }
+  Store store = Store::open(path_, Store::Mode::existing);
+  EXPECT_NO_THROW(store.check_run(run));
+}
+
+TEST_F(StoreTest, TablesAndColumnsAreCheckedOnOpen) {
+  for (const char* sql : {"DROP TABLE token_class_metrics", "ALTER TABLE items RENAME COLUMN domain TO area",
+                          "ALTER TABLE runs ADD COLUMN extra TEXT"}) {
+    remove_db();
+    Store::open(path_);
+    {
+      Connection c(path_, false);
+      c.execute_script(sql);
+    }
+    for (const Store::Mode mode : {Store::Mode::create, Store::Mode::existing}) {
+      try {
+        Store::open(path_, mode);
+        ADD_FAILURE() << sql << ": opened";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.exit_code(), 2) << e.what();
+        EXPECT_EQ(std::string(e.what()).rfind(path_ + ": not a kvgate results database of schema version", 0), 0u) << e.what();
+      }
+    }
+  }
+}
+
+TEST_F(StoreTest, UpdateModeNeverCreatesAFile) {
+  EXPECT_THROW(Store::open(path_, Store::Mode::update), Error);
+  EXPECT_FALSE(std::ifstream(path_).good());
+  EXPECT_THROW(Store::open("/dev/null", Store::Mode::create), Error);
+  EXPECT_THROW(Store::open(::testing::TempDir(), Store::Mode::create), Error);
 }
 
 TEST(ResolveDbPath, FlagThenEnvironmentThenDefault) {

@@ -167,4 +167,33 @@ inline void add_tiny_llama_metadata(GgufWriter& w) {
   w.add_string_array("tokenizer.ggml.tokens", {"<s>", "</s>", "a", "b", "c"});
 }
 
+// Every tensor the llama forward reads at add_tiny_llama_metadata's shape (embedding 32, 4 heads
+// and 2 KV heads of 8, FFN 64, vocabulary 5, 2 layers), F32: what `generate`, `model info` and
+// `capacity` check a file's metadata against. Returns the bytes they hold.
+inline uint64_t add_tiny_llama_tensors(GgufWriter& w) {
+  uint64_t total = 0;
+  uint8_t seed = 1;
+  auto add = [&](const std::string& name, std::vector<uint64_t> dims) {
+    uint64_t n = 1;
+    for (const uint64_t d : dims) n *= d;
+    w.add_tensor(name, kTF32, std::move(dims), pattern_bytes(n * 4, seed++));
+    total += n * 4;
+  };
+  add("token_embd.weight", {32, 5});
+  add("output_norm.weight", {32});
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    add(p + "attn_norm.weight", {32});
+    add(p + "attn_q.weight", {32, 32});
+    add(p + "attn_k.weight", {32, 16});
+    add(p + "attn_v.weight", {32, 16});
+    add(p + "attn_output.weight", {32, 32});
+    add(p + "ffn_norm.weight", {32});
+    add(p + "ffn_gate.weight", {32, 64});
+    add(p + "ffn_up.weight", {32, 64});
+    add(p + "ffn_down.weight", {64, 32});
+  }
+  return total;
+}
+
 }  // namespace kvgate::testing

@@ -134,9 +134,9 @@ TEST(SyntheticModel, DeterministicAndRunsOnTheCpu) {
     EXPECT_NE(slurp(a), slurp(c)) << weights;
 
     const std::unique_ptr<Model> model = Model::load(a);
-    EXPECT_TRUE(is_synthetic(model->gguf()));
-    EXPECT_FALSE(model->gguf().find("llama.block_count")->as_uint() == 99u);
-    EXPECT_EQ(model->gguf().get_array("tokenizer.ggml.tokens")->count, 8u);
+    EXPECT_TRUE(is_synthetic((*model->files().gguf())));
+    EXPECT_FALSE((*model->files().gguf()).find("llama.block_count")->as_uint() == 99u);
+    EXPECT_EQ((*model->files().gguf()).get_array("tokenizer.ggml.tokens")->count, 8u);
     ThreadPool pool(2);
     const auto cache = model->make_cache(kernels::parse_kv_config("f16"), 16);
     const kernels::SeqId seq = cache->create_sequence();

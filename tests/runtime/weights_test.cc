@@ -189,6 +189,35 @@ TEST(Weights, AvxRowDotsFollowTheLaneModelBitForBit) {
   }
 }
 
+TEST(Weights, Bf16MatvecAgreesWithTheDecodedRow) {
+  // Hugging Face checkpoints are BF16: the AVX2 row dot (a 16-bit shift per lane) and the scalar
+  // decoder read the same floats; a wrong shift or byte order would be off by orders of magnitude.
+  ThreadPool pool(2);
+  const int64_t rows = 70, cols = 600;  // not a multiple of 8: the tail loop runs too
+  std::vector<uint16_t> bits(static_cast<size_t>(rows * cols));
+  Rng rng(7);
+  for (uint16_t& b : bits) b = f32_to_bf16(static_cast<float>(rng.normal()) * 0.05f);
+  WeightMatrix w;
+  w.type = GgmlType::BF16;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = static_cast<size_t>(cols) * 2;
+  w.data = reinterpret_cast<const uint8_t*>(bits.data());
+  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows)), row(static_cast<size_t>(cols));
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  matvec(pool, w, x.data(), y.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_weight_row(w, r, row.data());
+    double exact = 0.0, magnitude = 0.0;
+    for (int64_t i = 0; i < cols; ++i) {
+      EXPECT_EQ(row[static_cast<size_t>(i)], bf16_to_f32(bits[static_cast<size_t>(r * cols + i)]));
+      exact += static_cast<double>(row[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+      magnitude += std::fabs(static_cast<double>(row[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)]);
+    }
+    ASSERT_NEAR(y[static_cast<size_t>(r)], exact, 1e-5 * magnitude) << "row " << r;
+  }
+}
+
 TEST(Weights, MatmulManyEqualsOneMatrixAtATimeBitForBit) {
   const int64_t cols = 96;
   std::vector<std::vector<uint8_t>> storage;

@@ -50,8 +50,9 @@ GateRun make_run(int64_t id, int n, double kld_scale) {
       GateItem q{key, domain, "q4_0/q4_0", {100, kld, kld_scale * 0.3, kld_scale * 0.2, 0.95, true, i % 3 == 0}};
       r.items.push_back(ref);
       r.items.push_back(q);
-      r.turns.push_back({"f16/f16", {45.0 + i, 9.0 + 0.1 * i}, key, 0});
-      r.turns.push_back({"q4_0/q4_0", {50.0 + i, 10.0 + 0.1 * i}, key, 0});
+      // Wall time, and CPU time of the work (two threads' worth of the wall time).
+      r.turns.push_back({"f16/f16", {45.0 + i, 9.0 + 0.1 * i, 90.0 + 2 * i, 18.0 + 0.2 * i}, key, 0});
+      r.turns.push_back({"q4_0/q4_0", {50.0 + i, 10.0 + 0.1 * i, 100.0 + 2 * i, 20.0 + 0.2 * i}, key, 0});
     }
   return r;
 }
@@ -60,7 +61,7 @@ GateRun make_run(int64_t id, int n, double kld_scale) {
 // with the kernels' parser, which this layer cannot see, so the tests do it by hand.
 GatePolicy test_policy() {
   GatePolicy p = parse_gate_policy(kPolicy, "p.json");
-  canonicalize_policy_kv(p, [](const std::string& s) { return s + "/" + s; });
+  canonicalize_policy_kv(p, [](const GateRule& r) { return std::vector<std::string>{r.kv + "/" + r.kv}; });
   return p;
 }
 
@@ -134,7 +135,7 @@ TEST(GatePolicy, OldKeysNameTheirNewNames) {
 TEST(GatePolicy, CanonicalizedNamesThatCollideAreRejected) {
   GatePolicy p = parse_gate_policy(
       "{\"kvgate_gate_policy\": 1, \"rules\": [{\"kv\": \"fp8\"}, {\"kv\": \"fp8_e4m3\"}]}", "c.json");
-  EXPECT_THROW(canonicalize_policy_kv(p, [](const std::string&) { return std::string("fp8_e4m3/fp8_e4m3"); }), Error);
+  EXPECT_THROW(canonicalize_policy_kv(p, [](const GateRule&) { return std::vector<std::string>{"fp8_e4m3/fp8_e4m3"}; }), Error);
 }
 
 TEST(Gate, IdenticalRunsNeverFire) {
@@ -421,6 +422,123 @@ TEST(Gate, SlowdownWithNoTimedTurnsFailsUnlessAllowed) {
   EXPECT_TRUE(find(evaluate_gate(p, &base, cand), "latency.tpot_slowdown[*, q4_0/q4_0]")->passed);
 }
 
+GatePolicy calibrated_policy() {
+  GatePolicy p = test_policy();
+  p.latency.tpot_p50_ratio_max.reset();
+  p.latency.tpot_calibrated_ratio_max = 1.2;
+  p.latency.ttft_calibrated_ratio_max = 1.2;
+  return p;
+}
+
+// `run`, timed against the yardstick: each item's calibration CPU times `contention` (what the
+// machine did to the yardstick's CPU time while it ran: shared caches, a slower host), each
+// turn's CPU latencies `contention` x `slowdown` times the make_run figure, as a slower kvgate
+// there would take, and its wall latencies also x `share` (the wall time the load added).
+GateRun calibrated(GateRun run, double contention, double slowdown, const std::string& workload = "w1",
+                   double share = 1.0) {
+  run.calibration = workload;
+  for (const GateItem& it : run.items) run.item_calibration[it.item_key] = {20.0 * contention, 10.0 * contention};
+  for (GateTurn& t : run.turns) {
+    t.latency.ttft_cpu_ms *= contention * slowdown, t.latency.tpot_cpu_ms *= contention * slowdown;
+    t.latency.ttft_ms *= share * contention * slowdown, t.latency.tpot_ms *= share * contention * slowdown;
+  }
+  return run;
+}
+
+// Issue 46: load that slows every config alike, reference included, cannot fail the calibrated
+// check, and a slowdown of every config alike, reference included, fails it under any load.
+TEST(Gate, CalibratedRatioPassesLoadAndFailsAGlobalSlowdown) {
+  const GatePolicy p = calibrated_policy();
+  const GateRun base = calibrated(make_run(1, 5, 1.0), 1.0, 1.0);
+  for (const auto& [load, share] : {std::pair{1.0, 1.0}, {1.3, 3.0}, {1.8, 12.0}}) {
+    SCOPED_TRACE("CPU time x" + std::to_string(load) + ", wall time x" + std::to_string(share * load));
+    const GateOutcome same = evaluate_gate(p, &base, calibrated(make_run(2, 5, 1.0), load, 1.0, "w1", share));
+    EXPECT_TRUE(same.passed());
+    for (const char* name : {"latency.tpot_calibrated_ratio[*, q4_0/q4_0]", "latency.tpot_calibrated_ratio[*, f16/f16]",
+                             "latency.ttft_calibrated_ratio[*, f16/f16]"}) {
+      const CheckResult* c = find(same, name);
+      ASSERT_NE(c, nullptr) << name;
+      EXPECT_TRUE(c->passed) << c->detail;
+      EXPECT_FALSE(c->skipped) << c->detail;
+      EXPECT_NEAR(c->delta, 1.0, 1e-12) << c->detail;
+      EXPECT_EQ(c->items, 10u) << "per item, both domains";
+    }
+    const GateOutcome slow = evaluate_gate(p, &base, calibrated(make_run(2, 5, 1.0), load, 1.3, "w1", share));
+    for (const char* name : {"latency.tpot_calibrated_ratio[*, q4_0/q4_0]", "latency.tpot_calibrated_ratio[*, f16/f16]",
+                             "latency.ttft_calibrated_ratio[*, q4_0/q4_0]", "latency.ttft_calibrated_ratio[*, f16/f16]"}) {
+      const CheckResult* c = find(slow, name);
+      ASSERT_NE(c, nullptr) << name;
+      EXPECT_FALSE(c->passed) << c->detail;
+      EXPECT_NEAR(c->delta, 1.3, 1e-12) << c->detail;
+      EXPECT_NE(c->detail.find("> limit x1.2"), std::string::npos) << c->detail;
+    }
+    // The per-config slowdown cannot see it: the reference slowed as much.
+    EXPECT_EQ(find(slow, "latency.tpot_slowdown[*, q4_0/q4_0]"), nullptr) << "not set in this policy";
+  }
+  // Within the limit, or noise both ways: no failure.
+  EXPECT_TRUE(evaluate_gate(p, &base, calibrated(make_run(2, 5, 1.0), 2.0, 1.1)).passed());
+  GateRun noisy = calibrated(make_run(2, 5, 1.0), 1.0, 1.0);
+  int k = 0;
+  for (auto& [key, c] : noisy.item_calibration) c.decode_ms *= (k++ % 2) ? 1.5 : 1 / 1.5;
+  const CheckResult* n = find(evaluate_gate(p, &base, noisy), "latency.tpot_calibrated_ratio[*, q4_0/q4_0]");
+  ASSERT_NE(n, nullptr);
+  EXPECT_TRUE(n->passed) << n->detail;
+}
+
+// TTFT is divided by the yardstick's prefill part, TPOT by its decode part: a machine whose
+// memory slowed (another job streaming) but whose compute did not moves TPOT's yardstick only.
+// Wall time does not enter: a run whose wall latencies tripled while its CPU times held passes.
+TEST(Gate, CalibratedRatioDividesCpuTtftByPrefillAndCpuTpotByDecode) {
+  const GatePolicy p = calibrated_policy();
+  const GateRun base = calibrated(make_run(1, 5, 1.0), 1.0, 1.0);
+  GateRun cand = calibrated(make_run(2, 5, 1.0), 1.0, 1.0, "w1", 3.0);
+  for (auto& [key, c] : cand.item_calibration) c.decode_ms *= 2;
+  for (GateTurn& t : cand.turns) t.latency.tpot_cpu_ms *= 2;
+  const GateOutcome o = evaluate_gate(p, &base, cand);
+  EXPECT_NEAR(find(o, "latency.tpot_calibrated_ratio[*, q4_0/q4_0]")->delta, 1.0, 1e-12);
+  EXPECT_NEAR(find(o, "latency.ttft_calibrated_ratio[*, q4_0/q4_0]")->delta, 1.0, 1e-12);
+  EXPECT_NE(find(o, "latency.tpot_calibrated_ratio[*, q4_0/q4_0]")->detail.find("TPOT in CPU time itself x2"),
+            std::string::npos);
+  // A config whose turns have no CPU time (an endpoint's) has nothing to compare.
+  GateRun wall_only = calibrated(make_run(3, 5, 1.0), 1.0, 1.0);
+  for (GateTurn& t : wall_only.turns) t.latency.tpot_cpu_ms = std::nan("");
+  EXPECT_FALSE(find(evaluate_gate(p, &base, wall_only), "latency.tpot_calibrated_ratio[*, q4_0/q4_0]")->passed);
+}
+
+// A run without a yardstick, or with another one, or too few items: skipped with the reason,
+// never judged; no timed turn at all fails unless allowed.
+TEST(Gate, CalibratedRatioSkipsWhatItCannotCompare) {
+  const GatePolicy p = calibrated_policy();
+  const GateRun base = calibrated(make_run(1, 5, 1.0), 1.0, 1.0);
+  auto check = [&](const GateRun& cand, const GatePolicy& policy) {
+    const GateOutcome o = evaluate_gate(policy, &base, cand);
+    const CheckResult* c = find(o, "latency.tpot_calibrated_ratio[*, q4_0/q4_0]");
+    EXPECT_NE(c, nullptr);
+    return c ? *c : CheckResult{};
+  };
+  const CheckResult none = check(make_run(2, 5, 1.0), p);
+  EXPECT_TRUE(none.skipped && none.passed) << none.detail;
+  EXPECT_NE(none.detail.find("the candidate run 2 timed no calibration workload"), std::string::npos) << none.detail;
+  const CheckResult other = check(calibrated(make_run(2, 5, 1.0), 1.0, 1.5, "w2"), p);
+  EXPECT_TRUE(other.skipped && other.passed) << other.detail;
+  EXPECT_NE(other.detail.find("different calibration workloads (baseline run 1: w1; candidate run 2: w2)"),
+            std::string::npos)
+      << other.detail;
+  const GateRun few_base = calibrated(make_run(1, 2, 1.0), 1.0, 1.0);
+  const GateOutcome few = evaluate_gate(p, &few_base, calibrated(make_run(2, 2, 1.0), 1.0, 3.0));
+  const CheckResult* f = find(few, "latency.tpot_calibrated_ratio[*, q4_0/q4_0]");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(f->skipped && f->passed) << f->detail;
+  EXPECT_NE(f->detail.find("only 4 items"), std::string::npos) << f->detail;
+  GateRun untimed = calibrated(make_run(2, 5, 1.0), 1.0, 1.0);
+  for (GateTurn& t : untimed.turns) t.latency.tpot_cpu_ms = 0;
+  const CheckResult u = check(untimed, p);
+  EXPECT_FALSE(u.passed) << u.detail;
+  GatePolicy allow = p;
+  allow.latency.allow_unmeasured = true;
+  EXPECT_TRUE(check(untimed, allow).passed);
+}
+
 // Issue 34: a config whose quality metrics are NULL on every item passed every quality check.
 TEST(Gate, NotMeasuredFailsUnlessThePolicyAllowsIt) {
   const GateRun base = make_run(1, 4, 1.0);
@@ -445,7 +563,7 @@ TEST(Gate, NotMeasuredFailsUnlessThePolicyAllowsIt) {
     {"absolute": {"kld_mean_max": 0.1}, "regression": {"kld_mean": 0.01}},
     {"kv": "q4_0", "allow_unmeasured": true}]})",
                                           "allow.json");
-  canonicalize_policy_kv(allowing, [](const std::string& s) { return s + "/" + s; });
+  canonicalize_policy_kv(allowing, [](const GateRule& r) { return std::vector<std::string>{r.kv + "/" + r.kv}; });
   const GateOutcome allowed = evaluate_gate(allowing, &base, cand);
   EXPECT_TRUE(allowed.passed());
   EXPECT_NE(find(allowed, "absolute.kld_mean[tables, q4_0/q4_0]")->detail.find("not checked"), std::string::npos);
@@ -464,7 +582,7 @@ TEST(Gate, MinimumCoveragePerDomainAndConfig) {
     {"coverage": {"items_min": 4, "scored_tokens_min": 300}},
     {"domain": "tables", "coverage": {"items_min": 5}}]})",
                                    "cov.json");
-  canonicalize_policy_kv(p, [](const std::string& s) { return s + "/" + s; });
+  canonicalize_policy_kv(p, [](const GateRule& r) { return std::vector<std::string>{r.kv + "/" + r.kv}; });
   GateRun cand = make_run(2, 4, 1.0);  // 4 items of 100 tokens per domain and config
   for (GateItem& it : cand.items)
     if (it.config == "q4_0/q4_0" && it.domain == "policy" && it.item_key != "policy-0") it.scores.kld_mean = std::nan("");
@@ -498,6 +616,17 @@ TEST(GatePolicy, LatencyAndCoverageKeys) {
   EXPECT_NE(error_of(R"({"kvgate_gate_policy": 1, "rules": [{}], "latency": {"tpot_slowdown_max": 0.5}})")
                 .find("latency.tpot_slowdown_max: a ratio limit must be >= 1"),
             std::string::npos);
+  EXPECT_NE(error_of(R"({"kvgate_gate_policy": 1, "rules": [{}], "latency": {"tpot_calibrated_ratio_max": 0.9}})")
+                .find("latency.tpot_calibrated_ratio_max: a ratio limit must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"kvgate_gate_policy": 1, "rules": [{}], "latency": {"tpot_calibrated_max": 1.2}})")
+                .find("unknown key 'tpot_calibrated_max'"),
+            std::string::npos);
+  const GatePolicy c = parse_gate_policy(R"({"kvgate_gate_policy": 1, "rules": [{}],
+    "latency": {"tpot_calibrated_ratio_max": 1.2, "ttft_calibrated_ratio_max": null}})",
+                                         "c.json");
+  EXPECT_EQ(c.latency.tpot_calibrated_ratio_max, 1.2);
+  EXPECT_FALSE(c.latency.ttft_calibrated_ratio_max);
   EXPECT_NE(error_of(R"({"kvgate_gate_policy": 1, "rules": [{"allow_unmeasured": 1}]})").find("rules[0].allow_unmeasured"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"kvgate_gate_policy": 1, "rules": [{"coverage": {"items": 3}}]})").find("unknown key 'items'"),

@@ -98,7 +98,7 @@ const char* kPositionPolicy = R"({
 
 GatePolicy position_policy() {
   GatePolicy p = parse_gate_policy(kPositionPolicy, "p.json");
-  canonicalize_policy_kv(p, [](const std::string& s) { return s + "/" + s; });
+  canonicalize_policy_kv(p, [](const GateRule& r) { return std::vector<std::string>{r.kv + "/" + r.kv}; });
   return p;
 }
 

@@ -56,8 +56,8 @@ std::vector<float> run_logits(const runtime::Model& model, ThreadPool& pool, con
 TEST(TopKKldOnTheDefaultModel, MeanEstimateIsCloseToTheFullKld) {
   KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
   const auto model = runtime::Model::load(kvgate::testing::default_model_file());
-  const auto tokenizer = runtime::Tokenizer::from_gguf(model->gguf());
-  const auto tmpl = runtime::ChatTemplate::from_gguf(model->gguf());
+  const auto tokenizer = runtime::Tokenizer::from_gguf((*model->files().gguf()));
+  const auto tmpl = runtime::ChatTemplate::from_gguf((*model->files().gguf()));
   ThreadPool pool(2);
   const size_t vocab = model->arch().n_vocab;
 

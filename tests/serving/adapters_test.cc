@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "serving/engine_traits.h"
 
 namespace kvgate::serving {
 namespace {
@@ -79,6 +80,48 @@ TEST(BuildGenerate, EachKindSendsTokenIdsGreedily) {
   }
 }
 
+// The neutral sampling fields of `kind` as they sit in `body` (top level, or SGLang's
+// sampling_params): every one present with its neutral value.
+void expect_pinned(EngineKind kind, const json& body) {
+  const EngineTraits& t = engine_traits(kind);
+  const json& where = t.sampling_object.empty() ? body : body.at(std::string(t.sampling_object));
+  const json neutral = json::parse(t.neutral_sampling);
+  EXPECT_FALSE(neutral.empty());
+  for (const auto& [key, value] : neutral.items()) {
+    ASSERT_TRUE(where.contains(key)) << engine_kind_name(kind) << " request lacks " << key << ": " << body.dump();
+    EXPECT_EQ(where[key], value) << engine_kind_name(kind) << " " << key;
+  }
+}
+
+// Issue 39: a greedy answer must not carry the model file's or the server's sampling defaults
+// (vLLM's generation_config.json, llama-server's GGUF general.sampling.*, SGLang's
+// --preferred-sampling-params), so every request that samples pins them; and one that reads no
+// top-k lists asks for none.
+TEST(BuildGenerate, EveryRequestPinsNeutralSamplingAndAsksNoListsItDoesNotRead) {
+  for (EngineKind kind : {EngineKind::vllm, EngineKind::sglang, EngineKind::llama_server, EngineKind::openai}) {
+    SCOPED_TRACE(engine_kind_name(kind));
+    const json plain = json::parse(build_generate(kind, "m", greedy(0)).body);
+    expect_pinned(kind, plain);
+    for (const char* list : {"logprobs", "top_logprobs_num", "return_logprob", "n_probs", "return_tokens_as_token_ids"})
+      EXPECT_FALSE(plain.contains(list)) << list;
+    expect_pinned(kind, json::parse(build_generate(kind, "m", greedy(5)).body));
+  }
+  const json vllm = json::parse(build_generate(EngineKind::vllm, "m", greedy(0)).body);
+  EXPECT_EQ(vllm["repetition_penalty"], 1);
+  EXPECT_EQ(vllm["presence_penalty"], 0);
+  EXPECT_EQ(vllm["frequency_penalty"], 0);
+  EXPECT_EQ(vllm["return_token_ids"], true) << "the ids come without logprobs";
+  const json llama = json::parse(build_generate(EngineKind::llama_server, "", greedy(0)).body);
+  EXPECT_EQ(llama["repeat_penalty"], 1);
+  EXPECT_EQ(llama["mirostat"], 0);
+  EXPECT_EQ(llama["dry_multiplier"], 0);
+  EXPECT_EQ(llama["samplers"], json::array({"temperature"}));
+  EXPECT_EQ(llama["return_tokens"], true);
+  const json sgl = json::parse(build_generate(EngineKind::sglang, "", greedy(0)).body);
+  EXPECT_EQ(sgl["sampling_params"]["repetition_penalty"], 1);
+  EXPECT_EQ(sgl["sampling_params"]["max_new_tokens"], 8);
+}
+
 TEST(BuildGenerate, RejectsWhatNoEngineAccepts) {
   EXPECT_NE(error_of([] { build_generate(EngineKind::vllm, "", greedy(21)); }).find("top logprobs must be in 0..20"), std::string::npos);
   EXPECT_NE(error_of([] { build_generate(EngineKind::vllm, "", GenerateRequest{}); }).find("empty prompt"), std::string::npos);
@@ -104,9 +147,12 @@ TEST(BuildScore, OneRequestOrOnePerSpanToken) {
   const auto s = build_score(EngineKind::sglang, "m", span_request());
   ASSERT_EQ(s.size(), 1u);
   const json sb = json::parse(s[0].body);
-  EXPECT_EQ(sb["logprob_start_len"], 3);
+  // One position early: SGLang leaves the row at logprob_start_len unscored.
+  EXPECT_EQ(sb["logprob_start_len"], 2);
   EXPECT_EQ(sb["top_logprobs_num"], 2);
   EXPECT_EQ(sb["input_ids"].size(), 5u);
+  expect_pinned(EngineKind::vllm, vb);
+  expect_pinned(EngineKind::sglang, sb);
 
   const auto l = build_score(EngineKind::llama_server, "", span_request());
   ASSERT_EQ(l.size(), 2u);
@@ -118,6 +164,7 @@ TEST(BuildScore, OneRequestOrOnePerSpanToken) {
     EXPECT_EQ(b["n_probs"], 2);
     EXPECT_EQ(b["cache_prompt"], true);
     EXPECT_FALSE(b.contains("logit_bias"));
+    expect_pinned(EngineKind::llama_server, b);
   }
   // With a plain token every step samples it, so a partial UTF-8 argmax cannot swallow the
   // step's probabilities (they are of the raw logits, unbiased).
@@ -162,17 +209,34 @@ TEST(ParseScore, VllmPromptLogprobsKeepTopKAndTheTarget) {
   EXPECT_NE(error_of([] { parse_score(EngineKind::vllm, span_request(), {"<html>"}); }).find("not JSON"), std::string::npos);
 }
 
-TEST(ParseScore, SglangInputLogprobsFromStartLen) {
+// SGLang's row at logprob_start_len (= the context's last token) is [None, id, None] with a null
+// top list; the span follows (logprob_result_processor.py:26-84).
+TEST(ParseScore, SglangDropsTheUnscoredRowAtStartLen) {
   const std::string body = R"({"text":"z","meta_info":{"cached_tokens":2,
-    "input_token_logprobs":[[-0.5,13,null],[-3.0,14,null]],
-    "input_top_logprobs":[[[-0.5,13,null],[-1.0,20,null]],[[-0.1,30,null],[-2.9,31,null]]]}})";
+    "input_token_logprobs":[[null,12,null],[-0.5,13,null],[-3.0,14,null]],
+    "input_top_logprobs":[null,[[-0.5,13,null],[-1.0,20,null]],[[-0.1,30,null],[-2.9,31,null]]]}})";
   const ScoreResult r = parse_score(EngineKind::sglang, span_request(), {body});
   ASSERT_EQ(r.tokens.size(), 2u);
+  EXPECT_DOUBLE_EQ(*r.tokens[0].target_logprob, -0.5);
   EXPECT_DOUBLE_EQ(*r.tokens[1].target_logprob, -3.0);
   EXPECT_EQ(r.tokens[1].top[0].id, 30);
   EXPECT_EQ(r.cached_prompt_tokens, 2);
-  const std::string wrong = R"({"meta_info":{"input_token_logprobs":[[-0.5,13,null],[-3.0,15,null]],"input_top_logprobs":[[],[]]}})";
+  const std::string wrong = R"({"meta_info":{"input_token_logprobs":[[null,12,null],[-0.5,13,null],[-3.0,15,null]],
+    "input_top_logprobs":[null,[],[]]}})";
   EXPECT_NE(error_of([&] { parse_score(EngineKind::sglang, span_request(), {wrong}); }).find("scored token 15 at span position 1"),
+            std::string::npos);
+  // A first row that is scored, or names another token, is not the layout asked for: said, not
+  // read one position off.
+  const std::string scored_first = R"({"meta_info":{"input_token_logprobs":[[-1.0,12,null],[-0.5,13,null],[-3.0,14,null]],
+    "input_top_logprobs":[[],[],[]]}})";
+  EXPECT_NE(error_of([&] { parse_score(EngineKind::sglang, span_request(), {scored_first}); }).find("not the unscored row"),
+            std::string::npos);
+  const std::string other_token = R"({"meta_info":{"input_token_logprobs":[[null,11,null],[-0.5,13,null],[-3.0,14,null]],
+    "input_top_logprobs":[null,[],[]]}})";
+  EXPECT_NE(error_of([&] { parse_score(EngineKind::sglang, span_request(), {other_token}); }).find("context's last token 12"),
+            std::string::npos);
+  const std::string short_body = R"({"meta_info":{"input_token_logprobs":[[-0.5,13,null],[-3.0,14,null]],"input_top_logprobs":[[],[]]}})";
+  EXPECT_NE(error_of([&] { parse_score(EngineKind::sglang, span_request(), {short_body}); }).find("for 2 positions, expected 3"),
             std::string::npos);
 }
 
@@ -218,10 +282,50 @@ TEST(Discovery, ReadsWhatEachEngineReports) {
   EXPECT_NE(sgl.raw.find("/get_server_info"), std::string::npos);
 
   EXPECT_EQ(kind_from_probe("/props", R"({"build_info":"b1"})"), EngineKind::llama_server);
-  EXPECT_EQ(kind_from_probe("/get_server_info", R"({"version":"0.5"})"), EngineKind::sglang);
+  EXPECT_EQ(kind_from_probe("/get_server_info", R"({"version":"0.5","model_path":"/m"})"), EngineKind::sglang);
+  EXPECT_EQ(kind_from_probe("/server_info", R"({"version":"0.5.23","kv_cache_dtype":"auto"})"), EngineKind::sglang);
+  // vLLM's dev-mode /server_info is not SGLang's.
+  EXPECT_FALSE(kind_from_probe("/server_info", R"({"vllm_config":"model=m, dtype=bfloat16"})").has_value());
   EXPECT_EQ(kind_from_probe("/version", R"({"version":"0.11"})"), EngineKind::vllm);
   EXPECT_FALSE(kind_from_probe("/version", "not json").has_value());
   EXPECT_NE(error_of([] { parse_discovery(EngineKind::vllm, {{"/version", "<html>"}}); }).find("GET /version"), std::string::npos);
+}
+
+TEST(Discovery, KvDtypeFromVllmMetricsAndSglangServerInfo) {
+  const std::string metrics = "# TYPE vllm:cache_config_info gauge\n"
+                              "vllm:cache_config_info_x{cache_dtype=\"wrong\"} 1.0\n"
+                              "vllm:cache_config_info{block_size=\"16\",note=\"a \\\"q\\\" b\",cache_dtype=\"fp8_e4m3\",engine=\"0\"} 1.0\n";
+  const EngineInfo vllm = parse_discovery(EngineKind::vllm, {{"/version", R"({"version":"0.34.0"})"}, {"/metrics", metrics}});
+  EXPECT_EQ(vllm.kv_cache_dtype, "fp8_e4m3");
+  EXPECT_EQ(reported_kv_label(vllm), "fp8_e4m3");
+  EXPECT_EQ(nlohmann::json::parse(vllm.raw)["/metrics"]["vllm:cache_config_info"]["note"], "a \"q\" b");
+  const EngineInfo quiet = parse_discovery(EngineKind::vllm, {{"/metrics", "vllm:num_requests_running 0\n"}});
+  EXPECT_EQ(quiet.kv_cache_dtype, "");
+  ASSERT_FALSE(quiet.notes.empty());
+  EXPECT_NE(quiet.notes.back().find("--disable-log-stats"), std::string::npos);
+
+  const EngineInfo auto_vllm = parse_discovery(EngineKind::vllm, {{"/metrics", R"(vllm:cache_config_info{cache_dtype="auto"} 1.0)"}});
+  EXPECT_EQ(reported_kv_label(auto_vllm), "auto: the model's dtype (vLLM does not report which)");
+
+  const EngineInfo sgl = parse_discovery(
+      EngineKind::sglang, {{"/server_info", R"({"version":"0.5.23","kv_cache_dtype":"auto","dtype":"bfloat16",
+                                                "context_length":null,"max_req_input_len":4090})"},
+                           {"/v1/models", R"({"data":[{"id":"m","max_model_len":4096}]})"}});
+  EXPECT_EQ(sgl.model_dtype, "bfloat16");
+  EXPECT_EQ(reported_kv_label(sgl), "auto: the model's dtype, bfloat16");
+  EXPECT_EQ(sgl.context_length, 4096) << "learnt from /v1/models where /server_info has null";
+  EXPECT_EQ(sgl.max_input_tokens, 4090);
+  EXPECT_TRUE(sgl.notes.empty());
+  EXPECT_EQ(context_problem(sgl, 4000, 96), "");
+  EXPECT_NE(context_problem(sgl, 4000, 97).find("more than the 4096 tokens of context"), std::string::npos);
+  EXPECT_NE(context_problem(sgl, 4090, 1).find("max_req_input_len"), std::string::npos);
+
+  const EngineInfo blind = parse_discovery(EngineKind::sglang, {{"/server_info", R"({"context_length":null})"}});
+  EXPECT_FALSE(blind.context_length.has_value());
+  EXPECT_EQ(context_problem(blind, 1000000, 100), "") << "nothing known, nothing refused";
+  ASSERT_EQ(blind.notes.size(), 2u);
+  EXPECT_NE(blind.notes[0].find("no context length"), std::string::npos);
+  EXPECT_NE(blind.notes[1].find("no kv_cache_dtype"), std::string::npos);
 }
 
 }  // namespace

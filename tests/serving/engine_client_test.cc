@@ -62,7 +62,8 @@ TEST(EngineClient, DiscoversEachEngineKind) {
     EXPECT_EQ(client.kind(), c.kind) << engine_kind_name(c.kind);
     EXPECT_EQ(info.kind, c.kind);
     EXPECT_EQ(client.model(), "fake-model");
-    EXPECT_EQ(info.kv_cache_dtype, c.kind == EngineKind::sglang ? "fp8_e4m3" : "");
+    // Both engines' default; llama-server and the plain API do not say.
+    EXPECT_EQ(info.kv_cache_dtype, c.kind == EngineKind::sglang || c.kind == EngineKind::vllm ? "auto" : "");
     const char* version = c.kind == EngineKind::llama_server ? "b0-fake" : c.kind == EngineKind::openai ? "" : "0.0.0-fake";
     EXPECT_EQ(info.version, version);
     EXPECT_EQ(info.context_length, 4096);

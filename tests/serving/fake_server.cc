@@ -121,7 +121,8 @@ std::vector<std::string> completions_events(const FakeServerOptions& o, const js
     json r = {{"id", "cmpl-score"}, {"object", "text_completion"}, {"model", o.model}};
     r["choices"] = json::array({{{"index", 0}, {"text", o.tokens[0]}, {"finish_reason", "length"},
                                  {"prompt_logprobs", vllm_prompt_logprobs(prompt, req["prompt_logprobs"].get<int>())}}});
-    r["usage"] = {{"prompt_tokens", prompt.size()}, {"completion_tokens", 1}};
+    r["usage"] = {{"prompt_tokens", prompt.size()}, {"total_tokens", prompt.size() + 1}, {"completion_tokens", 1}};
+    if (o.vllm_prompt_tokens_details) r["usage"]["prompt_tokens_details"] = {{"cached_tokens", 0}};
     body = r.dump();
     return {};
   }
@@ -143,8 +144,9 @@ std::vector<std::string> completions_events(const FakeServerOptions& o, const js
     }
     return lp;
   };
-  const json usage = {{"prompt_tokens", prompt.size()}, {"completion_tokens", n}, {"total_tokens", prompt.size() + n},
-                      {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+  // usage.prompt_tokens_details only with --enable-prompt-tokens-details (completion/serving.py:576-579).
+  json usage = {{"prompt_tokens", prompt.size()}, {"total_tokens", prompt.size() + n}, {"completion_tokens", n}};
+  if (o.vllm_prompt_tokens_details) usage["prompt_tokens_details"] = {{"cached_tokens", 0}};
   if (!req.value("stream", false)) {
     whole = true;
     std::string text;
@@ -164,8 +166,12 @@ std::vector<std::string> completions_events(const FakeServerOptions& o, const js
   std::vector<std::string> events;
   for (size_t i = 0; i < gen.size(); ++i) {
     json c = {{"index", 0}, {"text", gen[i].text}, {"logprobs", logprobs_of({&gen[i]})},
-              {"finish_reason", i + 1 == gen.size() ? json("length") : json(nullptr)}};
-    if (token_ids) c["token_ids"] = json::array({gen[i].id});
+              {"finish_reason", i + 1 == gen.size() ? json("length") : json(nullptr)}, {"stop_reason", nullptr}};
+    if (token_ids) {
+      // The first chunk of a stream carries the prompt's ids too (completion/serving.py:447-449).
+      c["prompt_token_ids"] = i == 0 ? json(prompt) : json(nullptr);
+      c["token_ids"] = json::array({gen[i].id});
+    }
     events.push_back(sse({{"id", "cmpl-1"}, {"object", "text_completion"}, {"model", o.model}, {"choices", json::array({c})}}));
   }
   if (req.contains("stream_options") && req["stream_options"].value("include_usage", false))
@@ -183,37 +189,78 @@ json llama_probs(int32_t id, const std::string& text, double lp, const FakeTop& 
   return entry;
 }
 
+// The length of the longest prefix of `text` that ends on a whole UTF-8 character (llama-server's
+// validate_utf8 in tools/server/server-common.cpp).
+size_t whole_utf8(const std::string& text) {
+  const size_t n = text.size();
+  for (size_t back = 1; back <= 4 && back <= n; ++back) {
+    const unsigned char c = static_cast<unsigned char>(text[n - back]);
+    if ((c & 0xC0) != 0x80) {  // the lead byte of the last character
+      const size_t need = (c & 0x80) == 0 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+      return back < need ? n - back : n;
+    }
+  }
+  return n;
+}
+
 std::vector<std::string> llama_events(const FakeServerOptions& o, const json& req, int64_t cache_n, bool& whole, std::string& body) {
   const std::vector<int32_t> prompt = prompt_ids(req.value("prompt", json()));
   const int n = req.value("n_predict", 16);
   const int k = req.value("n_probs", 0);
-  const std::vector<Generated> gen = generate(o, prompt, n, k);
+  std::vector<Generated> gen = generate(o, prompt, n, k);
+  // A logit bias of +100 or more makes its token the one sampled (kvgate's plain token); the
+  // probabilities stay those of the raw logits.
+  if (req.contains("logit_bias") && req["logit_bias"].is_array() && !gen.empty())
+    for (const json& b : req["logit_bias"])
+      if (b.is_array() && b.size() == 2 && b[0].is_number_integer() && b[1].is_number() && b[1].get<double>() >= 100) {
+        gen[0].id = b[0].get<int32_t>();
+        gen[0].text = ".";
+        gen[0].logprob = gen[0].top.logprob_of(gen[0].id);
+      }
   const json timings = {{"cache_n", cache_n}, {"prompt_n", static_cast<int64_t>(prompt.size()) - cache_n}, {"prompt_ms", 1.5},
                         {"predicted_n", n}, {"predicted_ms", 2.5}};
+  // A token whose text leaves the answer inside a UTF-8 character is held back with its
+  // probabilities; the token that completes the character carries the text of both under its
+  // own id alone (process_token in tools/server/server-context.cpp:1966-2012).
+  struct Sent {
+    size_t token;  // index into gen
+    std::string text;
+  };
+  std::vector<Sent> sent;
+  std::string generated;
+  size_t n_sent_text = 0;
+  for (size_t i = 0; i < gen.size(); ++i) {
+    generated += gen[i].text;
+    if (whole_utf8(generated) < generated.size()) continue;
+    sent.push_back({i, generated.substr(n_sent_text)});
+    n_sent_text = generated.size();
+  }
   if (!req.value("stream", false)) {
     whole = true;
-    json r = {{"index", 0}, {"stop", true}, {"stop_type", "limit"}, {"tokens_evaluated", prompt.size()},
-              {"tokens_predicted", n}, {"timings", timings}, {"content", ""}, {"tokens", json::array()}};
-    std::string text;
-    json probs = json::array();
-    for (const auto& g : gen) {
-      text += g.text;
-      if (k > 0) probs.push_back(llama_probs(g.id, g.text, g.logprob, g.top));
+    json r = {{"index", 0}, {"content", generated}, {"tokens", json::array()}, {"id_slot", 0}, {"stop", true},
+              {"model", o.model}, {"tokens_predicted", n}, {"tokens_evaluated", prompt.size()}, {"stop_type", "limit"},
+              {"timings", timings}};
+    if (req.value("return_tokens", false))
+      for (const auto& g : gen) r["tokens"].push_back(g.id);
+    if (k > 0) {
+      json probs = json::array();
+      for (const Sent& s : sent) probs.push_back(llama_probs(gen[s.token].id, s.text, gen[s.token].logprob, gen[s.token].top));
+      r["completion_probabilities"] = probs;
     }
-    r["content"] = text;
-    if (k > 0) r["completion_probabilities"] = probs;
     body = r.dump();
     return {};
   }
   std::vector<std::string> events;
-  for (size_t i = 0; i < gen.size(); ++i) {
-    json c = {{"index", 0}, {"content", gen[i].text}, {"tokens", json::array({gen[i].id})}, {"stop", false}, {"id_slot", 0},
-              {"tokens_predicted", i + 1}, {"tokens_evaluated", prompt.size()}};
-    if (k > 0) c["completion_probabilities"] = json::array({llama_probs(gen[i].id, gen[i].text, gen[i].logprob, gen[i].top)});
+  for (const Sent& s : sent) {
+    const Generated& g = gen[s.token];
+    json c = {{"index", 0}, {"content", s.text}, {"tokens", json::array({g.id})}, {"stop", false}, {"id_slot", 0},
+              {"tokens_predicted", s.token + 1}, {"tokens_evaluated", prompt.size()}};
+    if (k > 0) c["completion_probabilities"] = json::array({llama_probs(g.id, s.text, g.logprob, g.top)});
     events.push_back(sse(c));
   }
-  events.push_back(sse({{"index", 0}, {"content", ""}, {"tokens", json::array()}, {"stop", true}, {"stop_type", "limit"},
-                        {"tokens_predicted", n}, {"tokens_evaluated", prompt.size()}, {"timings", timings}}));
+  events.push_back(sse({{"index", 0}, {"content", ""}, {"tokens", json::array()}, {"id_slot", 0}, {"stop", true},
+                        {"model", o.model}, {"tokens_predicted", n}, {"tokens_evaluated", prompt.size()},
+                        {"stop_type", "limit"}, {"timings", timings}}));
   return events;
 }
 
@@ -230,49 +277,65 @@ json top_triples(const FakeTop& t) {
 std::vector<std::string> sglang_events(const FakeServerOptions& o, const json& req, bool& whole, std::string& body) {
   const std::vector<int32_t> prompt = prompt_ids(req.contains("input_ids") ? req["input_ids"] : req.value("text", json()));
   const json sp = req.value("sampling_params", json::object());
-  const int n = sp.value("max_new_tokens", 16);
+  const int n = sp.value("max_new_tokens", 128);
   const bool logprobs = req.value("return_logprob", false);
   const int k = logprobs ? req.value("top_logprobs_num", 0) : 0;
   const std::vector<Generated> gen = generate(o, prompt, n, k);
+  // managers/tokenizer_manager.py:2506-2512, 2553-2558, 2840-2937.
   auto meta = [&](size_t produced, bool last) {
-    json m = {{"id", "sgl-1"}, {"prompt_tokens", prompt.size()}, {"completion_tokens", produced}, {"cached_tokens", 0},
-              {"finish_reason", last ? json{{"type", "length"}, {"length", n}} : json(nullptr)}};
+    json m = {{"id", "sgl-1"}, {"finish_reason", last ? json{{"type", "length"}, {"length", n}} : json(nullptr)},
+              {"prompt_tokens", prompt.size()}, {"weight_version", "default"}, {"num_retractions", 0}};
     if (logprobs) {
+      m["input_token_logprobs"] = json::array();
       m["output_token_logprobs"] = json::array();
-      m["output_top_logprobs"] = json::array();
-      for (size_t i = 0; i < produced; ++i) {
-        m["output_token_logprobs"].push_back(triple(gen[i].logprob, gen[i].id));
-        m["output_top_logprobs"].push_back(top_triples(gen[i].top));
-      }
+      m["output_token_logprobs_length"] = produced;
+      for (size_t i = 0; i < produced; ++i) m["output_token_logprobs"].push_back(triple(gen[i].logprob, gen[i].id));
+      // -1 (or none): the output tokens only; otherwise the row at logprob_start_len is never
+      // scored: [None] + the logprobs of the later positions, ids from logprob_start_len on
+      // (scheduler_components/logprob_result_processor.py:26-84).
       const int64_t start = req.value("logprob_start_len", -1);
-      if (start >= 0) {
-        m["input_token_logprobs"] = json::array();
-        m["input_top_logprobs"] = json::array();
+      if (start >= 0)
         for (size_t p = static_cast<size_t>(start); p < prompt.size(); ++p) {
-          if (p == 0) {
-            m["input_token_logprobs"].push_back(json::array({nullptr, prompt[0], nullptr}));
-            m["input_top_logprobs"].push_back(nullptr);
+          if (p == static_cast<size_t>(start)) {
+            m["input_token_logprobs"].push_back(json::array({nullptr, prompt[p], nullptr}));
             continue;
           }
           const FakeTop d = fake_distribution(std::vector<int32_t>(prompt.begin(), prompt.begin() + static_cast<long>(p)), k);
           m["input_token_logprobs"].push_back(triple(d.logprob_of(prompt[p]), prompt[p]));
-          m["input_top_logprobs"].push_back(top_triples(d));
         }
+      if (k > 0) {
+        m["input_top_logprobs"] = json::array();
+        if (start >= 0)
+          for (size_t p = static_cast<size_t>(start); p < prompt.size(); ++p)
+            m["input_top_logprobs"].push_back(
+                p == static_cast<size_t>(start)
+                    ? json(nullptr)
+                    : top_triples(fake_distribution(std::vector<int32_t>(prompt.begin(), prompt.begin() + static_cast<long>(p)), k)));
+        m["output_top_logprobs"] = json::array();
+        for (size_t i = 0; i < produced; ++i) m["output_top_logprobs"].push_back(top_triples(gen[i].top));
       }
     }
+    m["reasoning_tokens"] = 0;
+    m["completion_tokens"] = produced;
+    m["cached_tokens"] = 0;
     return m;
+  };
+  auto ids_until = [&](size_t produced) {
+    json a = json::array();
+    for (size_t i = 0; i < produced; ++i) a.push_back(gen[i].id);
+    return a;
   };
   std::string text;
   if (!req.value("stream", false)) {
     whole = true;
     for (const auto& g : gen) text += g.text;
-    body = json{{"text", text}, {"meta_info", meta(gen.size(), true)}}.dump();
+    body = json{{"text", text}, {"output_ids", ids_until(gen.size())}, {"meta_info", meta(gen.size(), true)}}.dump();
     return {};
   }
   std::vector<std::string> events;
   for (size_t i = 0; i < gen.size(); ++i) {
     text += gen[i].text;  // cumulative, SGLang's default
-    events.push_back(sse({{"text", text}, {"meta_info", meta(i + 1, i + 1 == gen.size())}}));
+    events.push_back(sse({{"text", text}, {"output_ids", ids_until(i + 1)}, {"meta_info", meta(i + 1, i + 1 == gen.size())}}));
   }
   events.push_back("data: [DONE]\n\n");
   return events;
@@ -461,6 +524,31 @@ void FakeServer::serve_connection(int fd) {
   ::close(fd);
 }
 
+bool FakeServer::serve_fixture(int fd, const RecordedRequest& request, Fault fault) {
+  json body = nullptr;
+  if (!request.body.empty()) body = json::parse(request.body, nullptr, false);
+  for (const Fixture& f : options_.fixtures) {
+    if (f.method != request.method || f.path != request.path || f.request != body) continue;
+    if (f.content_type != "text/event-stream") return send_whole(fd, f.status, f.content_type, f.body);
+    // One SSE event per chunk, as the engines flush them.
+    std::vector<std::string> events;
+    for (size_t at = 0; at < f.body.size();) {
+      const size_t end = f.body.find("\n\n", at);
+      const size_t stop = end == std::string::npos ? f.body.size() : end + 2;
+      events.push_back(f.body.substr(at, stop - at));
+      at = stop;
+    }
+    return stream_events(fd, events, fault);
+  }
+  if (request.method == "GET") return send_whole(fd, 404, "application/json", R"({"detail":"Not Found"})");
+  // What the engine's schema check would do with a body no fixture describes: refuse it, saying
+  // which request it was, so the test's failure shows what kvgate sent.
+  return send_whole(fd, 400, "application/json",
+                    json{{"error", {{"message", "no fixture matches " + request.method + " " + request.path + " " +
+                                                    request.body.substr(0, 400)}}}}
+                        .dump());
+}
+
 bool FakeServer::handle(int fd, const RecordedRequest& request) {
   const bool discovery = request.method == "GET" || request.path == "/tokenize";
   const Fault fault = discovery && !options_.fault_get_requests ? Fault::none : next_fault();
@@ -490,24 +578,52 @@ bool FakeServer::handle(int fd, const RecordedRequest& request) {
   }
 
   const std::string& p = request.path;
+  if (!options_.fixtures.empty()) return serve_fixture(fd, request, fault);
   if (request.method == "GET") {
     json r;
     const Personality who = options_.personality;
+    const bool sglang_new = who == Personality::sglang && !options_.sglang_deprecated_paths_only;
     if (p == "/v1/models") {
-      r = {{"object", "list"}, {"data", json::array({{{"id", options_.model}, {"object", "model"}, {"max_model_len", 4096}}})}};
+      // vLLM and SGLang say the context here; llama-server says it in /props.
+      json card = {{"id", options_.model}, {"object", "model"}};
+      if (who != Personality::llama_server) card["max_model_len"] = options_.context_length;
+      r = {{"object", "list"}, {"data", json::array({card})}};
     } else if (p == "/version" && who == Personality::vllm) {
       r = {{"version", "0.0.0-fake"}};
+    } else if (p == "/metrics" && who == Personality::vllm) {
+      // v1/metrics/loggers.py:1114-1135: CacheConfig's fields as the labels of a gauge at 1.
+      std::string text = "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+                         "# TYPE vllm:num_requests_running gauge\n"
+                         "vllm:num_requests_running{engine=\"0\",model_name=\"" + options_.model + "\"} 0.0\n";
+      if (!options_.kv_cache_dtype.empty())
+        text += "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+                "# TYPE vllm:cache_config_info gauge\n"
+                "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"" + options_.kv_cache_dtype +
+                "\",enable_prefix_caching=\"True\",engine=\"0\",gpu_memory_utilization=\"0.9\"} 1.0\n";
+      return send_whole(fd, 200, "text/plain; version=0.0.4; charset=utf-8", text);
     } else if (p == "/props" && who == Personality::llama_server) {
       r = {{"build_info", "b0-fake"}, {"model_alias", options_.model}, {"model_path", "/models/fake.gguf"},
-           {"total_slots", 1}, {"default_generation_settings", {{"n_ctx", 4096}}}};
-    } else if (p == "/get_server_info" && who == Personality::sglang) {
-      r = {{"version", "0.0.0-fake"}, {"kv_cache_dtype", options_.kv_cache_dtype}, {"model_path", options_.model}, {"context_length", 4096}};
-    } else if (p == "/get_model_info" && who == Personality::sglang) {
-      r = {{"model_path", options_.model}, {"is_generation", true}};
+           {"total_slots", 1}, {"default_generation_settings", {{"n_ctx", options_.context_length}}}};
+    } else if ((p == "/get_server_info" || (p == "/server_info" && sglang_new)) && who == Personality::sglang) {
+      // utils/common.py:3584-3593: the resolved server args plus the scheduler's info.
+      r = {{"version", "0.0.0-fake"}, {"kv_cache_dtype", options_.kv_cache_dtype}, {"dtype", options_.model_dtype},
+           {"model_path", options_.model}, {"served_model_name", options_.model},
+           {"context_length", options_.context_length_arg ? json(*options_.context_length_arg) : json(nullptr)},
+           {"max_req_input_len", options_.context_length - 6}, {"max_total_num_tokens", 100000}};
+    } else if ((p == "/get_model_info" || (p == "/model_info" && sglang_new)) && who == Personality::sglang) {
+      r = {{"model_path", options_.model}, {"served_model_name", options_.model}, {"is_generation", true},
+           {"preferred_sampling_params", nullptr}};
     } else {
       return send_whole(fd, 404, "application/json", R"({"detail":"Not Found"})");
     }
     return send_whole(fd, 200, "application/json", r.dump());
+  }
+  if (p == "/tokenize" && options_.personality == Personality::llama_server) {
+    // The bytes of the content as ids, as the other synthesised prompts are.
+    const json body = json::parse(request.body, nullptr, false);
+    json tokens = json::array();
+    if (body.is_object() && body.contains("content")) tokens = prompt_ids(body["content"]);
+    return send_whole(fd, 200, "application/json", json{{"tokens", tokens}}.dump());
   }
 
   json req;
@@ -552,6 +668,12 @@ bool FakeServer::handle(int fd, const RecordedRequest& request) {
     if (fault == Fault::stall_mid_stream) wait_or_stop(options_.stall_ms);
     return false;
   }
+  return stream_events(fd, events, fault);
+}
+
+bool FakeServer::stream_events(int fd, const std::vector<std::string>& events, Fault fault) {
+  const bool stream_fault = fault == Fault::invalid_json_chunk || fault == Fault::stall_mid_stream ||
+                            fault == Fault::close_mid_stream || fault == Fault::truncated_stream;
   if (!send_stream_head(fd)) return false;
   const size_t good = stream_fault ? std::min<size_t>(2, events.size()) : events.size();
   const size_t per_write = static_cast<size_t>(std::max(1, options_.tokens_per_write));

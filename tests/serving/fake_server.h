@@ -5,20 +5,30 @@
 // (SGLang) — plus their discovery paths, streams canned tokens, and on request misbehaves in
 // the ways a real server or network does (Fault).
 //
-// Every distribution it reports comes from fake_distribution(), a deterministic function of
-// the token prefix, so a test can check that each dialect's encoding decodes to the same
-// numbers.
+// Two ways to answer. With FakeServerOptions::fixtures it serves recorded exchanges
+// (tests/serving/fixtures.h: complete bodies written from the engines' released code) and
+// nothing else: a request that matches no fixture's request exactly is refused, so a test
+// against fixtures also pins what kvgate sends. Otherwise it synthesises answers in the layouts
+// of those fixtures (FakeLayout.SynthesisedBodiesHaveTheFixturesShape checks it): SGLang's
+// unscored first input row and default /server_info (context_length null, kv_cache_dtype
+// "auto"), vLLM's usage without prompt_tokens_details unless the server has the flag,
+// llama-server's withheld partial UTF-8 tokens, /tokenize and logit_bias. Every distribution it
+// reports comes from fake_distribution(), a deterministic function of the token prefix, so a
+// test can check that each dialect's encoding decodes to the same numbers.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "tests/serving/fixtures.h"
 
 namespace kvgate::testing {
 
@@ -52,7 +62,17 @@ struct FakeServerOptions {
   int token_interval_us = 0;  // pause between streamed tokens
   int tokens_per_write = 1;   // SSE events per socket write (the benchmark batches)
   std::string model = "fake-model";
-  std::string kv_cache_dtype = "fp8_e4m3";  // reported by the SGLang personality
+  // The KV cache dtype SGLang's /server_info and vLLM's /metrics report ("" = vLLM without the
+  // cache_config_info gauge); both engines default to "auto".
+  std::string kv_cache_dtype = "auto";
+  std::string model_dtype = "auto";  // SGLang's /server_info dtype
+  int64_t context_length = 4096;     // what the engine serves (/v1/models, /props, SGLang's scheduler)
+  // SGLang's /server_info context_length: null unless the server was started with it.
+  std::optional<int64_t> context_length_arg;
+  bool vllm_prompt_tokens_details = false;  // vLLM's --enable-prompt-tokens-details
+  bool sglang_deprecated_paths_only = false;  // an older SGLang: /get_server_info, /get_model_info
+  // Fixture mode: these exchanges and nothing else.
+  std::vector<Fixture> fixtures;
   // false: discovery requests (GETs, POST /tokenize) are always answered normally and take no
   // scripted fault, so a fault reaches generation and scoring only.
   bool fault_get_requests = true;
@@ -92,6 +112,8 @@ class FakeServer {
   void accept_loop();
   void serve_connection(int fd);
   bool handle(int fd, const RecordedRequest& request);  // false: close the connection
+  bool serve_fixture(int fd, const RecordedRequest& request, Fault fault);
+  bool stream_events(int fd, const std::vector<std::string>& events, Fault fault);
   Fault next_fault();
   bool wait_or_stop(int ms);  // false when stopping
 
