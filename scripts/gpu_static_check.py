@@ -3,11 +3,11 @@
 
   gpu_static_check.py --rules scripts/gpu-static-rules.tsv --cuobjdump PATH --build DIR [--nvcc NVCC]
 
-For every source the rules name: compiles it for sm_90 with the project's flags into DIR (a cubin
-and ptxas's -v report), reads each kernel's registers, stack and spills from the report and its
-opcodes from `cuobjdump -sass`, applies every matching rule, prints one table row per kernel and
-exits 1 when a rule fails (2 for a bad rules file, 3 when a tool fails). Offline tooling: nothing
-in kvgate's product runs it.
+For every source and architecture the rules name: compiles the source for that architecture with
+the project's flags into DIR (a cubin and ptxas's -v report), reads each kernel's registers, stack
+and spills from the report and its instructions from `cuobjdump -sass`, applies every matching
+rule, prints one table row per kernel and architecture and exits 1 when a rule fails (2 for a bad
+rules file, 3 when a tool fails). Offline tooling: nothing in kvgate's product runs it.
 """
 import argparse
 import collections
@@ -17,16 +17,17 @@ import resource
 import subprocess
 import sys
 
-FLAGS = ["-std=c++17", "-O3", "-gencode", "arch=compute_90,code=sm_90", "--fmad=false", "-DKVGATE_HAVE_CUDA=1",
-         "-Xptxas", "-v", "-cubin"]
+FLAGS = ["-std=c++17", "-O3", "--fmad=false", "-DKVGATE_HAVE_CUDA=1", "-Xptxas", "-v", "-cubin"]
+# WeightType's order in kernels/gpu/weight_blocks.h, to name the GEMV kernels in the table.
+WEIGHT_TYPES = ["f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q6_k"]
 BUDGET_SECONDS = 15.0  # compile time per translation unit per architecture on 2 cores (CPU seconds)
 
 
 class Rule:
     def __init__(self, fields, line):
-        if len(fields) != 8:
-            raise ValueError(f"line {line}: expected 8 tab-separated fields, got {len(fields)}")
-        self.source, pattern, regs, local, require, forbid, calls, self.why = fields
+        if len(fields) != 10:
+            raise ValueError(f"line {line}: expected 10 tab-separated fields, got {len(fields)}")
+        self.source, archs, pattern, regs, local, require, forbid, calls, loop, self.why = fields
         self.line = line
         self.pattern = re.compile(pattern)
         self.max_regs = None if regs == "-" else int(regs)
@@ -35,6 +36,17 @@ class Rule:
         self.require = [] if require == "-" else [re.compile(r) for r in split_top(require)]
         self.forbid = None if forbid == "-" else re.compile(forbid)
         self.max_calls = None if calls == "-" else int(calls)
+        self.archs = archs.split(",")
+        for a in self.archs:
+            if not re.fullmatch(r"sm_\d+", a):
+                raise ValueError(f"line {line}: architecture {a!r} is not sm_NN")
+        # loop: OPCODE-REGEX>=N, at least N such instructions in one loop body (a backward branch's).
+        self.loop = None
+        if loop != "-":
+            m = re.fullmatch(r"(.+)>=(\d+)", loop)
+            if not m:
+                raise ValueError(f"line {line}: loop rule {loop!r} is not REGEX>=N")
+            self.loop = (re.compile(m.group(1)), int(m.group(2)))
 
 
 def split_top(text):
@@ -78,10 +90,11 @@ def demangle(names):
     return dict(zip(names, out.splitlines()))
 
 
-def compile_source(nvcc, source, build):
-    base = os.path.join(build, os.path.basename(source).replace(".cu", ""))
+def compile_source(nvcc, source, arch, build):
+    base = os.path.join(build, os.path.basename(source).replace(".cu", "") + "." + arch)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run([nvcc, *FLAGS, "-I.", source, "-o", base + ".cubin"], capture_output=True, text=True)
+    proc = subprocess.run([nvcc, *FLAGS, "-gencode", f"arch={arch.replace('sm_', 'compute_')},code={arch}", "-I.", source,
+                           "-o", base + ".cubin"], capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
@@ -116,8 +129,8 @@ def ptxas_report(text):
     return kernels
 
 
-def sass_opcodes(cuobjdump, cubin):
-    """{mangled kernel: Counter(opcode)} from cuobjdump -sass."""
+def sass_functions(cuobjdump, cubin):
+    """{mangled kernel: [(address, opcode, instruction text)]} from cuobjdump -sass."""
     proc = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
@@ -127,18 +140,39 @@ def sass_opcodes(cuobjdump, cubin):
         m = re.search(r"Function : (\S+)", line)
         if m:
             current = m.group(1)
-            out[current] = collections.Counter()
+            out[current] = []
             continue
-        m = re.match(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
+        m = re.match(r"\s*/\*([0-9a-f]+)\*/\s+((?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)[^;]*);", line)
         if m and current:
-            out[current][m.group(1)] += 1
+            out[current].append((int(m.group(1), 16), m.group(3), m.group(2)))
     return out
 
 
+def calls_made(instructions):
+    """Calls of device functions. A function called out of line ends in RET; without one, a
+    `CALL.REL.NOINC` to a nearby address is Ampere's loop-exit convergence idiom, no call."""
+    calls = [op for _, op, _ in instructions if op.startswith("CALL")]
+    if any(op.startswith("RET") for _, op, _ in instructions):
+        return len(calls)
+    return sum(1 for op in calls if op.startswith("CALL.ABS"))
+
+
+def most_in_one_loop(instructions, opcode):
+    """The most instructions matching `opcode` in one loop body (a backward branch's target to it)."""
+    best = 0
+    for addr, op, text in instructions:
+        m = re.search(r"\bBRA\s+(?:`\(\.L_x_\d+\)\s*)?0x([0-9a-f]+)", text)
+        if op.startswith("BRA") and m and int(m.group(1), 16) < addr:
+            target = int(m.group(1), 16)
+            best = max(best, sum(1 for a, o, _ in instructions if target <= a <= addr and opcode.match(o)))
+    return best
+
+
 def short(name):
-    name = re.sub(r"kvgate::kernels::gpu::|kvgate::kernels::|kvgate::", "", name)
+    name = re.sub(r"kvgate::kernels::gpu::|kvgate::kernels::|kvgate::|\(anonymous namespace\)::", "", name)
+    name = re.sub(r"\(WeightType\)(\d+)", lambda m: WEIGHT_TYPES[int(m.group(1))], name)
     name = name.replace("KvTile<", "").replace("Rows", "")
-    return re.sub(r"\(AttentionParams\)$", "", name)
+    return re.sub(r"^void |\((AttentionParams|[^()]*)\)$", "", name)
 
 
 def main():
@@ -150,26 +184,28 @@ def main():
     args = ap.parse_args()
     rules = read_rules(args.rules)
     os.makedirs(args.build, exist_ok=True)
-    sources = list(dict.fromkeys(r.source for r in rules))
+    targets = list(dict.fromkeys((r.source, a) for r in rules for a in r.archs))
     failures, rows, budget_lines = [], [], []
-    for source in sources:
+    for source, arch in targets:
         if not os.path.exists(source):
             raise SystemExit(f"{args.rules}: source {source} does not exist")
-        cubin, report, cpu = compile_source(args.nvcc, source, args.build)
-        budget_lines.append(f"{source}: {cpu:.1f} s CPU for sm_90 (budget {BUDGET_SECONDS:.0f} s)"
+        cubin, report, cpu = compile_source(args.nvcc, source, arch, args.build)
+        budget_lines.append(f"{source}: {cpu:.1f} s CPU for {arch} (budget {BUDGET_SECONDS:.0f} s)"
                             + ("" if cpu <= BUDGET_SECONDS else "  OVER BUDGET"))
         resources = ptxas_report(report)
-        opcodes = sass_opcodes(args.cuobjdump, cubin)
-        names = demangle(sorted(opcodes))
+        functions = sass_functions(args.cuobjdump, cubin)
+        names = demangle(sorted(functions))
+        for_target = [r for r in rules if r.source == source and arch in r.archs]
         matched_any = collections.Counter()
-        for mangled in sorted(opcodes, key=lambda m: names[m]):
+        for mangled in sorted(functions, key=lambda m: names[m]):
             name = names[mangled]
             res = resources.get(mangled, {"regs": -1, "stack": -1, "spill_st": -1, "spill_ld": -1})
-            ops = opcodes[mangled]
-            applied = [r for r in rules if r.source == source and r.pattern.search(name)]
+            ops = collections.Counter(op for _, op, _ in functions[mangled])
+            applied = [r for r in for_target if r.pattern.search(name)]
             if not applied:
                 continue
-            problems = []
+            calls = calls_made(functions[mangled])
+            problems, loop_counts = [], []
             for r in applied:
                 matched_any[r.line] += 1
                 if r.max_regs is not None and res["regs"] > r.max_regs:
@@ -185,29 +221,34 @@ def main():
                     bad = sorted(op for op in ops if r.forbid.search(op))
                     if bad:
                         problems.append("forbidden " + ", ".join(f"{op} x{ops[op]}" for op in bad))
-                if r.max_calls is not None:
-                    calls = sum(n for op, n in ops.items() if op.startswith("CALL"))
-                    if calls > r.max_calls:
-                        problems.append(f"{calls} CALLs > {r.max_calls}")
+                if r.max_calls is not None and calls > r.max_calls:
+                    problems.append(f"{calls} CALLs > {r.max_calls}")
+                if r.loop is not None:
+                    n = most_in_one_loop(functions[mangled], r.loop[0])
+                    loop_counts.append(str(n))
+                    if n < r.loop[1]:
+                        problems.append(f"{n} {r.loop[0].pattern} in one loop body < {r.loop[1]}")
+            problems = list(dict.fromkeys(problems))
             count = lambda pred: sum(n for op, n in ops.items() if pred(op))
-            rows.append([short(name), str(res["regs"]), f"{res['stack']}/{res['spill_st']}/{res['spill_ld']}",
+            rows.append([short(name), arch, str(res["regs"]), f"{res['stack']}/{res['spill_st']}/{res['spill_ld']}",
                          str(count(lambda o: o.startswith("LDGSTS") and o.endswith(".128"))),
                          str(count(lambda o: o.startswith("LDG.") or o == "LDG")),
+                         "/".join(loop_counts) or "-",
                          str(count(lambda o: o.startswith(("LDL", "STL")))),
-                         str(count(lambda o: o.startswith(("BRX", "CALL")))),
+                         f"{count(lambda o: o.startswith('BRX'))}/{calls}",
                          str(count(lambda o: o.startswith("HMMA"))),
                          str(count(lambda o: o.startswith("F2FP") and "E4M3" in o)),
                          str(sum(ops.values())),
                          "ok" if not problems else "FAIL: " + "; ".join(problems)])
             if problems:
                 failures.append(name)
-        for r in rules:
-            if r.source == source and matched_any[r.line] == 0:
-                rows.append([f"(rule line {r.line}: {r.pattern.pattern})", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                             "FAIL: matches no kernel"])
+        for r in for_target:
+            if matched_any[r.line] == 0:
+                rows.append([f"(rule line {r.line}: {r.pattern.pattern})", arch, "-", "-", "-", "-", "-", "-", "-", "-",
+                             "-", "-", "FAIL: matches no kernel"])
                 failures.append(f"rule line {r.line}")
-    header = ["kernel (sm_90)", "regs", "stack/spill st/ld", "LDGSTS.128", "LDG", "LDL/STL", "BRX/CALL", "HMMA",
-              "F2FP E4M3", "SASS", "verdict"]
+    header = ["kernel", "arch", "regs", "stack/spill st/ld", "LDGSTS.128", "LDG", "loop rule count", "LDL/STL",
+              "BRX/CALL", "HMMA", "F2FP E4M3", "SASS", "verdict"]
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join("---" for _ in header) + "|")
     for row in rows:
