@@ -32,45 +32,6 @@
 
 namespace kvgate::kernels::gpu {
 
-// Decodes tokens [0, n_tok) of a tile (rows from row(tok)) into the f16 tiles (keys as hi and lo
-// terms when kSplit); tokens past n_tok become zeros (P is 0 there, and 0 x a stale NaN would not be).
-template <class KT, class VT, int D, bool kSplit, class KeyRow, class ValueRow>
-__device__ __forceinline__ void decode_prefill_tile(const RowArgs& ka, const RowArgs& va, KeyRow key_row,
-                                                    ValueRow value_row, int n_tok, uint16_t* ks, uint16_t* ks_lo,
-                                                    uint16_t* vt) {
-  constexpr int BC = kPrefillTokens, kRuns = D / 8;
-#pragma unroll 1
-  for (int idx = threadIdx.x; idx < BC * kRuns; idx += kPrefillThreads) {
-    const int run = idx % kRuns, tok = idx / kRuns;
-    float y[8];
-    if (tok < n_tok) {
-      KT::template decode<8>(ka, key_row(tok), 8 * run, y);
-    } else {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) y[k] = 0.0f;
-    }
-    uint4 h, lo;
-    split_half2(y[0], y[1], h.x, lo.x);
-    split_half2(y[2], y[3], h.y, lo.y);
-    split_half2(y[4], y[5], h.z, lo.z);
-    split_half2(y[6], y[7], h.w, lo.w);
-    *reinterpret_cast<uint4*>(ks + key_tile_offset(D, tok, 8 * run)) = h;
-    if constexpr (kSplit) *reinterpret_cast<uint4*>(ks_lo + key_tile_offset(D, tok, 8 * run)) = lo;
-  }
-#pragma unroll 1
-  for (int idx = threadIdx.x; idx < (BC / 2) * kRuns; idx += kPrefillThreads) {
-    const int pair = idx % (BC / 2), run = idx / (BC / 2);
-    float a[8], b[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) a[k] = b[k] = 0.0f;
-    if (2 * pair < n_tok) VT::template decode<8>(va, value_row(2 * pair), 8 * run, a);
-    if (2 * pair + 1 < n_tok) VT::template decode<8>(va, value_row(2 * pair + 1), 8 * run, b);
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-      *reinterpret_cast<uint32_t*>(vt + value_tile_offset(BC, 2 * pair, 8 * run + k)) = pack_half2(a[k], b[k]);
-  }
-}
-
 // 2^x: the hardware's approximation (relative error about 2^-22, far below the f16 terms);
 // exp2f's exact path elsewhere.
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -160,11 +121,13 @@ __global__ void __launch_bounds__(kPrefillThreads, prefill_min_blocks(!kF16Exact
     if constexpr (kPrefillStaged) {
       decode_prefill_tile<KT, VT, D, kSplit>(
           key_args, value_args, [&](int tok) { return stage + tok * key_stride; },
-          [&](int tok) { return stage + L.stage_value + tok * value_stride; }, n_tok, ks, ks_lo, vt);
+          [&](int tok) { return stage + L.stage_value + tok * value_stride; }, n_tok, ks, ks_lo, vt, threadIdx.x,
+          kPrefillThreads);
     } else {
       decode_prefill_tile<KT, VT, D, kSplit>(
           key_args, value_args, [&](int tok) { return p.keys.unit(t0 + tok, kv_head); },
-          [&](int tok) { return p.values.unit(t0 + tok, kv_head); }, n_tok, ks, ks_lo, vt);
+          [&](int tok) { return p.values.unit(t0 + tok, kv_head); }, n_tok, ks, ks_lo, vt, threadIdx.x,
+          kPrefillThreads);
     }
     __syncthreads();  // the f16 tiles are complete, and the staged bytes consumed
     if (t0 + BC < split_end) issue(t0 + BC);
@@ -194,49 +157,16 @@ __global__ void __launch_bounds__(kPrefillThreads, prefill_min_blocks(!kF16Exact
             mma_f16_16816(s[c][h], q_hi[kk], b);
           }
         }
-      // A token past the split or after the row's position scores -inf, whatever its bytes decoded to.
-      if (!warp_full || u0 + kPrefillSubTokens > split_end || u0 + kPrefillSubTokens - 1 > warp_min_pos) {
-#pragma unroll
-        for (int c = 0; c < SC; ++c)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const int t = t0 + score_token(c0 + c, h, mma_c_col(lane, i));
-              if (t >= split_end || t > pos[i / 2]) s[c][h][i] = -INFINITY;
-            }
-      }
-      // The online softmax of rows g (i = 0, 1) and g + 8 (i = 2, 3); the row's 4 lanes agree on its max.
+      // Masking only where a token may be out of sight: past the split, after a row's position.
+      if (!warp_full || u0 + kPrefillSubTokens > split_end || u0 + kPrefillSubTokens - 1 > warp_min_pos)
+        mask_sub_tile(s, lane, u0, pos, split_end);
+      // The online softmax of rows g and g + 8; the row's 4 lanes agree on its max.
 #pragma unroll
       for (int ri = 0; ri < 2; ++ri) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int c = 0; c < SC; ++c)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) mx = fmaxf(mx, fmaxf(s[c][h][2 * ri], s[c][h][2 * ri + 1]));
+        float mx = lane_row_max(s, ri);
         mx = fmaxf(mx, gpu_shfl_xor(mx, 1));
         mx = fmaxf(mx, gpu_shfl_xor(mx, 2));
-        const float m_new = fmaxf(m[ri], mx);
-        const float correction = m_new == -INFINITY ? 1.0f : fast_exp2(m[ri] - m_new);
-        m[ri] = m_new;
-        l[ri] *= correction;
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-          o[j][2 * ri] *= correction;
-          o[j][2 * ri + 1] *= correction;
-        }
-        float sum = 0.0f;
-#pragma unroll
-        for (int c = 0; c < SC; ++c)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              float& v = s[c][h][2 * ri + e];
-              v = m_new == -INFINITY ? 0.0f : fast_exp2(v - m_new);
-              sum += v;
-            }
-        l[ri] += sum;
+        softmax_sub_tile(s, o, m[ri], l[ri], ri, mx, [](float x) { return fast_exp2(x); });
       }
       // O += P V, P rounded to f16 straight from the score registers.
 #pragma unroll

@@ -19,6 +19,7 @@
 //     is 4 consecutive tokens of one head_dim element: V is kept transposed (vt[d][token]).
 //   - K rows are stored permuted (key_tile_row) so that the 8 rows a K operand load touches are
 //     8 consecutive rows, 16 halves of padding apart in banks.
+#include <cmath>
 #include <cstdint>
 
 #include "core/host_device.h"
@@ -153,6 +154,67 @@ KVGATE_HD void score_frag(const float (&s0)[4], const float (&s1)[4], uint32_t (
   a[3] = pack_half2(s1[2], s1[3]);
 }
 
+// ---- one warp's online softmax over a sub-tile of kPrefillSubTokens tokens, lane by lane ----
+// A lane holds, of S tile (chunk c, half h), element i: row g (i < 2) or g + 8 (lane = 4g + t), token
+// u0 + score_token(c, h, mma_c_col(lane, i)) for the sub-tile starting at token u0. Scores are in
+// log2 units. The kernel (attention_prefill.cuh) and prefill_tile_test run these same functions;
+// only the exchange between a row's 4 lanes (two shuffles on the device) is each one's own.
+
+// Scores a row may not see become -inf, whatever their bytes decoded to: tokens at or past
+// split_end, or after the row's position (pos[ri]; -1 for rows past the block's).
+template <int SC>
+KVGATE_HD void mask_sub_tile(float (&s)[SC][2][4], int lane, int u0, const int (&pos)[2], int split_end) {
+  KVGATE_UNROLL
+  for (int c = 0; c < SC; ++c)
+    KVGATE_UNROLL
+    for (int h = 0; h < 2; ++h)
+      KVGATE_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        const int t = u0 + score_token(c, h, mma_c_col(lane, i));
+        if (t >= split_end || t > pos[i / 2]) s[c][h][i] = -INFINITY;
+      }
+}
+
+// This lane's largest score of row ri (0: row g, 1: row g + 8) in the sub-tile.
+template <int SC>
+KVGATE_HD float lane_row_max(const float (&s)[SC][2][4], int ri) {
+  float mx = -INFINITY;
+  KVGATE_UNROLL
+  for (int c = 0; c < SC; ++c)
+    KVGATE_UNROLL
+    for (int h = 0; h < 2; ++h) mx = fmaxf(mx, fmaxf(s[c][h][2 * ri], s[c][h][2 * ri + 1]));
+  return mx;
+}
+
+// With mx the row's largest score in the sub-tile (over its 4 lanes): raises the running max m,
+// rescales this lane's part of the row sum l and of the output o, turns the row's scores into
+// weights exp2(s - m) (0 while the row has seen nothing: no exp2(-inf - -inf)) and adds them to l.
+template <int SC, int NJ, class Exp2>
+KVGATE_HD void softmax_sub_tile(float (&s)[SC][2][4], float (&o)[NJ][4], float& m, float& l, int ri, float mx,
+                                Exp2 exp2) {
+  const float m_new = fmaxf(m, mx);
+  const float correction = m_new == -INFINITY ? 1.0f : exp2(m - m_new);
+  m = m_new;
+  l *= correction;
+  KVGATE_UNROLL
+  for (int j = 0; j < NJ; ++j) {
+    o[j][2 * ri] *= correction;
+    o[j][2 * ri + 1] *= correction;
+  }
+  float sum = 0.0f;
+  KVGATE_UNROLL
+  for (int c = 0; c < SC; ++c)
+    KVGATE_UNROLL
+    for (int h = 0; h < 2; ++h)
+      KVGATE_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        float& v = s[c][h][2 * ri + e];
+        v = m_new == -INFINITY ? 0.0f : exp2(v - m_new);
+        sum += v;
+      }
+  l += sum;
+}
+
 // An 8-byte operand (two f16x2 registers) at `halves` (8-byte aligned) of a tile.
 KVGATE_HD void load_operand(const uint16_t* tile, int halves, uint32_t (&b)[2]) {
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -164,6 +226,69 @@ KVGATE_HD void load_operand(const uint16_t* tile, int halves, uint32_t (&b)[2]) 
   b[0] = h[0] | (static_cast<uint32_t>(h[1]) << 16);
   b[1] = h[2] | (static_cast<uint32_t>(h[3]) << 16);
 #endif
+}
+
+// 16 bytes (8 halves) at `halves` (16-byte aligned) of a tile: one store.
+KVGATE_HD void store_halves8(uint16_t* tile, int halves, const uint32_t (&w)[4]) {
+#if defined(__CUDACC__) || defined(__HIPCC__)
+  *reinterpret_cast<uint4*>(tile + halves) = make_uint4(w[0], w[1], w[2], w[3]);
+#else
+  for (int i = 0; i < 4; ++i) {
+    tile[halves + 2 * i] = static_cast<uint16_t>(w[i] & 0xffffu);
+    tile[halves + 2 * i + 1] = static_cast<uint16_t>(w[i] >> 16);
+  }
+#endif
+}
+
+// Decodes tokens [0, n_tok) of a tile (raw rows at key_row(tok), value_row(tok)) through the
+// formats' loaders into the f16 tiles, once per block: keys row-major at key_tile_offset (as hi
+// and lo terms when kSplit), values transposed at value_tile_offset; tokens past n_tok become
+// zeros (their P is 0, and 0 x a stale NaN would not be). Thread `thread` of `threads` takes every
+// threads-th 8-element run (the device: the block's threads; prefill_tile_test: one loop).
+template <class KT, class VT, int D, bool kSplit, class KeyRow, class ValueRow>
+KVGATE_HD void decode_prefill_tile(const RowArgs& ka, const RowArgs& va, KeyRow key_row, ValueRow value_row, int n_tok,
+                                   uint16_t* ks, uint16_t* ks_lo, uint16_t* vt, int thread, int threads) {
+  constexpr int BC = kPrefillTokens, kRuns = D / 8;
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#pragma unroll 1
+#endif
+  for (int idx = thread; idx < BC * kRuns; idx += threads) {
+    const int run = idx % kRuns, tok = idx / kRuns;
+    float y[8];
+    if (tok < n_tok) {
+      KT::template decode<8>(ka, key_row(tok), 8 * run, y);
+    } else {
+      KVGATE_UNROLL
+      for (int k = 0; k < 8; ++k) y[k] = 0.0f;
+    }
+    uint32_t h[4], lo[4];
+    KVGATE_UNROLL
+    for (int w = 0; w < 4; ++w) split_half2(y[2 * w], y[2 * w + 1], h[w], lo[w]);
+    store_halves8(ks, key_tile_offset(D, tok, 8 * run), h);
+    if constexpr (kSplit) store_halves8(ks_lo, key_tile_offset(D, tok, 8 * run), lo);
+  }
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#pragma unroll 1
+#endif
+  for (int idx = thread; idx < (BC / 2) * kRuns; idx += threads) {
+    const int pair = idx % (BC / 2), run = idx / (BC / 2);
+    float a[8], b[8];
+    KVGATE_UNROLL
+    for (int k = 0; k < 8; ++k) a[k] = b[k] = 0.0f;
+    if (2 * pair < n_tok) VT::template decode<8>(va, value_row(2 * pair), 8 * run, a);
+    if (2 * pair + 1 < n_tok) VT::template decode<8>(va, value_row(2 * pair + 1), 8 * run, b);
+    KVGATE_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t w = pack_half2(a[k], b[k]);
+      const int at = value_tile_offset(BC, 2 * pair, 8 * run + k);
+#if defined(__CUDACC__) || defined(__HIPCC__)
+      *reinterpret_cast<uint32_t*>(vt + at) = w;
+#else
+      vt[at] = static_cast<uint16_t>(w & 0xffffu);
+      vt[at + 1] = static_cast<uint16_t>(w >> 16);
+#endif
+    }
+  }
 }
 
 // The dynamic shared memory of one prefill block, in bytes from its start (offsets multiples of 16):

@@ -5,6 +5,12 @@
 //     the f16-rounded inputs, every (row, token) and (row, element) once;
 //   - no two lanes of a load phase read the same shared-memory bank;
 //   - the block's shared memory fits the device (and HIP's 64 KiB) for every kernel pair;
+//   - the kernel's block, run on the host (4 warps x 32 lanes in lockstep, the mma a model of the
+//     instruction, everything else the kernel's own functions: the tile decode into f16 shared
+//     memory, the operands, the causal and split masks, the online softmax, the skipping of
+//     sub-tiles no row of a warp sees), over every row block, KV head and split of a launch
+//     plan, its splits merged as gpu_attention.cu merges them, equals the CPU attention
+//     (paged_attention over the same cache's page bytes) within the device tests' bound;
 //   - the kernel's arithmetic (Q and non-f16 keys as f16 hi + lo terms, V and P in f16, f32
 //     accumulation, log2-unit online softmax over 32-token sub-tiles), run on the host over every
 //     prefill pair's CPU-codec values, stays a tenth below the device tests' bound (NMSE 1e-6
@@ -26,8 +32,13 @@
 #include "kernels/gpu/attention_plan.h"
 #include "kernels/gpu/gpu_kv.h"
 #include "kernels/gpu/prefill_tile.h"
+#include "kernels/attention.h"
 #include "kernels/gpu/tq_params.h"
+#include "kernels/kv_config.h"
 #include "kernels/kv_format.h"
+#include "kernels/paged_kv_cache.h"
+#include "kernels/softmax_state.h"
+#include "tests/kernels/gaussian.h"
 #include "tests/kernels/gpu_row_cases.h"
 
 namespace kvgate::kernels::gpu {
@@ -408,6 +419,247 @@ TEST(PrefillTile, KernelArithmeticMeetsTheDeviceTestsBoundForEveryPair) {
     expect_every_prefill_pair(hd.head_dim, worst, std::make_index_sequence<std::size(kKernelPairs)>{});
     std::printf("head_dim %d: worst NMSE of the f16 tensor-core arithmetic %.3g (bound 1e-6)\n", hd.head_dim, worst);
   }
+}
+
+// ---- the kernel's block on the host ----
+
+// One block's rows as write_block_rows receives them: unnormalized outputs [kPrefillRows][D] and
+// the rows' softmax states in natural-log units.
+struct BlockRows {
+  std::vector<float> acc, max, denom;
+};
+
+// The block (split, kv_head, row block from row0) of tile_prefill_kernel<KT, VT, D>, its 4 warps'
+// 32 lanes run in lockstep: what one lane does is the kernel's code (prefill_tile.h) on that lane's
+// registers; the mma is mma_model, the row max's two shuffles a max over the row's 4 lanes.
+// `log2_scale` is the launcher's softmax scale x log2 e.
+template <class KT, class VT, int D, bool kSplit>
+BlockRows host_prefill_block(const KvLayerView& view, const RowArgs& ka, const RowArgs& va, const float* q, int n_heads,
+                             int n_queries, int kv_head, int row0, int split, int split_tokens, float log2_scale) {
+  constexpr int BC = kPrefillTokens, R = kPrefillRows, KK = D / 16, NC = BC / 16, SC = kPrefillSubTokens / 16;
+  constexpr int NJ = D / 8;
+  const int group = n_heads / view.n_kv_heads, n_tokens = static_cast<int>(view.length);
+  const int n_rows = std::min(R, n_queries * group - row0);
+  const int first_pos = n_tokens - n_queries;
+  const int split_begin = split * split_tokens;
+  const int visible_end = std::min(n_tokens, first_pos + (row0 + n_rows - 1) / group + 1);
+  const int split_end = std::min(split_begin + split_tokens, visible_end);
+
+  std::vector<float> rows(static_cast<size_t>(R) * D, 0.0f);
+  for (int r = 0; r < n_rows; ++r) {
+    const int g = row0 + r, head = kv_head * group + g % group;
+    for (int i = 0; i < D; ++i) rows[r * D + i] = q[(static_cast<size_t>(g / group) * n_heads + head) * D + i] * log2_scale;
+  }
+  struct Lane {
+    float o[NJ][4] = {};
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    int pos[2] = {-1, -1};
+    float s[SC][2][4];
+  };
+  struct Warp {
+    uint32_t q_hi[KK][32][4], q_lo[KK][32][4];
+    Lane lane[32];
+    int max_pos = -1, min_pos = -1;
+    bool full = false;
+  };
+  std::vector<Warp> warps(kPrefillWarps);
+  for (int w = 0; w < kPrefillWarps; ++w) {
+    Warp& W = warps[w];
+    const int warp_row = kPrefillWarpRows * w;
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int kk = 0; kk < KK; ++kk) query_frags(rows.data(), D, warp_row, lane, kk, W.q_hi[kk][lane], W.q_lo[kk][lane]);
+      for (int i = 0; i < 2; ++i) {
+        const int r = warp_row + mma_c_row(lane, 2 * i);
+        W.lane[lane].pos[i] = r < n_rows ? first_pos + (row0 + r) / group : -1;
+      }
+    }
+    const int last = std::min(warp_row + kPrefillWarpRows, n_rows) - 1;
+    W.max_pos = last >= warp_row ? first_pos + (row0 + last) / group : -1;
+    W.min_pos = last >= warp_row ? first_pos + (row0 + warp_row) / group : -1;
+    W.full = warp_row + kPrefillWarpRows <= n_rows;
+  }
+
+  // The f16 tiles, poisoned (f16 NaN) so that a read of anything the decode did not write shows.
+  std::vector<uint16_t> ks(static_cast<size_t>(BC) * prefill_key_stride(D)), ks_lo(ks.size()),
+      vt(static_cast<size_t>(D) * prefill_value_stride(BC));
+  for (int t0 = split_begin; t0 < split_end; t0 += BC) {
+    const int n_tok = std::min(BC, split_end - t0);
+    for (auto* tile : {&ks, &ks_lo, &vt}) std::fill(tile->begin(), tile->end(), uint16_t{0x7e00});
+    decode_prefill_tile<KT, VT, D, kSplit>(
+        ka, va, [&](int tok) { return view.key.group_at(kv_head, t0 + tok, view.page_tokens); },
+        [&](int tok) { return view.value.group_at(kv_head, t0 + tok, view.page_tokens); }, n_tok, ks.data(),
+        ks_lo.data(), vt.data(), 0, 1);
+    for (Warp& W : warps)
+      for (int c0 = 0; c0 < NC; c0 += SC) {
+        const int u0 = t0 + 16 * c0;
+        if (u0 > W.max_pos || u0 >= split_end) break;
+        for (int c = 0; c < SC; ++c)
+          for (int h = 0; h < 2; ++h) {
+            float acc[32][4] = {};
+            for (int kk = 0; kk < KK; ++kk) {
+              uint32_t b[32][2], b_lo[32][2];
+              for (int lane = 0; lane < 32; ++lane) {
+                load_operand(ks.data(), key_operand(D, lane, c0 + c, h, kk), b[lane]);
+                load_operand(ks_lo.data(), key_operand(D, lane, c0 + c, h, kk), b_lo[lane]);
+              }
+              mma_model(W.q_lo[kk], b, acc);
+              if (kSplit) mma_model(W.q_hi[kk], b_lo, acc);
+              mma_model(W.q_hi[kk], b, acc);
+            }
+            for (int lane = 0; lane < 32; ++lane)
+              for (int i = 0; i < 4; ++i) W.lane[lane].s[c][h][i] = acc[lane][i];
+          }
+        if (!W.full || u0 + kPrefillSubTokens > split_end || u0 + kPrefillSubTokens - 1 > W.min_pos)
+          for (int lane = 0; lane < 32; ++lane) mask_sub_tile(W.lane[lane].s, lane, u0, W.lane[lane].pos, split_end);
+        for (int ri = 0; ri < 2; ++ri) {
+          float mx[32], mx1[32];
+          for (int lane = 0; lane < 32; ++lane) mx[lane] = lane_row_max(W.lane[lane].s, ri);
+          for (int lane = 0; lane < 32; ++lane) mx1[lane] = std::fmax(mx[lane], mx[lane ^ 1]);
+          for (int lane = 0; lane < 32; ++lane) mx[lane] = std::fmax(mx1[lane], mx1[lane ^ 2]);
+          for (int lane = 0; lane < 32; ++lane) {
+            Lane& L = W.lane[lane];
+            softmax_sub_tile(L.s, L.o, L.m[ri], L.l[ri], ri, mx[lane], [](float x) { return std::exp2(x); });
+          }
+        }
+        for (int c = 0; c < SC; ++c)
+          for (int j = 0; j < NJ; ++j) {
+            uint32_t a[32][4], b[32][2];
+            float o[32][4];
+            for (int lane = 0; lane < 32; ++lane) {
+              score_frag(W.lane[lane].s[c][0], W.lane[lane].s[c][1], a[lane]);
+              load_operand(vt.data(), value_operand(BC, lane, c0 + c, j), b[lane]);
+              std::memcpy(o[lane], W.lane[lane].o[j], sizeof o[lane]);
+            }
+            mma_model(a, b, o);
+            for (int lane = 0; lane < 32; ++lane) std::memcpy(W.lane[lane].o[j], o[lane], sizeof o[lane]);
+          }
+      }
+  }
+
+  BlockRows out{std::vector<float>(static_cast<size_t>(R) * D, 0.0f), std::vector<float>(R), std::vector<float>(R)};
+  for (int w = 0; w < kPrefillWarps; ++w)
+    for (int ri = 0; ri < 2; ++ri) {
+      float l1[32];
+      for (int lane = 0; lane < 32; ++lane) l1[lane] = warps[w].lane[lane].l[ri] + warps[w].lane[lane ^ 1].l[ri];
+      for (int lane = 0; lane < 32; ++lane) {
+        const Lane& L = warps[w].lane[lane];
+        const int r = kPrefillWarpRows * w + mma_c_row(lane, 2 * ri);
+        for (int j = 0; j < NJ; ++j) {
+          out.acc[r * D + 8 * j + mma_c_col(lane, 0)] = L.o[j][2 * ri];
+          out.acc[r * D + 8 * j + mma_c_col(lane, 1)] = L.o[j][2 * ri + 1];
+        }
+        out.max[r] = L.m[ri] == -INFINITY ? -INFINITY : L.m[ri] * 0.693147180559945309f;
+        out.denom[r] = l1[lane] + l1[lane ^ 2];
+      }
+    }
+  return out;
+}
+
+// Every block of a launch (row blocks x KV heads x splits of split_tokens), written and merged as
+// write_block_rows and merge_splits_kernel do: the output [n_queries][n_heads][D].
+template <class KT, class VT, int D, bool kSplit>
+std::vector<float> host_prefill(const KvLayerView& view, const RowArgs& ka, const RowArgs& va, const std::vector<float>& q,
+                                int n_heads, int n_queries, int split_tokens) {
+  const int group = n_heads / view.n_kv_heads;
+  const int splits = static_cast<int>((view.length + split_tokens - 1) / split_tokens);
+  const size_t out_rows = static_cast<size_t>(n_queries) * n_heads;
+  std::vector<float> out(out_rows * D), partial(static_cast<size_t>(splits) * out_rows * (D + 2));
+  const float log2_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))) * 1.4426950408889634f;
+  for (int kv_head = 0; kv_head < view.n_kv_heads; ++kv_head)
+    for (int row0 = 0; row0 < n_queries * group; row0 += kPrefillRows)
+      for (int split = 0; split < splits; ++split) {
+        const BlockRows b = host_prefill_block<KT, VT, D, kSplit>(view, ka, va, q.data(), n_heads, n_queries, kv_head,
+                                                                   row0, split, split_tokens, log2_scale);
+        const int n_rows = std::min(kPrefillRows, n_queries * group - row0);
+        for (int r = 0; r < n_rows; ++r) {
+          const int g = row0 + r;
+          const size_t out_row = static_cast<size_t>(g / group) * n_heads + kv_head * group + g % group;
+          for (int i = 0; i < D; ++i) {
+            if (splits == 1) {
+              out[out_row * D + i] = b.acc[r * D + i] * SoftmaxState{b.max[r], b.denom[r]}.normalizer();
+            } else {
+              float* part = &partial[(static_cast<size_t>(split) * out_rows + out_row) * (D + 2)];
+              part[i] = b.acc[r * D + i];
+              part[D] = b.max[r];
+              part[D + 1] = b.denom[r];
+            }
+          }
+        }
+      }
+  if (splits == 1) return out;
+  for (size_t row = 0; row < out_rows; ++row) {
+    auto state = [&](int s) {
+      const float* part = &partial[(s * out_rows + row) * (D + 2)];
+      return SoftmaxState{part[D], part[D + 1]};
+    };
+    const SoftmaxState merged = merge_in_order(splits, state);
+    for (int i = 0; i < D; ++i) {
+      float acc = 0.0f;
+      for (int s = 0; s < splits; ++s) {
+        const SoftmaxState st = state(s);
+        if (st.max == -INFINITY) continue;
+        acc = rn_add(acc, rn_mul(partial[(s * out_rows + row) * (D + 2) + i], st.merge_weight(merged.max)));
+      }
+      out[row * D + i] = acc * merged.normalizer();
+    }
+  }
+  return out;
+}
+
+double nmse_against(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0.0, energy = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    energy += static_cast<double>(want[i]) * want[i];
+  }
+  return err / energy;
+}
+
+template <FormatId K, FormatId V, int D>
+void expect_host_block_matches_cpu(const char* key_spec, const char* value_spec) {
+  using KT = KvTile<typename RowsFor<K>::type>;
+  using VT = KvTile<typename RowsFor<V>::type>;
+  constexpr bool kSplit = !kF16ExactKeys<KT>;
+  SCOPED_TRACE(std::string(key_spec) + "/" + value_spec + " d" + std::to_string(D));
+  ASSERT_TRUE(has_kernel(kPrefillKernel, K, V, D));
+  // 2 KV heads of a GQA group of 4, 70 queries at the end of a 300-token cache: 280 rows per KV
+  // head, 5 row blocks (the last 24 rows), the causal edge inside tiles, a partial last tile.
+  const int n_kv_heads = 2, n_heads = 8, n_tokens = 300, n_queries = 70;
+  const LayerFormats formats{parse_format_spec(key_spec, false), parse_format_spec(value_spec, true)};
+  PagedKvCache cache({formats}, {n_kv_heads, D, 32, 64});
+  const SeqId seq = cache.create_sequence();
+  const auto k = gaussian(static_cast<size_t>(n_tokens) * n_kv_heads * D, 7);
+  const auto v = gaussian(static_cast<size_t>(n_tokens) * n_kv_heads * D, 9);
+  std::vector<float> q = gaussian(static_cast<size_t>(n_queries) * n_heads * D, 13);
+  for (float& x : q) x *= 2.0f;  // a peaked softmax, as tests/gpu's
+  cache.append(seq, 0, k.data(), v.data(), n_tokens);
+  std::vector<float> want(q.size());
+  paged_attention(cache, seq, 0, {n_heads}, q.data(), n_queries, want.data());
+  const KvLayerView view = cache.view(seq, 0);
+  ASSERT_EQ(view.key.quantized, n_tokens);
+  ASSERT_EQ(view.value.quantized, n_tokens);
+  const RowArgs ka{D, formats.key.options.scale, nullptr, nullptr, 0};
+  const RowArgs va{D, formats.value.options.scale, nullptr, nullptr, 0};
+  // One split (the plan's at this length), and splits of 128 and 64 tokens merged.
+  const TilePlan plan = plan_tile_prefill(n_tokens, n_kv_heads, n_queries * n_heads / n_kv_heads, 1, 132,
+                                          prefill_min_blocks(kSplit), kPrefillTokens);
+  for (int split_tokens : {plan.split_tokens, 128, 64}) {
+    const std::vector<float> got = host_prefill<KT, VT, D, kSplit>(view, ka, va, q, n_heads, n_queries, split_tokens);
+    const double e = nmse_against(got, want);
+    std::printf("%s/%s d%d, splits of %d tokens: NMSE %.3g against the CPU attention\n", key_spec, value_spec, D,
+                split_tokens, e);
+    EXPECT_LT(e, 1e-6) << "splits of " << split_tokens << " tokens";
+  }
+}
+
+TEST(PrefillTile, KernelBlocksOnTheHostEqualTheCpuAttention) {
+  expect_host_block_matches_cpu<FormatId::f16, FormatId::f16, 128>("f16", "f16");
+  expect_host_block_matches_cpu<FormatId::f16, FormatId::f16, 64>("f16", "f16");
+  // ggml formats imply a rotation (Hadamard) that the host block does not model: plain blocks here.
+  expect_host_block_matches_cpu<FormatId::q8_0, FormatId::q4_0, 128>("q8_0:rot=none", "q4_0:rot=none");
+  expect_host_block_matches_cpu<FormatId::q4_0, FormatId::q4_0, 128>("q4_0:rot=none", "q4_0:rot=none");
+  expect_host_block_matches_cpu<FormatId::q5_1, FormatId::q5_1, 64>("q5_1:rot=none", "q5_1:rot=none");
+  expect_host_block_matches_cpu<FormatId::mxfp4, FormatId::mxfp4, 128>("mxfp4", "mxfp4");
 }
 
 }  // namespace
