@@ -23,6 +23,7 @@
 #include "kernels/gpu/attention_common.cuh"
 #include "kernels/gpu/attention_plan.h"
 #include "kernels/gpu/gpu_async.h"
+#include "kernels/gpu/tile_block.h"
 #include "kernels/gpu/kv_tile.h"
 
 namespace kvgate::kernels::gpu {
@@ -47,13 +48,9 @@ __global__ void __launch_bounds__(kTileThreads, 8) tile_decode_kernel(AttentionP
 
   const int split = blockIdx.x, kv_head = blockIdx.y;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int rows_per_kv_head = p.n_queries * p.group;
-  const int row0 = blockIdx.z * R;
-  const int n_rows = min(R, rows_per_kv_head - row0);
-  const int first_pos = p.n_tokens - p.n_queries;
-  const int split_begin = split * p.split_tokens;
-  const int visible_end = min(p.n_tokens, first_pos + (row0 + n_rows - 1) / p.group + 1);
-  const int split_end = min(split_begin + p.split_tokens, visible_end);
+  const BlockSpan span = block_span(p.n_queries, p.group, p.n_tokens, p.split_tokens, R, split, blockIdx.z);
+  const int row0 = span.row0, n_rows = span.n_rows, first_pos = span.first_pos;
+  const int split_begin = span.split_begin, split_end = span.split_end;
 
   auto issue = [&](int t0, int stage) {
     uint8_t* k_dst = stages + stage * L.stage_bytes;

@@ -32,6 +32,7 @@
 #include "kernels/gpu/attention_plan.h"
 #include "kernels/gpu/gpu_kv.h"
 #include "kernels/gpu/prefill_tile.h"
+#include "kernels/gpu/tile_block.h"
 #include "kernels/attention.h"
 #include "kernels/gpu/tq_params.h"
 #include "kernels/kv_config.h"
@@ -429,21 +430,19 @@ struct BlockRows {
   std::vector<float> acc, max, denom;
 };
 
-// The block (split, kv_head, row block from row0) of tile_prefill_kernel<KT, VT, D>, its 4 warps'
+// The block (split, kv_head, row_block) of tile_prefill_kernel<KT, VT, D>, its 4 warps'
 // 32 lanes run in lockstep: what one lane does is the kernel's code (prefill_tile.h) on that lane's
 // registers; the mma is mma_model, the row max's two shuffles a max over the row's 4 lanes.
 // `log2_scale` is the launcher's softmax scale x log2 e.
 template <class KT, class VT, int D, bool kSplit>
 BlockRows host_prefill_block(const KvLayerView& view, const RowArgs& ka, const RowArgs& va, const float* q, int n_heads,
-                             int n_queries, int kv_head, int row0, int split, int split_tokens, float log2_scale) {
+                             int n_queries, int kv_head, int row_block, int split, int split_tokens, float log2_scale) {
   constexpr int BC = kPrefillTokens, R = kPrefillRows, KK = D / 16, NC = BC / 16, SC = kPrefillSubTokens / 16;
   constexpr int NJ = D / 8;
-  const int group = n_heads / view.n_kv_heads, n_tokens = static_cast<int>(view.length);
-  const int n_rows = std::min(R, n_queries * group - row0);
-  const int first_pos = n_tokens - n_queries;
-  const int split_begin = split * split_tokens;
-  const int visible_end = std::min(n_tokens, first_pos + (row0 + n_rows - 1) / group + 1);
-  const int split_end = std::min(split_begin + split_tokens, visible_end);
+  const int group = n_heads / view.n_kv_heads;
+  const BlockSpan span = block_span(n_queries, group, static_cast<int>(view.length), split_tokens, R, split, row_block);
+  const int row0 = span.row0, n_rows = span.n_rows, first_pos = span.first_pos;
+  const int split_begin = span.split_begin, split_end = span.split_end;
 
   std::vector<float> rows(static_cast<size_t>(R) * D, 0.0f);
   for (int r = 0; r < n_rows; ++r) {
@@ -566,11 +565,11 @@ std::vector<float> host_prefill(const KvLayerView& view, const RowArgs& ka, cons
   std::vector<float> out(out_rows * D), partial(static_cast<size_t>(splits) * out_rows * (D + 2));
   const float log2_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))) * 1.4426950408889634f;
   for (int kv_head = 0; kv_head < view.n_kv_heads; ++kv_head)
-    for (int row0 = 0; row0 < n_queries * group; row0 += kPrefillRows)
+    for (int row_block = 0; row_block * kPrefillRows < n_queries * group; ++row_block)
       for (int split = 0; split < splits; ++split) {
         const BlockRows b = host_prefill_block<KT, VT, D, kSplit>(view, ka, va, q.data(), n_heads, n_queries, kv_head,
-                                                                   row0, split, split_tokens, log2_scale);
-        const int n_rows = std::min(kPrefillRows, n_queries * group - row0);
+                                                                   row_block, split, split_tokens, log2_scale);
+        const int row0 = row_block * kPrefillRows, n_rows = std::min(kPrefillRows, n_queries * group - row0);
         for (int r = 0; r < n_rows; ++r) {
           const int g = row0 + r;
           const size_t out_row = static_cast<size_t>(g / group) * n_heads + kv_head * group + g % group;
