@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine, the bundle of ci/gpu-bundle.sh carried. In order of priority
-# (a step that does not fit what is left of the call is cut at the deadline, the later ones run
-# for the few seconds left or not at all):
+# One call on a lent GPU machine, the bundle of ci/gpu-bundle.sh carried:
+#   ci/gpu-device-run.sh [model|attention]     (default: model)
+# Steps, in this order (a step that does not fit what is left of the call is cut at the deadline):
 #   1. check: ci/gpu-check.sh — every kernel test against the CPU reference (the tile attention
 #      kernels' pairs included, two runs bit-identical by the tests themselves) and the GPU model
 #      tests; KVGATE_GPU_STEPS picks its later steps (eval, bench, sanitizers);
@@ -11,28 +11,37 @@
 #      compute-sanitizer racecheck on small tile decode and prefill cases; then the general kernel
 #      the tile kernels replace (KVGATE_GPU_ATTENTION=general) at 32k, and issue 29's open items
 #      (the model tests with their eight-perturbation floors);
-#   3. peers: copy and pure-read bandwidth, PyTorch SDPA decode (the same shapes) and prefill
-#      (2k x 32k), the cuBLAS GEMM and GEMVs (bench/gpu-peers.py), all in the same call;
+#   3. peers (bench/gpu-peers.py, the same call): copy and read bandwidth, PyTorch SDPA decode at
+#      the attention step's shapes and prefill (2k x 32k) where it ran, the cuBLAS GEMM and GEMVs;
 #   4. speed (issue 45): `kvgate bench model --backend cuda` on a synthetic Llama-3.1-8B-shaped
 #      model (8 of its 32 layers) with f16, q8_0, q4_0 and q4_k weights, f16 and q4_0 KV, a
 #      2048-token prefill and decode at contexts 0 and 8192, against the bounds the same run
 #      measures.
-# A call is killed at its limit, so the whole run has one deadline (KVGATE_TOTAL_SECONDS, 570)
-# and every step a cap of its own (seconds, from the environment; 0 skips the step). The logs go
+# The run names the steps' caps (seconds; 0 skips a step), each overridable from the environment:
+#                 KVGATE_CHECK_SECONDS  KVGATE_ATTENTION_SECONDS  KVGATE_PEER_SECONDS  KVGATE_SPEED_SECONDS
+#   model             250                      0                        60                  240
+#   attention         200 (tests only)       240                        60                    0
+# ("tests only": KVGATE_GPU_STEPS defaults to "none" there, the attention step has its own
+# racecheck.) A call is killed at its limit, so the whole run also has one deadline
+# (KVGATE_TOTAL_SECONDS, 570) that cuts whatever step is running when it passes. The logs go
 # into one tarball under $OUT (a call brings back at most 8 files), the printed summary beside it.
-#   device run: ci/gpu-device-run.sh, carry [".gpu-bundle.tar.xz"], timeout_s 590
-#   caps: KVGATE_CHECK_SECONDS (250), KVGATE_GPU_SANITIZER_TIMEOUT (60, each tool of the check),
-#         KVGATE_ATTENTION_SECONDS (240), KVGATE_PEER_SECONDS (60), KVGATE_SPEED_SECONDS (240)
-#   issue 44 (tests, attention figures, racecheck, peers; about 540 s):
-#     KVGATE_GPU_STEPS= KVGATE_CHECK_SECONDS=200 KVGATE_SPEED_SECONDS=0 ci/gpu-device-run.sh
-#   issue 45 (tests, model speed, peers):
-#     KVGATE_ATTENTION_SECONDS=0 ci/gpu-device-run.sh
-# KVGATE_GPU_SUITES narrows the check's suites (ci/gpu-check.sh), KVGATE_SPEED_WEIGHTS (default
-# "f16 q8_0 q4_0 q4_k") the weight types: a rerun of what failed or ran out of time.
-# KVGATE_DRY_RUN=1 prints every timed command with its cap instead of running it (the syntax and
-# the plan, checked here without a GPU).
+#   device run: ci/gpu-device-run.sh attention, carry [".gpu-bundle.tar.xz"], timeout_s 590
+# KVGATE_GPU_SANITIZER_TIMEOUT (60, each tool of the check), KVGATE_GPU_SUITES (the check's
+# suites) and KVGATE_SPEED_WEIGHTS (default "f16 q8_0 q4_0 q4_k") narrow a rerun of what failed
+# or ran out of time. KVGATE_DRY_RUN=1 prints every timed command with its cap instead of running
+# it (the syntax and the plan, checked here without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+run="${1:-model}"
+case "$run" in
+  model) caps=(250 0 60 240) ;;
+  attention) caps=(200 240 60 0); export KVGATE_GPU_STEPS="${KVGATE_GPU_STEPS:-none}" ;;
+  *) echo "usage: ci/gpu-device-run.sh [model|attention]" >&2; exit 2 ;;
+esac
+check_s="${KVGATE_CHECK_SECONDS:-${caps[0]}}"
+attention_s="${KVGATE_ATTENTION_SECONDS:-${caps[1]}}"
+peer_s="${KVGATE_PEER_SECONDS:-${caps[2]}}"
+speed_s="${KVGATE_SPEED_SECONDS:-${caps[3]}}"
 out="${OUT:-gpu-run-out}"
 mkdir -p "$out"
 logs=/tmp/kvgate-gpu-logs
@@ -61,7 +70,6 @@ run_for() {
 step_end() { echo $(($(date +%s) + $(cap "$1"))); }
 until_() { local l=$(($1 - $(date +%s))); echo $((l > 5 ? l : 5)); }
 
-check_s="${KVGATE_CHECK_SECONDS:-250}"
 if [[ "$check_s" != 0 ]]; then
   run_for "$check_s" ci/gpu-check.sh --bundle .gpu-bundle.tar.xz build-gpu 2>&1 | tee "$out/check.txt"
   echo "gpu-check exit ${PIPESTATUS[0]}" | tee -a "$out/check.txt"
@@ -75,7 +83,6 @@ root="$(pwd)/build-gpu"
 lib() { LD_LIBRARY_PATH="$root/lib:/usr/local/cuda/lib64" "$@"; }
 
 # Issue 44: the attention figures, each command within what is left of the step's cap.
-attention_s="${KVGATE_ATTENTION_SECONDS:-240}"
 if [[ "$attention_s" != 0 ]]; then
   end=$(step_end "$attention_s")
   bench="$root/bin/gpu_kv_bench_cuda"
@@ -107,7 +114,6 @@ if [[ "$attention_s" != 0 ]]; then
   echo "model tests exit $?" >>"$out/model-tests.txt"
 fi
 
-peer_s="${KVGATE_PEER_SECONDS:-60}"
 if [[ "$peer_s" != 0 ]]; then
   # The decode shapes of the attention step when it ran, else the model's context.
   if [[ "$attention_s" != 0 ]]; then peer_args=(--tokens 8192,32768,131072 --batch 1,8 --prefill 2048x32768)
@@ -116,7 +122,6 @@ if [[ "$peer_s" != 0 ]]; then
   echo "peers exit $?" >>"$out/peers.txt"
 fi
 
-speed_s="${KVGATE_SPEED_SECONDS:-240}"
 [[ "$speed_s" == 0 ]] && exit 0
 speed_end=$(step_end "$speed_s")
 kv() { lib run_for "$1" "$root/bin/kvgate" "${@:2}"; }
