@@ -2,7 +2,7 @@
 """Peers for kvgate's GPU benchmarks, timed on the same GPU in the same run (offline tooling:
 PyTorch is on the GPU machines, never in kvgate's path).
 
-  bench/gpu-peers.py [--tokens 8192,32768] [--batch 1,8] [--iterations 50]
+  bench/gpu-peers.py [--tokens 8192,32768] [--batch 1,8] [--iterations 50] [--prefill 2048x32768]
 
 Prints two Markdown tables:
   - decode attention, the shape of gpu_kv_bench (one Llama-3-8B layer: 32 query heads over 8 KV
@@ -10,6 +10,9 @@ Prints two Markdown tables:
     enable_gqa=True on an f16 cache, µs per step and the K+V bytes read per second, the same
     convention as gpu_kv_bench's "KV GB/s" (K and V of every cached token once; the query and
     output are noise at these sizes), against the read bandwidth a reduction reaches;
+  - with --prefill QxK: causal attention of Q queries over a K-token f16 cache (the queries the
+    last Q positions, as kvgate's prefill chunk; 32 query heads over 8 KV heads, head_dim 128),
+    through SDPA's flash kernel, in TFLOP/s (4 x head_dim x heads per query-key pair it sees);
   - the matmul peers of `kvgate bench model --backend cuda` at the 8B shapes: an f16 GEMM
     (2048 x 4096 x 14336) in TFLOP/s and the f16 GEMVs of a decode step (14336 x 4096,
     4096 x 14336, 4096 x 4096) in GB/s of weights read.
@@ -44,6 +47,7 @@ def main():
     ap.add_argument("--tokens", default="8192,32768")
     ap.add_argument("--batch", default="1,8")
     ap.add_argument("--iterations", type=int, default=50)
+    ap.add_argument("--prefill", default="")
     args = ap.parse_args()
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -75,6 +79,23 @@ def main():
             print(f"| f16 | {tokens} | {b} | {us:.1f} | {gbs:.0f} | {gbs / read_gbs:.2f} |")
             del q, k, v
     print()
+    if args.prefill:
+        nq, nk = (int(x) for x in args.prefill.lower().split("x"))
+        q = torch.randn(1, hq, nq, d, dtype=torch.float16, device=dev)
+        k = torch.randn(1, hkv, nk, d, dtype=torch.float16, device=dev)
+        v = torch.randn(1, hkv, nk, d, dtype=torch.float16, device=dev)
+        # Query i sits at position nk - nq + i and sees keys 0..that position.
+        pos = torch.arange(nk - nq, nk, device=dev)[:, None]
+        mask = torch.arange(nk, device=dev)[None, :] <= pos
+        with torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.FLASH_ATTENTION,
+                                             torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION]):
+            us = time_us(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True), 5)
+        pairs = nq * (nk - nq) + nq * (nq + 1) / 2
+        print("| prefill attention (f16, causal) | queries | keys | µs | TFLOP/s |")
+        print("|---|---|---|---|---|")
+        print(f"| PyTorch SDPA | {nq} | {nk} | {us:.1f} | {4 * d * hq * pairs / us / 1e6:.1f} |")
+        del q, k, v, mask
+        print()
     m, kdim, ffn = 2048, 4096, 14336
     a = torch.randn(m, kdim, dtype=torch.float16, device=dev)
     w = torch.randn(kdim, ffn, dtype=torch.float16, device=dev)

@@ -2,7 +2,10 @@
 // device's copy bandwidth measured in the same run (docs/perf.md, "GPU kernels and runtime"); the
 // measurement is kernels/gpu/gpu_bench.h's, which `kvgate bench kernels --backend cuda` shares.
 //
-//   gpu_kv_bench [--tokens 8192,32768] [--formats f16,fp8_e4m3,...] [--iterations 50] [--json]
+//   gpu_kv_bench [--tokens 8192,32768] [--seqs 1] [--formats f16,fp8_e4m3,...] [--iterations 50] [--json]
+// --seqs: sequences per decode step (each its own cache, one attention launch each).
+// --prefill-queries N: time the attention of N query positions (a prefill chunk at the end of the
+// cache) instead of a decode step, and print TFLOP/s.
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -46,6 +49,8 @@ int parse_int(const std::string& flag, const std::string& text) {
 
 int main(int argc, char** argv) try {
   std::vector<int> contexts = {8192, 32768};
+  std::vector<int> seq_counts = {1};
+  int prefill_queries = 1;
   std::vector<FormatId> formats;  // default: every GPU format, KIVI once (its key/value pair)
   for (FormatId f : kv_formats())
     if (!is_kivi_value(f)) formats.push_back(f);
@@ -60,6 +65,11 @@ int main(int argc, char** argv) try {
     if (arg == "--tokens") {
       contexts.clear();
       for (const std::string& t : split_list(value())) contexts.push_back(parse_int(arg, t));
+    } else if (arg == "--seqs") {
+      seq_counts.clear();
+      for (const std::string& t : split_list(value())) seq_counts.push_back(parse_int(arg, t));
+    } else if (arg == "--prefill-queries") {
+      prefill_queries = parse_int(arg, value());
     } else if (arg == "--formats") {
       formats.clear();
       for (const std::string& name : split_list(value())) {
@@ -85,32 +95,42 @@ int main(int argc, char** argv) try {
     std::printf("device %s (%s), copy bandwidth %.0f GB/s (1 GiB device-to-device, read + write)\n",
                 device_name().c_str(), vendor(), copy_gbps);
     std::printf("decode: 32 query heads / 8 KV heads, head_dim 128, 16-token pages, %d steps timed\n\n", iterations);
-    std::printf("| K/V | bits/elem | tokens | us/step | KV GB/s | / copy | speedup vs f16 | append GB/s |\n");
-    std::printf("|---|---|---|---|---|---|---|---|\n");
+    std::printf("| K/V | kernel | bits/elem | tokens | seqs | us/step | KV GB/s | / copy | speedup vs f16 | append GB/s |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   }
   // f16 first, so every other format's speedup has its baseline.
-  std::vector<double> f16_us(contexts.size(), 0.0);
+  std::vector<double> f16_us(contexts.size() * seq_counts.size(), 0.0);
   const bool f16_asked = std::find(formats.begin(), formats.end(), FormatId::f16) != formats.end();
   std::vector<FormatId> order = {FormatId::f16};
   for (FormatId f : formats)
     if (f != FormatId::f16) order.push_back(f);
   for (FormatId f : order) {
-    for (size_t c = 0; c < contexts.size(); ++c) {
-      const DecodeBenchResult r = bench_decode_attention(f, contexts[c], iterations);
-      if (f == FormatId::f16) f16_us[c] = r.us_per_step;
-      if (f == FormatId::f16 && !f16_asked) continue;
-      if (json) {
-        std::printf(
-            "{\"device\":\"%s\",\"format\":\"%s\",\"bits\":%.3f,\"tokens\":%d,\"us_per_step\":%.3f,\"kv_gbps\":%.2f,"
-            "\"copy_gbps\":%.2f,\"ratio\":%.4f,\"speedup_vs_f16\":%.3f,\"append_gbps\":%.2f}\n",
-            device_name().c_str(), r.label.c_str(), r.bits_per_element, r.tokens, r.us_per_step, r.kv_gb_per_s, copy_gbps,
-            r.kv_gb_per_s / copy_gbps, f16_us[c] / r.us_per_step, r.append_gb_per_s);
-      } else {
-        std::printf("| %s | %.2f | %d | %.1f | %.0f | %.2f | %.2fx | %.0f |\n", r.label.c_str(), r.bits_per_element,
-                    r.tokens, r.us_per_step, r.kv_gb_per_s, r.kv_gb_per_s / copy_gbps, f16_us[c] / r.us_per_step,
-                    r.append_gb_per_s);
+    for (size_t c = 0; c < contexts.size(); ++c)
+      for (size_t n = 0; n < seq_counts.size(); ++n) {
+        DecodeBenchShape shape;
+        shape.n_seqs = seq_counts[n];
+        shape.n_queries = prefill_queries;
+        const DecodeBenchResult r = bench_decode_attention(f, contexts[c], iterations, shape);
+        const size_t at = c * seq_counts.size() + n;
+        if (f == FormatId::f16) f16_us[at] = r.us_per_step;
+        if (f == FormatId::f16 && !f16_asked) continue;
+        if (json) {
+          std::printf(
+              "{\"device\":\"%s\",\"format\":\"%s\",\"kernel\":\"%s\",\"bits\":%.3f,\"tokens\":%d,\"seqs\":%d,"
+              "\"queries\":%d,\"us_per_step\":%.3f,\"kv_gbps\":%.2f,\"copy_gbps\":%.2f,\"ratio\":%.4f,"
+              "\"speedup_vs_f16\":%.3f,\"append_gbps\":%.2f,\"tflops\":%.3f}\n",
+              device_name().c_str(), r.label.c_str(), r.kernel, r.bits_per_element, r.tokens, r.n_seqs, prefill_queries,
+              r.us_per_step, r.kv_gb_per_s, copy_gbps, r.kv_gb_per_s / copy_gbps, f16_us[at] / r.us_per_step,
+              r.append_gb_per_s, r.tflops);
+        } else {
+          std::printf("| %s | %s | %.2f | %d | %d | %.1f | %.0f | %.2f | %.2fx | %.0f |", r.label.c_str(), r.kernel,
+                      r.bits_per_element,
+                      r.tokens, r.n_seqs, r.us_per_step, r.kv_gb_per_s, r.kv_gb_per_s / copy_gbps, f16_us[at] / r.us_per_step,
+                      r.append_gb_per_s);
+          if (prefill_queries > 1) std::printf(" %d queries: %.1f TFLOP/s |", prefill_queries, r.tflops);
+          std::printf("\n");
+        }
       }
-    }
   }
   return 0;
 } catch (const kvgate::Error& e) {

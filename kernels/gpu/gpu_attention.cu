@@ -10,75 +10,21 @@
 // results do not vary run to run.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
-#include "kernels/gpu/gpu_kv_impl.h"
-#include "kernels/softmax_state.h"
+#include "kernels/gpu/attention_common.cuh"
+#include "kernels/gpu/attention_plan.h"
 
 namespace kvgate::kernels::gpu {
 namespace {
 
 constexpr int kWarps = 4;  // warps per attention block
 constexpr int kAttentionThreads = kWarp * kWarps;
-
-struct AttentionParams {
-  PagedRows keys, values;
-  SideArgs kf, vf;
-  int head_dim;
-  int n_tokens;   // tokens in the cache
-  int n_heads;    // query heads
-  int group;      // query heads per KV head
-  int n_queries;  // query positions, the last n_queries of the sequence
-  const float* q;
-  float softmax_scale;
-  int split_tokens;
-  int n_splits;
-  float* partial;  // [n_splits][n_queries * n_heads][head_dim + 2]: acc, then max, sum
-  float* out;      // [n_queries][n_heads][head_dim]
-};
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, gpu_shfl_xor(v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += gpu_shfl_xor(v, o);
-  return v;
-}
-
-// The unnormalized Walsh-Hadamard transform (kv_rows.h: fwht) of rows [0, rows) of a shared
-// array, its butterflies spread over the block's threads; with max_len, only the stages
-// len < max_len (the transform of each block of max_len, rot=wht).
-template <int W>
-__device__ void fwht_shared_rows(float (*x)[W], int rows, int D, int max_len = 0) {
-  const int limit = max_len > 0 ? max_len : D;
-  for (int len = 1; len < limit; len <<= 1) {
-    for (int e = threadIdx.x; e < rows * (D / 2); e += blockDim.x) {
-      const int r = e / (D / 2), k = e % (D / 2);
-      const int i = (k / len) * 2 * len + k % len;
-      const float a = x[r][i], b = x[r][i + len];
-      x[r][i] = a + b;
-      x[r][i + len] = a - b;
-    }
-    __syncthreads();
-  }
-}
-
-// out[r] = M x[r] for rows [0, rows) of shared arrays, M a D x D row-major matrix in device
-// memory; one output element per thread at a time. out must not alias x. Columns D..W-1 of out
-// are zeroed: a ragged last span reads them.
-template <int W>
-__device__ void matrix_times_rows(const float* m, const float (*x)[W], float (*out)[W], int rows, int D) {
-  for (int e = threadIdx.x; e < rows * W; e += blockDim.x) {
-    const int r = e / W, j = e % W;
-    float s = 0.0f;
-    if (j < D) {
-      const float* m_row = m + static_cast<size_t>(j) * D;
-      for (int i = 0; i < D; ++i) s = fmaf(m_row[i], x[r][i], s);
-    }
-    out[r][j] = s;
-  }
-}
 
 // EPL: head_dim elements per lane (head_dim <= 32 * EPL); kRows: rows per block.
 template <int EPL, int kRows>
@@ -99,42 +45,8 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
   int pos[kRows];  // each row's query position; rows past n_rows see nothing
 #pragma unroll
   for (int r = 0; r < kRows; ++r) pos[r] = r < n_rows ? first_pos + (row0 + r) / p.group : -1;
-  for (int e = threadIdx.x; e < kRows * EPL * kWarp; e += blockDim.x) {
-    const int r = e / (EPL * kWarp), i = e % (EPL * kWarp);
-    float v = 0.0f;
-    if (r < n_rows && i < D) {
-      const int g = row0 + r;
-      const int head = kv_head * p.group + g % p.group;
-      v = p.q[(static_cast<size_t>(g / p.group) * p.n_heads + head) * D + i] * p.softmax_scale;
-    }
-    q_s[r][i] = v;
-  }
-  __syncthreads();
-  // TurboQuant keys and rotated ggml keys live in the rotated basis: rotate the scaled query
-  // instead (prepare_query). rot=qr's dense Q goes through acc_s, free until the warps merge.
-  const float* q_matrix = is_tq(p.kf.format) ? p.kf.tq->rotation_matrix : nullptr;
-  const bool q_wht = p.kf.rot && p.kf.rot->block > 0;  // llama.cpp's plain blocks: scale, then butterflies
-  const float* q_signs =
-      q_matrix || q_wht ? nullptr : is_tq(p.kf.format) ? p.kf.tq->signs : p.kf.rot ? p.kf.rot->signs : nullptr;
-  if (q_wht) {
-    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= p.kf.rot->scale;
-    __syncthreads();
-    fwht_shared_rows(q_s, kRows, D, p.kf.rot->block);
-  }
-  if (q_matrix) {
-    matrix_times_rows(q_matrix, q_s, acc_s, kRows, D);
-    __syncthreads();
-    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] = acc_s[e / D][e % D];
-    __syncthreads();
-  }
-  if (q_signs) {
-    const float q_rotation_scale = is_tq(p.kf.format) ? p.kf.tq->rotation_scale : p.kf.rot->scale;
-    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= q_signs[e % D];
-    __syncthreads();
-    fwht_shared_rows(q_s, kRows, D);
-    for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) q_s[e / D][e % D] *= q_rotation_scale;
-    __syncthreads();
-  }
+  // rot=qr's dense Q goes through acc_s, free until the warps merge.
+  load_query_rows(p, q_s, acc_s, kRows, n_rows, row0, kv_head);
   // tqprod keys score against S q as well, shared by every key: computed once per row here
   // (TurboQuantProdCodec::dot_rows). acc_s is free until the warps merge after the token loop.
   const bool qjl = is_tqprod(p.kf.format);
@@ -240,37 +152,8 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
     }
     __syncthreads();
   }
-  if (p.vf.rot) {
-    // Rotated values were accumulated in the rotated basis: rotate back (finish_output). It is
-    // linear, so each split's partial may be rotated before the splits merge.
-    const RotationParams& rot = *p.vf.rot;
-    if (rot.block > 0) {
-      for (int e = threadIdx.x; e < n_rows * D; e += blockDim.x) acc_s[e / D][e % D] *= rot.scale;
-      __syncthreads();
-      fwht_shared_rows(acc_s, n_rows, D, rot.block);
-    } else {
-      fwht_shared_rows(acc_s, n_rows, D);
-      for (int e = threadIdx.x; e < n_rows * D; e += blockDim.x) acc_s[e / D][e % D] *= rot.scale * rot.signs[e % D];
-      __syncthreads();
-    }
-  }
-
-  // Write this block's rows: the output itself when there is one split, else a partial.
-  for (int e = threadIdx.x; e < n_rows * D; e += blockDim.x) {
-    const int r = e / D, i = e % D;
-    const int g = row0 + r;
-    const size_t out_row = static_cast<size_t>(g / p.group) * p.n_heads + kv_head * p.group + g % p.group;
-    if (p.n_splits == 1) {
-      p.out[out_row * D + i] = acc_s[r][i] * block[r].normalizer();
-    } else {
-      float* part = p.partial + (static_cast<size_t>(split) * p.n_queries * p.n_heads + out_row) * (D + 2);
-      part[i] = acc_s[r][i];
-      if (i == 0) {
-        part[D] = block[r].max;
-        part[D + 1] = block[r].denom;
-      }
-    }
-  }
+  store_block_states(block, &warp_m[0][0], &warp_l[0][0]);  // the warps' states were last read above
+  write_block_rows(p, acc_s, &warp_m[0][0], &warp_l[0][0], n_rows, row0, kv_head, split);
 }
 
 // One block per output row (query position x query head): splits merged in split order.
@@ -293,6 +176,13 @@ __global__ void merge_splits_kernel(int head_dim, int n_splits, size_t n_out_row
   }
 }
 
+// The splits' partials folded in split order into the output (nothing to do for one split).
+void merge_splits(int head_dim, int n_splits, size_t out_rows, const float* partial, float* out) {
+  if (n_splits <= 1) return;
+  merge_splits_kernel<<<static_cast<unsigned>(out_rows), 128>>>(head_dim, n_splits, out_rows, partial, out);
+  check(gpuGetLastError(), "attention merge launch");
+}
+
 template <int EPL, int kRows>
 void launch_attention(const AttentionParams& p, int n_kv_heads) {
   const int row_blocks = (p.n_queries * p.group + kRows - 1) / kRows;
@@ -307,7 +197,81 @@ int multiprocessor_count() {
   return count;
 }
 
+// KVGATE_GPU_ATTENTION=general runs this file's kernel for every call, the tile kernels for none:
+// until a device run has confirmed the tile kernels, the way back to the kernel they replace.
+bool general_attention_only() {
+  static const bool general = [] {
+    const char* v = std::getenv("KVGATE_GPU_ATTENTION");
+    if (!v || !*v || std::strcmp(v, "tile") == 0) return false;
+    if (std::strcmp(v, "general") == 0) return true;
+    throw_usage_error(std::string("KVGATE_GPU_ATTENTION: expected 'tile' (the default) or 'general', got '") + v + "'");
+  }();
+  return general;
+}
+
+// Resident blocks per SM of a tile kernel at this shared memory, asked of the driver once.
+int tile_blocks_per_sm(const TileKernel& kernel, int shared_bytes) {
+  static std::mutex mutex;
+  static std::map<std::pair<const TileKernel*, int>, int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(&kernel, shared_bytes);
+  auto it = known.find(key);
+  if (it == known.end()) it = known.emplace(key, kernel.blocks_per_sm(shared_bytes)).first;
+  return it->second;
+}
+
 }  // namespace
+
+const TileKernel* find_tile_kernel(KernelKinds kind, FormatId key, FormatId value, int head_dim) {
+  if (!has_kernel(kind, key, value, head_dim)) return nullptr;
+  const bool decode = kind == kDecodeKernel;
+  switch (kernel_family(key)) {
+    case KernelFamily::float16:
+      return decode ? find_decode_kernel_float16(key, value, head_dim)
+                    : find_prefill_kernel_float16(key, value, head_dim);
+    case KernelFamily::fp8:
+      return decode ? find_decode_kernel_fp8(key, value, head_dim)
+                    : find_prefill_kernel_fp8(key, value, head_dim);
+    case KernelFamily::per_token_head:
+      return decode ? find_decode_kernel_per_token_head(key, value, head_dim)
+                    : find_prefill_kernel_per_token_head(key, value, head_dim);
+    case KernelFamily::ggml:
+      return decode ? find_decode_kernel_ggml(key, value, head_dim)
+                    : find_prefill_kernel_ggml(key, value, head_dim);
+    case KernelFamily::nvfp4:
+      return decode ? find_decode_kernel_nvfp4(key, value, head_dim)
+                    : find_prefill_kernel_nvfp4(key, value, head_dim);
+    case KernelFamily::turboquant:
+      return decode ? find_decode_kernel_turboquant(key, value, head_dim)
+                    : find_prefill_kernel_turboquant(key, value, head_dim);
+  }
+  return nullptr;
+}
+
+namespace {
+
+// The tile kernels' kind for a call: decode for up to kTileMaxRowsPerKvHead rows per KV head,
+// prefill past that.
+KernelKinds tile_kind(int rows_per_kv_head) { return rows_per_kv_head > kTileMaxRowsPerKvHead ? kPrefillKernel : kDecodeKernel; }
+
+// The tile kernel for this call, or null when the general kernel serves it: a pair or head_dim
+// without a kernel of the call's kind (kv_tile.h), pages that are not a multiple of 16 tokens, or
+// KVGATE_GPU_ATTENTION=general.
+const TileKernel* tile_kernel_for(const PagedKvShape& s, int rows_per_kv_head) {
+  if (general_attention_only() || s.page_tokens % 16 != 0) return nullptr;
+  return find_tile_kernel(tile_kind(rows_per_kv_head), s.key.format, s.value.format, s.head_dim);
+}
+
+}  // namespace
+
+const char* DevicePagedKv::attention_kernel(int n_heads, int n_queries) const {
+  const Impl& m = *impl_;
+  const PagedKvShape& s = m.shape;
+  if (s.arithmetic != Arithmetic::exact && !kv_arithmetic(s, n_queries).exact()) return "engine";
+  const int rows = n_heads / std::max(1, s.n_kv_heads) * n_queries;
+  if (!tile_kernel_for(s, rows)) return "general";
+  return tile_kind(rows) == kPrefillKernel ? "tile-prefill" : "tile-decode";
+}
 
 void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
                                      int split_tokens) {
@@ -330,6 +294,8 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
   }
   AttentionParams p{};
   p.keys = m.rows(m.key);
+  p.key_row_bytes = static_cast<int>(m.key.unit_bytes);
+  p.value_row_bytes = static_cast<int>(m.value.unit_bytes);
   p.values = m.rows(m.value);
   p.kf = m.args(m.key);
   p.vf = m.args(m.value);
@@ -340,6 +306,27 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
   p.n_queries = n_queries;
   p.q = q;
   p.softmax_scale = softmax_scale;
+  p.out = out;
+  const size_t out_rows = static_cast<size_t>(n_queries) * n_heads;
+  if (const TileKernel* tile = tile_kernel_for(s, n_queries * p.group)) {
+    const int rows = n_queries * p.group;
+    const bool prefill = tile_kind(rows) == kPrefillKernel;
+    const int shared = tile->shared_bytes(p.key_row_bytes, p.value_row_bytes);
+    const int per_sm = tile_blocks_per_sm(*tile, shared);
+    const TilePlan plan =
+        prefill ? plan_tile_prefill(m.length, s.n_kv_heads, rows, 1, multiprocessor_count(), per_sm, kPrefillTokens,
+                                    split_tokens)
+                : plan_tile_decode(m.length, s.n_kv_heads, rows, 1, multiprocessor_count(), per_sm, split_tokens);
+    p.split_tokens = plan.split_tokens;
+    p.n_splits = plan.splits;
+    if (p.n_splits > 1) {
+      m.partial.resize(static_cast<size_t>(p.n_splits) * out_rows * (s.head_dim + 2) * sizeof(float));
+      p.partial = m.partial.as<float>();
+    }
+    tile->launch(p, dim3(plan.splits, s.n_kv_heads, plan.row_blocks), shared);
+    check(gpuGetLastError(), "tile attention launch");
+    return merge_splits(s.head_dim, p.n_splits, out_rows, p.partial, out);
+  }
   const int epl = s.head_dim <= 32 ? 1 : s.head_dim <= 64 ? 2 : s.head_dim <= 128 ? 4 : 8;
   // A decode step of a small GQA group (Llama-3's 4 query heads per KV head) fills 4 rows: a
   // 16-row block would spend 3/4 of its FMAs and registers on empty rows. Rows are independent
@@ -358,8 +345,6 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
   }
   p.split_tokens = split_tokens;
   p.n_splits = (m.length + split_tokens - 1) / split_tokens;
-  p.out = out;
-  const size_t out_rows = static_cast<size_t>(n_queries) * n_heads;
   if (p.n_splits > 1) {
     m.partial.resize(static_cast<size_t>(p.n_splits) * out_rows * (s.head_dim + 2) * sizeof(float));
     p.partial = m.partial.as<float>();
@@ -375,10 +360,7 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
     default: launch_attention<8, 8>(p, s.n_kv_heads); break;
   }
   check(gpuGetLastError(), "attention launch");
-  if (p.n_splits > 1) {
-    merge_splits_kernel<<<static_cast<unsigned>(out_rows), 128>>>(s.head_dim, p.n_splits, out_rows, p.partial, out);
-    check(gpuGetLastError(), "attention merge launch");
-  }
+  merge_splits(s.head_dim, p.n_splits, out_rows, p.partial, out);
 }
 
 void DevicePagedKv::attention(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,

@@ -11,6 +11,8 @@ namespace kvgate::kernels::gpu {
 
 struct DecodeBenchShape {
   int n_heads = 32, n_kv_heads = 8, head_dim = 128, page_tokens = 16;
+  int n_seqs = 1;     // sequences per step, each its own cache and launch
+  int n_queries = 1;  // query positions per sequence: 1 is a decode step, more a prefill chunk's attention
 };
 
 struct DecodeBenchResult {
@@ -18,9 +20,12 @@ struct DecodeBenchResult {
   FormatId key, value;
   double bits_per_element;  // K and V averaged
   int tokens;
-  double us_per_step;
-  double kv_gb_per_s;       // quantized K and V bytes one step reads, per second
+  int n_seqs;
+  double us_per_step;       // all n_seqs sequences' attention
+  double kv_gb_per_s;       // quantized K and V bytes one step reads (every sequence), per second
   double append_gb_per_s;   // quantize-on-append: float32 K and V bytes in, per second
+  double tflops;            // attention's multiply-adds x 2 (QK and PV, causal) per second, in TFLOP/s
+  const char* kernel;       // the attention kernel that ran (DevicePagedKv::attention_kernel)
 };
 
 // `format` stores both sides, except that tq{b} keys pair with u4 values and KIVI keys and

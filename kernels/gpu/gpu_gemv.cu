@@ -5,8 +5,8 @@
 // through the read-only cache (float4), and decodes in registers (Units<T>::dot: no call, no
 // per-element switch). The product is f32 (x is never rounded), the partial sums meet in a
 // fixed order (warp butterfly, then the warps in turn), so the result is the same every run.
-// scripts/gpu-static-check-gemv checks the compiled kernels (no spills, 128-bit weight loads,
-// no calls). One kernel source for CUDA and HIP.
+// scripts/gpu-static-check checks the compiled kernels (no spills, 128-bit weight loads,
+// no calls: scripts/gpu-static-rules.tsv). One kernel source for CUDA and HIP.
 #include <cstdint>
 #include <string>
 

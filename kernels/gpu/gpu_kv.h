@@ -114,6 +114,12 @@ class DevicePagedKv {
   void attention_device(int n_heads, const float* q, int n_queries, float softmax_scale, float* out,
                         int split_tokens = 0);  // device buffers
 
+  // Which kernel attention() runs for a call of this many query heads and positions:
+  // "tile-decode" or "tile-prefill" (the tile kernels of kernels/gpu/kv_tile.h's pairs),
+  // "general" (the run-time format switch), or "engine" (an engine's rounding); benchmarks print
+  // it and tests check it, so a silent fallback shows.
+  const char* attention_kernel(int n_heads, int n_queries) const;
+
   // Forgets every token from position n on (n <= length()); later appends overwrite them.
   void truncate(int n);
   // Makes this cache hold the first n tokens of `source` (same shape, n <= its length and this

@@ -28,45 +28,68 @@ struct NoRows {
   }
 };
 
-// Calls fn(Rows{}) with the row functions of format f. Adding a GPU format adds its case here.
+// Every GPU format and its row functions, the one table with_rows and RowsFor read. Adding a
+// GPU format adds its line here.
+#define KVGATE_GPU_ROWS(X)                          \
+  X(f32, F32Rows)                                   \
+  X(f16, F16Rows)                                   \
+  X(bf16, BF16Rows)                                 \
+  X(fp8_e4m3, Fp8Rows<Fp8Kind::e4m3fn>)             \
+  X(fp8_e5m2, Fp8Rows<Fp8Kind::e5m2>)               \
+  X(fp8_e4m3fnuz, Fp8Rows<Fp8Kind::e4m3fnuz>)       \
+  X(int8_pth, Int8PthRows)                          \
+  X(fp8_pth, Fp8PthRows)                            \
+  X(int4_pth, Int4PthRows)                          \
+  X(q8_0, GgmlRows<ggml::Q8_0>)                     \
+  X(q5_0, GgmlRows<ggml::Q5_0>)                     \
+  X(q5_1, GgmlRows<ggml::Q5_1>)                     \
+  X(q4_0, GgmlRows<ggml::Q4_0>)                     \
+  X(q4_1, GgmlRows<ggml::Q4_1>)                     \
+  X(iq4_nl, GgmlRows<ggml::IQ4_NL>)                 \
+  X(mxfp4, GgmlRows<ggml::MXFP4>)                   \
+  X(nvfp4, Nvfp4Rows<false>)                        \
+  X(nvfp4_4over6, Nvfp4Rows<true>)                  \
+  X(kivi2_k, KiviKeyRows<2>)                        \
+  X(kivi2_v, KiviValueRows<2>)                      \
+  X(kivi4_k, KiviKeyRows<4>)                        \
+  X(kivi4_v, KiviValueRows<4>)                      \
+  X(tq1, TqRows<1, 0>)                              \
+  X(tq2, TqRows<2, 0>)                              \
+  X(tq2_5, TqRows<2, 4>)                            \
+  X(tq3, TqRows<3, 0>)                              \
+  X(tq3_5, TqRows<3, 4>)                            \
+  X(tq4, TqRows<4, 0>)                              \
+  X(tqprod2, TqProdRows<1>)                         \
+  X(tqprod3, TqProdRows<2>)                         \
+  X(tqprod4, TqProdRows<3>)                         \
+  X(u2, UniformRows<2>)                             \
+  X(u3, UniformRows<3>)                             \
+  X(u4, UniformRows<4>)                             \
+  X(u8, UniformRows<8>)
+
+// The row functions of format F at compile time (the attention kernels' tile loaders, kv_tile.h).
+template <FormatId F>
+struct RowsFor {
+  using type = NoRows;
+};
+#define KVGATE_ROWS_FOR(id, ...) \
+  template <>                    \
+  struct RowsFor<FormatId::id> { \
+    using type = __VA_ARGS__;    \
+  };
+KVGATE_GPU_ROWS(KVGATE_ROWS_FOR)
+#undef KVGATE_ROWS_FOR
+
+// Calls fn(Rows{}) with the row functions of format f (the run-time switch; the attention
+// kernels take the format at compile time instead, through RowsFor).
 template <class Fn>
 KVGATE_HD auto with_rows(FormatId f, Fn&& fn) -> decltype(fn(NoRows{})) {
   switch (f) {
-    case FormatId::f32: return fn(F32Rows{});
-    case FormatId::f16: return fn(F16Rows{});
-    case FormatId::bf16: return fn(BF16Rows{});
-    case FormatId::fp8_e4m3: return fn(Fp8Rows<Fp8Kind::e4m3fn>{});
-    case FormatId::fp8_e5m2: return fn(Fp8Rows<Fp8Kind::e5m2>{});
-    case FormatId::fp8_e4m3fnuz: return fn(Fp8Rows<Fp8Kind::e4m3fnuz>{});
-    case FormatId::int8_pth: return fn(Int8PthRows{});
-    case FormatId::fp8_pth: return fn(Fp8PthRows{});
-    case FormatId::int4_pth: return fn(Int4PthRows{});
-    case FormatId::q8_0: return fn(GgmlRows<ggml::Q8_0>{});
-    case FormatId::q5_0: return fn(GgmlRows<ggml::Q5_0>{});
-    case FormatId::q5_1: return fn(GgmlRows<ggml::Q5_1>{});
-    case FormatId::q4_0: return fn(GgmlRows<ggml::Q4_0>{});
-    case FormatId::q4_1: return fn(GgmlRows<ggml::Q4_1>{});
-    case FormatId::iq4_nl: return fn(GgmlRows<ggml::IQ4_NL>{});
-    case FormatId::mxfp4: return fn(GgmlRows<ggml::MXFP4>{});
-    case FormatId::nvfp4: return fn(Nvfp4Rows<false>{});
-    case FormatId::nvfp4_4over6: return fn(Nvfp4Rows<true>{});
-    case FormatId::kivi2_k: return fn(KiviKeyRows<2>{});
-    case FormatId::kivi2_v: return fn(KiviValueRows<2>{});
-    case FormatId::kivi4_k: return fn(KiviKeyRows<4>{});
-    case FormatId::kivi4_v: return fn(KiviValueRows<4>{});
-    case FormatId::tq1: return fn(TqRows<1, 0>{});
-    case FormatId::tq2: return fn(TqRows<2, 0>{});
-    case FormatId::tq2_5: return fn(TqRows<2, 4>{});
-    case FormatId::tq3: return fn(TqRows<3, 0>{});
-    case FormatId::tq3_5: return fn(TqRows<3, 4>{});
-    case FormatId::tq4: return fn(TqRows<4, 0>{});
-    case FormatId::tqprod2: return fn(TqProdRows<1>{});
-    case FormatId::tqprod3: return fn(TqProdRows<2>{});
-    case FormatId::tqprod4: return fn(TqProdRows<3>{});
-    case FormatId::u2: return fn(UniformRows<2>{});
-    case FormatId::u3: return fn(UniformRows<3>{});
-    case FormatId::u4: return fn(UniformRows<4>{});
-    case FormatId::u8: return fn(UniformRows<8>{});
+#define KVGATE_ROWS_CASE(id, ...) \
+  case FormatId::id:              \
+    return fn(__VA_ARGS__{});
+    KVGATE_GPU_ROWS(KVGATE_ROWS_CASE)
+#undef KVGATE_ROWS_CASE
     case FormatId::fp4_mx_block16:  // CPU only for now (GpuStorage::none)
     case FormatId::external: break;
   }

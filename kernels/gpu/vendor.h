@@ -33,10 +33,15 @@ using gpuEvent_t = hipEvent_t;
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventDestroy hipEventDestroy
+#define gpuFuncSetAttribute hipFuncSetAttribute
+#define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, shared) \
+  hipOccupancyMaxActiveBlocksPerMultiprocessor((n), reinterpret_cast<const void*>(kernel), (threads), (shared))
 // kvgate's kernels think in 32-lane warps. A 64-lane AMD wavefront holds two of them: shuffles
 // stay inside each 32-lane half (width 32), and the lanes of a wavefront run in lockstep, so a
 // warp-level barrier only has to stop the compiler from reordering shared-memory accesses.
 #define gpu_shfl_xor(v, mask) __shfl_xor((v), (mask), 32)
+#define gpu_shfl(v, lane) __shfl((v), (lane), 32)
 #define gpu_syncwarp() __builtin_amdgcn_wave_barrier()
 #else
 #include <cuda_runtime.h>
@@ -70,6 +75,11 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuEventDestroy cudaEventDestroy
+#define gpuFuncSetAttribute cudaFuncSetAttribute
+#define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, shared) \
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor((n), reinterpret_cast<const void*>(kernel), (threads), (shared))
 #define gpu_shfl_xor(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#define gpu_shfl(v, lane) __shfl_sync(0xffffffffu, (v), (lane))
 #define gpu_syncwarp() __syncwarp()
 #endif

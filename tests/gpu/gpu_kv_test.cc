@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "kernels/gpu/gpu_convert.h"
 #include "kernels/gpu/gpu_kv.h"
+#include "kernels/gpu/kv_tile.h"
 #include "kernels/gpu/tq_params.h"
 #include "kernels/kv_format.h"
 #include "tests/kernels/gpu_row_cases.h"
@@ -232,11 +233,13 @@ void cpu_view(Filled& c, FormatId f, const Codec& codec, std::vector<float>& x, 
 // rotated: ggml blocks with rot=hadamard on both sides, at a head_dim whose 1/sqrt is inexact.
 // key_options: the key format's CPU options instead of the defaults (TurboQuant's options);
 // head_dim: a head_dim other than the format's test size (0: that size).
+// value: the value format instead of the one value_format_for pairs with f.
 Filled fill(FormatId f, int n_tokens, uint64_t seed, bool rotated = false,
-            const std::optional<FormatOptions>& key_options = std::nullopt, int head_dim = 0) {
+            const std::optional<FormatOptions>& key_options = std::nullopt, int head_dim = 0,
+            std::optional<FormatId> value = std::nullopt) {
   Filled c;
   c.key_format = key_format_for(f);
-  c.value_format = value_format_for(f);
+  c.value_format = value ? *value : value_format_for(f);
   c.d = head_dim ? head_dim : rotated ? 128 : head_dim_for(f);
   c.n_tokens = n_tokens;
   c.page_tokens = is_kivi(f) ? 32 : 16;
@@ -332,8 +335,9 @@ std::vector<double> reference_attention(Filled& c, const std::vector<float>& q, 
 }
 
 void expect_attention_matches(FormatId f, int n_tokens, int n_q, int group, bool rotated = false,
-                              const std::optional<FormatOptions>& key_options = std::nullopt, int head_dim = 0) {
-  Filled c = fill(f, n_tokens, 31 + n_q, rotated, key_options, head_dim);
+                              const std::optional<FormatOptions>& key_options = std::nullopt, int head_dim = 0,
+                              std::optional<FormatId> value = std::nullopt) {
+  Filled c = fill(f, n_tokens, 31 + n_q, rotated, key_options, head_dim, value);
   const int n_heads = Filled::kKvHeads * group;
   Rng rng(41);
   std::vector<float> q(static_cast<size_t>(n_q) * n_heads * c.d);
@@ -376,6 +380,59 @@ std::string format_test_name(const ::testing::TestParamInfo<FormatId>& info) {
 
 INSTANTIATE_TEST_SUITE_P(GpuFormats, GpuKv, ::testing::ValuesIn(kv_formats()),
                          format_test_name);
+
+// Every key/value pair with a tile kernel (kernels/gpu/kv_tile.h) at every head_dim it has one
+// for, by kind: decode steps of one and two query positions (two row blocks of the decode kernel),
+// and prefill chunks of 37 positions x 3 heads (two row blocks of the prefill kernel) and of 100
+// positions x 4 heads (7 row blocks, the last ragged), over 301 tokens (a ragged last tile and
+// split), against float64, bit-identical run to run at every split length; each call checked to
+// run the tile kernel it is meant to (no silent fallback to the general kernel).
+struct TilePairCase {
+  KvPair pair;
+  int head_dim;
+  KernelKinds kind;
+};
+void PrintTo(const TilePairCase& c, std::ostream* os) {
+  *os << kv_format_name(c.pair.key) << "/" << kv_format_name(c.pair.value) << " d" << c.head_dim
+      << (c.kind == kPrefillKernel ? " prefill" : " decode");
+}
+std::vector<TilePairCase> tile_pair_cases() {
+  std::vector<TilePairCase> out;
+  for (KernelKinds kind : {kDecodeKernel, kPrefillKernel})
+    for (const KvPair& p : kKernelPairs)
+      for (const KernelHeadDim& d : kKernelHeadDims)
+        if (has_kernel(kind, p.key, p.value, d.head_dim)) out.push_back({p, d.head_dim, kind});
+  return out;
+}
+class GpuKvTilePairs : public ::testing::TestWithParam<TilePairCase> {
+ protected:
+  void SetUp() override {
+    if (device_count() == 0) GTEST_SKIP() << "no " << vendor() << " device present; GPU checks need one";
+  }
+};
+TEST_P(GpuKvTilePairs, MatchFloat64ReferenceOnTheirTileKernel) {
+  const TilePairCase& c = GetParam();
+  const bool prefill = c.kind == kPrefillKernel;
+  const char* want = prefill ? "tile-prefill" : "tile-decode";
+  {
+    Filled probe = fill(c.pair.key, 1, 1, false, std::nullopt, c.head_dim, c.pair.value);
+    const int kv = Filled::kKvHeads;
+    EXPECT_STREQ(probe.cache->attention_kernel(kv * (prefill ? 3 : 4), prefill ? 37 : 1), want);
+    EXPECT_STREQ(probe.cache->attention_kernel(kv * 4, prefill ? 100 : 2), want);
+  }
+  expect_attention_matches(c.pair.key, 301, prefill ? 37 : 1, prefill ? 3 : 4, false, std::nullopt, c.head_dim,
+                           c.pair.value);
+  expect_attention_matches(c.pair.key, 301, prefill ? 100 : 2, 4, false, std::nullopt, c.head_dim, c.pair.value);
+}
+INSTANTIATE_TEST_SUITE_P(TileKernels, GpuKvTilePairs, ::testing::ValuesIn(tile_pair_cases()),
+                         [](const ::testing::TestParamInfo<TilePairCase>& info) {
+                           std::string name = std::string(kv_format_name(info.param.pair.key)) + "_" +
+                                              kv_format_name(info.param.pair.value) + "_d" +
+                                              std::to_string(info.param.head_dim) +
+                                              (info.param.kind == kPrefillKernel ? "_prefill" : "_decode");
+                           std::replace(name.begin(), name.end(), '.', '_');
+                           return name;
+                         });
 
 // ggml blocks with rot=hadamard: the cache stores the CPU codec's rotated bytes, attention
 // rotates the query against the keys and its output back from the values' basis.
