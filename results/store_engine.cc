@@ -28,7 +28,7 @@ void Store::add_config_endpoint(int64_t run_id, const ConfigEndpoint& e) {
 }
 
 std::vector<ConfigEndpoint> Store::config_endpoints(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("config_endpoints", run_id);
   Statement s(*connection_,
               "SELECT config_id, name, url, engine, engine_version, model, kv, kv_source, kv_reported, discovery "
               "FROM config_endpoints WHERE run_id = ?1 ORDER BY config_id");
@@ -46,7 +46,7 @@ void Store::record_item_failure(int64_t run_id, const ItemFailure& f) {
 }
 
 std::vector<ItemFailure> Store::item_failures(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("item_failures", run_id);
   Statement s(*connection_,
               "SELECT item_key, config_id, endpoint, failure, message, failed_at FROM item_failures WHERE run_id = ?1 "
               "ORDER BY item_key");
@@ -65,7 +65,7 @@ void Store::add_load_replay(int64_t run_id, const LoadReplaySettings& l) {
 }
 
 std::optional<LoadReplaySettings> Store::load_replay(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("load_replays", run_id);
   Statement s(*connection_,
               "SELECT trace, format, requests, time_scale, max_inflight, slo_ttft_ms, slo_tpot_ms, block_tokens, "
               "predict_gpu, predict_model FROM load_replays WHERE run_id = ?1");
@@ -86,7 +86,7 @@ void Store::add_load_requests(int64_t run_id, const std::vector<LoadRequest>& re
 }
 
 std::vector<LoadRequest> Store::load_requests(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("load_requests", run_id);
   Statement s(*connection_,
               "SELECT config_id, request_index, arrival_ms, prompt_tokens, max_tokens, ok, failure, output_tokens, "
               "cached_tokens, ttft_ms, tpot_ms, latency_ms, max_gap_ms FROM load_requests WHERE run_id = ?1 "
@@ -120,7 +120,7 @@ void Store::add_capacity_prediction(int64_t run_id, const CapacityPrediction& p)
 }
 
 std::vector<CapacityPrediction> Store::capacity_predictions(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("capacity_predictions", run_id);
   Statement s(*connection_,
               "SELECT config_id, hit_rate, ttft_p50_ms, ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, "
               "output_tokens_per_s, kv_token_capacity, verdict FROM capacity_predictions WHERE run_id = ?1 "

@@ -11,7 +11,7 @@ void ItemWriter::add_position(const PositionMetrics& p) {
 }
 
 std::vector<RunPositionMetrics> Store::run_position_metrics(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("position_metrics", run_id);
   Statement s(*connection_,
               "SELECT i.item_key, i.domain, p.config_id, p.turn_index, p.position_from, p.position_to, p.scored_tokens, "
               "p.kld_sum, p.delta_p_sum, p.same_top1 FROM position_metrics p JOIN items i ON i.id = p.item_id "
