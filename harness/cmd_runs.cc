@@ -96,15 +96,14 @@ struct ConfigResults {
 
 // Per config that has stored items, ordered by spec.
 std::vector<ConfigResults> summarize(const results::StoredRun& stored) {
-  const std::vector<results::StoredConfig>& configs = stored.configs;
   std::map<int64_t, scoring::ItemAggregator> by_config;
   for (const results::RunItemMetrics& r : stored.items) by_config[r.metrics.config_id].add(item_scores(r.metrics));
   std::vector<ConfigResults> out;
   for (const auto& [id, items] : by_config) {
     ConfigResults c{id, "config#" + std::to_string(id), "", results::ConfigRole::candidate, items.result()};
     c.label = c.spec;
-    for (const results::RunConfigRecord& rc : configs)
-      if (rc.config_id == id) c.spec = rc.spec, c.label = rc.label.empty() ? rc.spec : rc.label, c.role = rc.role;
+    if (const results::StoredConfig* rc = stored.config(id))
+      c.spec = rc->spec, c.label = rc->label.empty() ? rc->spec : rc->label, c.role = rc->role;
     out.push_back(std::move(c));
   }
   std::stable_sort(out.begin(), out.end(), [](const ConfigResults& x, const ConfigResults& y) { return x.spec < y.spec; });
