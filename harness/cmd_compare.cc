@@ -175,7 +175,7 @@ nlohmann::json compare_json(const Comparison& c) {
     j["sessions"] = sessions(cand.sessions);
     candidates.push_back(std::move(j));
   }
-  const results::RunConfigRecord* ref = c.run.reference();
+  const results::StoredConfig* ref = c.run.reference();
   return {{"run", c.run.record.id},
           {"db", c.db},
           {"suite", c.run.record.info.suite_name},

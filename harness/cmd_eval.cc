@@ -363,14 +363,15 @@ int64_t run_eval_cmd(EvalArgs a) {
   if (!a.summary) return recorder.run_id();
   std::optional<PerTurn> turns;
   std::optional<RunVerdicts> verdicts;
-  if (a.plan.replay || a.verdicts) {
-    const results::StoredRun stored = results::StoredRun::load(recorder.store(), *recorder.store().find_run(recorder.run_id()));
-    if (a.plan.replay) turns = per_turn(stored);
-    if (a.verdicts) verdicts = run_verdicts(stored, a.policy);
-  }
+  const bool notes = !a.json && plan.has_endpoints();
+  std::optional<results::StoredRun> stored;
+  if (a.plan.replay || a.verdicts || notes)
+    stored = results::StoredRun::load(recorder.store(), *recorder.store().find_run(recorder.run_id()));
+  if (a.plan.replay) turns = per_turn(*stored);
+  if (a.verdicts) verdicts = run_verdicts(*stored, a.policy);
   print_summary(r, plan, recorder.plan_hash(), db_path, a.json, turns ? &*turns : nullptr, verdicts ? &*verdicts : nullptr);
-  if (!a.json && plan.has_endpoints())
-    for (const std::string& note : read_engine_view(recorder.store(), recorder.run_id()).notes) std::printf("note: %s\n", note.c_str());
+  if (notes)
+    for (const std::string& note : read_engine_view(*stored).notes) std::printf("note: %s\n", note.c_str());
   return recorder.run_id();
 }
 

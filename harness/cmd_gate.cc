@@ -196,7 +196,7 @@ nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::js
 
 nlohmann::json outcome_json(const scoring::GateOutcome& o, const std::optional<results::RunRecord>& base,
                             const results::RunRecord& cand, const std::string& policy, const std::string& db,
-                            const std::vector<results::RunConfigRecord>& cand_configs) {
+                            const std::vector<results::StoredConfig>& cand_configs) {
   nlohmann::json checks = nlohmann::json::array();
   for (const scoring::CheckResult& c : o.checks) {
     nlohmann::json affected = nlohmann::json::array();
@@ -250,7 +250,8 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
   std::optional<results::StoredRun> base_stored;
   std::optional<scoring::GateRun> base_run;
   if (base) {
-    base_stored = results::StoredRun::load(store, *base);
+    // A run gated against itself is read once.
+    base_stored = base->id == cand->id ? cand_stored : results::StoredRun::load(store, *base);
     base_run = load_gate_run(*base_stored);
   }
   // Rules name configs by what they mean (config_labels.h); one that names none is refused.
@@ -260,7 +261,7 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
   auto named = [&](const std::string& typed, const results::StoredRun& run, const char* side) {
     const ConfigMatcher matcher(typed);
     std::vector<std::string> specs;
-    for (const results::RunConfigRecord& c : run.configs)
+    for (const results::StoredConfig& c : run.configs)
       if (matcher.names(c)) specs.push_back(c.spec);
     if (specs.size() != 1)
       throw_input_error(fmt::format("{}: --pair-config: {} run {} has {} config named '{}' (its configs: {}){}",
@@ -287,10 +288,11 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
   for (std::string& note : policy_notes) outcome.notes.push_back(std::move(note));
   for (std::string& note : unmatched_domain_notes(policy, cand_run)) outcome.notes.push_back(std::move(note));
 
+  // A check names a config of the candidate, or one only the baseline has (a coverage check).
   std::map<std::string, int64_t> config_ids;
-  for (const results::RunRecord* r : {&*cand, base ? &*base : nullptr})
+  for (const results::StoredRun* r : std::initializer_list<const results::StoredRun*>{&cand_stored, base_stored ? &*base_stored : nullptr})
     if (r)
-      for (const results::RunConfigRecord& c : store.run_configs(r->id)) config_ids.emplace(c.spec, c.config_id);
+      for (const results::StoredConfig& c : r->configs) config_ids.emplace(c.spec, c.config_id);
   for (const scoring::CheckResult& c : outcome.checks) {
     results::GateDecision d;
     // A first run has no baseline; its decisions name the candidate on both sides.
@@ -317,14 +319,14 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
            : fmt::format("Candidate run {} ({}, {} items), no baseline, policy `{}`.", cand->id, cand->info.suite_name,
                          cand->items, a.policy);
   if (!a.junit.empty()) write_output_file(a.junit, junit_xml(outcome, "kvgate gate " + std::to_string(cand->id)));
-  if (!a.report.empty()) write_output_file(a.report, markdown_report(outcome, headline, read_answers(store, cand->id), cand->id));
+  if (!a.report.empty()) write_output_file(a.report, markdown_report(outcome, headline, read_answers(cand_stored), cand->id));
 
   if (a.json) {
-    std::printf("%s\n", outcome_json(outcome, base, *cand, a.policy, store.path(), store.run_configs(cand->id)).dump(2).c_str());
+    std::printf("%s\n", outcome_json(outcome, base, *cand, a.policy, store.path(), cand_stored.configs).dump(2).c_str());
   } else {
     std::printf("%s\n", headline.c_str());
     // Check names keep the canonical specs: the candidate's configs as typed, to read them by.
-    if (const std::string legend = canonical_legend(config_names(store.run_configs(cand->id))); !legend.empty())
+    if (const std::string legend = canonical_legend(config_names(cand_stored.configs)); !legend.empty())
       std::printf("configs as typed; %s\n", legend.c_str());
     for (const scoring::CheckResult& c : outcome.checks)
       if (!c.passed) std::printf("FAIL %s: %s\n", c.name.c_str(), c.detail.c_str());

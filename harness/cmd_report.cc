@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "core/mapped_file.h"
 #include "harness/commands.h"
 #include "harness/report/report_html.h"
 #include "harness/weights_axis.h"
@@ -34,10 +33,14 @@ void run_report(const ReportArgs& a) {
   in.weight_bytes = file_size_or_nan(in.run.record.info.model_path);
   in.budget = gpu_budget(a.gpu.gpu, a.gpu.mem_gib, a.gpu.mem_util, a.gpu.context);
   in.weights_kv = weights_kv_rows(in.run, in.budget, in.weight_bytes);
-  in.engine = read_engine_view(store, in.run.record.id);
-  in.answers = read_answers(store, in.run.record.id);
+  in.engine = read_engine_view(in.run);
+  in.answers = read_answers(in.run);
   in.verdicts = run_verdicts(in.run, a.policy);
-  if (!a.baseline.empty()) in.baseline = results::StoredRun::load(store, store.resolve_run(a.baseline));
+  if (!a.baseline.empty()) {
+    const results::RunRecord baseline = store.resolve_run(a.baseline);
+    // A run against itself is read once.
+    in.baseline = baseline.id == in.run.record.id ? in.run : results::StoredRun::load(store, baseline);
+  }
   if (!a.html.empty()) write_output_file(a.html, render_report_html(in));
   if (!a.md.empty()) write_output_file(a.md, render_report_markdown(in));
   if (a.json) {

@@ -22,7 +22,7 @@
 #include "harness/report/per_turn.h"
 #include "harness/report/engine_report.h"
 #include "harness/report/position_report.h"
-#include "harness/report/stored_scores.h"
+#include "harness/stored_scores.h"
 #include "harness/report/verdicts.h"
 #include "harness/weights_axis.h"
 #include "kernels/kv_config.h"
@@ -97,15 +97,14 @@ struct ConfigResults {
 
 // Per config that has stored items, ordered by spec.
 std::vector<ConfigResults> summarize(const results::StoredRun& stored) {
-  const std::vector<results::RunConfigRecord>& configs = stored.configs;
   std::map<int64_t, scoring::ItemAggregator> by_config;
   for (const results::RunItemMetrics& r : stored.items) by_config[r.metrics.config_id].add(item_scores(r.metrics));
   std::vector<ConfigResults> out;
   for (const auto& [id, items] : by_config) {
     ConfigResults c{id, "config#" + std::to_string(id), "", results::ConfigRole::candidate, items.result()};
     c.label = c.spec;
-    for (const results::RunConfigRecord& rc : configs)
-      if (rc.config_id == id) c.spec = rc.spec, c.label = rc.label.empty() ? rc.spec : rc.label, c.role = rc.role;
+    if (const results::StoredConfig* rc = stored.config(id))
+      c.spec = rc->spec, c.label = rc->label.empty() ? rc->spec : rc->label, c.role = rc->role;
     out.push_back(std::move(c));
   }
   std::stable_sort(out.begin(), out.end(), [](const ConfigResults& x, const ConfigResults& y) { return x.spec < y.spec; });
@@ -176,12 +175,13 @@ std::string plan_text(const nlohmann::json& plan) {
   return text;
 }
 
-void run_show_answers(const RunsArgs& a, results::Store& store, const results::RunRecord& run) {
+void run_show_answers(const RunsArgs& a, results::Store& store, const results::StoredRun& stored) {
+  const results::RunRecord& run = stored.record;
   AnswersFilter filter;
   filter.changed_only = a.changed;
   filter.domain = a.domain;
-  if (!a.config.empty()) filter.config = resolve_config(a.config, store.run_configs(run.id), store.path(), run.id);
-  const RunAnswers answers = read_answers(store, run.id, filter);
+  if (!a.config.empty()) filter.config = resolve_config(a.config, stored.configs, store.path(), run.id);
+  const RunAnswers answers = read_answers(stored, filter);
   if (a.json) {
     nlohmann::json out = {{"run", run.id}, {"db", store.path()}};
     out.update(answers_json(answers));
@@ -195,14 +195,14 @@ void run_show_answers(const RunsArgs& a, results::Store& store, const results::R
 void run_show(const RunsArgs& a) {
   results::Store store = results::Store::open(results::resolve_db_path(a.db), results::Store::Mode::existing);
   const results::RunRecord run = store.resolve_run(a.run);
-  if (a.answers) return run_show_answers(a, store, run);
   const results::StoredRun stored = results::StoredRun::load(store, run);
-  const std::vector<results::RunConfigRecord>& configs = stored.configs;
+  if (a.answers) return run_show_answers(a, store, stored);
+  const std::vector<results::StoredConfig>& configs = stored.configs;
   const auto summary = summarize(stored);
   const nlohmann::json plan = plan_json(store, run.id);
   const GpuBudget budget = gpu_budget(a.gpu.gpu, a.gpu.mem_gib, a.gpu.mem_util, a.gpu.context);
   const std::vector<WeightsKvRow> weights_kv = weights_kv_rows(stored, budget, file_size_or_nan(run.info.model_path));
-  const EngineRunView engine = read_engine_view(store, run.id);
+  const EngineRunView engine = read_engine_view(stored);
   const scoring::GoldSignal gold = reference_gold(summary);
   const RunVerdicts verdicts = run_verdicts(stored, a.policy);
   const PerTurn turns = per_turn(stored);

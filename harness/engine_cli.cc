@@ -255,7 +255,7 @@ void run_load_replay_cmd(const PlanFlags& flags, LoadReplayOptions o, const std:
     recorder.fail();
     throw;
   }
-  const EngineRunView view = read_engine_view(store, recorder.run_id());
+  const EngineRunView view = read_engine_view(results::StoredRun::load(store, *store.find_run(recorder.run_id())));
   if (json) {
     nlohmann::json j = engine_json(view);
     j["run"] = recorder.run_id();

@@ -14,7 +14,7 @@
 #include "core/hash.h"
 #include "harness/commands.h"
 #include "harness/eval/eval_plan.h"
-#include "harness/report/stored_scores.h"
+#include "harness/stored_scores.h"
 #include "harness/workload_models.h"
 #include "scoring/metrics.h"
 
@@ -31,15 +31,16 @@ std::string or_dash(double v, const char* spec) { return std::isfinite(v) ? fmt:
 
 
 // Sliding-window models hold less than kv_bytes_per_token x context; the file says which layers.
-double session_bytes(const results::RunConfigRecord& c, const GpuBudget& budget) {
+// The KV config is the one the run ran, read as stored (results::StoredConfig::kv).
+double session_bytes(const results::StoredConfig& c, const GpuBudget& budget) {
   const double full = c.kv_bytes_per_token * static_cast<double>(budget.context);
-  if (!c.model) return full;
+  if (!c.model || !c.kv) return full;
   std::error_code ec;
   if (std::filesystem::file_size(c.model->path, ec) != static_cast<uintmax_t>(c.model->file_bytes) || ec) return full;
   try {
     const workloads::ModelShape shape = model_from_gguf(c.model->path);
     if (shape.sliding_window == 0) return full;
-    return workloads::kv_bytes_for_context(shape, kernels::parse_kv_config(c.model->kv_spec), budget.context);
+    return workloads::kv_bytes_for_context(shape, *c.kv, budget.context);
   } catch (const Error&) {
     return full;  // a file changed or gone since the run: the full-context bound still holds
   }
@@ -172,7 +173,7 @@ std::vector<WeightsKvRow> weights_kv_rows(const results::StoredRun& run, const G
   std::map<int64_t, scoring::ItemAggregator> by_config;
   for (const results::RunItemMetrics& r : run.items) by_config[r.metrics.config_id].add(item_scores(r.metrics));
   std::vector<WeightsKvRow> rows;
-  for (const results::RunConfigRecord& c : run.configs) {
+  for (const results::StoredConfig& c : run.configs) {
     WeightsKvRow r;
     r.spec = c.spec;
     r.label = c.label.empty() ? c.spec : c.label;
@@ -186,7 +187,7 @@ std::vector<WeightsKvRow> weights_kv_rows(const results::StoredRun& run, const G
     r.quality = by_config[c.config_id].result();
     // An endpoint serves whatever weights its engine loaded; the local model file says nothing
     // about them, so neither the weight bytes nor the sessions that fit are known.
-    const bool served_by_endpoint = c.spec.rfind(kEndpointSpecPrefix, 0) == 0;
+    const bool served_by_endpoint = c.served_by_endpoint();
     if (served_by_endpoint) r.weights = r.weight_type = "engine";
     r.weight_bytes = served_by_endpoint ? kNaN
                      : c.model          ? static_cast<double>(c.model->weight_bytes)

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include "core/error.h"
@@ -466,6 +467,26 @@ void Store::check_run(int64_t run_id) {
   checked_runs_.insert(run_id);
 }
 
+namespace {
+
+std::mutex run_reads_mutex;
+std::map<std::pair<std::string, int64_t>, int64_t> run_reads;
+
+}  // namespace
+
+void Store::begin_run_read(const char* table, int64_t run_id) {
+  {
+    const std::lock_guard<std::mutex> lock(run_reads_mutex);
+    ++run_reads[{table, run_id}];
+  }
+  check_run(run_id);
+}
+
+std::map<std::pair<std::string, int64_t>, int64_t> Store::run_table_reads() {
+  const std::lock_guard<std::mutex> lock(run_reads_mutex);
+  return run_reads;
+}
+
 RunRecord Store::resolve_run(const std::string& ref) {
   if (ref == "latest") {
     Statement s(*connection_, "SELECT MAX(id) FROM runs");
@@ -486,7 +507,7 @@ RunRecord Store::resolve_run(const std::string& ref) {
 }
 
 std::vector<RunConfigRecord> Store::run_configs(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("run_configs", run_id);
   Statement s(*connection_,
               "SELECT c.id, c.spec, c.hash, rc.role, c.bits_per_element, rc.kv_bytes_per_token, rc.kld_estimator, "
               "rc.top_k, cm.kv_spec, cm.model_label, cm.model_path, cm.model_sha256, cm.file_bytes, cm.weight_bytes, "
@@ -540,7 +561,7 @@ std::optional<ItemMetrics> Store::item_metrics(int64_t run_id, const std::string
 }
 
 std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("item_metrics", run_id);
   const DigestedTable& t = digested_table("item_metrics");
   Statement s(*connection_, run_rows_select(t, "t.config_id"));
   s.bind(1, run_id);
@@ -554,7 +575,7 @@ std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
 }
 
 std::vector<ItemInfo> Store::run_items(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("items", run_id);
   Statement s(*connection_,
               "SELECT item_key, domain, evalset_hash, item_hash, gold_answer, calibration_prefill_ms, calibration_decode_ms "
               "FROM items WHERE run_id = ?1 ORDER BY item_key");
@@ -570,7 +591,7 @@ std::vector<ItemInfo> Store::run_items(int64_t run_id) {
 }
 
 std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("turn_metrics", run_id);
   const DigestedTable& t = digested_table("turn_metrics");
   Statement s(*connection_, run_rows_select(t, "t.config_id, t.turn_index"));
   s.bind(1, run_id);

@@ -8,6 +8,7 @@
 // finished_pairs() tells a resumed run which (item, config) pairs it can skip.
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -428,9 +429,16 @@ class Store {
   void add_capacity_prediction(int64_t run_id, const CapacityPrediction& prediction);
   std::vector<CapacityPrediction> capacity_predictions(int64_t run_id);  // by config id
 
+  // How many times this process has read each stored table of a run through the readers above
+  // that return a whole run's rows ((table, run id) -> reads): a test hook, so that a test can
+  // show a command reads each table of a run once (StoredRun::load).
+  static std::map<std::pair<std::string, int64_t>, int64_t> run_table_reads();
+
  private:
   explicit Store(std::unique_ptr<Connection> connection) : connection_(std::move(connection)) {}
   void migrate(bool create);
+  // Every whole-run reader starts here: counts the read (run_table_reads) and checks the run.
+  void begin_run_read(const char* table, int64_t run_id);
   std::unique_ptr<Connection> connection_;
   std::set<int64_t> checked_runs_;  // runs whose rows check_run found sound
 };

@@ -99,7 +99,7 @@ void Store::add_config_endpoint(int64_t run_id, const ConfigEndpoint& e) {
 }
 
 std::vector<ConfigEndpoint> Store::config_endpoints(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("config_endpoints", run_id);
   return read_run_records(*connection_, digested_table("config_endpoints"), endpoint_fields(), run_id, "config_id");
 }
 
@@ -110,7 +110,7 @@ void Store::record_item_failure(int64_t run_id, const ItemFailure& f) {
 }
 
 std::vector<ItemFailure> Store::item_failures(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("item_failures", run_id);
   return read_run_records(*connection_, digested_table("item_failures"), failure_fields(), run_id, "item_key");
 }
 
@@ -120,7 +120,7 @@ void Store::add_load_replay(int64_t run_id, const LoadReplaySettings& l) {
 }
 
 std::optional<LoadReplaySettings> Store::load_replay(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("load_replays", run_id);
   std::vector<LoadReplaySettings> rows =
       read_run_records(*connection_, digested_table("load_replays"), load_replay_fields(), run_id, "run_id");
   if (rows.empty()) return std::nullopt;
@@ -136,7 +136,7 @@ void Store::add_load_requests(int64_t run_id, const std::vector<LoadRequest>& re
 }
 
 std::vector<LoadRequest> Store::load_requests(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("load_requests", run_id);
   return read_run_records(*connection_, digested_table("load_requests"), load_request_fields(), run_id,
                           "config_id, request_index");
 }
@@ -147,7 +147,7 @@ void Store::add_capacity_prediction(int64_t run_id, const CapacityPrediction& p)
 }
 
 std::vector<CapacityPrediction> Store::capacity_predictions(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("capacity_predictions", run_id);
   return read_run_records(*connection_, digested_table("capacity_predictions"), prediction_fields(), run_id, "config_id");
 }
 

@@ -11,7 +11,7 @@ void ItemWriter::add_position(const PositionMetrics& p) {
 }
 
 std::vector<RunPositionMetrics> Store::run_position_metrics(int64_t run_id) {
-  check_run(run_id);
+  begin_run_read("position_metrics", run_id);
   const DigestedTable& t = digested_table("position_metrics");
   Statement s(*connection_, run_rows_select(t, "t.config_id, t.turn_index, t.position_from"));
   s.bind(1, run_id);

@@ -797,27 +797,19 @@ std::vector<std::string> pair_baseline_configs(GateRun& baseline, const std::vec
     }
   }
   baseline.configs = std::move(configs);
-  std::vector<GateItem> items;
-  for (GateItem& it : baseline.items)
-    if (const auto name = name_in_comparison(it.config)) {
-      it.config = *name;
-      items.push_back(std::move(it));
-    }
-  baseline.items = std::move(items);
-  std::vector<GateTurn> turns;
-  for (GateTurn& t : baseline.turns)
-    if (const auto name = name_in_comparison(t.config)) {
-      t.config = *name;
-      turns.push_back(std::move(t));
-    }
-  baseline.turns = std::move(turns);
-  std::vector<PositionRow> positions;
-  for (PositionRow& p : baseline.positions)
-    if (const auto name = name_in_comparison(p.config)) {
-      p.config = *name;
-      positions.push_back(std::move(p));
-    }
-  baseline.positions = std::move(positions);
+  // Every row kind the same way: renamed, or dropped with its displaced config.
+  auto rename_rows = [&](auto& rows) {
+    std::remove_reference_t<decltype(rows)> kept;
+    for (auto& row : rows)
+      if (const auto name = name_in_comparison(row.config)) {
+        row.config = *name;
+        kept.push_back(std::move(row));
+      }
+    rows = std::move(kept);
+  };
+  rename_rows(baseline.items);
+  rename_rows(baseline.turns);
+  rename_rows(baseline.positions);
   return notes;
 }
 

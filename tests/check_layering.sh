@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Fails (exit 1) when a module reaches a module its layer may not see (docs/architecture.md):
-# core sees nothing; kernels sees core; runtime and workloads see core and kernels; evalsets,
-# scoring, results and serving see core; no layer-2 module sees another; harness sees all of
-# them; no module sees bench/ or tests/; only harness sees CLI11. Checked twice: the #include
+# core sees nothing; kernels sees core; runtime, workloads and results see core and kernels (the
+# store reads its stored KV specs as stored); evalsets, scoring and serving see core; no layer-2
+# module sees another; harness sees all of them, but within it eval/ (running) and report/
+# (reading stored runs back) never include each other: what both need lives in harness/ itself;
+# no module sees bench/ or tests/; only harness sees CLI11. Checked twice: the #include
 # lines of every file under a module, and the kvgate_* targets its CMakeLists.txt files link.
 # Usage: check_layering.sh [SOURCE_ROOT]   (tests/check_layering_selftest.sh tests this script)
 set -u
@@ -12,8 +14,8 @@ allowed() {
   case "$1" in
     core) echo "core" ;;
     kernels) echo "core kernels" ;;
-    runtime|workloads) echo "core kernels $1" ;;
-    evalsets|scoring|results|serving) echo "core $1" ;;
+    runtime|workloads|results) echo "core kernels $1" ;;
+    evalsets|scoring|serving) echo "core $1" ;;
     harness) echo "core kernels runtime evalsets workloads scoring results serving harness" ;;
   esac
 }
@@ -52,6 +54,14 @@ for module in "${modules[@]}"; do
       [[ -z $dep || $ok == *" $dep "* ]] || complain "$file:$line: $module may not link $target (defined in $dep/)"
     done
   done < <(grep -rnE --include=CMakeLists.txt 'kvgate_[a-z0-9_]+' "$module")
+done
+# Within harness: eval/ and report/ are two rooms on one floor.
+for pair in "eval report" "report eval"; do
+  read -r from to <<<"$pair"
+  [[ -d harness/$from ]] || continue
+  while IFS=: read -r file line include; do
+    complain "$file:$line: harness/$from may not include harness/$to/ ($include); move what both need to harness/"
+  done < <(grep -rnE "#include \"harness/$to/" "harness/$from")
 done
 if [[ $bad -eq 0 ]]; then echo "layering: ok"; fi
 exit $bad

@@ -69,6 +69,18 @@ make_tree "$scratch/layer2_links_layer2"
 echo 'kvgate_module(scoring SOURCES stats.cc DEPS kvgate_core kvgate_runtime)' >"$scratch/layer2_links_layer2/scoring/CMakeLists.txt"
 expect layer2_links_layer2 1 'scoring/CMakeLists.txt:1: scoring may not link kvgate_runtime'
 
+make_tree "$scratch/eval_includes_report"
+mkdir -p "$scratch/eval_includes_report/harness/"{eval,report}
+echo '#include "core/error.h"' >"$scratch/eval_includes_report/harness/report/answers.h"
+printf '#include "core/error.h"\n#include "harness/report/answers.h"\n' >"$scratch/eval_includes_report/harness/eval/runner.cc"
+expect eval_includes_report 1 'harness/eval/runner.cc:2: harness/eval may not include harness/report/'
+
+make_tree "$scratch/report_includes_eval"
+mkdir -p "$scratch/report_includes_eval/harness/"{eval,report}
+echo '#include "core/error.h"' >"$scratch/report_includes_eval/harness/eval/eval_plan.h"
+echo '#include "harness/eval/eval_plan.h"' >"$scratch/report_includes_eval/harness/report/answers.cc"
+expect report_includes_eval 1 'harness/report/answers.cc:1: harness/report may not include harness/eval/'
+
 make_tree "$scratch/comment_names_bench"
 echo '# kvgate_bench_support is only for bench/' >>"$scratch/comment_names_bench/harness/CMakeLists.txt"
 expect comment_names_bench 0 'layering: ok'

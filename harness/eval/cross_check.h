@@ -1,6 +1,6 @@
 #pragma once
 // The engine-mode cross-check (docs/engine-mode.md): an in-process config and an endpoint
-// running the same KV config (eval_plan.h emulates()), compared position by position (top-k
+// running the same KV config (endpoint_kv.h emulates()), compared position by position (top-k
 // estimator on both sides) and answer by answer. It watches the eval loop's spans; it adds
 // nothing to the stored results.
 #include <cstdint>

@@ -288,13 +288,7 @@ std::vector<serving::EndpointConfig> endpoints_from_flags(const PlanFlags& f) {
   return {};
 }
 
-std::string endpoint_spec(const std::string& endpoint_name, const kernels::KvConfig& kv) {
-  return std::string(kEndpointSpecPrefix) + endpoint_name + "=" + kv.canonical();
-}
 
-bool emulates(const kernels::KvConfig& emulation, const kernels::KvConfig& engine) {
-  return emulation.key.format == engine.key.format && emulation.value.format == engine.value.format;
-}
 
 bool EvalPlan::has_endpoints() const {
   return std::any_of(configs.begin(), configs.end(), [](const PlannedConfig& c) { return c.endpoint.has_value(); });

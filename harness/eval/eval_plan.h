@@ -22,6 +22,7 @@
 
 #include "evalsets/item.h"
 #include "evalsets/suite.h"
+#include "harness/endpoint_kv.h"
 #include "kernels/kv_config.h"
 #include "results/store.h"
 #include "serving/adapters.h"
@@ -75,11 +76,6 @@ struct SuiteKv {
 SuiteKv parse_suite_kv(const evalsets::Suite& suite);
 
 PlannedModel parse_model_arg(const std::string& arg, const std::string& flag);
-
-// The results name of a config served by an endpoint: "endpoint:NAME=CANONICAL", never equal
-// to an in-process spec, so a cross-check run holds both and gates pair engine with engine.
-inline constexpr std::string_view kEndpointSpecPrefix = "endpoint:";
-std::string endpoint_spec(const std::string& endpoint_name, const kernels::KvConfig& kv);
 
 struct Workload {
   std::string source;  // "suite:NAME", "evalset:PATH" or "trace:PATH" (stored as the run's suite name)
@@ -156,11 +152,6 @@ std::vector<serving::EndpointConfig> endpoints_from_flags(const PlanFlags& flags
 // An endpoint's config: its KV config from the endpoints file's "kv", else its name when that is
 // a KV spec (kv_source "stated" / "name"); otherwise left to settle_endpoint_kv.
 PlannedConfig endpoint_config(ConfigRole role, serving::EndpointConfig endpoint, int top_k);
-
-// Whether in-process config `emulation` emulates what an engine running `engine` stores: the
-// same key and value formats, whatever the options (a rotation, the engine's arithmetic) the
-// emulation adds to match the engine. The cross-check pairs such configs.
-bool emulates(const kernels::KvConfig& emulation, const kernels::KvConfig& engine);
 
 // Settles an endpoint config's KV config once discovery knows what the engine reports
 // (serving::EngineInfo::kv_cache_dtype: SGLang's /server_info, vLLM's /metrics). A config whose

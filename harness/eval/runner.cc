@@ -17,7 +17,7 @@
 #include "harness/eval/item_scoring.h"
 #include "harness/eval/items.h"
 #include "harness/eval/sources.h"
-#include "harness/report/stored_scores.h"
+#include "harness/stored_scores.h"
 #include "scoring/token_class.h"
 #include "scoring/token_metrics.h"
 #include "scoring/topk_kld.h"

@@ -21,22 +21,16 @@ std::string RunAnswers::label(const std::string& spec) const {
   return spec;
 }
 
-RunAnswers read_answers(results::Store& store, int64_t run_id, const AnswersFilter& filter) {
+RunAnswers read_answers(const results::StoredRun& run, const AnswersFilter& filter) {
   RunAnswers out;
-  std::map<int64_t, std::pair<std::string, results::ConfigRole>> config_of;  // id -> (spec, role)
-  const std::vector<results::RunConfigRecord> configs = store.run_configs(run_id);
-  for (const results::RunConfigRecord& c : configs) {
-    config_of[c.config_id] = {c.spec, c.role};
-    if (c.role == results::ConfigRole::reference) out.reference = c.spec;
-  }
-  out.names = config_names(configs);
-  std::map<std::string, std::optional<std::string>> gold;
-  for (const results::ItemInfo& i : store.run_items(run_id)) gold[i.item_key] = i.gold_answer;
+  if (const results::StoredConfig* ref = run.reference()) out.reference = ref->spec;
+  out.names = config_names(run.configs);
+  std::map<std::string, const std::optional<std::string>*> gold;
+  for (const results::ItemInfo& i : run.item_info) gold[i.item_key] = &i.gold_answer;
   std::map<std::pair<std::string, int64_t>, std::optional<bool>> gold_match;  // (item, config id)
-  for (const results::RunItemMetrics& m : store.run_item_metrics(run_id))
-    gold_match[{m.item_key, m.metrics.config_id}] = m.metrics.exact_match_gold;
+  for (const results::RunItemMetrics& m : run.items) gold_match[{m.item_key, m.metrics.config_id}] = m.metrics.exact_match_gold;
 
-  const std::vector<results::RunTurnMetrics> rows = store.run_turn_metrics(run_id);
+  const std::vector<results::RunTurnMetrics>& rows = run.turns;
   std::map<std::string, int64_t> last_turn;
   for (const results::RunTurnMetrics& r : rows) {
     last_turn[r.item_key] = std::max(last_turn[r.item_key], r.turn.turn_index);
@@ -45,16 +39,18 @@ RunAnswers read_answers(results::Store& store, int64_t run_id, const AnswersFilt
   std::map<std::pair<std::string, int64_t>, TurnAnswers> turns;  // (item, turn): the store's order
   for (const results::RunTurnMetrics& r : rows) {
     if (!filter.domain.empty() && r.domain != filter.domain) continue;
-    const auto cfg = config_of.find(r.turn.config_id);
-    if (cfg == config_of.end()) continue;
-    const auto& [spec, role] = cfg->second;
+    const results::StoredConfig* cfg = run.config(r.turn.config_id);
+    if (!cfg) continue;
+    const std::string& spec = cfg->spec;
+    const results::ConfigRole role = cfg->role;
     if (!filter.config.empty() && role != results::ConfigRole::reference && spec != filter.config) continue;
     TurnAnswers& t = turns[{r.item_key, r.turn.turn_index}];
     t.item_key = r.item_key;
     t.domain = r.domain;
     t.turn_index = r.turn.turn_index;
     t.last_turn = r.turn.turn_index == last_turn[r.item_key];
-    if (t.last_turn) t.gold = gold[r.item_key];
+    if (t.last_turn)
+      if (const auto g = gold.find(r.item_key); g != gold.end()) t.gold = *g->second;
     ConfigAnswer a;
     a.spec = spec;
     a.label = out.label(spec);

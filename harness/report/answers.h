@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/report/config_labels.h"
-#include "results/store.h"
+#include "results/stored_run.h"
 
 namespace kvgate::harness {
 
@@ -50,8 +50,8 @@ struct RunAnswers {
   std::vector<TurnAnswers> turns;  // by item key, then turn index
 };
 
-// Reads a run's answers from the store, filtered. A `config` filter keeps the reference beside it.
-RunAnswers read_answers(results::Store& store, int64_t run_id, const AnswersFilter& filter = {});
+// A stored run's answers, filtered. A `config` filter keeps the reference beside it.
+RunAnswers read_answers(const results::StoredRun& run, const AnswersFilter& filter = {});
 
 // The answer split at its first divergence from the reference's: (the part both share, the rest);
 // the rest is empty for an unchanged answer.

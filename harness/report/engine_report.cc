@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "harness/eval/eval_plan.h"
+#include "harness/endpoint_kv.h"
 #include "harness/report/report_html.h"
 #include "serving/engine_traits.h"
 
@@ -18,7 +18,7 @@ std::string num(double v, const char* spec) { return std::isfinite(v) ? fmt::for
 nlohmann::json json_num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 std::string spec_of(const EngineRunView& v, int64_t config_id) {
-  for (const results::RunConfigRecord& c : v.configs)
+  for (const results::StoredConfig& c : v.configs)
     if (c.config_id == config_id) return c.spec;
   return "config#" + std::to_string(config_id);
 }
@@ -70,33 +70,30 @@ const results::ConfigEndpoint* EngineRunView::endpoint_of(int64_t config_id) con
 }
 
 std::string EngineRunView::estimator_note() const {
-  for (const results::RunConfigRecord& c : configs)
+  for (const results::StoredConfig& c : configs)
     if (c.kld_estimator == "topk")
       return fmt::format("KLD and Δp are top-k estimates (k = {}; scoring/topk_kld.h: a lower bound of the full KLD)",
                          c.top_k.value_or(0));
   return "";
 }
 
-EngineRunView read_engine_view(results::Store& store, int64_t run_id) {
+EngineRunView read_engine_view(const results::StoredRun& run) {
   EngineRunView v;
-  v.configs = store.run_configs(run_id);
-  v.endpoints = store.config_endpoints(run_id);
-  v.failures = store.item_failures(run_id);
-  v.load = store.load_replay(run_id);
+  v.configs = run.configs;
+  v.endpoints = run.endpoints;
+  v.failures = run.failures;
+  v.load = run.load_replay;
+  // Both sides as stored (results::StoredConfig::kv); a spec this build cannot read is not paired.
   for (const results::ConfigEndpoint& e : v.endpoints)
-    for (const results::RunConfigRecord& c : v.configs) {
-      if (c.spec.rfind(kEndpointSpecPrefix, 0) == 0) continue;
-      try {
-        if (emulates(kernels::parse_kv_config(c.spec), kernels::parse_kv_config(e.kv)))
-          v.cross_pairs.emplace_back(c.spec, spec_of(v, e.config_id));
-      } catch (const Error&) {
-        // A spec this build no longer parses is not paired.
-      }
+    for (const results::StoredConfig& c : v.configs) {
+      if (c.served_by_endpoint() || !c.kv) continue;
+      const results::StoredConfig* served = run.config(e.config_id);
+      if (served && served->kv && emulates(*c.kv, *served->kv)) v.cross_pairs.emplace_back(c.spec, spec_of(v, e.config_id));
     }
   if (!v.load) {
     if (v.endpoints.empty()) return v;
     std::map<int64_t, std::pair<int64_t, int64_t>> answers;  // config id -> (answered, with cached tokens)
-    for (const results::RunTurnMetrics& t : store.run_turn_metrics(run_id))
+    for (const results::RunTurnMetrics& t : run.turns)
       if (t.turn.prompt_tokens) {
         ++answers[t.turn.config_id].first;
         if (t.turn.cached_tokens) ++answers[t.turn.config_id].second;
@@ -105,10 +102,10 @@ EngineRunView read_engine_view(results::Store& store, int64_t run_id) {
       if (auto note = uncached_note(e, answers[e.config_id].first, answers[e.config_id].second)) v.notes.push_back(*note);
     return v;
   }
-  const std::vector<results::LoadRequest> rows = store.load_requests(run_id);
-  const std::vector<results::CapacityPrediction> predictions = store.capacity_predictions(run_id);
+  const std::vector<results::LoadRequest>& rows = run.load_requests;
+  const std::vector<results::CapacityPrediction>& predictions = run.capacity_predictions;
   const scoring::LoadSlo slo{v.load->slo_ttft_ms, v.load->slo_tpot_ms};
-  for (const results::RunConfigRecord& c : v.configs) {
+  for (const results::StoredConfig& c : v.configs) {
     std::vector<scoring::RequestTiming> timings;
     for (const results::LoadRequest& r : rows)
       if (r.config_id == c.config_id)

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "results/store.h"
+#include "results/stored_run.h"
 #include "scoring/load_summary.h"
 
 namespace kvgate::harness {
@@ -24,7 +24,7 @@ struct LoadConfigSummary {
 };
 
 struct EngineRunView {
-  std::vector<results::RunConfigRecord> configs;
+  std::vector<results::StoredConfig> configs;
   std::vector<results::ConfigEndpoint> endpoints;  // by config id
   std::vector<results::ItemFailure> failures;
   std::optional<results::LoadReplaySettings> load;
@@ -43,7 +43,7 @@ struct EngineRunView {
   std::string estimator_note() const;
 };
 
-EngineRunView read_engine_view(results::Store& store, int64_t run_id);
+EngineRunView read_engine_view(const results::StoredRun& run);
 
 // Plain-text sections (each ends with a newline; "" when the run has none of it).
 std::string endpoints_text(const EngineRunView& view);

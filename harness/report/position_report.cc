@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/report/stored_scores.h"
+#include "harness/stored_scores.h"
 #include "harness/report/verdicts.h"
 #include "scoring/metrics.h"
 

@@ -12,7 +12,7 @@
 
 #include "harness/report/depth_accuracy.h"
 #include "harness/report/position_report.h"
-#include "harness/report/stored_scores.h"
+#include "harness/stored_scores.h"
 #include "scoring/aggregate.h"
 #include "scoring/metrics.h"
 

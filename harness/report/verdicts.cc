@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "harness/default_policy.h"
-#include "harness/report/stored_scores.h"
+#include "harness/stored_scores.h"
 #include "harness/rollout_policy.h"
 #include "kernels/kv_config.h"
 
@@ -18,13 +18,13 @@ scoring::GatePolicy load_policy_or_default(const std::string& path) {
                       : scoring::load_gate_policy(path);
 }
 
-scoring::GatePolicy bind_policy(const scoring::GatePolicy& policy, const std::vector<results::RunConfigRecord>& configs,
+scoring::GatePolicy bind_policy(const scoring::GatePolicy& policy, const std::vector<results::StoredConfig>& configs,
                                 int64_t run_id, std::vector<std::string>* notes) {
   scoring::GatePolicy bound = policy;
   scoring::canonicalize_policy_kv(bound, [&](const scoring::GateRule& rule) {
     const ConfigMatcher matcher(rule.kv);
     std::vector<std::string> specs;
-    for (const results::RunConfigRecord& c : configs)
+    for (const results::StoredConfig& c : configs)
       if (matcher.names(c)) specs.push_back(c.spec);
     if (!specs.empty()) return specs;
     const std::string where = fmt::format("{}: rules[{}] (kv '{}')", policy.source, rule.index, echo_user_text(rule.kv));
@@ -53,8 +53,8 @@ scoring::GateRun load_gate_run(const results::StoredRun& stored) {
   g.suite_name = run.info.suite_name;
   g.suite_hash = run.info.suite_hash;
   g.model_sha256 = run.info.model_sha256;
-  for (const results::RunConfigRecord& c : stored.configs) g.configs.push_back(c.spec);
-  if (const results::RunConfigRecord* ref = stored.reference()) g.reference_config = ref->spec;
+  for (const results::StoredConfig& c : stored.configs) g.configs.push_back(c.spec);
+  if (const results::StoredConfig* ref = stored.reference()) g.reference_config = ref->spec;
   auto spec = [&](int64_t id) { return stored.spec_of(id); };
   for (const results::RunItemMetrics& r : stored.items) {
     scoring::GateItem it;
@@ -86,7 +86,7 @@ RunVerdicts run_verdicts(const results::StoredRun& stored, const std::string& po
   for (scoring::ConfigVerdict& c : v.configs) c.label = label_of(stored.configs, c.config);
   std::set<std::string> items, domains;
   for (const results::RunItemMetrics& r : stored.items) items.insert(r.item_key), domains.insert(r.domain);
-  if (const results::RunConfigRecord* ref = stored.reference()) v.reference = label_of(stored.configs, ref->spec);
+  if (const results::StoredConfig* ref = stored.reference()) v.reference = label_of(stored.configs, ref->spec);
   v.conclusion = scoring::verdict_conclusion(v.configs, v.policy, items.size(), v.reference,
                                              std::vector<std::string>(domains.begin(), domains.end()));
   return v;

@@ -26,7 +26,7 @@ scoring::GatePolicy load_policy_or_default(const std::string& path);
 // look limits up. A rule that names no config of the run is an input error naming the policy,
 // the rule and the run's configs, unless it is "optional"; then `notes` (if given) gets a line
 // saying it was not applied.
-scoring::GatePolicy bind_policy(const scoring::GatePolicy& policy, const std::vector<results::RunConfigRecord>& configs,
+scoring::GatePolicy bind_policy(const scoring::GatePolicy& policy, const std::vector<results::StoredConfig>& configs,
                                 int64_t run_id, std::vector<std::string>* notes);
 
 // A stored run as the gate's checks (and the verdicts) read it.

@@ -177,6 +177,27 @@ TEST_F(LegacySpecs, ResumeReadsStoredSpecsAsStored) {
   }
 }
 
+// runs show and the report name the legacy config by what it meant when stored: unrotated q4_0
+// (the stored run binds it with kernels::parse_stored_kv_config), never today's rotated q4_0.
+TEST_F(LegacySpecs, RunsShowAndReportReadTheStoredMeaning) {
+  KVGATE_SKIP_UNLESS_DEFAULT_MODEL();
+  const std::string db = legacy_db("legacy-show.db", "--limit 1");
+  CliResult r = run_kvgate("runs show 1 --answers --config q4_0:rot=none --db " + db);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("q4_0/q4_0"), std::string::npos) << r.out;
+  r = run_kvgate("runs show 1 --answers --config q4_0 --db " + db);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(mentions(r, "--config 'q4_0': run 1 in " + db + " has no such config")) << r.err;
+  r = run_kvgate("runs show 1 --json --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json shown = nlohmann::json::parse(r.out);
+  EXPECT_EQ(shown["configs"][1]["spec"], "q4_0/q4_0") << r.out;
+  const std::string md = scratch_path("reliability", "legacy.md");
+  r = run_kvgate("report --run 1 --md " + md + " --db " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(md).find("q4_0/q4_0"), std::string::npos);
+}
+
 // ---- 2: stored numbers cannot be altered unseen --------------------------------------------------
 
 TEST(ReliabilityCli, AValueChangedInPlaceIsRefusedByEveryReader) {
