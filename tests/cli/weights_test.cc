@@ -155,7 +155,7 @@ TEST(WeightsTable, EndpointConfigsShowTheEngineNotTheLocalModel) {
   local.label = "SmolLM2";
   local.weight_bytes = 90'000'000;
   local.weight_type = "Q4_1";
-  results::RunConfigRecord ref, served;
+  results::StoredConfig ref, served;
   ref.config_id = 1;
   ref.spec = "f16/f16";
   ref.role = results::ConfigRole::reference;
