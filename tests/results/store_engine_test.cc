@@ -12,22 +12,14 @@
 #include "results/schema.h"
 #include "results/sqlite.h"
 #include "results/store.h"
+#include "tests/results/scratch_db.h"
 
 namespace kvgate::results {
 namespace {
 
-class StoreEngineTest : public ::testing::Test {
+class StoreEngineTest : public testing::ScratchDbTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = ::testing::TempDir() + "kvgate_results_engine_" + std::to_string(::getpid()) + "_" + info->name() + ".db";
-    remove_db();
-  }
-  void TearDown() override { remove_db(); }
-  void remove_db() {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path_ + suffix).c_str());
-  }
-  std::string path_;
+  StoreEngineTest() : ScratchDbTest("kvgate_results_engine_") {}
 };
 
 RunInfo run_info() {

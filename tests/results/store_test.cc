@@ -19,28 +19,20 @@
 #include "results/schema.h"
 #include "results/sqlite.h"
 #include "results/stored_run.h"
+#include "tests/results/scratch_db.h"
 
 namespace kvgate::results {
 namespace {
 
-class StoreTest : public ::testing::Test {
+class StoreTest : public testing::ScratchDbTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = ::testing::TempDir() + "kvgate_results_" + std::to_string(::getpid()) + "_" + info->name() + ".db";
-    remove_db();
-  }
-  void TearDown() override { remove_db(); }
-  void remove_db() {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path_ + suffix).c_str());
-  }
+  StoreTest() : ScratchDbTest("kvgate_results_") {}
   int64_t count(const std::string& sql) {
     Connection c(path_, false);
     Statement s(c, sql);
     s.step();
     return s.column_int(0);
   }
-  std::string path_;
 };
 
 RunInfo sample_run(const std::string& suite = "nightly") {
