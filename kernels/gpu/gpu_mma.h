@@ -2,9 +2,9 @@
 // The thin per-vendor layer under the tensor-core kernels (attention_prefill.cuh): one warp-wide
 // D = A B + C of 16 x 8 x 16 with f16 A and B and f32 C, in mma.m16n8k16's fragment layout
 // (prefill_tile.h mma_a/b/c_*). CUDA (sm_80 and later) runs the instruction. HIP has no such
-// instruction on the targets kvgate builds for (MFMA's fragments differ), so there the same
-// layout is computed with shuffles and FMAs: slower, but the kernel source stays one and HIP keeps
-// compiling it (no AMD device is lent to check it on). Device code only.
+// instruction on the targets kvgate builds for (MFMA's fragments differ); the emulation below, the
+// same layout from shuffles and FMAs, compiled far past the budget, so HIP builds leave the
+// prefill units out (attention_prefill_hip.cu) and it serves no build today. Device code only.
 #include <cstdint>
 
 #include "core/float_convert.h"
