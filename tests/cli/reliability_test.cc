@@ -257,11 +257,14 @@ TEST(ReliabilityCli, AVersionTenDatabaseIsReadResumedAndMergedAfterTheRename) {
   CliResult r = run_kvgate("runs show 1 --db " + partial);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(same_top1_values(partial, "same_top1"), before);
-  r = run_kvgate("eval --resume 1 --threads 1 --max-new-tokens 4 --db " + partial);
+  // Resumed to the whole plan: the stored item is kept (its digests checked), the other written.
+  r = run_kvgate("eval --resume 1 --limit 2 --threads 1 --max-new-tokens 4 --db " + partial);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   r = run_kvgate("runs show 1 --db " + partial);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("complete"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("run 1  complete"), std::string::npos) << r.out;
+  EXPECT_EQ(same_top1_values(partial, "same_top1").rfind(before, 0), 0u) << "the first item's rows as they were";
+  EXPECT_GT(same_top1_values(partial, "same_top1").size(), before.size());
 
   const std::string shard = scratch_path("reliability", "v10-shard.db");
   ASSERT_EQ(run_kvgate(tiny_eval(shard, "--shard 0/1")).exit_code, 0);
