@@ -33,6 +33,7 @@
 #include "harness/weights_axis.h"
 #include "results/store.h"
 #include "results/stored_run.h"
+#include "runtime/blas_kernels.h"
 #include "runtime/model_files.h"
 #include "runtime/model_store.h"
 #include "runtime/synthetic_model.h"
@@ -184,6 +185,9 @@ results::RunInfo new_run_info(const EvalArgs& a, const EvalPlan& plan, const Loa
   info.build_flags = std::string(kBuildType) + " backends=" + kBackends;
   info.host = host_name();
   info.cpu = cpu_model_name();
+  // The BLAS kernel set changes the low bits of every sgemm of the CPU forward pass: two CPU
+  // runs' numbers are comparable bit for bit only on the same one.
+  if (backend && backend->name() == "cpu") info.cpu += " (OpenBLAS " + runtime::blas_kernels_name() + ")";
   // A run whose configs are all endpoints computes nothing in-process: its numbers come from
   // the serving engines.
   info.backend = backend ? backend->name() : "endpoint";

@@ -2,8 +2,11 @@
 // the CLI contract (0 ok, 1 gate failed, 2 bad usage/input, 3 internal/environment). Errors go
 // to stderr as one line, or with --json as one JSON object, and never longer than
 // kMaxMessageBytes whatever a command put into them.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <optional>
@@ -18,6 +21,7 @@
 #include "core/interrupt.h"
 #include "harness/build_info.h"
 #include "harness/commands.h"
+#include "runtime/blas_kernels.h"
 
 namespace {
 
@@ -27,7 +31,23 @@ constexpr size_t kMaxMessageBytes = 1000;
 
 std::string version_line() {
   return std::string("kvgate ") + kvgate::harness::kVersion + " (git " + kvgate::harness::kGitSha +
-         ", backends: " + kvgate::harness::kBackends + ")";
+         ", backends: " + kvgate::harness::kBackends + ", OpenBLAS " + kvgate::runtime::blas_kernels_name() + ")";
+}
+
+// OpenBLAS chose its kernels when it loaded, before main; where it fell back to its generic ones
+// on a CPU it does not know (runtime/blas_kernels.h), run again with the fitting set requested.
+// Once: the variable is then set, and a user's own OPENBLAS_CORETYPE always stands. The same
+// process id and arguments, so callers waiting on it or signalling it see no difference.
+void use_fitting_blas_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  const std::string wanted =
+      kvgate::runtime::blas_kernels_to_request(kvgate::runtime::blas_kernels_name(), kvgate::runtime::host_cpu_vectors());
+  if (wanted.empty()) return;
+  if (setenv("OPENBLAS_CORETYPE", wanted.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // Only a failed exec returns: the generic kernels give the same kind of numbers, slower.
+  std::fprintf(stderr, "kvgate: warning: could not restart with OpenBLAS's %s kernels; running on its generic ones\n",
+               wanted.c_str());
 }
 
 bool wants_json(int argc, char** argv) {
@@ -118,6 +138,7 @@ std::optional<std::string> unknown_command_message(CLI::App& app, int argc, char
 }  // namespace
 
 int main(int argc, char** argv) {
+  use_fitting_blas_kernels(argv);
   CLI::App app{"kvgate: evaluation and regression gates for KV-cache quantization"};
   app.require_subcommand(1);
   app.set_version_flag("--version", version_line());
