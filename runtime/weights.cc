@@ -108,6 +108,13 @@ void dequantize_weight_row(const WeightMatrix& w, int64_t r, float* out) {
       return;
     default: break;
   }
+  static const bool simd = kvgate::cpu_has_avx2_fma_f16c();
+  if (simd && w.cols % 32 == 0) {
+    const int64_t blocks = w.cols / 32;
+    if (w.type == GgmlType::Q4_0) return avx2::dequantize_q4_0(p, blocks, out);
+    if (w.type == GgmlType::Q4_1) return avx2::dequantize_q4_1(p, blocks, out);
+    if (w.type == GgmlType::Q8_0) return avx2::dequantize_q8_0(p, blocks, out);
+  }
   const BlockType* bt = block_type(w.type);
   KVGATE_CHECK(bt != nullptr, "unsupported weight type reached dequantize_weight_row");
   for (int64_t i = 0; i < w.cols; i += bt->block_elems, p += bt->block_bytes) bt->decode(p, out + i);

@@ -13,4 +13,10 @@ float dot_f16(const uint8_t* row, int64_t n, const float* x);
 // bf16 is the top half of an f32: widened by a 16-bit shift, exactly as bf16_to_f32.
 float dot_bf16(const uint8_t* row, int64_t n, const float* x);
 
+// n_blocks blocks of the type expanded to n_blocks * 32 floats, bit for bit the scalar block
+// decode.
+void dequantize_q4_0(const uint8_t* row, int64_t n_blocks, float* out);
+void dequantize_q4_1(const uint8_t* row, int64_t n_blocks, float* out);
+void dequantize_q8_0(const uint8_t* row, int64_t n_blocks, float* out);
+
 }  // namespace kvgate::runtime::avx2

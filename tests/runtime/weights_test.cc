@@ -13,6 +13,7 @@
 #include "core/float_convert.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
+#include "kernels/ggml_blocks.h"
 #include "runtime/weights.h"
 
 namespace kvgate::runtime {
@@ -186,6 +187,41 @@ TEST(Weights, AvxRowDotsFollowTheLaneModelBitForBit) {
     matvec(pool, w, x.data(), y.data());
     for (int64_t r = 0; r < rows; ++r)
       ASSERT_EQ(y[static_cast<size_t>(r)], lane_model_dot(w, r, x.data())) << ggml_type_name(type) << " row " << r;
+  }
+}
+
+// Prefill's tiles are decoded by the AVX2 expansion where the CPU has it: the scalar block
+// decode's bits, over codes of every value and scales from tiny to large.
+TEST(Weights, AvxRowDecodeEqualsTheScalarDecodeBitForBit) {
+  if (!kvgate::cpu_has_avx2_fma_f16c()) GTEST_SKIP() << "no AVX2/FMA/F16C";
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    const int64_t rows = 8, cols = 4096;
+    std::vector<uint8_t> bytes = random_blocks(type, rows, cols, 23);
+    const size_t block_bytes = bytes.size() / static_cast<size_t>(rows * cols / 32);
+    Rng rng(29);
+    for (size_t b = 0; b < bytes.size(); b += block_bytes)  // scales over f16's whole finite range
+      for (int s = 0; s < (type == GgmlType::Q4_1 ? 2 : 1); ++s) {
+        const uint16_t h = static_cast<uint16_t>(rng.below(0x7c00) | (rng.below(2) << 15));
+        std::memcpy(&bytes[b + 2 * static_cast<size_t>(s)], &h, 2);
+      }
+    WeightMatrix w;
+    w.type = type;
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = bytes.size() / static_cast<size_t>(rows);
+    w.data = bytes.data();
+    std::vector<float> got(static_cast<size_t>(cols)), want(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_weight_row(w, r, got.data());
+      const uint8_t* p = w.row(r);
+      for (int64_t b = 0; b < cols / 32; ++b, p += block_bytes) {
+        float* y = want.data() + 32 * b;
+        if (type == GgmlType::Q4_0) kernels::ggml::Q4_0::dequantize(p, y);
+        if (type == GgmlType::Q4_1) kernels::ggml::Q4_1::dequantize(p, y);
+        if (type == GgmlType::Q8_0) kernels::ggml::Q8_0::dequantize(p, y);
+      }
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << ggml_type_name(type) << " row " << r;
+    }
   }
 }
 
