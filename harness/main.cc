@@ -43,8 +43,14 @@ void use_fitting_blas_kernels(char** argv) {
   const std::string wanted =
       kvgate::runtime::blas_kernels_to_request(kvgate::runtime::blas_kernels_name(), kvgate::runtime::host_cpu_vectors());
   if (wanted.empty()) return;
+  // The binary's own path, not /proc/self/exe: the process keeps its name ("kvgate", not "exe")
+  // in ps, top and pkill.
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
   if (setenv("OPENBLAS_CORETYPE", wanted.c_str(), 1) != 0) return;
-  execv("/proc/self/exe", argv);
+  execv(self, argv);
   // Only a failed exec returns: the generic kernels give the same kind of numbers, slower.
   std::fprintf(stderr, "kvgate: warning: could not restart with OpenBLAS's %s kernels; running on its generic ones\n",
                wanted.c_str());
