@@ -142,8 +142,8 @@ BENCHMARK(BM_PairedBootstrap)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond
 
 // A config's depth view as `runs show` and the report compute it (issue 42): per bucket a
 // bootstrap over documents and each bucket against the shallowest, B = 2000, for `docs`
-// documents reaching four buckets (long-cpu: 12) — beside the paired bootstrap of as many pairs,
-// the gate's per-check cost, in the same run.
+// documents reaching four buckets (12 and 100; long-cpu has 6) — beside the paired bootstrap
+// of as many pairs, the gate's per-check cost, in the same run.
 void BM_DepthCurve(benchmark::State& state) {
   const size_t docs = static_cast<size_t>(state.range(0));
   kvgate::Rng rng(5);
