@@ -259,7 +259,8 @@ void Store::finish_run(int64_t run_id, RunStatus status) {
 
 void Store::resume_run(int64_t run_id) {
   const RunRecord run;  // running, not finished
-  if (!update_run(*connection_, run_id, run, {"status", "finished_at"})) throw_input_error(path() + ": no run " + std::to_string(run_id) + " to resume");
+  if (!update_run(*connection_, run_id, run, {"status", "finished_at"}))
+    throw_input_error(path() + ": no run " + std::to_string(run_id) + " to resume");
 }
 
 void Store::record_run_calibration(int64_t run_id, const std::string& calibration) {
