@@ -167,21 +167,21 @@ ShardRun read_shard(Store& store, Connection& c, const std::string& path) {
     }
   }
   {
-    Statement q(c,
-                "SELECT i.item_key, l.config_id, l.turn_index, l.token_index, l.t_ms FROM latency_samples l "
-                "JOIN items i ON i.id = l.item_id WHERE i.run_id = ?1 "
-                "ORDER BY i.item_key, l.config_id, l.turn_index, l.token_index");
+    const DigestedTable& table = digested_table("latency_samples");
+    Statement q(c, run_rows_select(table, "t.config_id, t.turn_index, t.token_index"));
     q.bind(1, s.run.id);
     while (q.step()) {
+      LatencySample sample;
+      read_record(q, 2, table, latency_fields(), sample);
       auto& latency = s.items[q.column_text(0)].latency;
-      const std::string config = spec_of(q.column_int(1));
-      const int64_t turn = q.column_int(2);
+      const std::string config = spec_of(sample.config_id);
+      const int64_t turn = sample.turn_index;
       if (latency.empty() || latency.back().first != config || latency.back().second.turn_index != turn)
         latency.push_back({config, LatencySamples{0, turn, {}}});
-      if (q.column_int(3) != static_cast<int64_t>(latency.back().second.token_times_ms.size()))
+      if (sample.token_index != static_cast<int64_t>(latency.back().second.token_times_ms.size()))
         throw_input_error(path + ": run " + std::to_string(s.run.id) + ", item " + echo_user_text(q.column_text(0)) +
                           ": latency samples of turn " + std::to_string(turn) + " are not numbered 0, 1, ...");
-      latency.back().second.token_times_ms.push_back(q.column_double(4));
+      latency.back().second.token_times_ms.push_back(sample.t_ms);
     }
   }
   for (ConfigEndpoint& e : store.config_endpoints(s.run.id)) {
@@ -456,11 +456,13 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
     out.add_config_endpoint(run_id, e);
   }
   {
-    RowInserter failure(*out.connection_, digested_table("item_failures"));
+    const DigestedTable& table = digested_table("item_failures");
+    RowInserter failure(*out.connection_, table);
     for (const ShardRun& s : shards)
-      for (const auto& [spec, f] : s.failures)
-        failure.insert({run_id, f.item_key, spec.empty() ? std::optional<int64_t>() : std::optional<int64_t>(config_id.at(spec)),
-                        f.endpoint, f.failure, f.message, f.failed_at});
+      for (auto [spec, f] : s.failures) {
+        f.config_id = spec.empty() ? std::optional<int64_t>() : std::optional<int64_t>(config_id.at(spec));
+        failure.insert(record_row(table, failure_fields(), f, {{"run_id", run_id}}));
+      }
   }
   // Items in the plan's order, as an unsharded run stores them.
   std::map<int64_t, const ShardRun*> by_index;
@@ -497,23 +499,24 @@ MergeResult Store::merge_shards(const std::string& out_path, const std::vector<s
   out.record_plan(run_id, plan, {});
 
   std::string started = first.run.started_at, finished = first.run.finished_at;
-  RowInserter source(*out.connection_, digested_table("run_merges"));
+  const DigestedTable& merges = digested_table("run_merges");
+  RowInserter source(*out.connection_, merges);
   for (const ShardRun& s : shards) {
     started = std::min(started, s.run.started_at);
     finished = std::max(finished, s.run.finished_at);
-    source.insert({run_id, s.index(), *s.plan.shard_count, s.path, s.run.id, s.run.info.host, s.run.started_at,
-                   s.run.finished_at, s.digest});
+    const MergeSource m{s.index(), *s.plan.shard_count, s.path, s.run.id, s.run.info.host, s.run.started_at,
+                        s.run.finished_at, s.digest};
+    source.insert(record_row(merges, merge_source_fields(), m, {{"run_id", run_id}}));
   }
   // The merged run spans its shards: from the first one's start to the last one's end.
   out.finish_run(run_id, complete ? RunStatus::complete : RunStatus::interrupted);
   const DigestedTable& runs = digested_table("runs");
+  RunRecord span;
+  span.started_at = started;
+  span.finished_at = finished;
   update_row(
       *out.connection_, runs, "id = ?1", {run_id},
-      [&](Row& r) {
-        r[column_index(runs, "started_at")] = started;
-        r[column_index(runs, "finished_at")] = finished;
-      },
-      run_id);
+      [&](Row& r) { set_columns(runs, run_fields(), span, r, {"started_at", "finished_at"}); }, run_id);
   tx.commit();
   return result;
 }

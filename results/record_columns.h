@@ -39,6 +39,15 @@ template <typename R, typename T>
 struct MemberOf<T R::*> {
   using Record = R;
 };
+
+// The member a path of member pointers names: `at<&RunRecord::info, &RunInfo::command>(run)`.
+template <auto Member, auto... Rest>
+constexpr auto& at(auto& record) {
+  if constexpr (sizeof...(Rest) == 0)
+    return record.*Member;
+  else
+    return at<Rest...>(record.*Member);
+}
 }  // namespace record_columns
 
 template <typename Record>
@@ -48,12 +57,56 @@ struct FieldColumn {
   void (*read)(Record&, const Statement&, int at);
 };
 
-// The field `Member` of its record stored in `column`.
-template <auto Member>
-FieldColumn<typename record_columns::MemberOf<decltype(Member)>::Record> field(std::string_view column) {
-  using R = typename record_columns::MemberOf<decltype(Member)>::Record;
-  return {column, [](const R& r) { return SqlValue(r.*Member); },
-          [](R& r, const Statement& s, int at) { record_columns::read(s, at, r.*Member); }};
+template <auto First>
+using RecordOf = typename record_columns::MemberOf<decltype(First)>::Record;
+
+// The field `Member` of its record stored in `column`; a path of members names a field of a
+// member (`field<&RunRecord::info, &RunInfo::command>("command")`).
+template <auto Member, auto... Rest>
+FieldColumn<RecordOf<Member>> field(std::string_view column) {
+  using R = RecordOf<Member>;
+  return {column, [](const R& r) { return SqlValue(record_columns::at<Member, Rest...>(r)); },
+          [](R& r, const Statement& s, int at) { record_columns::read(s, at, record_columns::at<Member, Rest...>(r)); }};
+}
+
+// A text field whose empty value is stored as NULL (a run's finish time while it runs, a
+// config's label before labels were recorded), and read back as "".
+template <auto Member, auto... Rest>
+FieldColumn<RecordOf<Member>> text_or_null(std::string_view column) {
+  using R = RecordOf<Member>;
+  return {column,
+          [](const R& r) {
+            const std::string& v = record_columns::at<Member, Rest...>(r);
+            return v.empty() ? SqlValue() : SqlValue(v);
+          },
+          [](R& r, const Statement& s, int at) { record_columns::at<Member, Rest...>(r) = s.column_text(at); }};
+}
+
+// One of the columns that together hold an optional struct of the record (a run's load, an
+// item's calibration): all NULL when it is absent. The group's first field in the list `Opens`
+// it: a NULL there reads the struct as absent, a value makes it present; each later field of
+// the group reads into it only if present, and a NULL there makes it absent, so the struct is
+// present only when every column holds a value.
+template <auto Optional, auto Member, bool Opens = false>
+FieldColumn<RecordOf<Optional>> optional_part(std::string_view column) {
+  using R = RecordOf<Optional>;
+  return {column,
+          [](const R& r) {
+            const auto& o = r.*Optional;
+            return o ? SqlValue((*o).*Member) : SqlValue();
+          },
+          [](R& r, const Statement& s, int at) {
+            auto& o = r.*Optional;
+            if (s.is_null(at)) {
+              o.reset();
+              return;
+            }
+            if constexpr (Opens)
+              o.emplace();
+            else if (!o)
+              return;
+            record_columns::read(s, at, (*o).*Member);
+          }};
 }
 
 // A value the writer supplies that is not the record's (the row id of the item it belongs to).
@@ -82,6 +135,21 @@ Row record_row(const DigestedTable& table, const std::vector<FieldColumn<Record>
     row.push_back(field->get(record));
   }
   return row;
+}
+
+// Sets `columns` of `row` (a row of `table`, as update_row hands it) from their fields of `record`.
+template <typename Record>
+void set_columns(const DigestedTable& table, const std::vector<FieldColumn<Record>>& fields, const Record& record, Row& row,
+                 std::initializer_list<std::string_view> columns) {
+  for (std::string_view column : columns) {
+    const FieldColumn<Record>* field = nullptr;
+    for (const FieldColumn<Record>& x : fields)
+      if (x.column == column) field = &x;
+    if (!field)
+      throw_internal_error("results table " + std::string(table.name) + ": column " + std::string(column) +
+                           " has no field of the record (results/record_columns.h)");
+    row[column_index(table, column)] = field->get(record);
+  }
 }
 
 // Fills `record` from the row `s` holds from column `first` on, in digest_columns(table)'s order.

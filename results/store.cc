@@ -23,13 +23,6 @@ namespace kvgate::results {
 
 namespace {
 
-// The schema's CHECK keeps the column to these four words; anything else is a damaged file.
-RunStatus parse_run_status(const std::string& text, const std::string& run_id) {
-  for (const RunStatus st : {RunStatus::running, RunStatus::complete, RunStatus::failed, RunStatus::interrupted})
-    if (text == run_status_name(st)) return st;
-  throw_input_error("run " + run_id + " has an unknown status '" + text + "' (a damaged results database?)");
-}
-
 int read_user_version(Connection& c) {
   Statement s(c, "PRAGMA user_version");
   s.step();
@@ -49,36 +42,17 @@ std::string run_select() {
 
 RunRecord read_run(Connection& c, const Statement& s) {
   const DigestedTable& t = runs_table();
-  check_row(c, s, 0, t, s.column_int(0));
-  auto at = [&](std::string_view column) { return static_cast<int>(column_index(t, column)); };
+  check_row(c, s, 0, t, s.column_int(static_cast<int>(column_index(t, "id"))));
   RunRecord r;
-  r.id = s.column_int(at("id"));
-  r.status = parse_run_status(s.column_text(at("status")), std::to_string(r.id));
-  r.started_at = s.column_text(at("started_at"));
-  r.finished_at = s.column_text(at("finished_at"));
-  r.info.command = s.column_text(at("command"));
-  r.info.git_sha = s.column_text(at("git_sha"));
-  r.info.build_flags = s.column_text(at("build_flags"));
-  r.info.host = s.column_text(at("host"));
-  r.info.cpu = s.column_text(at("cpu"));
-  r.info.gpu = s.column_text(at("gpu"));
-  r.info.backend = s.column_text(at("backend"));
-  r.info.model_path = s.column_text(at("model_path"));
-  r.info.model_sha256 = s.column_text(at("model_sha256"));
-  r.info.suite_name = s.column_text(at("suite_name"));
-  r.info.suite_hash = s.column_text(at("suite_hash"));
-  r.info.seed = s.column_int(at("seed"));
-  r.info.threads = s.column_int(at("threads"));
-  r.info.kvgate_version = s.column_text(at("kvgate_version"));
-  r.info.calibration = s.column_text(at("calibration"));  // NULL: not calibrated
+  read_record(s, 0, t, run_fields(), r);
   r.items = s.column_int(static_cast<int>(t.columns.size()) + 1);
-  const int load = at("load_avg_start");
-  bool known = true;
-  for (int i = load; i < load + 5; ++i) known = known && !s.is_null(i);
-  if (known)
-    r.load = RunLoad{s.column_double(load), s.column_double(load + 1), s.column_double(load + 2), s.column_double(load + 3),
-                     s.column_int(load + 4)};
   return r;
+}
+
+// Changes `columns` of run `run_id`'s row to their values in `run` (the rest of it is unread).
+bool update_run(Connection& c, int64_t run_id, const RunRecord& run, std::initializer_list<std::string_view> columns) {
+  const DigestedTable& t = runs_table();
+  return update_row(c, t, "id = ?1", {run_id}, [&](Row& r) { set_columns(t, run_fields(), run, r, columns); }, run_id);
 }
 
 }  // namespace
@@ -262,63 +236,45 @@ void Store::migrate(bool create) {
 int Store::schema_version() { return read_user_version(*connection_); }
 
 int64_t Store::begin_run(const RunInfo& i) {
+  RunRecord run;
+  run.started_at = now_utc();
+  run.info = i;
+  const DigestedTable& t = runs_table();
   Transaction tx(*connection_);
-  const int64_t id = RowInserter(*connection_, runs_table())
-                         .insert_new_id({std::nullopt, "running", now_utc(), std::nullopt, i.command, i.git_sha,
-                                         i.build_flags, i.host, i.cpu, i.gpu, i.backend, i.model_path, i.model_sha256,
-                                         i.suite_name, i.suite_hash, i.seed, i.threads, i.kvgate_version, std::nullopt,
-                                         std::nullopt, std::nullopt, std::nullopt, std::nullopt, int64_t{0}, int64_t{0},
-                                         i.calibration.empty() ? SqlValue() : SqlValue(i.calibration)});
+  const int64_t id = RowInserter(*connection_, t)
+                         .insert_new_id(record_row(t, run_fields(), run,
+                                                   {{"id", std::nullopt}, {"item_rows", int64_t{0}}, {"item_rows_digest", int64_t{0}}}));
   tx.commit();
   return id;
 }
 
 void Store::finish_run(int64_t run_id, RunStatus status) {
   if (status == RunStatus::running) throw_internal_error("finish_run with status 'running'");
-  const DigestedTable& t = runs_table();
-  const bool found = update_row(
-      *connection_, t, "id = ?1", {run_id},
-      [&](Row& r) {
-        r[column_index(t, "status")] = run_status_name(status);
-        r[column_index(t, "finished_at")] = now_utc();
-      },
-      run_id);
-  if (!found) throw_internal_error(path() + ": finish_run: no run " + std::to_string(run_id));
+  RunRecord run;
+  run.status = status;
+  run.finished_at = now_utc();
+  if (!update_run(*connection_, run_id, run, {"status", "finished_at"}))
+    throw_internal_error(path() + ": finish_run: no run " + std::to_string(run_id));
 }
 
 void Store::resume_run(int64_t run_id) {
-  const DigestedTable& t = runs_table();
-  const bool found = update_row(
-      *connection_, t, "id = ?1", {run_id},
-      [&](Row& r) {
-        r[column_index(t, "status")] = "running";
-        r[column_index(t, "finished_at")] = SqlValue();
-      },
-      run_id);
-  if (!found) throw_input_error(path() + ": no run " + std::to_string(run_id) + " to resume");
+  const RunRecord run;  // running, not finished
+  if (!update_run(*connection_, run_id, run, {"status", "finished_at"}))
+    throw_input_error(path() + ": no run " + std::to_string(run_id) + " to resume");
 }
 
 void Store::record_run_calibration(int64_t run_id, const std::string& calibration) {
-  const DigestedTable& t = runs_table();
-  const bool found = update_row(
-      *connection_, t, "id = ?1", {run_id},
-      [&](Row& r) { r[column_index(t, "calibration")] = calibration.empty() ? SqlValue() : SqlValue(calibration); },
-      run_id);
-  if (!found) throw_internal_error(path() + ": record_run_calibration: no run " + std::to_string(run_id));
+  RunRecord run;
+  run.info.calibration = calibration;
+  if (!update_run(*connection_, run_id, run, {"calibration"}))
+    throw_internal_error(path() + ": record_run_calibration: no run " + std::to_string(run_id));
 }
 
 void Store::record_run_load(int64_t run_id, const std::optional<RunLoad>& load) {
-  const DigestedTable& t = runs_table();
-  const size_t first = column_index(t, "load_avg_start");
-  const bool found = update_row(
-      *connection_, t, "id = ?1", {run_id},
-      [&](Row& r) {
-        const Row values = load ? Row{load->load_avg_start, load->load_avg_max, load->cpu_seconds, load->wall_seconds, load->cores}
-                                : Row(5);
-        for (size_t k = 0; k < values.size(); ++k) r[first + k] = values[k];
-      },
-      run_id);
-  if (!found) throw_internal_error(path() + ": record_run_load: no run " + std::to_string(run_id));
+  RunRecord run;
+  run.load = load;
+  if (!update_run(*connection_, run_id, run, {"load_avg_start", "load_avg_max", "cpu_seconds", "wall_seconds", "cores"}))
+    throw_internal_error(path() + ": record_run_load: no run " + std::to_string(run_id));
 }
 
 int64_t Store::add_config(const ConfigInfo& config) {
@@ -337,36 +293,40 @@ int64_t Store::add_config(const ConfigInfo& config) {
       return find.column_int(static_cast<int>(column_index(t, "id")));  // the read-only transaction rolls back harmlessly
     }
   }
-  const int64_t id = RowInserter(*connection_, t).insert_new_id({std::nullopt, config.spec, config.hash, config.bits_per_element});
+  RunConfigRecord row;
+  row.spec = config.spec;
+  row.hash = config.hash;
+  row.bits_per_element = config.bits_per_element;
+  const int64_t id = RowInserter(*connection_, t).insert_new_id(record_row(t, config_fields(), row, {{"id", std::nullopt}}));
   tx.commit();
   return id;
 }
 
 void Store::attach_config(int64_t run_id, int64_t config_id, ConfigRole role, double kv_bytes_per_token) {
   const DigestedTable& t = digested_table("run_configs");
+  RunConfigRecord c;  // estimated from every logit; no label yet
+  c.config_id = config_id;
+  c.role = role;
+  c.kv_bytes_per_token = kv_bytes_per_token;
   const bool found = update_row(
       *connection_, t, "run_id = ?1 AND config_id = ?2", {run_id, config_id},
-      [&](Row& r) {
-        r[column_index(t, "role")] = config_role_name(role);
-        r[column_index(t, "kv_bytes_per_token")] = kv_bytes_per_token;
-      },
-      run_id);
-  if (!found)
-    RowInserter(*connection_, t)
-        .insert({run_id, config_id, config_role_name(role), kv_bytes_per_token, "full", std::nullopt, std::nullopt});
+      [&](Row& r) { set_columns(t, run_config_fields(), c, r, {"role", "kv_bytes_per_token"}); }, run_id);
+  if (!found) RowInserter(*connection_, t).insert(record_row(t, run_config_fields(), c, {{"run_id", run_id}}));
 }
 
 void Store::set_config_label(int64_t run_id, int64_t config_id, const std::string& label) {
   const DigestedTable& t = digested_table("run_configs");
+  RunConfigRecord c;
+  c.label = label;
   update_row(
       *connection_, t, "run_id = ?1 AND config_id = ?2", {run_id, config_id},
-      [&](Row& r) { r[column_index(t, "label")] = label; }, run_id);
+      [&](Row& r) { set_columns(t, run_config_fields(), c, r, {"label"}); }, run_id);
 }
 
 void Store::record_config_model(int64_t run_id, int64_t config_id, const ConfigModel& m) {
-  upsert_row(*connection_, digested_table("config_models"), "run_id = ?1 AND config_id = ?2", {run_id, config_id},
-             {run_id, config_id, m.kv_spec, m.label, m.path, m.sha256, m.file_bytes, m.weight_bytes, m.weight_type},
-             run_id);
+  const DigestedTable& t = digested_table("config_models");
+  upsert_row(*connection_, t, "run_id = ?1 AND config_id = ?2", {run_id, config_id},
+             record_row(t, config_model_fields(), m, {{"run_id", run_id}, {"config_id", config_id}}), run_id);
 }
 
 ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
@@ -390,10 +350,7 @@ ItemWriter Store::begin_item(int64_t run_id, const ItemInfo& item) {
   if (id == 0) {
     int64_t digest = 0;
     id = RowInserter(*connection_, t)
-             .insert_new_id({std::nullopt, run_id, item.item_key, item.domain, item.evalset_hash, item.item_hash,
-                             item.gold_answer, item.calibration ? SqlValue(item.calibration->prefill_ms) : SqlValue(),
-                             item.calibration ? SqlValue(item.calibration->decode_ms) : SqlValue()},
-                            &digest);
+             .insert_new_id(record_row(t, item_fields(), item, {{"id", std::nullopt}, {"run_id", run_id}}), &digest);
     seal.add(digest);
   }
   // The item is measured now: an earlier failure of it (engine mode) no longer stands.
@@ -419,9 +376,12 @@ void ItemWriter::add_token_class(const TokenClassMetrics& c) {
 }
 
 void ItemWriter::add_latency(const LatencySamples& l) {
-  RowInserter samples(connection_, digested_table("latency_samples"));
-  for (size_t i = 0; i < l.token_times_ms.size(); ++i)
-    seal_.add(samples.insert({item_row_id_, l.config_id, l.turn_index, static_cast<int64_t>(i), l.token_times_ms[i]}));
+  const DigestedTable& t = digested_table("latency_samples");
+  RowInserter samples(connection_, t);
+  for (size_t i = 0; i < l.token_times_ms.size(); ++i) {
+    const LatencySample sample{l.config_id, l.turn_index, static_cast<int64_t>(i), l.token_times_ms[i]};
+    seal_.add(samples.insert(record_row(t, latency_fields(), sample, {{"item_id", item_row_id_}})));
+  }
 }
 
 void ItemWriter::commit() {
@@ -430,19 +390,19 @@ void ItemWriter::commit() {
 }
 
 void Store::add_kernel_benchmark(int64_t run_id, const KernelBenchmark& b) {
+  const DigestedTable& t = digested_table("kernel_benchmarks");
   Transaction tx(*connection_);
-  RowInserter(*connection_, digested_table("kernel_benchmarks"))
-      .insert_new_id({std::nullopt, run_id, b.kernel, b.format, b.backend, b.head_dim, b.tokens, b.iterations,
-                      b.ns_per_iteration, b.bytes_per_second, b.bound_bytes_per_second});
+  RowInserter(*connection_, t)
+      .insert_new_id(record_row(t, kernel_benchmark_fields(), b, {{"id", std::nullopt}, {"run_id", run_id}}));
   tx.commit();
 }
 
 int64_t Store::add_gate_decision(const GateDecision& d) {
+  const DigestedTable& t = digested_table("gate_decisions");
   Transaction tx(*connection_);
-  const int64_t id = RowInserter(*connection_, digested_table("gate_decisions"))
-                         .insert_new_id({std::nullopt, d.baseline_run_id, d.candidate_run_id, d.config_id, d.check_name,
-                                         d.metric, d.passed, d.baseline_value, d.candidate_value, d.delta, d.ci_low,
-                                         d.ci_high, d.threshold, d.detail, now_utc()});
+  const int64_t id =
+      RowInserter(*connection_, t)
+          .insert_new_id(record_row(t, gate_decision_fields(), d, {{"id", std::nullopt}, {"decided_at", now_utc()}}));
   tx.commit();
   return id;
 }
@@ -508,29 +468,27 @@ RunRecord Store::resolve_run(const std::string& ref) {
 
 std::vector<RunConfigRecord> Store::run_configs(int64_t run_id) {
   begin_run_read("run_configs", run_id);
-  Statement s(*connection_,
-              "SELECT c.id, c.spec, c.hash, rc.role, c.bits_per_element, rc.kv_bytes_per_token, rc.kld_estimator, "
-              "rc.top_k, cm.kv_spec, cm.model_label, cm.model_path, cm.model_sha256, cm.file_bytes, cm.weight_bytes, "
-              "cm.weight_type, rc.label FROM run_configs rc JOIN configs c ON c.id = rc.config_id "
-              "LEFT JOIN config_models cm ON cm.run_id = rc.run_id AND cm.config_id = rc.config_id WHERE rc.run_id = ?1 "
-              "ORDER BY rc.role DESC, c.spec");
+  const DigestedTable &configs = digested_table("configs"), &run_configs = digested_table("run_configs"),
+                     &models = digested_table("config_models");
+  Statement s(*connection_, "SELECT " + digest_columns(configs, "c") + ", " + digest_columns(run_configs, "rc") + ", " +
+                                digest_columns(models, "cm") +
+                                " FROM run_configs rc JOIN configs c ON c.id = rc.config_id "
+                                "LEFT JOIN config_models cm ON cm.run_id = rc.run_id AND cm.config_id = rc.config_id "
+                                "WHERE rc.run_id = ?1 ORDER BY rc.role DESC, c.spec");
   s.bind(1, run_id);
+  // Each table's columns and its row_digest, one table after the other.
+  const int run_config_at = static_cast<int>(configs.columns.size()) + 1;
+  const int model_at = run_config_at + static_cast<int>(run_configs.columns.size()) + 1;
   std::vector<RunConfigRecord> out;
   while (s.step()) {
-    RunConfigRecord r{s.column_int(0),
-                      s.column_text(1),
-                      s.column_text(2),
-                      s.column_text(3) == "reference" ? ConfigRole::reference : ConfigRole::candidate,
-                      s.column_double(4),
-                      s.column_double(5),
-                      s.column_text(6),
-                      s.column_optional_int(7),
-                      std::nullopt,
-                      ""};
-    if (!s.is_null(8))
-      r.model = ConfigModel{s.column_text(8), s.column_text(9), s.column_text(10), s.column_text(11),
-                            s.column_int(12), s.column_int(13), s.column_text(14)};
-    r.label = s.is_null(15) ? r.spec : s.column_text(15);
+    RunConfigRecord r;
+    read_record(s, 0, configs, config_fields(), r);
+    read_record(s, run_config_at, run_configs, run_config_fields(), r);
+    if (!s.is_null(model_at + static_cast<int>(column_index(models, "run_id")))) {
+      r.model.emplace();
+      read_record(s, model_at, models, config_model_fields(), *r.model);
+    }
+    if (r.label.empty()) r.label = r.spec;
     out.push_back(std::move(r));
   }
   return out;
@@ -576,18 +534,7 @@ std::vector<RunItemMetrics> Store::run_item_metrics(int64_t run_id) {
 
 std::vector<ItemInfo> Store::run_items(int64_t run_id) {
   begin_run_read("items", run_id);
-  Statement s(*connection_,
-              "SELECT item_key, domain, evalset_hash, item_hash, gold_answer, calibration_prefill_ms, calibration_decode_ms "
-              "FROM items WHERE run_id = ?1 ORDER BY item_key");
-  s.bind(1, run_id);
-  std::vector<ItemInfo> out;
-  while (s.step()) {
-    ItemInfo info{s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3)};
-    if (!s.is_null(4)) info.gold_answer = s.column_text(4);
-    if (!s.is_null(5) && !s.is_null(6)) info.calibration = ItemCalibration{s.column_double(5), s.column_double(6)};
-    out.push_back(std::move(info));
-  }
-  return out;
+  return read_run_records(*connection_, digested_table("items"), item_fields(), run_id, "item_key");
 }
 
 std::vector<RunTurnMetrics> Store::run_turn_metrics(int64_t run_id) {
@@ -609,24 +556,11 @@ std::vector<GateDecision> Store::gate_decisions_for_candidate(int64_t candidate_
   const DigestedTable& t = digested_table("gate_decisions");
   Statement s(*connection_, "SELECT " + digest_columns(t) + " FROM gate_decisions WHERE candidate_run_id = ?1 ORDER BY id");
   s.bind(1, candidate_run_id);
-  auto at = [&](std::string_view column) { return static_cast<int>(column_index(t, column)); };
   std::vector<GateDecision> out;
   while (s.step()) {
     check_row(*connection_, s, 0, t, candidate_run_id);
     GateDecision d;
-    d.baseline_run_id = s.column_int(at("baseline_run_id"));
-    d.candidate_run_id = s.column_int(at("candidate_run_id"));
-    d.config_id = s.column_optional_int(at("config_id"));
-    d.check_name = s.column_text(at("check_name"));
-    d.metric = s.column_text(at("metric"));
-    d.passed = s.column_int(at("passed")) != 0;
-    d.baseline_value = s.column_double(at("baseline_value"));
-    d.candidate_value = s.column_double(at("candidate_value"));
-    d.delta = s.column_double(at("delta"));
-    d.ci_low = s.column_double(at("ci_low"));
-    d.ci_high = s.column_double(at("ci_high"));
-    d.threshold = s.column_double(at("threshold"));
-    d.detail = s.column_text(at("detail"));
+    read_record(s, 0, t, gate_decision_fields(), d);
     out.push_back(std::move(d));
   }
   return out;
@@ -638,45 +572,29 @@ void Store::record_plan(int64_t run_id, const RunPlan& plan, const std::vector<P
     Statement del(*connection_, "DELETE FROM run_plan_items WHERE run_id = ?1");
     del.bind(1, run_id).run();
   }
-  upsert_row(*connection_, digested_table("run_plans"), "run_id = ?1", {run_id},
-             {run_id, plan.plan_hash, plan.plan, plan.plan_items, plan.shard_index, plan.shard_count,
-              plan.shard_index ? SqlValue(plan.shard_origin) : SqlValue()},
+  const DigestedTable &plans = digested_table("run_plans"), &plan_items = digested_table("run_plan_items");
+  upsert_row(*connection_, plans, "run_id = ?1", {run_id}, record_row(plans, run_plan_fields(), plan, {{"run_id", run_id}}),
              run_id);
-  RowInserter item(*connection_, digested_table("run_plan_items"));
-  for (const PlanItem& p : items) item.insert({run_id, p.position, p.item_key, p.shard_index});
+  RowInserter item(*connection_, plan_items);
+  for (const PlanItem& p : items) item.insert(record_row(plan_items, plan_item_fields(), p, {{"run_id", run_id}}));
   tx.commit();
 }
 
 std::optional<RunPlan> Store::run_plan(int64_t run_id) {
   check_run(run_id);
-  Statement s(*connection_,
-              "SELECT plan_hash, plan, plan_items, shard_index, shard_count, shard_origin FROM run_plans WHERE run_id = ?1");
-  s.bind(1, run_id);
-  if (!s.step()) return std::nullopt;
-  return RunPlan{s.column_text(0), s.column_text(1), s.column_int(2), s.column_optional_int(3), s.column_optional_int(4),
-                 s.column_text(5)};
+  std::vector<RunPlan> plans = read_run_records(*connection_, digested_table("run_plans"), run_plan_fields(), run_id, "run_id");
+  if (plans.empty()) return std::nullopt;
+  return std::move(plans.front());
 }
 
 std::vector<PlanItem> Store::run_plan_items(int64_t run_id) {
   check_run(run_id);
-  Statement s(*connection_, "SELECT position, item_key, shard_index FROM run_plan_items WHERE run_id = ?1 ORDER BY position");
-  s.bind(1, run_id);
-  std::vector<PlanItem> out;
-  while (s.step()) out.push_back({s.column_int(0), s.column_text(1), s.column_int(2)});
-  return out;
+  return read_run_records(*connection_, digested_table("run_plan_items"), plan_item_fields(), run_id, "position");
 }
 
 std::vector<MergeSource> Store::merge_sources(int64_t run_id) {
   check_run(run_id);
-  Statement s(*connection_,
-              "SELECT shard_index, shard_count, source_db, source_run_id, host, started_at, finished_at, digest "
-              "FROM run_merges WHERE run_id = ?1 ORDER BY shard_index");
-  s.bind(1, run_id);
-  std::vector<MergeSource> out;
-  while (s.step())
-    out.push_back({s.column_int(0), s.column_int(1), s.column_text(2), s.column_int(3), s.column_text(4), s.column_text(5),
-                   s.column_text(6), s.column_text(7)});
-  return out;
+  return read_run_records(*connection_, digested_table("run_merges"), merge_source_fields(), run_id, "shard_index");
 }
 
 }  // namespace kvgate::results

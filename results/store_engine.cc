@@ -4,13 +4,14 @@
 #include "results/record_columns.h"
 #include "results/row_digest.h"
 #include "results/store.h"
+#include "results/store_columns.h"
 
 namespace kvgate::results {
 
 namespace {
 
 // Each engine-mode record's fields beside their columns (results/record_columns.h); `run_id`
-// is the writer's.
+// is the writer's. item_failures' are in results/store_columns.h, beside the merge's.
 const std::vector<FieldColumn<ConfigEndpoint>>& endpoint_fields() {
   static const std::vector<FieldColumn<ConfigEndpoint>> fields = {
       field<&ConfigEndpoint::config_id>("config_id"),   field<&ConfigEndpoint::name>("name"),
@@ -18,15 +19,6 @@ const std::vector<FieldColumn<ConfigEndpoint>>& endpoint_fields() {
       field<&ConfigEndpoint::engine_version>("engine_version"), field<&ConfigEndpoint::model>("model"),
       field<&ConfigEndpoint::kv>("kv"),                 field<&ConfigEndpoint::kv_source>("kv_source"),
       field<&ConfigEndpoint::kv_reported>("kv_reported"), field<&ConfigEndpoint::discovery>("discovery"),
-  };
-  return fields;
-}
-
-const std::vector<FieldColumn<ItemFailure>>& failure_fields() {
-  static const std::vector<FieldColumn<ItemFailure>> fields = {
-      field<&ItemFailure::item_key>("item_key"), field<&ItemFailure::config_id>("config_id"),
-      field<&ItemFailure::endpoint>("endpoint"), field<&ItemFailure::failure>("failure"),
-      field<&ItemFailure::message>("message"),   field<&ItemFailure::failed_at>("failed_at"),
   };
   return fields;
 }
@@ -84,8 +76,10 @@ void Store::set_config_estimator(int64_t run_id, int64_t config_id, const std::s
   const bool found = update_row(
       *connection_, t, "run_id = ?1 AND config_id = ?2", {run_id, config_id},
       [&](Row& r) {
-        r[column_index(t, "kld_estimator")] = estimator;
-        r[column_index(t, "top_k")] = top_k;
+        RunConfigRecord c;
+        c.kld_estimator = estimator;
+        c.top_k = top_k;
+        set_columns(t, run_config_fields(), c, r, {"kld_estimator", "top_k"});
       },
       run_id);
   if (!found)
