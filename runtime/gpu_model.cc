@@ -223,7 +223,7 @@ void GpuModel::forward(GpuSequence& seq, std::span<const int32_t> tokens, bool a
   // rounded as ggml-cpu rounds them. The CUDA engines: one 16-bit GEMM of the rounded inputs.
   const gpu::MatmulPath path = seq.arithmetic_ == kernels::Arithmetic::exact       ? gpu::MatmulPath::exact
                                : seq.arithmetic_ == kernels::Arithmetic::llama_cpp ? gpu::MatmulPath::f32
-                                                                                   : gpu::MatmulPath::engine;
+                                                                                   : gpu::MatmulPath::sixteen_bit;
   const int64_t pos0 = seq.length();
   run(seq, tokens, all_logits, logits, path);
   // The flag came back with the logits (one wait for both). Raised, the pass is redone in f32
@@ -260,11 +260,11 @@ void GpuModel::run(GpuSequence& seq, std::span<const int32_t> tokens, bool all_l
   if (path == gpu::MatmulPath::exact) gpu::matmul_flag_reset();
   gpu::gather_rows(token_embd_.view, ids_.ints(), n, x_.floats());
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(D));
-  // Engines round matmul inputs (weight_blocks.h engine_dot_input), as Model::forward does on the
+  // Engines round matmul inputs (weight_blocks.h arithmetic_dot_input), as Model::forward does on the
   // CPU (same buffers, same points). Every buffer rounded here is read only by the matmuls that
   // follow, which must round it alike.
   const kernels::Arithmetic arithmetic = seq.arithmetic_;
-  const auto dot_input = [&](const Weight& w) { return gpu::engine_dot_input(arithmetic, w.view.type); };
+  const auto dot_input = [&](const Weight& w) { return gpu::arithmetic_dot_input(arithmetic, w.view.type); };
   const auto round_input = [&](const Weight& w, float* in, int rows) {
     gpu::round_matmul_input(dot_input(w), w.view, in, rows);
   };

@@ -58,7 +58,7 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int n, floa
 void round_input_like_llama_cpp(GgmlType type, float* x, int64_t n, int64_t cols);
 // What the config's engine rounds a matmul input to next to weights of `type`
 // (kernels/arithmetic.h arithmetic_matmul_inputs says it in words; the GPU forward rounds the same
-// way, kernels/gpu/weight_blocks.h engine_dot_input): llama.cpp's CPU dot types above; f16/bf16
+// way, kernels/gpu/weight_blocks.h arithmetic_dot_input): llama.cpp's CPU dot types above; f16/bf16
 // next to F16/BF16 weights under llama.cpp-cuda and vllm-fa3 (their GEMMs take 16-bit
 // activations); f32 otherwise.
 kernels::ggml::DotInput arithmetic_dot_input(kernels::Arithmetic arithmetic, GgmlType type);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -222,30 +223,37 @@ int tile_blocks_per_sm(const TileKernel& kernel, int shared_bytes) {
 
 }  // namespace
 
+namespace {
+
+// Each family's two lookups (attention_<family>[_prefill].cu), in KernelFamily's order: a new
+// family is one row here beside its translation units.
+using FindTileKernel = const TileKernel* (*)(FormatId key, FormatId value, int head_dim);
+struct FamilyTileKernels {
+  KernelFamily family;
+  FindTileKernel decode, prefill;
+};
+constexpr FamilyTileKernels kFamilyTileKernels[] = {
+    {KernelFamily::float16, find_decode_kernel_float16, find_prefill_kernel_float16},
+    {KernelFamily::fp8, find_decode_kernel_fp8, find_prefill_kernel_fp8},
+    {KernelFamily::per_token_head, find_decode_kernel_per_token_head, find_prefill_kernel_per_token_head},
+    {KernelFamily::ggml, find_decode_kernel_ggml, find_prefill_kernel_ggml},
+    {KernelFamily::nvfp4, find_decode_kernel_nvfp4, find_prefill_kernel_nvfp4},
+    {KernelFamily::turboquant, find_decode_kernel_turboquant, find_prefill_kernel_turboquant},
+};
+constexpr bool rows_in_family_order() {
+  for (size_t i = 0; i < std::size(kFamilyTileKernels); ++i)
+    if (static_cast<size_t>(kFamilyTileKernels[i].family) != i) return false;
+  return true;
+}
+static_assert(rows_in_family_order() && std::size(kFamilyTileKernels) == static_cast<size_t>(KernelFamily::turboquant) + 1,
+              "one row per KernelFamily, in its order");
+
+}  // namespace
+
 const TileKernel* find_tile_kernel(KernelKinds kind, FormatId key, FormatId value, int head_dim) {
   if (!has_kernel(kind, key, value, head_dim)) return nullptr;
-  const bool decode = kind == kDecodeKernel;
-  switch (kernel_family(key)) {
-    case KernelFamily::float16:
-      return decode ? find_decode_kernel_float16(key, value, head_dim)
-                    : find_prefill_kernel_float16(key, value, head_dim);
-    case KernelFamily::fp8:
-      return decode ? find_decode_kernel_fp8(key, value, head_dim)
-                    : find_prefill_kernel_fp8(key, value, head_dim);
-    case KernelFamily::per_token_head:
-      return decode ? find_decode_kernel_per_token_head(key, value, head_dim)
-                    : find_prefill_kernel_per_token_head(key, value, head_dim);
-    case KernelFamily::ggml:
-      return decode ? find_decode_kernel_ggml(key, value, head_dim)
-                    : find_prefill_kernel_ggml(key, value, head_dim);
-    case KernelFamily::nvfp4:
-      return decode ? find_decode_kernel_nvfp4(key, value, head_dim)
-                    : find_prefill_kernel_nvfp4(key, value, head_dim);
-    case KernelFamily::turboquant:
-      return decode ? find_decode_kernel_turboquant(key, value, head_dim)
-                    : find_prefill_kernel_turboquant(key, value, head_dim);
-  }
-  return nullptr;
+  const FamilyTileKernels& row = kFamilyTileKernels[static_cast<size_t>(kernel_family(key))];
+  return (kind == kDecodeKernel ? row.decode : row.prefill)(key, value, head_dim);
 }
 
 namespace {
@@ -267,7 +275,7 @@ const TileKernel* tile_kernel_for(const PagedKvShape& s, int rows_per_kv_head) {
 const char* DevicePagedKv::attention_kernel(int n_heads, int n_queries) const {
   const Impl& m = *impl_;
   const PagedKvShape& s = m.shape;
-  if (s.arithmetic != Arithmetic::exact && !kv_arithmetic(s, n_queries).exact()) return "engine";
+  if (s.arithmetic != Arithmetic::exact && !kv_arithmetic(s, n_queries).exact()) return "arithmetic";
   const int rows = n_heads / std::max(1, s.n_kv_heads) * n_queries;
   if (!tile_kernel_for(s, rows)) return "general";
   return tile_kind(rows) == kPrefillKernel ? "tile-prefill" : "tile-decode";
@@ -290,7 +298,7 @@ void DevicePagedKv::attention_device(int n_heads, const float* q, int n_queries,
   // on the CPU; exact arithmetic stays on this one.
   if (s.arithmetic != Arithmetic::exact) {
     const AttentionArithmetic arithmetic = kv_arithmetic(s, n_queries);
-    if (!arithmetic.exact()) return m.engine_attention(arithmetic, n_heads, q, n_queries, softmax_scale, out);
+    if (!arithmetic.exact()) return m.arithmetic_attention(arithmetic, n_heads, q, n_queries, softmax_scale, out);
   }
   AttentionParams p{};
   p.keys = m.rows(m.key);

@@ -38,7 +38,7 @@ constexpr int kKeySpan = 8;
 // The dynamic shared memory a block may use without opting in (both vendors).
 constexpr size_t kSharedLimit = 48 * 1024;
 
-struct EngineParams {
+struct ArithmeticParams {
   PagedRows keys, values;
   SideArgs kf, vf;
   AttentionArithmetic a;
@@ -55,7 +55,7 @@ struct EngineParams {
 
 // q . k for token t of the row's KV head: the whole key row decoded in order (f16-rounded when
 // the engine converts keys to f16), products summed in element order.
-__device__ float key_score(const EngineParams& p, const float* q_s, int t, int kv_head) {
+__device__ float key_score(const ArithmeticParams& p, const float* q_s, int t, int kv_head) {
   const int D = p.head_dim;
   const uint8_t* row = p.keys.unit(t, kv_head);
   float s = 0.0f;
@@ -73,7 +73,7 @@ __device__ float key_score(const EngineParams& p, const float* q_s, int t, int k
 
 // EPL: head_dim elements per lane (head_dim <= 32 * EPL), the lane's span of the value pass.
 template <int EPL>
-__global__ void __launch_bounds__(kWarp) engine_attention_kernel(EngineParams p) {
+__global__ void __launch_bounds__(kWarp) arithmetic_attention_kernel(ArithmeticParams p) {
   extern __shared__ float shared[];
   const int D = p.head_dim;
   float* row_s = shared;       // [head_dim]: the rounded query, later the output row
@@ -172,15 +172,15 @@ __global__ void __launch_bounds__(kWarp) engine_attention_kernel(EngineParams p)
 
 }  // namespace
 
-void DevicePagedKv::Impl::engine_attention(const AttentionArithmetic& arithmetic, int n_heads, const float* q,
-                                           int n_queries, float softmax_scale, float* out) {
+void DevicePagedKv::Impl::arithmetic_attention(const AttentionArithmetic& arithmetic, int n_heads, const float* q,
+                                               int n_queries, float softmax_scale, float* out) {
   const int D = shape.head_dim;
   const size_t shared = static_cast<size_t>(D + shape.page_tokens) * sizeof(float);
   if (shared > kSharedLimit)
     throw_usage_error("GPU engine attention: pages of " + std::to_string(shape.page_tokens) +
                       " tokens do not fit its shared memory (at most " +
                       std::to_string(kSharedLimit / sizeof(float) - D) + " at head_dim " + std::to_string(D) + ")");
-  EngineParams p{};
+  ArithmeticParams p{};
   p.keys = rows(key);
   p.values = rows(value);
   p.kf = args(key);
@@ -198,12 +198,12 @@ void DevicePagedKv::Impl::engine_attention(const AttentionArithmetic& arithmetic
   const unsigned blocks = static_cast<unsigned>(static_cast<size_t>(n_queries) * n_heads);
   const int epl = D <= 32 ? 1 : D <= 64 ? 2 : D <= 128 ? 4 : 8;
   switch (epl) {
-    case 1: engine_attention_kernel<1><<<blocks, kWarp, shared>>>(p); break;
-    case 2: engine_attention_kernel<2><<<blocks, kWarp, shared>>>(p); break;
-    case 4: engine_attention_kernel<4><<<blocks, kWarp, shared>>>(p); break;
-    default: engine_attention_kernel<8><<<blocks, kWarp, shared>>>(p); break;
+    case 1: arithmetic_attention_kernel<1><<<blocks, kWarp, shared>>>(p); break;
+    case 2: arithmetic_attention_kernel<2><<<blocks, kWarp, shared>>>(p); break;
+    case 4: arithmetic_attention_kernel<4><<<blocks, kWarp, shared>>>(p); break;
+    default: arithmetic_attention_kernel<8><<<blocks, kWarp, shared>>>(p); break;
   }
-  check(gpuGetLastError(), "engine attention launch");
+  check(gpuGetLastError(), "arithmetic attention launch");
 }
 
 }  // namespace kvgate::kernels::gpu

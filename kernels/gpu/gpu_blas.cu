@@ -223,7 +223,7 @@ Blas& blas() {
 void launched(const char* what) { check(cudaGetLastError(), what); }
 
 // The engine path on f16/bf16 weights: one GEMM straight into y.
-bool engine_gemm(const float* x, int n, const DeviceWeight& w, float* y, bool accumulate) {
+bool sixteen_bit_gemm(const float* x, int n, const DeviceWeight& w, float* y, bool accumulate) {
   Blas& b = blas();
   const bool bf16 = w.type == WeightType::bf16;
   const Plan& p = b.plan(bf16 ? CUDA_R_16BF : CUDA_R_16F, w.rows, n, w.cols, w.rows);
@@ -321,7 +321,7 @@ bool gemm_tensor_cores(MatmulPath path, const float* x, int n, const DeviceWeigh
   if (n <= 0 || w.rows <= 0) return true;
   if (w.type == WeightType::f32) return false;  // no 16-bit weights to multiply: gemm_xwt
   const bool sixteen_bit = w.type == WeightType::f16 || w.type == WeightType::bf16;
-  if (sixteen_bit) return path == MatmulPath::engine ? engine_gemm(x, n, w, y, accumulate) : exact_gemm_16bit(x, n, w, y, accumulate);
+  if (sixteen_bit) return path == MatmulPath::sixteen_bit ? sixteen_bit_gemm(x, n, w, y, accumulate) : exact_gemm_16bit(x, n, w, y, accumulate);
   return exact_gemm_quantized(x, n, w, y, accumulate);
 }
 

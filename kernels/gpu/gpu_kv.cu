@@ -180,7 +180,7 @@ DevicePagedKv::DevicePagedKv(const PagedKvShape& shape, int capacity_tokens, std
                       std::to_string(capacity_tokens));
   init_side(m.key, shape.key, shape, true);
   init_side(m.value, shape.value, shape, false);
-  check_kv_engine(shape);
+  check_kv_arithmetic(shape);
   m.capacity = capacity_tokens;
   m.pages = (capacity_tokens + shape.page_tokens - 1) / shape.page_tokens;
   if (page_order.empty()) {

@@ -116,8 +116,9 @@ class DevicePagedKv {
 
   // Which kernel attention() runs for a call of this many query heads and positions:
   // "tile-decode" or "tile-prefill" (the tile kernels of kernels/gpu/kv_tile.h's pairs),
-  // "general" (the run-time format switch), or "engine" (an engine's rounding); benchmarks print
-  // it and tests check it, so a silent fallback shows.
+  // "general" (the run-time format switch), or "arithmetic" (an @engine= arithmetic that rounds,
+  // gpu_attention_arithmetic.cu); benchmarks print it and tests check it, so a silent
+  // fallback shows.
   const char* attention_kernel(int n_heads, int n_queries) const;
 
   // Forgets every token from position n on (n <= length()); later appends overwrite them.

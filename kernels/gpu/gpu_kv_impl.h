@@ -162,8 +162,8 @@ struct DevicePagedKv::Impl {
   void flush_window(SideStore& s);
   // Attention under an engine's non-exact arithmetic (attention_device's arguments, checked);
   // gpu_attention_arithmetic.cu.
-  void engine_attention(const AttentionArithmetic& arithmetic, int n_heads, const float* q, int n_queries,
-                        float softmax_scale, float* out);
+  void arithmetic_attention(const AttentionArithmetic& arithmetic, int n_heads, const float* q, int n_queries,
+                            float softmax_scale, float* out);
   std::vector<uint8_t> download_unit(const SideStore& s, int token, int kv_head) const;
 };
 

@@ -129,7 +129,7 @@ enum class MatmulPath : uint8_t {
   // One GEMM on the 16-bit weights and x as the caller rounded it to f16/bf16 (the forward does
   // under @engine=llama.cpp-cuda and vllm-fa3): what llama.cpp's cuBLAS path and vLLM compute.
   // Quantized weights take the exact path (llama.cpp CUDA's MMQ arithmetic is not reproduced).
-  engine,
+  sixteen_bit,
 };
 // One algorithm per shape, chosen once and kept, a fixed workspace and no split-K reduction, so
 // the same GPU, build and inputs give the same bits. Nothing here waits for the device.
@@ -154,7 +154,7 @@ void matmul_flag_fetch();
 bool matmul_flag_raised();
 int* matmul_flag_device();  // for gpu_blas.cu's kernels
 
-// x[n][w.cols] rounded in place to `t` (weight_blocks.h engine_dot_input: what the config's
+// x[n][w.cols] rounded in place to `t` (weight_blocks.h arithmetic_dot_input: what the config's
 // engine rounds a matmul input to next to w's type) with the very function the CPU runtime's
 // round_matmul_input runs (ggml_blocks.h round_dot_input): q8_1/q8_0/q8_K blocks as
 // ggml-cpu converts them under @engine=llama.cpp, f16/bf16 under the CUDA engines. One thread per

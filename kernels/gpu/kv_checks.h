@@ -18,6 +18,6 @@ void check_tq_constants(FormatId format, int head_dim, const std::optional<TqCon
 // One side of a paged cache: its format, role, scale, constants, rotation, KIVI group and window.
 void check_kv_side(const KvSideFormat& side, const PagedKvShape& shape, bool is_key);
 // The cache's engine: one that has both formats (arithmetic_refusal), stored row by row.
-void check_kv_engine(const PagedKvShape& shape);
+void check_kv_arithmetic(const PagedKvShape& shape);
 
 }  // namespace kvgate::kernels::gpu

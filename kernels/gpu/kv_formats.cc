@@ -117,7 +117,7 @@ AttentionArithmetic kv_arithmetic(const PagedKvShape& shape, int n_queries) {
                             shape.head_dim, shape.key.scale);
 }
 
-void check_kv_engine(const PagedKvShape& shape) {
+void check_kv_arithmetic(const PagedKvShape& shape) {
   if (shape.arithmetic == Arithmetic::exact) return;
   const FormatInfo& key = entry_of(shape.key.format);
   const FormatInfo& value = entry_of(shape.value.format);

@@ -117,7 +117,7 @@ KVGATE_HD ggml::DotInput llama_cpp_dot_input(WeightType t) {
 // converts to the dot type above; llama.cpp's CUDA cuBLAS path and vLLM multiply 16-bit
 // activations with 16-bit weights (their GEMMs take f16/bf16 operands); exact keeps f32, and so do
 // quantized weights under the CUDA engines (llama.cpp CUDA's MMQ rounding is not reproduced).
-KVGATE_HD ggml::DotInput engine_dot_input(Arithmetic a, WeightType t) {
+KVGATE_HD ggml::DotInput arithmetic_dot_input(Arithmetic a, WeightType t) {
   switch (a) {
     case Arithmetic::exact: return ggml::DotInput::f32;
     case Arithmetic::llama_cpp: return llama_cpp_dot_input(t);

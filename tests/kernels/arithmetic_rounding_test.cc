@@ -112,7 +112,7 @@ void reference_one_row_step(float s, const float* v, int d, bool f16_acc, float&
 // from 2^-20 to 2^10): the CPU engine's round_query and the GPU's block-per-lane calls of
 // round_query_block both equal the reference, at a head_dim of whole blocks and, for the
 // element-wise roundings, at one ending in a partial block.
-TEST(EngineRounding, QueryRoundingsEqualTheCpuEngineBitForBit) {
+TEST(ArithmeticRounding, QueryRoundingsEqualTheCpuEngineBitForBit) {
   for (QueryRounding q : kQueryRoundings) {
     for (int d : {128, 80}) {
       if (is_ggml(q) && d % ggml::kBlock != 0) continue;
@@ -145,7 +145,7 @@ TEST(EngineRounding, QueryRoundingsEqualTheCpuEngineBitForBit) {
 
 // P roundings over weights in [0, 1] (what the softmax gives) and the values next to E4M3's and
 // f16's rounding boundaries and below their smallest steps.
-TEST(EngineRounding, WeightRoundingsEqualTheCpuEngineBitForBit) {
+TEST(ArithmeticRounding, WeightRoundingsEqualTheCpuEngineBitForBit) {
   std::vector<float> w = {0.0f, 1.0f, 0.5f, 1e-30f, 1e-8f, std::ldexp(1.0f, -17), std::ldexp(1.0f, -26), NAN};
   for (int e = -20; e <= 0; ++e)
     for (int m = 0; m < 32; ++m) {
@@ -166,7 +166,7 @@ TEST(EngineRounding, WeightRoundingsEqualTheCpuEngineBitForBit) {
 // A score sequence with new maxima (the first key, rises, an exact repeat, a fall far below):
 // the shared step applied per element over GPU-style lane spans equals the CPU's row step in
 // the accumulator, the max and the sum, for f32 and f16 accumulators alike; then the output.
-TEST(EngineRounding, OneRowStepEqualsTheCpuEngineBitForBit) {
+TEST(ArithmeticRounding, OneRowStepEqualsTheCpuEngineBitForBit) {
   constexpr int kD = 128, kLaneSpan = 4;
   Rng rng(17);
   std::vector<float> scores;
@@ -202,7 +202,7 @@ TEST(EngineRounding, OneRowStepEqualsTheCpuEngineBitForBit) {
 
 // The tile kernels' page step (CUDA MMA, FA3): pages of 16 scores, the page max first, weights
 // rounded for P·V and summed unrounded, for every weight rounding.
-TEST(EngineRounding, TileStepEqualsTheCpuEngineBitForBit) {
+TEST(ArithmeticRounding, TileStepEqualsTheCpuEngineBitForBit) {
   constexpr int kD = 64, kPage = 16, kPages = 12;
   for (WeightRounding r : kWeightRoundings) {
     Rng rng(23);
@@ -252,7 +252,7 @@ TEST(EngineRounding, TileStepEqualsTheCpuEngineBitForBit) {
 
 // The GPU cache resolves its engine exactly as the CPU attention does (kernels/attention.cc):
 // the same registry entries, the key's scale as q_scale, for decode steps and prefill chunks.
-TEST(EngineRounding, GpuCacheResolvesTheArithmeticAsTheCpu) {
+TEST(ArithmeticRounding, GpuCacheResolvesTheArithmeticAsTheCpu) {
   for (const char* spec : {"q8_0@engine=llama.cpp", "q4_1/f16@engine=llama.cpp", "f16@engine=llama.cpp",
                            "q4_0@engine=llama.cpp-cuda", "iq4_nl@engine=llama.cpp-cuda", "f16@engine=llama.cpp-cuda",
                            "fp8:scale=0.5@engine=vllm-fa3", "f16@engine=vllm-fa3", "q8_0"}) {

@@ -156,8 +156,8 @@ TEST(GpuForwardStub, EachEngineTakesItsMatmulPath) {
     const char* config;
     const char* path;
   };
-  for (const Case& c : {Case{"f16", "exact "}, Case{"f16@engine=llama.cpp", "f32 "}, Case{"f16@engine=llama.cpp-cuda", "engine "},
-                        Case{"f16@engine=vllm-fa3", "engine "}}) {
+  for (const Case& c : {Case{"f16", "exact "}, Case{"f16@engine=llama.cpp", "f32 "}, Case{"f16@engine=llama.cpp-cuda", "sixteen_bit "},
+                        Case{"f16@engine=vllm-fa3", "sixteen_bit "}}) {
     const auto seq = model->start(kernels::parse_kv_config(c.config), 4096);
     const Recorded r = forward(*model, *seq, 100);
     EXPECT_EQ(r.waits, 1) << c.config;

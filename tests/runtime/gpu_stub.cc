@@ -104,13 +104,13 @@ void gemm_xwt(const float*, int n, const DeviceWeight& w, float*, bool) {
 bool gemv_planes(const float*, int, int, const DeviceWeight* const*, float* const*, bool) { return true; }
 bool have_tensor_core_gemm() { return true; }
 void matmul(MatmulPath path, const float*, int n, const DeviceWeight& w, float*, bool accumulate) {
-  const char* name = path == MatmulPath::exact ? "exact" : path == MatmulPath::engine ? "engine" : "f32";
+  const char* name = path == MatmulPath::exact ? "exact" : path == MatmulPath::sixteen_bit ? "sixteen_bit" : "f32";
   record("launch:matmul", false,
          std::string(name) + " " + std::to_string(n) + "x" + std::to_string(w.rows) + (accumulate ? " +=" : ""));
 }
 void matmul_many(MatmulPath path, const float*, int n, int count, const DeviceWeight* const* w, float* const*) {
   // As the real one: one launch for decode-sized batches, else one matmul each.
-  const char* name = path == MatmulPath::exact ? "exact" : path == MatmulPath::engine ? "engine" : "f32";
+  const char* name = path == MatmulPath::exact ? "exact" : path == MatmulPath::sixteen_bit ? "sixteen_bit" : "f32";
   const int launches = n <= kGemvMaxTokens ? 1 : count;
   for (int i = 0; i < launches; ++i)
     record("launch:matmul", false,
