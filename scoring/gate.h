@@ -120,7 +120,9 @@ struct CheckResult {
   CheckKind kind = CheckKind::absolute;
   std::string domain;  // "*" for run-wide checks
   std::string config;  // the config's canonical spec; "" for run-wide checks
-  std::optional<int64_t> config_id;  // the candidate config's database id (GateConfig::id); nullopt for run-wide checks
+  // The named config's GateConfig::id (the candidate's; the baseline's for a config only it has),
+  // which the gate command stores with the decision; nullopt for run-wide checks.
+  std::optional<int64_t> config_id;
   std::string metric;
   bool passed = true;
   // Not decided: the check could not say anything (nothing measured, or gold accuracy where the
