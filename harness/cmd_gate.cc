@@ -257,20 +257,21 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
   // Rules name configs by what they mean (config_labels.h); one that names none is refused.
   std::vector<std::string> policy_notes;
   const scoring::GatePolicy policy = bind_policy(loaded_policy, cand_stored.configs, cand->id, &policy_notes);
-  // `--pair-config BASE=CAND`: each side names exactly one config of its run, as a rule does.
+  // `--pair-config BASE=CAND`: each side names exactly one config of its run, as a rule does; a
+  // GateRun's configs are its StoredRun's, in the same order.
   auto named = [&](const std::string& typed, const results::StoredRun& run, const char* side) {
     const ConfigMatcher matcher(typed);
-    std::vector<std::string> specs;
-    for (const results::StoredConfig& c : run.configs)
-      if (matcher.names(c)) specs.push_back(c.spec);
-    if (specs.size() != 1)
+    std::vector<scoring::ConfigIndex> found;
+    for (scoring::ConfigIndex i = 0; i < run.configs.size(); ++i)
+      if (matcher.names(run.configs[i])) found.push_back(i);
+    if (found.size() != 1)
       throw_input_error(fmt::format("{}: --pair-config: {} run {} has {} config named '{}' (its configs: {}){}",
-                                    store.path(), side, run.record.id, specs.empty() ? "no" : "more than one",
+                                    store.path(), side, run.record.id, found.empty() ? "no" : "more than one",
                                     echo_user_text(typed), config_list(run.configs),
-                                    specs.empty() && !matcher.parse_problem().empty()
+                                    found.empty() && !matcher.parse_problem().empty()
                                         ? "; as a KV spec: " + matcher.parse_problem()
                                         : ""));
-    return specs.front();
+    return found.front();
   };
   std::vector<scoring::ConfigPairing> pairings;
   for (const std::string& pair : a.pair_configs) {
@@ -280,25 +281,16 @@ void run_gate(const GateArgs& a, CommandContext& ctx) {
     if (!base_run) throw_usage_error("--pair-config needs a baseline run");
     pairings.push_back({named(pair.substr(0, eq), *base_stored, "baseline"), named(pair.substr(eq + 1), cand_stored, "candidate")});
   }
-  // Pairs, checks and policy rules then use the candidate's spec for the paired baseline rows.
-  const std::vector<std::string> pairing_notes =
-      base_run ? scoring::pair_baseline_configs(*base_run, pairings) : std::vector<std::string>{};
-  scoring::GateOutcome outcome = scoring::evaluate_gate(policy, base_run ? &*base_run : nullptr, cand_run);
-  outcome.notes.insert(outcome.notes.begin(), pairing_notes.begin(), pairing_notes.end());
+  scoring::GateOutcome outcome = scoring::evaluate_gate(policy, base_run ? &*base_run : nullptr, cand_run, pairings);
   for (std::string& note : policy_notes) outcome.notes.push_back(std::move(note));
   for (std::string& note : unmatched_domain_notes(policy, cand_run)) outcome.notes.push_back(std::move(note));
 
-  // A check names a config of the candidate, or one only the baseline has (a coverage check).
-  std::map<std::string, int64_t> config_ids;
-  for (const results::StoredRun* r : std::initializer_list<const results::StoredRun*>{&cand_stored, base_stored ? &*base_stored : nullptr})
-    if (r)
-      for (const results::StoredConfig& c : r->configs) config_ids.emplace(c.spec, c.config_id);
   for (const scoring::CheckResult& c : outcome.checks) {
     results::GateDecision d;
     // A first run has no baseline; its decisions name the candidate on both sides.
     d.baseline_run_id = base ? base->id : cand->id;
     d.candidate_run_id = cand->id;
-    if (const auto it = config_ids.find(c.config); it != config_ids.end()) d.config_id = it->second;
+    d.config_id = c.config_id;
     d.check_name = c.name;
     d.metric = c.metric;
     d.passed = c.passed;

@@ -26,15 +26,19 @@ inline scoring::ItemScores item_scores(const results::ItemMetrics& m) {
   return s;
 }
 
+// A stored position row's sums, as scoring adds them up.
+inline scoring::PositionSums position_sums(const results::PositionMetrics& p) {
+  return {p.scored_tokens, p.kld_sum, p.delta_p_sum, p.same_top1};
+}
+
 // A stored run's position rows as scoring's, configs named by spec (a row of a config the run
 // does not list is left out: StoredRun::spec_of names such ids apart).
 inline std::vector<scoring::PositionRow> position_rows(const results::StoredRun& run) {
   std::vector<scoring::PositionRow> out;
   for (const results::RunPositionMetrics& r : run.positions) {
     if (!run.config(r.position.config_id)) continue;
-    const results::PositionMetrics& p = r.position;
-    out.push_back({r.item_key, run.spec_of(p.config_id), scoring::position_bucket(p.position_from),
-                   {p.scored_tokens, p.kld_sum, p.delta_p_sum, p.same_top1}});
+    out.push_back({r.item_key, run.spec_of(r.position.config_id), scoring::position_bucket(r.position.position_from),
+                   position_sums(r.position)});
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <span>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,27 @@ const char* check_kind_name(CheckKind k) {
   return "unknown";
 }
 
+ConfigIndex GateRun::add_config(GateConfig config) {
+  configs.push_back(std::move(config));
+  return configs.size() - 1;
+}
+
+std::optional<ConfigIndex> GateRun::reference() const {
+  for (ConfigIndex i = 0; i < configs.size(); ++i)
+    if (configs[i].reference) return i;
+  return std::nullopt;
+}
+
+const std::string& GateRun::reference_spec() const {
+  static const std::string kNone;
+  const std::optional<ConfigIndex> r = reference();
+  return r ? configs[*r].spec : kNone;
+}
+
+bool GroupOrder::operator()(const std::pair<std::string, ConfigIndex>& a, const std::pair<std::string, ConfigIndex>& b) const {
+  return std::tie(a.first, run->spec(a.second), a.second) < std::tie(b.first, run->spec(b.second), b.second);
+}
+
 size_t GateOutcome::failed() const {
   return static_cast<size_t>(std::count_if(checks.begin(), checks.end(), [](const CheckResult& c) { return !c.passed; }));
 }
@@ -39,8 +61,11 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-using GroupKey = std::pair<std::string, std::string>;  // (domain, config)
-using ItemKey = std::pair<std::string, std::string>;   // (item_key, config)
+using GroupKey = std::pair<std::string, ConfigIndex>;  // (domain, config)
+using ItemKey = std::pair<std::string, ConfigIndex>;   // (item_key, config)
+// (domain, config) -> V, in the order check lists show them (GroupOrder).
+template <class V>
+using Groups = std::map<GroupKey, V, GroupOrder>;
 
 std::string check_name(CheckKind kind, const std::string& metric, const std::string& domain, const std::string& config) {
   std::string where = domain;
@@ -48,13 +73,17 @@ std::string check_name(CheckKind kind, const std::string& metric, const std::str
   return std::string(check_kind_name(kind)) + "." + metric + "[" + where + "]";
 }
 
-CheckResult make_check(CheckKind kind, const std::string& metric, const std::string& domain, const std::string& config) {
+// `config` null: a run-wide check.
+CheckResult make_check(CheckKind kind, const std::string& metric, const std::string& domain, const GateConfig* config) {
   CheckResult c;
   c.kind = kind;
   c.metric = metric;
   c.domain = domain;
-  c.config = config;
-  c.name = check_name(kind, metric, domain, config);
+  if (config) {
+    c.config = config->spec;
+    c.config_id = config->id;
+  }
+  c.name = check_name(kind, metric, domain, c.config);
   c.baseline_value = c.candidate_value = c.delta = c.ci_low = c.ci_high = c.threshold = kNaN;
   return c;
 }
@@ -90,7 +119,7 @@ std::map<std::string, Measurable> measurable_by_domain(const GateRun& run) {
   for (const GateItem& it : run.items) {
     Measurable& m = out[it.domain];
     m.scored_tokens += it.scores.scored_tokens;
-    if (it.config == run.reference_config) {
+    if (run.is_reference(it.config)) {
       m.gold = m.gold || it.scores.exact_match_gold.has_value();
       m.greedy = m.greedy || it.scores.diverged.has_value();
       m.answers = m.answers || it.scores.answered_turns > 0;
@@ -128,10 +157,10 @@ void settle_unmeasured(CheckResult& c, const std::string& what, const std::strin
   }
 }
 
-void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, const GateRun& cand,
+void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, const ConfigMatch& match, const GateRun& cand,
                          std::vector<CheckResult>& out) {
-  std::map<GroupKey, std::vector<const GateItem*>> groups;
-  std::map<GroupKey, ItemAggregator> base_groups;
+  Groups<std::vector<const GateItem*>> groups(GroupOrder{&cand});
+  std::map<GroupKey, ItemAggregator> base_groups;  // the baseline's configs
   std::map<ItemKey, const GateItem*> by_item;
   for (const GateItem& it : cand.items) {
     groups[{it.domain, it.config}].push_back(&it);
@@ -141,17 +170,20 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
     for (const GateItem& it : baseline->items) base_groups[{it.domain, it.config}].add(it.scores);
   const std::map<std::string, Measurable> measurable = measurable_by_domain(cand);
 
+  const std::optional<ConfigIndex> reference = cand.reference();
   for (const auto& [key, items] : groups) {
     const auto& [domain, config] = key;
-    if (config == cand.reference_config) continue;  // KLD against itself is zero by construction
-    const GateLimits limits = policy.limits_for(domain, config);
+    if (cand.is_reference(config)) continue;  // KLD against itself is zero by construction
+    const GateConfig& shown = cand.configs[config];
+    const GateLimits limits = policy.limits_for(domain, shown.spec);
     const AbsoluteLimits& lim = limits.absolute;
     const bool allow_unmeasured = limits.allow_unmeasured.value_or(false);
     const Measurable& data = measurable.at(domain);
     ItemAggregator cand_group;
     for (const GateItem* it : items) cand_group.add(it->scores);
     const ItemAggregate a = cand_group.result();
-    const auto base_it = base_groups.find(key);
+    const std::optional<ConfigIndex> base_config = match.baseline_of[config];
+    const auto base_it = base_config ? base_groups.find({domain, *base_config}) : base_groups.end();
     const ItemAggregate b = base_it == base_groups.end() ? unmeasured() : base_it->second.result();
 
     // Ceilings and floors on the config's own value; a drop from the reference is checked below.
@@ -161,7 +193,7 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
       if (!limit) continue;
       const bool upper = m.absolute == AbsoluteLimit::max;
       const double value = m.of_summary(a, {}), base_value = m.of_summary(b, {});
-      CheckResult c = make_check(CheckKind::absolute, std::string(m.name), domain, config);
+      CheckResult c = make_check(CheckKind::absolute, std::string(m.name), domain, &shown);
       c.candidate_value = value;
       c.baseline_value = base_value;
       c.threshold = *limit;
@@ -183,13 +215,13 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
       // Accuracy drop is measured on the items both this config and the reference answered.
       double ref_correct = 0, cfg_correct = 0, n = 0;
       for (const GateItem* it : items) {
-        const auto ref = by_item.find({it->item_key, cand.reference_config});
+        const auto ref = reference ? by_item.find({it->item_key, *reference}) : by_item.end();
         if (!it->scores.exact_match_gold || ref == by_item.end() || !ref->second->scores.exact_match_gold) continue;
         ref_correct += *ref->second->scores.exact_match_gold ? 1 : 0;
         cfg_correct += *it->scores.exact_match_gold ? 1 : 0;
         n += 1;
       }
-      CheckResult c = make_check(CheckKind::absolute, absolute_check_name(gold_metric), domain, config);
+      CheckResult c = make_check(CheckKind::absolute, absolute_check_name(gold_metric), domain, &shown);
       c.threshold = *drop_max;
       c.items = static_cast<size_t>(n);
       const GoldSignal gold = gold_signal(static_cast<int64_t>(ref_correct), static_cast<int64_t>(n));
@@ -202,7 +234,7 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
         c.candidate_value = cfg_correct / n;
         c.detail = fmt::format("gold accuracy {} in {}: the reference {} answers {} of {} gold questions "
                                "(at least {} and {:.0f} % needed), so a drop cannot be measured",
-                               gold.unavailable(), domain, cand.reference_config, gold.reference_correct,
+                               gold.unavailable(), domain, cand.reference_spec(), gold.reference_correct,
                                gold.reference_answered, kGoldMinCorrect, 100 * kGoldMinFraction);
       } else {
         c.baseline_value = ref_correct / n;  // here "baseline" is the reference config of the same run
@@ -210,7 +242,7 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
         c.delta = c.baseline_value - c.candidate_value;
         c.passed = c.delta <= *drop_max;
         c.detail = fmt::format("gold accuracy {} vs reference {} ({}): drop {} {} limit {} over {} items",
-                               num(c.candidate_value), num(c.baseline_value), cand.reference_config, num(c.delta),
+                               num(c.candidate_value), num(c.baseline_value), cand.reference_spec(), num(c.delta),
                                c.passed ? "<=" : ">", num(*drop_max), c.items);
       }
       out.push_back(std::move(c));
@@ -222,7 +254,7 @@ void add_absolute_checks(const GatePolicy& policy, const GateRun* baseline, cons
 std::map<std::string, ItemAggregator> reference_gold(const GateRun& run) {
   std::map<std::string, ItemAggregator> out;
   for (const GateItem& it : run.items)
-    if (it.config == run.reference_config) out[it.domain].add(it.scores);
+    if (run.is_reference(it.config)) out[it.domain].add(it.scores);
   return out;
 }
 
@@ -258,7 +290,7 @@ bool decide_paired_regression(CheckResult& c, const std::vector<double>& bv, con
 
 namespace {
 
-void add_regression_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand,
+void add_regression_checks(const GatePolicy& policy, const GateRun& base, const ConfigMatch& match, const GateRun& cand,
                            std::vector<CheckResult>& out) {
   const std::map<std::string, ItemAggregator> base_gold = reference_gold(base), cand_gold = reference_gold(cand);
   auto gold_in = [](const std::map<std::string, ItemAggregator>& m, const std::string& domain) {
@@ -267,18 +299,21 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
   };
   std::map<ItemKey, const GateItem*> base_items;
   for (const GateItem& it : base.items) base_items[{it.item_key, it.config}] = &it;
-  std::map<GroupKey, std::vector<std::pair<const GateItem*, const GateItem*>>> pairs;
+  Groups<std::vector<std::pair<const GateItem*, const GateItem*>>> pairs(GroupOrder{&cand});
   for (const GateItem& it : cand.items) {
-    const auto b = base_items.find({it.item_key, it.config});
+    const std::optional<ConfigIndex> base_config = match.baseline_of[it.config];
+    if (!base_config) continue;
+    const auto b = base_items.find({it.item_key, *base_config});
     if (b != base_items.end()) pairs[{it.domain, it.config}].emplace_back(b->second, &it);
   }
   const std::map<std::string, Measurable> measurable = measurable_by_domain(cand);
   const std::map<std::string, Measurable> base_measurable = measurable_by_domain(base);
   for (const auto& [key, group] : pairs) {
     const auto& [domain, config] = key;
-    const GateLimits limits = policy.limits_for(domain, config);
+    const GateConfig& shown = cand.configs[config];
+    const GateLimits limits = policy.limits_for(domain, shown.spec);
     const RegressionLimits& lim = limits.regression;
-    const bool reference = config == cand.reference_config;
+    const bool reference = cand.is_reference(config);
     for (const MetricInfo& m : kMetrics) {
       const std::optional<double>& floor = lim[metric_of(m)];
       if (m.regression_key.empty() || !floor) continue;
@@ -296,7 +331,7 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
         cv.push_back(y);
         moved.push_back({c->item_key, x, y, y - x});
       }
-      CheckResult c = make_check(CheckKind::regression, metric, domain, config);
+      CheckResult c = make_check(CheckKind::regression, metric, domain, &shown);
       c.threshold = *floor;
       c.items = bv.size();
       if (bv.empty()) {
@@ -343,7 +378,7 @@ void add_regression_checks(const GatePolicy& policy, const GateRun& base, const 
   }
 }
 
-LatencyAggregate run_latency(const GateRun& run, const std::string& config) {
+LatencyAggregate run_latency(const GateRun& run, ConfigIndex config) {
   std::vector<TurnLatency> turns;
   for (const GateTurn& t : run.turns)
     if (t.config == config) turns.push_back(t.latency);
@@ -356,11 +391,11 @@ bool timed(double ms) { return std::isfinite(ms) && ms > 0; }
 
 // log(config's latency / the reference config's) per turn both timed, in the same run: the
 // two ran interleaved, item by item, so whatever else the machine did slowed both.
-std::map<TurnKey, double> log_ratios_to_reference(const GateRun& run, const std::string& config, bool ttft) {
+std::map<TurnKey, double> log_ratios_to_reference(const GateRun& run, ConfigIndex config, bool ttft) {
   std::map<TurnKey, double> ref;
   for (const GateTurn& t : run.turns) {
     const double v = ttft ? t.latency.ttft_ms : t.latency.tpot_ms;
-    if (t.config == run.reference_config && timed(v)) ref[{t.item_key, t.turn_index}] = v;
+    if (run.is_reference(t.config) && timed(v)) ref[{t.item_key, t.turn_index}] = v;
   }
   std::map<TurnKey, double> out;
   for (const GateTurn& t : run.turns) {
@@ -409,17 +444,18 @@ std::string ratio_verdict(const CheckResult& c, bool real, double limit) {
   return real ? fmt::format("real but within the limit x{}", num(limit)) : std::string("interval includes no slowdown");
 }
 
-void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out) {
-  const std::set<std::string> base_configs(base.configs.begin(), base.configs.end());
-  for (const std::string& config : cand.configs) {
-    if (config == cand.reference_config || !base_configs.count(config)) continue;
+void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const ConfigMatch& match, const GateRun& cand,
+                         std::vector<CheckResult>& out) {
+  for (ConfigIndex config = 0; config < cand.configs.size(); ++config) {
+    const std::optional<ConfigIndex> base_config = match.baseline_of[config];
+    if (cand.is_reference(config) || !base_config) continue;
     for (const bool ttft : {true, false}) {
       const std::optional<double>& limit = ttft ? policy.latency.ttft_slowdown_max : policy.latency.tpot_slowdown_max;
       if (!limit) continue;
       const char* what = ttft ? "TTFT" : "TPOT";
-      CheckResult c = make_check(CheckKind::latency, ttft ? "ttft_slowdown" : "tpot_slowdown", "*", config);
+      CheckResult c = make_check(CheckKind::latency, ttft ? "ttft_slowdown" : "tpot_slowdown", "*", &cand.configs[config]);
       c.threshold = *limit;
-      const std::map<TurnKey, double> b = log_ratios_to_reference(base, config, ttft);
+      const std::map<TurnKey, double> b = log_ratios_to_reference(base, *base_config, ttft);
       const std::map<TurnKey, double> v = log_ratios_to_reference(cand, config, ttft);
       std::vector<double> bv, cv;
       for (const auto& [key, x] : v)
@@ -432,7 +468,7 @@ void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const Ga
         settle_untimed(c,
                        fmt::format("{} relative to the reference config {}: no turn timed under both it and this config in "
                                    "both runs ({} in the baseline, {} in the candidate)",
-                                   what, cand.reference_config, b.size(), v.size()),
+                                   what, cand.reference_spec(), b.size(), v.size()),
                        policy);
         out.push_back(std::move(c));
         continue;
@@ -444,7 +480,7 @@ void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const Ga
         c.passed = c.skipped = true;
         c.detail = fmt::format("{} relative to the reference config {}: only {} turn{} timed under both in both runs; "
                                "at least {} are needed to tell a slowdown from timing noise; not checked",
-                               what, cand.reference_config, bv.size(), bv.size() == 1 ? "" : "s", kMinSlowdownTurns);
+                               what, cand.reference_spec(), bv.size(), bv.size() == 1 ? "" : "s", kMinSlowdownTurns);
         out.push_back(std::move(c));
         continue;
       }
@@ -454,7 +490,7 @@ void add_slowdown_checks(const GatePolicy& policy, const GateRun& base, const Ga
       const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
       c.detail = fmt::format("{} relative to the reference config {} of the same run: x{:.4g} in the baseline, x{:.4g} in "
                              "the candidate: slowdown x{:.4g} ({}% CI [x{:.4g}, x{:.4g}], {} turns) {}",
-                             what, cand.reference_config, c.baseline_value, c.candidate_value, c.delta, pct, c.ci_low,
+                             what, cand.reference_spec(), c.baseline_value, c.candidate_value, c.delta, pct, c.ci_low,
                              c.ci_high, bv.size(), ratio_verdict(c, real, *limit));
       out.push_back(std::move(c));
     }
@@ -499,7 +535,7 @@ double run_yardstick_log(const GateRun& run, bool ttft) {
 }
 
 // Per (item, turn) of `config` timed in CPU time in `run`: log(latency in CPU time of the work).
-std::map<TurnKey, double> cpu_latency_logs(const GateRun& run, const std::string& config, bool ttft) {
+std::map<TurnKey, double> cpu_latency_logs(const GateRun& run, ConfigIndex config, bool ttft) {
   std::map<TurnKey, double> out;
   for (const GateTurn& t : run.turns) {
     const double v = ttft ? t.latency.ttft_cpu_ms : t.latency.tpot_cpu_ms;
@@ -508,7 +544,7 @@ std::map<TurnKey, double> cpu_latency_logs(const GateRun& run, const std::string
   return out;
 }
 
-void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand,
+void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const ConfigMatch& match, const GateRun& cand,
                            std::vector<CheckResult>& out, std::vector<std::string>& notes) {
   struct Spec {
     const char* metric;
@@ -520,14 +556,14 @@ void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const 
   if (std::none_of(std::begin(specs), std::end(specs), [](const Spec& s) { return s.limit.has_value(); })) return;
   const std::string why_not = not_calibrated(base, cand);
   if (!why_not.empty()) notes.push_back("calibrated run-to-run latency was not checked: " + why_not);
-  const std::set<std::string> base_configs(base.configs.begin(), base.configs.end());
-  for (const std::string& config : cand.configs) {
-    if (!base_configs.count(config)) continue;
+  for (ConfigIndex config = 0; config < cand.configs.size(); ++config) {
+    const std::optional<ConfigIndex> base_config = match.baseline_of[config];
+    if (!base_config) continue;
     for (const Spec& spec : specs) {
       if (!spec.limit) continue;
       const char* what = spec.ttft ? "TTFT" : "TPOT";
       const char* workload = spec.ttft ? "prefill" : "decode";
-      CheckResult c = make_check(CheckKind::latency, spec.metric, "*", config);
+      CheckResult c = make_check(CheckKind::latency, spec.metric, "*", &cand.configs[config]);
       c.threshold = *spec.limit;
       if (!why_not.empty()) {
         c.skipped = true;
@@ -543,7 +579,7 @@ void add_calibrated_checks(const GatePolicy& policy, const GateRun& base, const 
         size_t turns = 0;
       };
       std::map<std::string, Sums> items;
-      const auto b = cpu_latency_logs(base, config, spec.ttft), v = cpu_latency_logs(cand, config, spec.ttft);
+      const auto b = cpu_latency_logs(base, *base_config, spec.ttft), v = cpu_latency_logs(cand, config, spec.ttft);
       size_t turns = 0;
       if (std::isfinite(yard_b) && std::isfinite(yard_c))
         for (const auto& [key, cl] : v)
@@ -607,7 +643,7 @@ std::string not_quiet(const GateRun& run, const char* role, const std::optional<
                      l.wall_seconds, num(*quiet_load_max));
 }
 
-void add_run_to_run_checks(const GatePolicy& policy, const GateRun& base, const GateRun& cand,
+void add_run_to_run_checks(const GatePolicy& policy, const GateRun& base, const ConfigMatch& match, const GateRun& cand,
                            std::vector<CheckResult>& out, std::vector<std::string>& notes) {
   struct Spec {
     const char* metric;
@@ -628,13 +664,13 @@ void add_run_to_run_checks(const GatePolicy& policy, const GateRun& base, const 
   if (!noisy.empty())
     notes.push_back("run-to-run latency ratios were not checked: " + noisy +
                     "; the slowdown checks against each run's reference config still apply");
-  const std::set<std::string> base_configs(base.configs.begin(), base.configs.end());
-  for (const std::string& config : cand.configs) {
-    if (!base_configs.count(config)) continue;
-    const LatencyAggregate b = run_latency(base, config), v = run_latency(cand, config);
+  for (ConfigIndex config = 0; config < cand.configs.size(); ++config) {
+    const std::optional<ConfigIndex> base_config = match.baseline_of[config];
+    if (!base_config) continue;
+    const LatencyAggregate b = run_latency(base, *base_config), v = run_latency(cand, config);
     for (const Spec& spec : specs) {
       if (!spec.limit) continue;
-      CheckResult c = make_check(CheckKind::latency, spec.metric, "*", config);
+      CheckResult c = make_check(CheckKind::latency, spec.metric, "*", &cand.configs[config]);
       c.threshold = *spec.limit;
       const size_t base_turns = spec.ttft ? b.ttft_turns : b.tpot_turns;
       const size_t cand_turns = spec.ttft ? v.ttft_turns : v.tpot_turns;
@@ -670,13 +706,13 @@ void add_coverage_min_checks(const GatePolicy& policy, const GateRun& cand, std:
     if (std::isfinite(it.scores.kld_mean)) tokens += it.scores.scored_tokens;
   }
   for (const std::string& domain : domains)
-    for (const std::string& config : cand.configs) {
-      const CoverageLimits lim = policy.limits_for(domain, config).coverage;
+    for (ConfigIndex config = 0; config < cand.configs.size(); ++config) {
+      const CoverageLimits lim = policy.limits_for(domain, cand.spec(config)).coverage;
       const auto it = held.find({domain, config});
       const auto [items, tokens] = it == held.end() ? std::pair<size_t, int64_t>{0, 0} : it->second;
       auto check = [&](const char* metric, const std::optional<double>& limit, double value, const char* what) {
         if (!limit) return;
-        CheckResult c = make_check(CheckKind::coverage, metric, domain, config);
+        CheckResult c = make_check(CheckKind::coverage, metric, domain, &cand.configs[config]);
         c.candidate_value = value;
         c.threshold = *limit;
         c.items = items;
@@ -693,7 +729,7 @@ void add_coverage_min_checks(const GatePolicy& policy, const GateRun& cand, std:
 void add_comparability_checks(const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out,
                               std::vector<std::string>& notes) {
   auto same = [&](const char* metric, const std::string& b, const std::string& c, const char* what) {
-    CheckResult r = make_check(CheckKind::comparability, metric, "*", "");
+    CheckResult r = make_check(CheckKind::comparability, metric, "*", nullptr);
     r.passed = b == c;
     r.detail = r.passed ? fmt::format("same {}: {}", what, c)
                         : fmt::format("{} differs: baseline run {} has '{}', candidate run {} has '{}'", what, base.id, b,
@@ -703,7 +739,7 @@ void add_comparability_checks(const GateRun& base, const GateRun& cand, std::vec
   same("suite", base.suite_name, cand.suite_name, "suite");
   same("suite_hash", base.suite_hash, cand.suite_hash, "suite content hash");
   same("model", base.model_sha256, cand.model_sha256, "model SHA-256");
-  same("reference_config", base.reference_config, cand.reference_config, "reference KV config");
+  same("reference_config", base.reference_spec(), cand.reference_spec(), "reference KV config");
   for (const GateRun* run : {&base, &cand}) {
     const char* role = run == &base ? "baseline" : "candidate";
     if (run->status == "complete") continue;
@@ -712,37 +748,44 @@ void add_comparability_checks(const GateRun& base, const GateRun& cand, std::vec
                                   role, run->id));
       continue;
     }
-    CheckResult r = make_check(CheckKind::comparability, std::string(role) + "_status", "*", "");
+    CheckResult r = make_check(CheckKind::comparability, std::string(role) + "_status", "*", nullptr);
     r.passed = false;
     r.detail = fmt::format("{} run {} is '{}', not a finished run", role, run->id, run->status);
     out.push_back(std::move(r));
   }
 }
 
-void add_coverage_checks(const GateRun& base, const GateRun& cand, std::vector<CheckResult>& out,
-                         std::vector<std::string>& notes) {
+void add_coverage_checks(const GateRun& base, const ConfigMatch& match, const GateRun& cand,
+                         std::vector<CheckResult>& out, std::vector<std::string>& notes) {
   std::set<ItemKey> have;
   for (const GateItem& it : cand.items) have.insert({it.item_key, it.config});
   std::set<ItemKey> base_have;
   for (const GateItem& it : base.items) base_have.insert({it.item_key, it.config});
-  const std::set<std::string> cand_configs(cand.configs.begin(), cand.configs.end());
-  std::set<std::string> configs(base.configs.begin(), base.configs.end());
-  for (const std::string& config : configs) {
-    CheckResult c = make_check(CheckKind::coverage, "items", "*", config);
+  // Each baseline config the comparison keeps, under the name it goes by there (its candidate's
+  // spec), in name order.
+  std::vector<std::pair<const GateConfig*, ConfigIndex>> configs;
+  for (ConfigIndex b = 0; b < base.configs.size(); ++b)
+    if (!match.left_out[b])
+      configs.emplace_back(match.candidate_of[b] ? &cand.configs[*match.candidate_of[b]] : &base.configs[b], b);
+  std::sort(configs.begin(), configs.end(),
+            [](const auto& x, const auto& y) { return std::tie(x.first->spec, x.second) < std::tie(y.first->spec, y.second); });
+  for (const auto& [shown, config] : configs) {
+    const std::optional<ConfigIndex> cand_config = match.candidate_of[config];
+    CheckResult c = make_check(CheckKind::coverage, "items", "*", shown);
     std::vector<std::string> missing;
     size_t total = 0;
     for (const GateItem& it : base.items)
       if (it.config == config) {
         ++total;
-        if (!have.count({it.item_key, config})) missing.push_back(it.item_key);
+        if (!cand_config || !have.count({it.item_key, *cand_config})) missing.push_back(it.item_key);
       }
     c.items = total;
     c.baseline_value = static_cast<double>(total);
     c.candidate_value = static_cast<double>(total - missing.size());
     c.threshold = static_cast<double>(total);
-    if (!cand_configs.count(config)) {
+    if (!cand_config) {
       c.passed = false;
-      c.detail = fmt::format("the candidate run has no config {} (the baseline has it on {} items)", config, total);
+      c.detail = fmt::format("the candidate run has no config {} (the baseline has it on {} items)", shown->spec, total);
     } else {
       c.passed = missing.empty();
       c.detail = missing.empty() ? fmt::format("all {} baseline items present", total)
@@ -752,8 +795,10 @@ void add_coverage_checks(const GateRun& base, const GateRun& cand, std::vector<C
     out.push_back(std::move(c));
   }
   std::vector<std::string> extra;
-  for (const GateItem& it : cand.items)
-    if (!base_have.count({it.item_key, it.config})) extra.push_back(it.item_key + " @ " + it.config);
+  for (const GateItem& it : cand.items) {
+    const std::optional<ConfigIndex> base_config = match.baseline_of[it.config];
+    if (!base_config || !base_have.count({it.item_key, *base_config})) extra.push_back(it.item_key + " @ " + cand.spec(it.config));
+  }
   if (!extra.empty())
     notes.push_back(fmt::format("{} (item, config) pairs of the candidate have no baseline and were checked only "
                                 "against absolute limits: {}",
@@ -767,69 +812,69 @@ double other_load_per_core(const RunLoad& l) {
   return std::max(0.0, other) / static_cast<double>(std::max<int64_t>(1, l.cores));
 }
 
-std::vector<std::string> pair_baseline_configs(GateRun& baseline, const std::vector<ConfigPairing>& pairings) {
-  std::map<std::string, std::string> paired_as;  // baseline config -> the candidate config it stands for
-  std::map<std::string, std::string> target_of;  // candidate config -> the baseline config paired with it
-  std::vector<std::string> notes;
+ConfigMatch match_configs(const GateRun& baseline, const GateRun& candidate, const std::vector<ConfigPairing>& pairings) {
+  ConfigMatch m;
+  m.baseline_of.assign(candidate.configs.size(), std::nullopt);
+  m.candidate_of.assign(baseline.configs.size(), std::nullopt);
+  m.left_out.assign(baseline.configs.size(), false);
+  std::vector<bool> paired(baseline.configs.size(), false);
   for (const ConfigPairing& p : pairings) {
-    if (paired_as.count(p.baseline_config))
-      throw_usage_error("--pair-config: baseline config " + p.baseline_config + " is paired twice");
-    if (target_of.count(p.candidate_config))
-      throw_usage_error("--pair-config: candidate config " + p.candidate_config + " is paired with both " +
-                        target_of[p.candidate_config] + " and " + p.baseline_config);
-    paired_as[p.baseline_config] = p.candidate_config;
-    target_of[p.candidate_config] = p.baseline_config;
-    notes.push_back("baseline config " + p.baseline_config + " is compared with candidate config " + p.candidate_config);
+    const std::string& b = baseline.spec(p.baseline_config);
+    const std::string& c = candidate.spec(p.candidate_config);
+    if (paired[p.baseline_config]) throw_usage_error("--pair-config: baseline config " + b + " is paired twice");
+    if (const std::optional<ConfigIndex> other = m.baseline_of[p.candidate_config])
+      throw_usage_error("--pair-config: candidate config " + c + " is paired with both " + baseline.spec(*other) +
+                        " and " + b);
+    paired[p.baseline_config] = true;
+    m.baseline_of[p.candidate_config] = p.baseline_config;
+    m.candidate_of[p.baseline_config] = p.candidate_config;
+    m.notes.push_back("baseline config " + b + " is compared with candidate config " + c);
   }
-  // The name a baseline config goes by in the comparison; nullopt: displaced by a pairing.
-  auto name_in_comparison = [&](const std::string& config) -> std::optional<std::string> {
-    if (const auto it = paired_as.find(config); it != paired_as.end()) return it->second;
-    if (target_of.count(config)) return std::nullopt;
-    return config;
-  };
-  std::vector<std::string> configs;
-  for (const std::string& c : baseline.configs) {
-    if (const auto name = name_in_comparison(c)) {
-      configs.push_back(*name);
-    } else {
-      notes.push_back("baseline config " + c + " is left out: the candidate's " + c + " is compared with the baseline's " +
-                      target_of[c] + " instead");
-    }
-  }
-  baseline.configs = std::move(configs);
-  // Every row kind the same way: renamed, or dropped with its displaced config.
-  auto rename_rows = [&](auto& rows) {
-    std::remove_reference_t<decltype(rows)> kept;
-    for (auto& row : rows)
-      if (const auto name = name_in_comparison(row.config)) {
-        row.config = *name;
-        kept.push_back(std::move(row));
+  // Every other config: the same canonical spec is the same config. A baseline config whose
+  // candidate counterpart a pairing took is left out, so that config has one baseline.
+  std::map<std::string, ConfigIndex> candidate_by_spec;
+  for (ConfigIndex c = 0; c < candidate.configs.size(); ++c) candidate_by_spec.emplace(candidate.spec(c), c);
+  for (ConfigIndex b = 0; b < baseline.configs.size(); ++b) {
+    if (paired[b]) continue;
+    const auto c = candidate_by_spec.find(baseline.spec(b));
+    if (c == candidate_by_spec.end()) continue;
+    if (const std::optional<ConfigIndex> taken = m.baseline_of[c->second]) {
+      if (paired[*taken]) {
+        m.left_out[b] = true;
+        m.notes.push_back("baseline config " + baseline.spec(b) + " is left out: the candidate's " + c->first +
+                          " is compared with the baseline's " + baseline.spec(*taken) + " instead");
       }
-    rows = std::move(kept);
-  };
-  rename_rows(baseline.items);
-  rename_rows(baseline.turns);
-  rename_rows(baseline.positions);
-  return notes;
+      continue;
+    }
+    m.baseline_of[c->second] = b;
+    m.candidate_of[b] = c->second;
+  }
+  return m;
 }
 
-GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, const GateRun& candidate) {
+GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, const GateRun& candidate,
+                          const std::vector<ConfigPairing>& pairings) {
   GateOutcome o;
+  // Without a baseline every candidate config is unmatched, which the absolute checks read as
+  // "no baseline value".
+  const ConfigMatch match = baseline ? match_configs(*baseline, candidate, pairings)
+                                     : ConfigMatch{std::vector<std::optional<ConfigIndex>>(candidate.configs.size()), {}, {}, {}};
+  o.notes = match.notes;
   if (baseline) {
     add_comparability_checks(*baseline, candidate, o.checks, o.notes);
-    add_coverage_checks(*baseline, candidate, o.checks, o.notes);
+    add_coverage_checks(*baseline, match, candidate, o.checks, o.notes);
   } else {
     o.notes.push_back(fmt::format("no baseline run: candidate run {} was checked against absolute limits only", candidate.id));
   }
   add_coverage_min_checks(policy, candidate, o.checks);
-  add_absolute_checks(policy, baseline, candidate, o.checks);
-  add_position_checks(policy, baseline, candidate, o.checks);
+  add_absolute_checks(policy, baseline, match, candidate, o.checks);
+  add_position_checks(policy, baseline, match, candidate, o.checks);
   add_depth_checks(policy, candidate, o.checks);
   if (baseline) {
-    add_regression_checks(policy, *baseline, candidate, o.checks);
-    add_slowdown_checks(policy, *baseline, candidate, o.checks);
-    add_calibrated_checks(policy, *baseline, candidate, o.checks, o.notes);
-    add_run_to_run_checks(policy, *baseline, candidate, o.checks, o.notes);
+    add_regression_checks(policy, *baseline, match, candidate, o.checks);
+    add_slowdown_checks(policy, *baseline, match, candidate, o.checks);
+    add_calibrated_checks(policy, *baseline, match, candidate, o.checks, o.notes);
+    add_run_to_run_checks(policy, *baseline, match, candidate, o.checks, o.notes);
   }
   return o;
 }

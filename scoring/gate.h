@@ -18,19 +18,40 @@
 
 namespace kvgate::scoring {
 
+// One config of a run as the gate sees it. A run's series (items, turns, positions) name their
+// config by its index in GateRun::configs; two runs' configs are matched once, by match_configs.
+struct GateConfig {
+  int64_t id = 0;     // its id in the results database (0: not stored, as in tests)
+  std::string spec;   // canonical: what check names carry, and what matches it with another run's config
+  std::string label;  // as the user typed it ("" where not recorded)
+  bool reference = false;  // the config the run's KLDs are measured against
+};
+
+using ConfigIndex = size_t;  // into GateRun::configs
+
 // One eval item under one KV config.
 struct GateItem {
-  std::string item_key, domain, config;
+  std::string item_key, domain;
+  ConfigIndex config = 0;
   ItemScores scores;
 };
 
 // One scored turn of one item under one config. The latency slowdown pairs a config's turn with
 // the reference config's same turn (item_key, turn_index) of the same run.
 struct GateTurn {
-  std::string config;
+  ConfigIndex config = 0;
   TurnLatency latency;
   std::string item_key;
   int64_t turn_index = 0;
+};
+
+// Per-position sums of one stored unit (an item's turn, or an item) under one config, in one
+// bucket (scoring/position_buckets.h).
+struct GatePosition {
+  std::string item_key;
+  ConfigIndex config = 0;
+  int bucket = 0;
+  PositionSums sums;
 };
 
 // What else the machine ran during a run (the runs row, docs/schema.md). 1-minute load
@@ -56,19 +77,33 @@ struct GateRun {
   int64_t id = 0;
   std::string status;  // complete | interrupted | running | failed
   std::string suite_name, suite_hash, model_sha256;
-  std::string reference_config;  // the config the run's KLDs are measured against
-  std::vector<std::string> configs;  // every config of the run, reference included
+  std::vector<GateConfig> configs;  // every config of the run, reference included, in the run's order
   std::vector<GateItem> items;
   std::vector<GateTurn> turns;
-  // Per-position sums (scoring/position_buckets.h), one row per (item, config, bucket) or finer
-  // (turns): the position checks add up an item's rows per bucket. Empty for a run made before
-  // kvgate kept them.
-  std::vector<PositionRow> positions;
+  // Per-position sums, one row per (item, config, bucket) or finer (turns): the position checks
+  // add up an item's rows per bucket. Empty for a run made before kvgate kept them.
+  std::vector<GatePosition> positions;
   std::optional<RunLoad> load;  // nullopt: not recorded (an older kvgate, or a killed invocation)
   // The latency yardstick: the calibration workload as text ("": the run was not calibrated) and
   // its times around each item, by item key (an item without one is not in the map).
   std::string calibration;
   std::map<std::string, ItemCalibration> item_calibration;
+
+  // Appends a config; returns its index.
+  ConfigIndex add_config(GateConfig config);
+  // The reference config's index (the first config marked so); nullopt when the run has none.
+  std::optional<ConfigIndex> reference() const;
+  bool is_reference(ConfigIndex config) const { return configs.at(config).reference; }
+  // The reference config's spec, "" when the run has none.
+  const std::string& reference_spec() const;
+  const std::string& spec(ConfigIndex config) const { return configs.at(config).spec; }
+};
+
+// Orders (domain, config) groups of `run` as check lists show them: by domain, then by the
+// config's canonical spec (the order check names sort in).
+struct GroupOrder {
+  const GateRun* run = nullptr;
+  bool operator()(const std::pair<std::string, ConfigIndex>& a, const std::pair<std::string, ConfigIndex>& b) const;
 };
 
 struct AffectedItem {
@@ -84,7 +119,10 @@ struct CheckResult {
   std::string name;
   CheckKind kind = CheckKind::absolute;
   std::string domain;  // "*" for run-wide checks
-  std::string config;  // "" for run-wide checks
+  std::string config;  // the config's canonical spec; "" for run-wide checks
+  // The named config's GateConfig::id (the candidate's; the baseline's for a config only it has),
+  // which the gate command stores with the decision; nullopt for run-wide checks.
+  std::optional<int64_t> config_id;
   std::string metric;
   bool passed = true;
   // Not decided: the check could not say anything (nothing measured, or gold accuracy where the
@@ -115,20 +153,31 @@ struct GateOutcome {
   bool passed() const { return failed() == 0; }
 };
 
-// `--pair-config BASE=CAND`: the baseline's BASE config is compared with the candidate's CAND.
+// `--pair-config BASE=CAND`: the baseline's config BASE is compared with the candidate's CAND
+// (indices into each run's configs).
 struct ConfigPairing {
-  std::string baseline_config, candidate_config;
+  ConfigIndex baseline_config = 0, candidate_config = 0;
 };
 
-// Rewrites `baseline` as the candidate sees it under `pairings`: each paired config's rows and
-// turns carry the candidate config's name, and the baseline's own rows of a config that a
-// pairing targets are left out, so one name never stands for two sets of rows. Returns one note
-// per pairing and per config left out. A config paired twice, or two pairings onto one config,
-// are usage errors (kvgate::Error).
-std::vector<std::string> pair_baseline_configs(GateRun& baseline, const std::vector<ConfigPairing>& pairings);
+// Which config of the baseline each config of the candidate is compared with. "The same config"
+// across two runs is the one of the same canonical spec, unless a pairing says otherwise: a
+// paired baseline config stands for its candidate config, and the baseline's own config of that
+// candidate's spec is left out, so one candidate config never has two baseline counterparts.
+struct ConfigMatch {
+  std::vector<std::optional<ConfigIndex>> baseline_of;   // per candidate config
+  std::vector<std::optional<ConfigIndex>> candidate_of;  // per baseline config
+  std::vector<bool> left_out;  // per baseline config: displaced by a pairing (neither compared nor covered)
+  std::vector<std::string> notes;  // one per pairing and per config left out
+};
+
+// The one place two runs' configs are matched. A config paired twice, or two pairings onto one
+// config, are usage errors (kvgate::Error).
+ConfigMatch match_configs(const GateRun& baseline, const GateRun& candidate, const std::vector<ConfigPairing>& pairings);
 
 // baseline == nullptr: no baseline (a first run), so only comparability-free absolute checks
 // run, with a note saying so. Deterministic: the same inputs give bit-identical results.
-GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, const GateRun& candidate);
+// `pairings` (with a baseline only) go to match_configs; their notes come first.
+GateOutcome evaluate_gate(const GatePolicy& policy, const GateRun* baseline, const GateRun& candidate,
+                          const std::vector<ConfigPairing>& pairings = {});
 
 }  // namespace kvgate::scoring

@@ -15,13 +15,13 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-using ItemConfig = std::pair<std::string, std::string>;  // (item_key, config)
+using ItemConfig = std::pair<std::string, ConfigIndex>;  // (item_key, config)
 using Buckets = std::map<int, PositionSums>;
 
 // Per (item, config), its rows summed per bucket (the rows come per turn).
 std::map<ItemConfig, Buckets> item_buckets(const GateRun& run) {
   std::map<ItemConfig, Buckets> out;
-  for (const PositionRow& r : run.positions) out[{r.item_key, r.config}][r.bucket].add(r.sums);
+  for (const GatePosition& r : run.positions) out[{r.item_key, r.config}][r.bucket].add(r.sums);
   return out;
 }
 
@@ -43,14 +43,15 @@ std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) :
 std::string from_name(int64_t position) { return position == 0 ? "0+" : std::to_string(position / 1024) + "k+"; }
 
 // "position.absolute.kld_mean@16-32k[long, q4_0/q4_0]"; `what` absolute | regression | "".
-CheckResult make(const std::string& what, const std::string& metric, const std::string& domain, const std::string& config) {
+CheckResult make(const std::string& what, const std::string& metric, const std::string& domain, const GateConfig& config) {
   CheckResult c;
   c.kind = CheckKind::position;
   c.metric = metric;
   c.domain = domain;
-  c.config = config;
+  c.config = config.spec;
+  c.config_id = config.id;
   c.name = std::string(check_kind_name(c.kind)) + "." + (what.empty() ? "" : what + ".") + metric + "[" + domain + ", " +
-           config + "]";
+           config.spec + "]";
   c.baseline_value = c.candidate_value = c.delta = c.ci_low = c.ci_high = c.threshold = kNaN;
   return c;
 }
@@ -68,18 +69,28 @@ struct GroupRun {
 
 }  // namespace
 
-void add_position_checks(const GatePolicy& policy, const GateRun* baseline, const GateRun& cand,
-                         std::vector<CheckResult>& out) {
+void add_position_checks(const GatePolicy& policy, const GateRun* baseline, const ConfigMatch& match,
+                         const GateRun& cand, std::vector<CheckResult>& out) {
   static const Buckets kNone;
   const std::map<ItemConfig, Buckets> cand_rows = item_buckets(cand);
   const std::map<ItemConfig, Buckets> base_rows = baseline ? item_buckets(*baseline) : std::map<ItemConfig, Buckets>{};
-  // (domain, config) -> its items in each run.
-  std::map<std::pair<std::string, std::string>, std::pair<GroupRun, GroupRun>> groups;
+  // (domain, candidate config) -> its items in each run. A baseline config that no candidate
+  // config matches has no group: the coverage checks say so.
+  std::map<std::pair<std::string, ConfigIndex>, std::pair<GroupRun, GroupRun>, GroupOrder> groups(GroupOrder{&cand});
+  std::map<ConfigIndex, ConfigIndex> cand_of_base;  // the baseline's matched configs
+  for (ConfigIndex c = 0; c < match.baseline_of.size(); ++c)
+    if (match.baseline_of[c]) cand_of_base[*match.baseline_of[c]] = c;
   auto add_items = [&](const GateRun& run, const std::map<ItemConfig, Buckets>& rows, bool is_cand) {
     for (const GateItem& it : run.items) {
-      if (it.config == cand.reference_config) continue;  // its KLD is against itself
+      ConfigIndex config = it.config;
+      if (!is_cand) {
+        const auto c = cand_of_base.find(it.config);
+        if (c == cand_of_base.end()) continue;
+        config = c->second;
+      }
+      if (cand.is_reference(config)) continue;  // its KLD is against itself
       const auto r = rows.find({it.item_key, it.config});
-      auto& g = groups[{it.domain, it.config}];
+      auto& g = groups[{it.domain, config}];
       (is_cand ? g.first : g.second).items.emplace_back(it.item_key, r == rows.end() ? &kNone : &r->second);
     }
   };
@@ -87,10 +98,11 @@ void add_position_checks(const GatePolicy& policy, const GateRun* baseline, cons
   if (baseline) add_items(*baseline, base_rows, false);
 
   for (const auto& [key, runs] : groups) {
-    const auto& [domain, config] = key;
+    const auto& [domain, config_index] = key;
+    const GateConfig& config = cand.configs[config_index];
     const GroupRun &c_run = runs.first, &b_run = runs.second;
-    if (c_run.items.empty()) continue;  // only the baseline has it: the coverage checks say so
-    const GateLimits limits = policy.limits_for(domain, config);
+    if (c_run.items.empty()) continue;  // only the baseline has the domain: the coverage checks say so
+    const GateLimits limits = policy.limits_for(domain, config.spec);
     if (!limits.positions) continue;
     for (const PositionLimit& pl : *limits.positions) {
       if (!pl.limit && !baseline) continue;  // a regression needs a baseline (evaluate_gate notes its absence)
@@ -177,11 +189,14 @@ void add_position_checks(const GatePolicy& policy, const GateRun* baseline, cons
 
 void add_depth_checks(const GatePolicy& policy, const GateRun& cand, std::vector<CheckResult>& out) {
   const int pct = static_cast<int>(std::lround(policy.bootstrap.confidence * 100));
-  for (const std::string& config : cand.configs) {
-    if (config == cand.reference_config) continue;  // its KLD is against itself
-    const GateLimits limits = policy.limits_for("*", config);
+  for (ConfigIndex index = 0; index < cand.configs.size(); ++index) {
+    if (cand.is_reference(index)) continue;  // its KLD is against itself
+    const GateConfig& config = cand.configs[index];
+    const GateLimits limits = policy.limits_for("*", config.spec);
     if (!limits.depth || limits.depth->empty()) continue;
-    const ConfigDocuments docs = config_documents(cand.positions, config);
+    ConfigDocuments docs;  // the config's documents, as depth_effect.h's config_documents gathers them
+    for (const GatePosition& r : cand.positions)
+      if (r.config == index && r.sums.tokens > 0) docs[r.item_key][r.bucket].add(r.sums);
     int deepest = -1;  // the deepest bucket any document reaches
     for (const auto& [key, buckets] : docs)
       for (const auto& [b, sums] : buckets)

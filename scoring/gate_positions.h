@@ -11,9 +11,10 @@ namespace kvgate::scoring {
 // Per (domain, config) of the candidate and per position bucket from each PositionLimit's
 // min_position on: the absolute limit on the candidate's token-weighted bucket mean and, with a
 // baseline, the paired regression of the per-item bucket means. Buckets that no item of the
-// group reaches in either run give one skipped check naming the range, never a pass.
-void add_position_checks(const GatePolicy& policy, const GateRun* baseline, const GateRun& candidate,
-                         std::vector<CheckResult>& out);
+// group reaches in either run give one skipped check naming the range, never a pass. `match`
+// pairs the candidate's configs with the baseline's (match_configs).
+void add_position_checks(const GatePolicy& policy, const GateRun* baseline, const ConfigMatch& match,
+                         const GateRun& candidate, std::vector<CheckResult>& out);
 
 // Per candidate config (the reference has none), over all the run's documents: each DepthLimit
 // of the config's "*" rules, every bucket from its min_position on against its shallow bucket,

@@ -147,16 +147,17 @@ std::vector<ConfigVerdict> config_verdicts(const RolloutPolicy& policy, const Ga
   static const ItemScores kNoReference;
   std::map<std::string, const ItemScores*> reference;
   for (const GateItem& it : run.items)
-    if (it.config == run.reference_config) reference[it.item_key] = &it.scores;
-  std::map<std::pair<std::string, std::string>, std::map<int, PositionSums>> positions;  // (item, config) -> buckets
-  for (const PositionRow& r : run.positions) positions[{r.item_key, r.config}][r.bucket].add(r.sums);
+    if (run.is_reference(it.config)) reference[it.item_key] = &it.scores;
+  std::map<std::pair<std::string, ConfigIndex>, std::map<int, PositionSums>> positions;  // (item, config) -> buckets
+  for (const GatePosition& r : run.positions) positions[{r.item_key, r.config}][r.bucket].add(r.sums);
   const double alpha = (1 - policy.confidence) / static_cast<double>(family);
 
   std::vector<ConfigVerdict> out;
-  for (const std::string& config : run.configs) {
-    if (config == run.reference_config) continue;
+  for (ConfigIndex config = 0; config < run.configs.size(); ++config) {
+    if (run.is_reference(config)) continue;
     ConfigVerdict v;
-    v.config = config;
+    v.config = run.spec(config);
+    v.label = run.configs[config].label;
     std::vector<const GateItem*> items;
     std::set<std::string> domains;
     for (const GateItem& it : run.items)

@@ -512,6 +512,7 @@ EvalPlan plan_from_stored_run(int64_t run_id, const std::string& source, const s
       plan.configs.back().spec = c.spec;
     }
     plan.configs.back().top_k = c.top_k;
+    plan.configs.back().stored_id = c.config_id;
     // The resumed run shows its configs as they were typed when it began.
     if (!c.label.empty()) plan.configs.back().label = c.label;
   };

@@ -54,6 +54,9 @@ struct PlannedConfig {
   // logit: every config of a run that has an endpoint, so the estimator is the same on both
   // sides of each comparison. 0 = full distributions.
   int top_k = 0;
+  // A resumed run's config: its id in the database, from the stored run the plan was read from
+  // (so resuming reads run_configs once); 0 for a new run's, which RunRecorder::open stores.
+  int64_t stored_id = 0;
 };
 
 // A model of the plan. Its label names it in its configs' names: the file's stem, or the LABEL of
@@ -192,6 +195,7 @@ EvalPlan plan_from_flags(const PlanFlags& flags);
 
 // A stored config of a run being resumed.
 struct StoredConfig {
+  int64_t config_id = 0;  // its id in the database
   std::string spec;
   std::string label;  // as the user typed it; the spec for a run made before labels were recorded
   ConfigRole role = ConfigRole::candidate;

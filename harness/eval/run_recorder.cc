@@ -36,6 +36,7 @@ EvalPlan RunRecorder::plan_to_resume(results::Store& store, int64_t run_id, int6
   std::vector<StoredConfig> configs;
   for (const results::RunConfigRecord& c : store.run_configs(run_id)) {
     StoredConfig sc;
+    sc.config_id = c.config_id;
     sc.spec = c.spec;
     sc.label = c.label;
     sc.role = c.role == results::ConfigRole::reference ? ConfigRole::reference : ConfigRole::candidate;
@@ -124,13 +125,12 @@ void RunRecorder::open(const std::vector<ConfigSetup>& setups, const std::string
   if (!store_) store_ = &owned_store_.emplace(results::Store::open(db_path_));
   if (plan_.resume_run > 0) {
     run_id_ = plan_.resume_run;
-    std::map<std::string, int64_t> id_of;
-    for (const results::RunConfigRecord& c : store_->run_configs(run_id_)) id_of[c.spec] = c.config_id;
+    // The ids came with the plan (plan_to_resume read the run's configs once).
     for (const PlannedConfig& c : plan_.configs) {
-      const auto it = id_of.find(c.spec);
-      if (it == id_of.end())
-        throw_internal_error(store_->path() + ": run " + std::to_string(run_id_) + " lost its config " + c.spec);
-      config_ids_.push_back(it->second);
+      if (c.stored_id == 0)
+        throw_internal_error(store_->path() + ": resuming run " + std::to_string(run_id_) + ", config " + c.spec +
+                             " has no stored id in the plan");
+      config_ids_.push_back(c.stored_id);
     }
     const results::RunRecord stored = *store_->find_run(run_id_);
     earlier_load_ = stored.load;

@@ -1,6 +1,7 @@
 #include "harness/report/verdicts.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -53,20 +54,30 @@ scoring::GateRun load_gate_run(const results::StoredRun& stored) {
   g.suite_name = run.info.suite_name;
   g.suite_hash = run.info.suite_hash;
   g.model_sha256 = run.info.model_sha256;
-  for (const results::StoredConfig& c : stored.configs) g.configs.push_back(c.spec);
-  if (const results::StoredConfig* ref = stored.reference()) g.reference_config = ref->spec;
-  auto spec = [&](int64_t id) { return stored.spec_of(id); };
-  for (const results::RunItemMetrics& r : stored.items) {
-    scoring::GateItem it;
-    it.item_key = r.item_key;
-    it.domain = r.domain;
-    it.config = spec(r.metrics.config_id);
-    it.scores = item_scores(r.metrics);
-    g.items.push_back(std::move(it));
-  }
+  std::map<int64_t, scoring::ConfigIndex> index_of;
+  for (const results::StoredConfig& c : stored.configs)
+    index_of[c.config_id] =
+        g.add_config({c.config_id, c.spec, c.label, c.role == results::ConfigRole::reference});
+  // A row of a config the run does not list cannot be gated as any of its configs.
+  auto index = [&](int64_t config_id, const char* table) {
+    const auto it = index_of.find(config_id);
+    if (it == index_of.end())
+      throw_input_error(fmt::format("run {}: {} holds rows of config id {}, which is not a config of the run (its "
+                                    "configs: {}); the file is damaged",
+                                    run.id, table, config_id, config_list(stored.configs)));
+    return it->second;
+  };
+  for (const results::RunItemMetrics& r : stored.items)
+    g.items.push_back({r.item_key, r.domain, index(r.metrics.config_id, "item_metrics"), item_scores(r.metrics)});
   for (const results::RunTurnMetrics& t : stored.turns)
-    g.turns.push_back({spec(t.turn.config_id), turn_latency(t.turn), t.item_key, t.turn.turn_index});
-  g.positions = position_rows(stored);
+    g.turns.push_back({index(t.turn.config_id, "turn_metrics"), turn_latency(t.turn), t.item_key, t.turn.turn_index});
+  for (const results::RunPositionMetrics& r : stored.positions) {
+    // As position_rows: a row of a config the run does not list is left out.
+    const auto it = index_of.find(r.position.config_id);
+    if (it == index_of.end()) continue;
+    g.positions.push_back({r.item_key, it->second, scoring::position_bucket(r.position.position_from),
+                           position_sums(r.position)});
+  }
   g.calibration = run.info.calibration;
   for (const auto& [key, c] : stored.calibration) g.item_calibration[key] = {c.prefill_ms, c.decode_ms};
   if (run.load)
@@ -83,7 +94,6 @@ RunVerdicts run_verdicts(const results::StoredRun& stored, const std::string& po
   RunVerdicts v;
   v.policy = load_rollout_policy_or_default(policy_path);
   v.configs = scoring::config_verdicts(v.policy, load_gate_run(stored), family);
-  for (scoring::ConfigVerdict& c : v.configs) c.label = label_of(stored.configs, c.config);
   std::set<std::string> items, domains;
   for (const results::RunItemMetrics& r : stored.items) items.insert(r.item_key), domains.insert(r.domain);
   if (const results::StoredConfig* ref = stored.reference()) v.reference = label_of(stored.configs, ref->spec);

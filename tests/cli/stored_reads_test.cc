@@ -52,6 +52,7 @@ Reads reads_of(const std::string& args, int want_exit = 0) {
   harness::add_runs_commands(app, ctx);
   harness::add_report_commands(app, ctx);
   harness::add_gate_commands(app, ctx);
+  harness::add_eval_commands(app, ctx);
   app.parse(args, false);
   if (want_exit >= 0) EXPECT_EQ(ctx.exit_code, want_exit) << args;
   Reads out;
@@ -97,6 +98,30 @@ TEST(StoredReads, GateReadsEachTableOnce) {
   const Reads two = reads_of(gate + " --baseline 1 --candidate 2", -1);
   expect_each_table_once(two, "gate", {1, 2});
   expect_each_table_once(reads_of(gate + " --baseline 1 --candidate 1 --json", -1), "gate against itself", {1});
+}
+
+// `eval --resume` reads the stored run's tables once to plan the resume (the plan carries each
+// config's id on to the recorder, which used to read run_configs again to find them). Both a new
+// and a resumed run read the finished run back once more for their summary (the verdicts), so a
+// resume reads each table at most once more than a new run does, and run_configs exactly once more.
+TEST(StoredReads, ResumeReadsEachTableOnce) {
+  const std::string items = scratch_path("stored_reads_resume", "items.jsonl");
+  std::ofstream(items) << kItems;
+  const std::string eval = "eval --evalset " + items + " --model " + tiny("tiny-qwen2.gguf") +
+                           " --kv fp8,bf16 --threads 1 --max-new-tokens 4 --json --db ";
+  const std::string fresh_db = scratch_path("stored_reads_resume", "fresh.db");
+  const Reads fresh = reads_of(eval + fresh_db + " --limit 1");
+  const std::string db = scratch_path("stored_reads_resume", "resumed.db");
+  const CliResult first = run_kvgate(eval + db + " --limit 1");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const Reads resumed = reads_of("eval --resume 1 --limit 2 --threads 1 --json --db " + db);
+  auto count = [](const Reads& r, const std::string& table) {
+    const auto it = r.find({table, 1});
+    return it == r.end() ? int64_t{0} : it->second;
+  };
+  EXPECT_EQ(count(resumed, "run_configs"), count(fresh, "run_configs") + 1) << "resume reads the run's configs once";
+  for (const auto& [key, n] : resumed)
+    EXPECT_LE(n, count(fresh, key.first) + 1) << "resume: table " << key.first << " of run " << key.second;
 }
 
 }  // namespace

@@ -155,13 +155,15 @@ GateRun sweep_run(int n, double deep_factor) {
   GateRun r;
   r.id = 1;
   r.status = "complete";
-  r.reference_config = "f16";
-  r.configs = {"f16", "q4"};
-  for (const PositionRow& row : sweep_rows(n, 800, deep_factor)) r.positions.push_back(row);
+  const ConfigIndex ref = r.add_config({1, "f16", "", true}), q4 = r.add_config({2, "q4", "", false});
+  for (const PositionRow& row : sweep_rows(n, 800, deep_factor)) {
+    EXPECT_EQ(row.config, "q4");
+    r.positions.push_back({row.item_key, q4, row.bucket, row.sums});
+  }
   for (int i = 0; i < n; ++i) {
     const std::string key = "doc-" + std::to_string(i);
-    r.items.push_back({key, "text", "f16", {1600, 0, 0, 0, 1.0, std::nullopt, false}});
-    r.items.push_back({key, "text", "q4", {1600, 0.03, 0.5, 0.3, 0.85, std::nullopt, false}});
+    r.items.push_back({key, "text", ref, {1600, 0, 0, 0, 1.0, std::nullopt, false}});
+    r.items.push_back({key, "text", q4, {1600, 0.03, 0.5, 0.3, 0.85, std::nullopt, false}});
   }
   return r;
 }

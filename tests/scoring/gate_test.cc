@@ -30,6 +30,9 @@ const char* kPolicy = R"({
   "latency": {"tpot_p50_ratio_max": 2.0, "ttft_p50_ratio_max": null}
 })";
 
+// make_run's configs, by index.
+constexpr ConfigIndex kRef = 0, kQ4 = 1;
+
 // A run of `n` items in each of two domains under the reference and one candidate config. The
 // candidate's per-item KLD varies by item (items differ far more than configs change them).
 GateRun make_run(int64_t id, int n, double kld_scale) {
@@ -39,20 +42,20 @@ GateRun make_run(int64_t id, int n, double kld_scale) {
   r.suite_name = "suite:smoke";
   r.suite_hash = "abc";
   r.model_sha256 = "sha";
-  r.reference_config = "f16/f16";
-  r.configs = {"f16/f16", "q4_0/q4_0"};
+  r.add_config({1, "f16/f16", "f16", true});
+  r.add_config({2, "q4_0/q4_0", "q4_0", false});
   for (const char* domain : {"tables", "policy"})
     for (int i = 0; i < n; ++i) {
       const std::string key = std::string(domain) + "-" + std::to_string(i);
       // scores: tokens, mean KLD, max KLD, p99 KLD, top-1, gold match, diverged
-      GateItem ref{key, domain, "f16/f16", {100, 0, 0, 0, 1.0, true, false}};
+      GateItem ref{key, domain, kRef, {100, 0, 0, 0, 1.0, true, false}};
       const double kld = kld_scale * (0.01 + 0.004 * (i % 5));
-      GateItem q{key, domain, "q4_0/q4_0", {100, kld, kld_scale * 0.3, kld_scale * 0.2, 0.95, true, i % 3 == 0}};
+      GateItem q{key, domain, kQ4, {100, kld, kld_scale * 0.3, kld_scale * 0.2, 0.95, true, i % 3 == 0}};
       r.items.push_back(ref);
       r.items.push_back(q);
       // Wall time, and CPU time of the work (two threads' worth of the wall time).
-      r.turns.push_back({"f16/f16", {45.0 + i, 9.0 + 0.1 * i, 90.0 + 2 * i, 18.0 + 0.2 * i}, key, 0});
-      r.turns.push_back({"q4_0/q4_0", {50.0 + i, 10.0 + 0.1 * i, 100.0 + 2 * i, 20.0 + 0.2 * i}, key, 0});
+      r.turns.push_back({kRef, {45.0 + i, 9.0 + 0.1 * i, 90.0 + 2 * i, 18.0 + 0.2 * i}, key, 0});
+      r.turns.push_back({kQ4, {50.0 + i, 10.0 + 0.1 * i, 100.0 + 2 * i, 20.0 + 0.2 * i}, key, 0});
     }
   return r;
 }
@@ -161,7 +164,7 @@ TEST(Gate, WorseDomainFailsAndNamesItsItems) {
   GateRun cand = make_run(2, 20, 1.0);
   // Only the policy domain gets worse, and item policy-3 the most.
   for (GateItem& it : cand.items)
-    if (it.domain == "policy" && it.config == "q4_0/q4_0") it.scores.kld_mean += it.item_key == "policy-3" ? 0.05 : 0.01;
+    if (it.domain == "policy" && it.config == kQ4) it.scores.kld_mean += it.item_key == "policy-3" ? 0.05 : 0.01;
   const GateOutcome o = evaluate_gate(p, &base, cand);
   const CheckResult* worse = find(o, "regression.kld_mean[policy, q4_0/q4_0]");
   ASSERT_NE(worse, nullptr);
@@ -184,7 +187,7 @@ TEST(Gate, RealButTinyChangeStaysUnderTheFloor) {
   const GateRun base = make_run(1, 20, 1.0);
   GateRun cand = make_run(2, 20, 1.0);
   for (GateItem& it : cand.items)
-    if (it.config == "q4_0/q4_0") it.scores.kld_mean += 0.001;  // consistent, so the interval excludes 0; below the 0.002 floor
+    if (it.config == kQ4) it.scores.kld_mean += 0.001;  // consistent, so the interval excludes 0; below the 0.002 floor
   const GateOutcome o = evaluate_gate(p, &base, cand);
   const CheckResult* c = find(o, "regression.kld_mean[tables, q4_0/q4_0]");
   ASSERT_NE(c, nullptr);
@@ -199,7 +202,7 @@ TEST(Gate, LargeButNoisyChangeDoesNotFire) {
   // Half the items much worse, half much better: mean delta near 0, interval spans 0.
   int k = 0;
   for (GateItem& it : cand.items)
-    if (it.domain == "tables" && it.config == "q4_0/q4_0") it.scores.kld_mean += (k++ % 2 ? 0.03 : -0.025);
+    if (it.domain == "tables" && it.config == kQ4) it.scores.kld_mean += (k++ % 2 ? 0.03 : -0.025);
   const GateOutcome o = evaluate_gate(p, &base, cand);
   const CheckResult* c = find(o, "regression.kld_mean[tables, q4_0/q4_0]");
   ASSERT_NE(c, nullptr);
@@ -241,7 +244,7 @@ TEST(Gate, AccuracyDropIsAgainstTheReferenceConfig) {
   GateRun cand = make_run(2, 10, 1.0);
   int wrong = 0;
   for (GateItem& it : cand.items)
-    if (it.domain == "tables" && it.config == "q4_0/q4_0" && wrong < 6) it.scores.exact_match_gold = false, ++wrong;
+    if (it.domain == "tables" && it.config == kQ4 && wrong < 6) it.scores.exact_match_gold = false, ++wrong;
   const GateOutcome o = evaluate_gate(p, nullptr, cand);
   const CheckResult* c = find(o, "absolute.gold_accuracy_drop[tables, q4_0/q4_0]");
   ASSERT_NE(c, nullptr);
@@ -297,8 +300,8 @@ TEST(Gate, MissingItemsConfigsAndMismatchedRunsFail) {
   EXPECT_FALSE(find(o, "comparability.candidate_status[*]")->passed);
 
   GateRun fewer_configs = make_run(3, 5, 1.0);
-  fewer_configs.configs = {"f16/f16"};
-  std::erase_if(fewer_configs.items, [](const GateItem& it) { return it.config == "q4_0/q4_0"; });
+  fewer_configs.configs.resize(1);  // the reference only
+  std::erase_if(fewer_configs.items, [](const GateItem& it) { return it.config == kQ4; });
   const GateOutcome o2 = evaluate_gate(p, &base, fewer_configs);
   EXPECT_FALSE(find(o2, "coverage.items[*, q4_0/q4_0]")->passed);
 }
@@ -372,7 +375,7 @@ TEST(Gate, SlowdownOnTooFewTurnsIsSkippedNotJudged) {
   const GateRun base = make_run(1, 2, 1.0);  // 4 turns per config
   GateRun cand = make_run(2, 2, 1.0);
   for (GateTurn& t : cand.turns)
-    if (t.config == "q4_0/q4_0") t.latency.tpot_ms *= 3;
+    if (t.config == kQ4) t.latency.tpot_ms *= 3;
   const GateOutcome o = evaluate_gate(p, &base, cand);
   const CheckResult* s = find(o, "latency.tpot_slowdown[*, q4_0/q4_0]");
   ASSERT_NE(s, nullptr);
@@ -388,7 +391,7 @@ TEST(Gate, ConfigSlowerThanItsReferenceFails) {
   for (const double load_factor : {1.0, 7.0}) {
     GateRun cand = make_run(2, 10, 1.0);
     for (GateTurn& t : cand.turns) {
-      t.latency.tpot_ms *= load_factor * (t.config == "q4_0/q4_0" ? 2.0 : 1.0);
+      t.latency.tpot_ms *= load_factor * (t.config == kQ4 ? 2.0 : 1.0);
       t.latency.ttft_ms *= load_factor;
     }
     const GateOutcome o = evaluate_gate(p, &base, cand);
@@ -404,7 +407,7 @@ TEST(Gate, ConfigSlowerThanItsReferenceFails) {
   GateRun noisy = make_run(2, 10, 1.0);
   int k = 0;
   for (GateTurn& t : noisy.turns)
-    if (t.config == "q4_0/q4_0") t.latency.tpot_ms *= (k++ % 2) ? 2.0 : 0.5;
+    if (t.config == kQ4) t.latency.tpot_ms *= (k++ % 2) ? 2.0 : 0.5;
   const CheckResult* s = find(evaluate_gate(p, &base, noisy), "latency.tpot_slowdown[*, q4_0/q4_0]");
   ASSERT_NE(s, nullptr);
   EXPECT_TRUE(s->passed) << s->detail;
@@ -544,7 +547,7 @@ TEST(Gate, NotMeasuredFailsUnlessThePolicyAllowsIt) {
   const GateRun base = make_run(1, 4, 1.0);
   GateRun cand = make_run(2, 4, 1.0);
   for (GateItem& it : cand.items)
-    if (it.config == "q4_0/q4_0") {
+    if (it.config == kQ4) {
       it.scores.kld_mean = it.scores.kld_p99 = it.scores.kld_max = it.scores.same_top1 = std::nan("");
       it.scores.exact_match_gold.reset();
       it.scores.diverged.reset();
@@ -585,7 +588,7 @@ TEST(Gate, MinimumCoveragePerDomainAndConfig) {
   canonicalize_policy_kv(p, [](const GateRule& r) { return std::vector<std::string>{r.kv + "/" + r.kv}; });
   GateRun cand = make_run(2, 4, 1.0);  // 4 items of 100 tokens per domain and config
   for (GateItem& it : cand.items)
-    if (it.config == "q4_0/q4_0" && it.domain == "policy" && it.item_key != "policy-0") it.scores.kld_mean = std::nan("");
+    if (it.config == kQ4 && it.domain == "policy" && it.item_key != "policy-0") it.scores.kld_mean = std::nan("");
   const GateOutcome o = evaluate_gate(p, nullptr, cand);
   EXPECT_FALSE(find(o, "coverage.items_min[tables, q4_0/q4_0]")->passed) << "4 < 5";
   EXPECT_FALSE(find(o, "coverage.items_min[tables, f16/f16]")->passed) << "the reference counts too";
@@ -638,42 +641,76 @@ TEST(GatePolicy, LatencyAndCoverageKeys) {
                    .latency.quiet_load_max);
 }
 
-// --pair-config when the baseline also ran the candidate's config: the relabelled rows replace
-// the baseline's own rows of that config instead of sharing its name with them.
-TEST(Gate, PairingReplacesTheBaselinesOwnRowsOfTheTargetConfig) {
+// --pair-config when the baseline also ran the candidate's config: the paired config replaces
+// the baseline's own config of the candidate's spec instead of sharing the comparison with it.
+TEST(Gate, PairingReplacesTheBaselinesOwnConfigOfTheTarget) {
   const GatePolicy p = test_policy();
   GateRun base = make_run(1, 10, 1.0);  // q4_0 at scale 1 ...
   GateRun fp8 = make_run(1, 10, 0.1);   // ... and fp8 at a tenth of its KLD
+  const ConfigIndex base_fp8 = base.add_config({3, "fp8/fp8", "fp8", false});
   for (GateItem& it : fp8.items)
-    if (it.config == "q4_0/q4_0") base.items.push_back({it.item_key, it.domain, "fp8/fp8", it.scores});
+    if (it.config == kQ4) base.items.push_back({it.item_key, it.domain, base_fp8, it.scores});
   for (const GateTurn& t : fp8.turns)
-    if (t.config == "q4_0/q4_0") base.turns.push_back({"fp8/fp8", t.latency, t.item_key, t.turn_index});
-  base.configs.push_back("fp8/fp8");
+    if (t.config == kQ4) base.turns.push_back({base_fp8, t.latency, t.item_key, t.turn_index});
   const GateRun cand = make_run(2, 10, 1.0);
 
-  const std::vector<std::string> notes = pair_baseline_configs(base, {{"fp8/fp8", "q4_0/q4_0"}});
-  ASSERT_EQ(notes.size(), 2u);
-  EXPECT_EQ(notes[0], "baseline config fp8/fp8 is compared with candidate config q4_0/q4_0");
-  EXPECT_NE(notes[1].find("baseline config q4_0/q4_0 is left out"), std::string::npos) << notes[1];
-  EXPECT_EQ(base.configs, (std::vector<std::string>{"f16/f16", "q4_0/q4_0"}));
-  for (const GateItem& it : base.items) {
-    if (it.config == "q4_0/q4_0") {
-      EXPECT_LT(it.scores.kld_mean, 0.003) << it.item_key << " must be fp8's row";
-    }
-  }
-  const GateOutcome o = evaluate_gate(p, &base, cand);
+  const ConfigMatch m = match_configs(base, cand, {{base_fp8, kQ4}});
+  ASSERT_EQ(m.notes.size(), 2u);
+  EXPECT_EQ(m.notes[0], "baseline config fp8/fp8 is compared with candidate config q4_0/q4_0");
+  EXPECT_NE(m.notes[1].find("baseline config q4_0/q4_0 is left out"), std::string::npos) << m.notes[1];
+  EXPECT_EQ(m.baseline_of, (std::vector<std::optional<ConfigIndex>>{kRef, base_fp8}));
+  EXPECT_EQ(m.left_out, (std::vector<bool>{false, true, false}));
+  const GateOutcome o = evaluate_gate(p, &base, cand, {{base_fp8, kQ4}});
+  EXPECT_EQ(o.notes.front(), m.notes.front()) << "the pairing notes come first";
   const CheckResult* reg = find(o, "regression.kld_mean[tables, q4_0/q4_0]");
   ASSERT_NE(reg, nullptr);
   EXPECT_FALSE(reg->passed) << reg->detail;
-  EXPECT_NEAR(reg->baseline_value * 10, reg->candidate_value, 1e-12) << reg->detail;
+  EXPECT_NEAR(reg->baseline_value * 10, reg->candidate_value, 1e-12) << reg->detail << " must compare with fp8's rows";
+  // The left-out config has no coverage check; the paired one is covered under the candidate's name.
+  size_t coverage = 0;
+  for (const CheckResult& c : o.checks) coverage += c.kind == CheckKind::coverage && c.metric == "items";
+  EXPECT_EQ(coverage, 2u);
+  EXPECT_EQ(find(o, "coverage.items[*, q4_0/q4_0]")->config_id, 2) << "the candidate config's id";
 
-  GateRun twice = make_run(1, 2, 1.0);
-  EXPECT_THROW(pair_baseline_configs(twice, {{"f16/f16", "q4_0/q4_0"}, {"q4_0/q4_0", "q4_0/q4_0"}}), Error);
-  EXPECT_THROW(pair_baseline_configs(twice, {{"f16/f16", "q4_0/q4_0"}, {"f16/f16", "fp8/fp8"}}), Error);
+  const GateRun twice = make_run(1, 2, 1.0);
+  EXPECT_THROW(match_configs(twice, twice, {{kRef, kQ4}, {kQ4, kQ4}}), Error);
+  EXPECT_THROW(match_configs(twice, twice, {{kRef, kQ4}, {kRef, kRef}}), Error);
   // A swap pairs each with the other: nothing is left out.
-  GateRun swapped = make_run(1, 2, 1.0);
-  EXPECT_EQ(pair_baseline_configs(swapped, {{"f16/f16", "q4_0/q4_0"}, {"q4_0/q4_0", "f16/f16"}}).size(), 2u);
-  EXPECT_EQ(swapped.items.size(), 8u);
+  const ConfigMatch swapped = match_configs(twice, twice, {{kRef, kQ4}, {kQ4, kRef}});
+  EXPECT_EQ(swapped.notes.size(), 2u);
+  EXPECT_EQ(swapped.baseline_of, (std::vector<std::optional<ConfigIndex>>{kQ4, kRef}));
+}
+
+// Configs are told apart by their index, never by their spec text. A stored run cannot hold two
+// configs of one spec (configs.spec is unique and names the weights and the endpoint), but the
+// gate must not rest on that: two configs of one spec keep their own items and checks, and only
+// match_configs says which of them another run's config is compared with.
+TEST(Gate, ConfigsSharingASpecStayApart) {
+  const GatePolicy p = test_policy();
+  GateRun run = make_run(1, 4, 1.0);
+  // A second config of the candidate's spec, with half its KLD, in one domain.
+  const ConfigIndex other = run.add_config({7, "q4_0/q4_0", "Q8+q4_0", false});
+  std::vector<GateItem> copies;
+  for (const GateItem& it : run.items)
+    if (it.config == kQ4 && it.domain == "tables") {
+      copies.push_back(it);
+      copies.back().config = other;
+      copies.back().scores.kld_mean /= 2;
+    }
+  run.items.insert(run.items.end(), copies.begin(), copies.end());
+  const GateOutcome o = evaluate_gate(p, nullptr, run);
+  std::vector<const CheckResult*> kld;
+  for (const CheckResult& c : o.checks)
+    if (c.name == "absolute.kld_mean[tables, q4_0/q4_0]") kld.push_back(&c);
+  ASSERT_EQ(kld.size(), 2u) << "one check per config, not one over both configs' items";
+  EXPECT_EQ(kld[0]->items, 4u);
+  EXPECT_EQ(kld[1]->items, 4u);
+  EXPECT_DOUBLE_EQ(kld[0]->candidate_value, 2 * kld[1]->candidate_value);
+  EXPECT_EQ(kld[0]->config_id, 2);
+  EXPECT_EQ(kld[1]->config_id, 7);
+  // The other run matches only the first config of a spec; the second has no baseline.
+  const ConfigMatch m = match_configs(make_run(0, 4, 1.0), run, {});
+  EXPECT_EQ(m.baseline_of, (std::vector<std::optional<ConfigIndex>>{kRef, kQ4, std::nullopt}));
 }
 
 TEST(Gate, DeterministicAcrossCalls) {

@@ -87,14 +87,13 @@ GateRun run_measuring_everything() {
   GateRun r;
   r.id = 1;
   r.status = "complete";
-  r.reference_config = "f16";
-  r.configs = {"f16", "q4_0"};
+  const ConfigIndex ref = r.add_config({1, "f16", "", true}), q4 = r.add_config({2, "q4_0", "", false});
   for (int i = 0; i < 8; ++i) {
     const std::string key = "item-" + std::to_string(i);
-    ItemScores ref{100, 0, 0, 0, 1.0, true, false, 2, 0, 0};
+    ItemScores ref_scores{100, 0, 0, 0, 1.0, true, false, 2, 0, 0};
     ItemScores cand{100, 0.01 * (i + 1), 0.2, 0.1, 0.9, i % 2 == 0, i % 3 == 0, 2, i % 2, 1};
-    r.items.push_back({key, "tables", "f16", ref});
-    r.items.push_back({key, "tables", "q4_0", cand});
+    r.items.push_back({key, "tables", ref, ref_scores});
+    r.items.push_back({key, "tables", q4, cand});
   }
   return r;
 }
@@ -115,7 +114,7 @@ TEST(MetricTable, EveryLimitIsCheckedUnderItsMetricsName) {
   const GateOutcome o = evaluate_gate(p, &base, cand);
   ItemAggregator summary;
   for (const GateItem& it : cand.items)
-    if (it.config == "q4_0") summary.add(it.scores);
+    if (!cand.is_reference(it.config)) summary.add(it.scores);
   const ItemAggregate candidate = summary.result();
   auto find = [&](const std::string& name) -> const CheckResult* {
     for (const CheckResult& c : o.checks)

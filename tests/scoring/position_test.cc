@@ -111,15 +111,15 @@ GateRun long_run(int64_t id, int n, double long_kld) {
   r.suite_name = "suite:long-cpu";
   r.suite_hash = "h";
   r.model_sha256 = "sha";
-  r.reference_config = "f16/f16";
-  r.configs = {"f16/f16", "q4_0/q4_0"};
+  const ConfigIndex ref = r.add_config({1, "f16/f16", "f16", true});
+  const ConfigIndex q4 = r.add_config({2, "q4_0/q4_0", "q4_0", false});
   for (int i = 0; i < n; ++i) {
     const std::string key = "retrieval-" + std::to_string(i);
-    r.items.push_back({key, "retrieval", "f16/f16", {2000, 0, 0, 0, 1.0, std::nullopt, false}});
-    r.items.push_back({key, "retrieval", "q4_0/q4_0", {2000, 0.02, 0.5, 0.3, 0.9, std::nullopt, false}});
+    r.items.push_back({key, "retrieval", ref, {2000, 0, 0, 0, 1.0, std::nullopt, false}});
+    r.items.push_back({key, "retrieval", q4, {2000, 0.02, 0.5, 0.3, 0.9, std::nullopt, false}});
     PositionSums near{1000, 10.0, 0.0, 950}, far{1000, 1000 * (long_kld + 0.001 * (i % 4)), -5.0, 900};
-    r.positions.push_back({key, "q4_0/q4_0", 0, near});
-    r.positions.push_back({key, "q4_0/q4_0", 3, far});
+    r.positions.push_back({key, q4, 0, near});
+    r.positions.push_back({key, q4, 3, far});
   }
   return r;
 }
@@ -174,7 +174,7 @@ TEST(GatePositions, UnreachedPositionsAreSkippedWithTheReasonNeverPassed) {
   // A gap between reached buckets is a skipped check of its own (4-8k reached; a 16-32k row in
   // the candidate only makes 8-16k a gap and 16-32k unpaired).
   GateRun far = cand;
-  far.positions.push_back({"retrieval-0", "q4_0/q4_0", 5, PositionSums{10, 0.1, 0, 10}});
+  far.positions.push_back({"retrieval-0", 1, 5, PositionSums{10, 0.1, 0, 10}});
   const GateOutcome g = evaluate_gate(p, &base, far);
   const CheckResult* gap = find(g, "position.regression.kld_mean@8-16k[retrieval, q4_0/q4_0]");
   ASSERT_NE(gap, nullptr);
@@ -188,12 +188,8 @@ TEST(GatePositions, UnreachedPositionsAreSkippedWithTheReasonNeverPassed) {
 TEST(GatePositions, PairedConfigsCarryTheirPositionRows) {
   const GatePolicy p = position_policy();
   GateRun base = long_run(1, 8, 0.05);
-  for (GateItem& it : base.items)
-    if (it.config == "q4_0/q4_0") it.config = "q4_1/q4_1";
-  for (PositionRow& r : base.positions) r.config = "q4_1/q4_1";
-  base.configs = {"f16/f16", "q4_1/q4_1"};
-  pair_baseline_configs(base, {{"q4_1/q4_1", "q4_0/q4_0"}});
-  const GateOutcome o = evaluate_gate(p, &base, long_run(2, 8, 0.09));
+  base.configs[1].spec = "q4_1/q4_1";
+  const GateOutcome o = evaluate_gate(p, &base, long_run(2, 8, 0.09), {{1, 1}});
   const CheckResult* c = find(o, "position.regression.kld_mean@4-8k[retrieval, q4_0/q4_0]");
   ASSERT_NE(c, nullptr);
   EXPECT_FALSE(c->passed) << c->detail;
@@ -238,7 +234,7 @@ TEST(GateFirstToken, AbsoluteAndRegressionChecks) {
   // The candidate's q4_0 answers end at their first token on 1 turn in 2 and differ from the
   // reference's first token on every turn.
   for (GateItem& it : cand.items)
-    if (it.config == "q4_0/q4_0") it.scores.first_token_eos = 1, it.scores.first_token_differs = 2;
+    if (it.config == 1) it.scores.first_token_eos = 1, it.scores.first_token_differs = 2;
   const GateOutcome o = evaluate_gate(p, &base, cand);
   const CheckResult* eos = find(o, "absolute.first_token_eos_rate[retrieval, q4_0/q4_0]");
   ASSERT_NE(eos, nullptr);

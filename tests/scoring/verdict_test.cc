@@ -38,12 +38,14 @@ struct Effect {
 // with 40 scored tokens; the candidate keeps top-1 on 99 % of tokens (mean KLD ~0.003) and
 // changes a first token in 1 % of turns. Items are drawn in order from one seeded stream, so
 // the first n items of a larger run are the run of n items.
+constexpr ConfigIndex kRef = 0, kCand = 1;  // simulate's configs
+
 GateRun simulate(size_t n, Effect effect, uint64_t seed = 7) {
   GateRun run;
   run.id = 1;
   run.status = "complete";
-  run.reference_config = "f16";
-  run.configs = {"f16", "cand"};
+  run.add_config({1, "f16", "", true});
+  run.add_config({2, "cand", "", false});
   Rng rng(seed);
   for (size_t i = 0; i < n; ++i) {
     const std::string key = "item-" + std::to_string(i);
@@ -69,8 +71,8 @@ GateRun simulate(size_t n, Effect effect, uint64_t seed = 7) {
     cand.kld_mean = kld / 40.0;
     cand.exact_match_gold = cand_right;
     for (int t = 0; t < 3; ++t) cand.first_token_differs += rng.uniform() < 0.01 ? 1 : 0;
-    run.items.push_back({key, "lookup", "f16", ref});
-    run.items.push_back({key, "lookup", "cand", cand});
+    run.items.push_back({key, "lookup", kRef, ref});
+    run.items.push_back({key, "lookup", kCand, cand});
   }
   return run;
 }
@@ -184,15 +186,15 @@ TEST(RolloutVerdict, PositionBucketsWhereReached) {
   GateRun run = simulate(300, {});
   // Each item reaches 2-4k, every third one 4-8k, where its KLD is ten times the margin.
   for (const GateItem& it : run.items) {
-    if (it.config != "cand") continue;
+    if (it.config != kCand) continue;
     const int i = std::stoi(it.item_key.substr(5));
     PositionSums near;
     for (int t = 0; t < 20; ++t) near.add(0.001, 0, true);
-    run.positions.push_back({it.item_key, "cand", 2, near});
+    run.positions.push_back({it.item_key, kCand, 2, near});
     if (i % 3 == 0) {
       PositionSums far;
       for (int t = 0; t < 20; ++t) far.add(0.2 + 0.01 * (t % 3), 0, t % 2 == 0);
-      run.positions.push_back({it.item_key, "cand", 3, far});
+      run.positions.push_back({it.item_key, kCand, 3, far});
     }
   }
   const RolloutPolicy p = parse_rollout_policy(R"({"kvgate_rollout_policy": 1,
