@@ -37,7 +37,7 @@ PositionView run_positions(const results::StoredRun& run, const scoring::Bootstr
 // intervals whichever rollout policy its verdicts are read against.
 scoring::BootstrapSettings positions_bootstrap();
 
-// "fp8: mean KLD at 4-8k is 1.92x its 0-1k value on the same 12 documents [1.41x, 2.60x] ...",
+// "fp8: mean KLD at 4-8k is 1.52x its 0-1k value on the same 6 documents [1.14x, 2.07x] ...",
 // or why there is no depth effect.
 std::string depth_effect_line(const std::string& label, const std::optional<scoring::DepthEffect>& effect,
                               const scoring::BootstrapSettings& bootstrap);
