@@ -128,6 +128,17 @@ std::vector<uint8_t> random_blocks(GgmlType type, int64_t rows, int64_t cols, ui
   return bytes;
 }
 
+// `rows` x `cols` weights of `type` held in `bytes`.
+WeightMatrix view_of(GgmlType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& bytes) {
+  WeightMatrix w;
+  w.type = type;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = bytes.size() / static_cast<size_t>(rows);
+  w.data = bytes.data();
+  return w;
+}
+
 // What the AVX2 row dots compute, written out lane by lane: eight lanes, lane l taking elements
 // l, 8 + l, 16 + l, 24 + l of each block (a multiply, then three fused multiply-adds), the
 // block scale fused into the lane's accumulator, lanes summed pairwise (l with l + 4, then with
@@ -175,12 +186,7 @@ TEST(Weights, AvxRowDotsFollowTheLaneModelBitForBit) {
   for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
     const int64_t rows = 300, cols = 576;  // rows span more than the kernels' prefetch distance
     const std::vector<uint8_t> bytes = random_blocks(type, rows, cols, 11);
-    WeightMatrix w;
-    w.type = type;
-    w.rows = rows;
-    w.cols = cols;
-    w.row_bytes = bytes.size() / static_cast<size_t>(rows);
-    w.data = bytes.data();
+    const WeightMatrix w = view_of(type, rows, cols, bytes);
     std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
     Rng rng(5);
     for (float& v : x) v = static_cast<float>(rng.normal());
@@ -204,12 +210,7 @@ TEST(Weights, AvxRowDecodeEqualsTheScalarDecodeBitForBit) {
         const uint16_t h = static_cast<uint16_t>(rng.below(0x7c00) | (rng.below(2) << 15));
         std::memcpy(&bytes[b + 2 * static_cast<size_t>(s)], &h, 2);
       }
-    WeightMatrix w;
-    w.type = type;
-    w.rows = rows;
-    w.cols = cols;
-    w.row_bytes = bytes.size() / static_cast<size_t>(rows);
-    w.data = bytes.data();
+    const WeightMatrix w = view_of(type, rows, cols, bytes);
     std::vector<float> got(static_cast<size_t>(cols)), want(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
       dequantize_weight_row(w, r, got.data());
