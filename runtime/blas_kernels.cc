@@ -2,15 +2,19 @@
 
 #include <cblas.h>
 
+#include "core/cpu_features.h"
+
 namespace kvgate::runtime {
 
+// core's detection (which also asks whether the OS saves the 512-bit state, and honours
+// KVGATE_DISABLE_SIMD / KVGATE_DISABLE_AVX512: with SIMD off kvgate keeps OpenBLAS's own choice),
+// plus BF16, which only this choice needs.
 CpuVectors host_cpu_vectors() {
+  const CpuFeatures& f = cpu_features();
   CpuVectors v;
+  v.avx2_fma = f.avx2 && f.fma;
+  v.avx512 = f.avx512;
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  v.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  v.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   v.avx512_bf16 = v.avx512 && __builtin_cpu_supports("avx512bf16");
 #endif
   return v;
